@@ -1,0 +1,80 @@
+"""Typed errors, each with a distinct exit code and a message a person can act on."""
+
+from __future__ import annotations
+
+__all__ = [
+    "BuildFailedError",
+    "BuildtoolsError",
+    "CheckFailedError",
+    "ConfigError",
+    "ExitCode",
+    "KnowledgeError",
+    "PlanError",
+    "ToolMissingError",
+    "ToolchainError",
+]
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes per failure class (0 is success)."""
+
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    CONFIG = 3
+    PLAN = 4
+    KNOWLEDGE = 5
+    TOOL_MISSING = 6
+    TOOLCHAIN = 7
+    BUILD_FAILED = 8
+    CHECK_FAILED = 9
+
+
+class BuildtoolsError(Exception):
+    """Base class: `str(err)` is the complete, user-facing message."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+
+class ConfigError(BuildtoolsError):
+    """matrix.yaml is malformed; the message lists every problem as file:line: key: ..."""
+
+    exit_code = ExitCode.CONFIG
+
+
+class PlanError(BuildtoolsError):
+    """The matrix is valid but the plan is impossible (empty, or --strict removals)."""
+
+    exit_code = ExitCode.PLAN
+
+
+class KnowledgeError(BuildtoolsError):
+    """A data file under buildtools/data is invalid (a bug in the package, not the user's)."""
+
+    exit_code = ExitCode.KNOWLEDGE
+
+
+class ToolMissingError(BuildtoolsError):
+    """A required external program or interpreter is missing; message names the install command."""
+
+    exit_code = ExitCode.TOOL_MISSING
+
+
+class ToolchainError(BuildtoolsError):
+    """An environment for a job could not be created or does not match the cell."""
+
+    exit_code = ExitCode.TOOLCHAIN
+
+
+class BuildFailedError(BuildtoolsError):
+    """One or more jobs failed to build; the message names their log files."""
+
+    exit_code = ExitCode.BUILD_FAILED
+
+
+class CheckFailedError(BuildtoolsError):
+    """Static checks produced error findings."""
+
+    exit_code = ExitCode.CHECK_FAILED
