@@ -109,11 +109,18 @@ class BuildJob:
     local_version: str
     cxx11_abi: bool
     env: tuple[tuple[str, str], ...]
-    runner: str
-    smoke_runner: str | None
-    repair: str
+    runner: str | tuple[str, ...]
+    smoke_runner: str | tuple[str, ...] | None
+    repair: Literal["auto", "skip", "command"]
+    repair_command: tuple[str, ...] = ()
     repair_excludes: tuple[str, ...] = ()
     torch_index: str | None = None
+    smoke: str | None = None
+
+    @property
+    def build_python(self) -> str:
+        """The interpreter the job builds with (the oldest of its Pythons)."""
+        return self.pythons[0]
 
     @property
     def cell_ids(self) -> tuple[str, ...]:

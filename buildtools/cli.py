@@ -1,0 +1,195 @@
+"""Command line: `buildtools <verb>`; every user mistake ends in a message and an exit code."""
+
+from __future__ import annotations
+
+__all__ = ["main"]
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import __version__
+from .config import json_schema, load_matrix
+from .errors import BuildtoolsError, ExitCode
+from .knowledge import load_knowledge
+from .planner import Plan, plan
+
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+def host_python() -> str:
+    """The X.Y of the interpreter running buildtools (what `python: host` means)."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def default_matrix_path(env: dict[str, str] | None = None) -> Path:
+    env = env if env is not None else dict(os.environ)
+    return Path(env.get("BUILDTOOLS_MATRIX", "matrix.yaml"))
+
+
+def _add_plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml to read (default: ./matrix.yaml)")
+    p.add_argument("--profile", default=None, help="named profile to select (default: default_profile)")
+    p.add_argument(
+        "--only", action="append", default=[], metavar="GLOB", help="select cells by id glob (repeatable)"
+    )
+    p.add_argument("--strict", action="store_true", help="fail when a requested cell never existed")
+
+
+def make_plan(args: argparse.Namespace) -> tuple[Plan, Path]:
+    path = args.matrix or default_matrix_path()
+    kb = load_knowledge()
+    mf = load_matrix(path, knowledge=kb)
+    return (
+        plan(mf, kb, host_python=host_python(), profile=args.profile, only=args.only, strict=args.strict),
+        mf.project_dir,
+    )
+
+
+def job_json(job: Any) -> dict[str, Any]:
+    """The plan of one job as GitHub Actions' matrix consumes it (flat, JSON-serialisable)."""
+    return {
+        "id": job.id,
+        "cells": list(job.cell_ids),
+        "abi": job.abi,
+        "torch": job.torch,
+        "torch_versions": list(job.torch_versions),
+        "accelerator": job.accelerator,
+        "python": job.build_python,
+        "pythons": list(job.pythons),
+        "platform": job.platform,
+        "platform_tag": job.platform_tag,
+        "image": job.image,
+        "runner": list(job.runner) if isinstance(job.runner, tuple) else job.runner,
+        "smoke_runner": list(job.smoke_runner) if isinstance(job.smoke_runner, tuple) else job.smoke_runner,
+        "torch_requirement": job.torch_requirement,
+        "requires_dist": job.requires_dist,
+        "local_version": job.local_version,
+        "arch_list": job.toolkit.arch_list if job.toolkit else None,
+        "toolkit": list(job.toolkit.pip_packages) if job.toolkit else [],
+        "env": dict(job.env),
+        "repair": job.repair,
+    }
+
+
+def _print_plan_table(result: Plan, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, width=140, highlight=False)
+    table = Table(title=f"plan (profile: {result.profile or 'all'})", show_lines=False)
+    for col in ("job", "cells", "torch", "accelerator", "python", "arch list", "image"):
+        table.add_column(col, overflow="fold")
+    for job in result.jobs:
+        table.add_row(
+            job.id,
+            "\n".join(job.cell_ids),
+            job.torch,
+            job.accelerator,
+            ", ".join(job.pythons),
+            job.toolkit.arch_list if job.toolkit else "-",
+            job.image,
+        )
+    console.print(table)
+    console.print(
+        f"{len(result.cells)} cell(s) in {len(result.jobs)} job(s); "
+        f"{result.builds_saved} build(s) saved by the ABI mode; "
+        f"{result.excluded} excluded by rules; {len(result.removed)} removed as impossible"
+    )
+    for removed in result.removed:
+        console.print(f"  removed {removed.cell.id}: {removed.reason}")
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    result, _ = make_plan(args)
+    if args.format == "json":
+        out.write(json.dumps({"include": [job_json(j) for j in result.jobs]}, indent=2, sort_keys=True))
+        out.write("\n")
+    elif args.format == "ids":
+        for cell in result.cells:
+            out.write(cell.id + "\n")
+    else:
+        _print_plan_table(result, out)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
+    out.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def cmd_knowledge(args: argparse.Namespace, out: TextIO) -> int:
+    kb = load_knowledge()
+    for minor, rel in sorted(kb.torch.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))):
+        cuda = ", ".join(rel.cuda) or "-"
+        rocm = ", ".join(rel.rocm) or "-"
+        flag = "" if rel.confirmed else "  (unconfirmed: " + (rel.note or "") + ")"
+        out.write(
+            f"torch {minor}: patches {', '.join(rel.patches)}; python {', '.join(rel.python)}; "
+            f"cuda {cuda} (PyPI: {rel.pypi_cuda or 'cpu'}); rocm {rocm}; {rel.platform_tag}; "
+            f"cxx11 {'yes' if rel.cxx11_abi else 'no'}; {rel.cxx_std}; "
+            f"stable ABI {'yes' if rel.stable_abi else 'no'}{flag}\n"
+        )
+    return 0
+
+
+def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="buildtools", description="Plan, build, repair and check PyTorch extension wheels."
+    )
+    parser.add_argument("--version", action="version", version=f"torch-buildtools {__version__}")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = sub.add_parser("plan", help="print the plan: cells, jobs, builds saved, removed cells")
+    _add_plan_args(p)
+    p.add_argument("--format", choices=("table", "json", "ids"), default="table")
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")
+    p.set_defaults(handler=cmd_schema)
+
+    p = sub.add_parser("knowledge", help="print the torch compatibility knowledge base")
+    p.set_defaults(handler=cmd_knowledge)
+
+    for add in extra:
+        add(sub)
+    return parser
+
+
+def _extra_verbs() -> list[Callable[[Any], None]]:
+    verbs: list[Callable[[Any], None]] = []
+    try:
+        from .build import add_build_parser
+    except ImportError:
+        pass
+    else:
+        verbs.append(add_build_parser)
+    try:
+        from .checks import add_check_parser
+    except ImportError:
+        pass
+    else:
+        verbs.append(add_check_parser)
+    return verbs
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    out = out if out is not None else sys.stdout
+    parser = build_parser(_extra_verbs())
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args, out)
+    except BuildtoolsError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return int(ExitCode.OK)

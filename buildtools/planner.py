@@ -1,0 +1,374 @@
+"""The planner: Matrix → cells → BuildJobs. Pure: it never starts a process."""
+
+from __future__ import annotations
+
+__all__ = ["Plan", "RemovedCell", "plan"]
+
+import difflib
+import fnmatch
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from .config import CELL_KEYS, HOST, AcceleratorOverride, CellRule, MatrixFile, is_glob
+from .errors import ConfigError, PlanError
+from .knowledge import Knowledge
+from .model import Accelerator, BuildJob, Cell, Toolkit, python_tag
+from .yamlsource import Loc
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemovedCell:
+    """A requested cell that cannot exist, and why (from the knowledge base)."""
+
+    cell: Cell
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What will be built: the cells, the jobs covering them, and what was dropped."""
+
+    profile: str | None
+    cells: tuple[Cell, ...]
+    jobs: tuple[BuildJob, ...]
+    removed: tuple[RemovedCell, ...]
+    excluded: int
+
+    @property
+    def builds_saved(self) -> int:
+        return len(self.cells) - len(self.jobs)
+
+    def job_for(self, cell_id: str) -> BuildJob:
+        for job in self.jobs:
+            if cell_id in job.cell_ids:
+                return job
+        raise KeyError(cell_id)
+
+
+def _cell_key(cell: Cell) -> tuple[Any, ...]:
+    return (
+        Version(cell.torch),
+        Accelerator.parse(cell.accelerator),
+        tuple(int(p) for p in cell.python.split(".")),
+        cell.platform,
+    )
+
+
+def _py_key(python: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in python.split("."))
+
+
+def _matches(cell: Cell, rule: CellRule) -> bool:
+    for key, pattern in rule.values().items():
+        value = getattr(cell, key)
+        if pattern == HOST:
+            return False  # resolved before matching; an unresolved 'host' matches nothing
+        if not fnmatch.fnmatchcase(value, pattern):
+            return False
+    return True
+
+
+def _resolve_host(rule: CellRule, host_python: str) -> CellRule:
+    if rule.python == HOST:
+        return rule.model_copy(update={"python": host_python})
+    return rule
+
+
+def _expand_include(
+    mf: MatrixFile, index: int, rule: CellRule, axes: dict[str, list[str]]
+) -> list[Cell]:
+    choices: dict[str, list[str]] = {}
+    for key in CELL_KEYS:
+        value = getattr(rule, key)
+        if value is None:
+            choices[key] = axes[key]
+        elif is_glob(value):
+            hits = [v for v in axes[key] if fnmatch.fnmatchcase(v, value)]
+            if not hits:
+                raise ConfigError(
+                    mf.error(
+                        ("include", index, key),
+                        f"{value!r} matches no value of axes.{key} ({', '.join(axes[key])}); "
+                        "a glob in include only selects among the axes' values — "
+                        "write the value itself to add a new one",
+                    )
+                )
+            choices[key] = hits
+        else:
+            choices[key] = [value]
+    return [
+        Cell(torch=t, accelerator=a, python=p, platform=pl)
+        for t, a, p, pl in itertools.product(
+            choices["torch"], choices["accelerator"], choices["python"], choices["platform"]
+        )
+    ]
+
+
+def _override_for(mf: MatrixFile, accelerator: Accelerator) -> tuple[AcceleratorOverride, Loc]:
+    """Merge `accelerators:` entries: family < glob < exact name (later wins per key)."""
+    entries = mf.matrix.accelerators
+    ranked: list[tuple[int, str]] = []
+    for key in entries:
+        if key == accelerator.kind:
+            ranked.append((0, key))
+        elif is_glob(key) and fnmatch.fnmatchcase(accelerator.name, key):
+            ranked.append((1, key))
+        elif key == accelerator.name:
+            ranked.append((2, key))
+    merged: dict[str, Any] = {}
+    loc: Loc = ("accelerators",)
+    for _, key in sorted(ranked):
+        entry = entries[key]
+        for name in entry.model_fields_set:
+            merged[name] = getattr(entry, name)
+        loc = ("accelerators", key)
+    return AcceleratorOverride.model_validate(merged), loc
+
+
+def _arch_loc(mf: MatrixFile, accelerator: Accelerator) -> Loc:
+    for key in (accelerator.name, *sorted(mf.matrix.accelerators), accelerator.kind):
+        entry = mf.matrix.accelerators.get(key)
+        if entry is not None and "arch_list" in entry.model_fields_set:
+            if key in (accelerator.name, accelerator.kind) or fnmatch.fnmatchcase(
+                accelerator.name, key
+            ):
+                return ("accelerators", key, "arch_list")
+    return ("accelerators",)
+
+
+def _target_version_hex(torch: str) -> str:
+    v = Version(torch)
+    return f"0x{v.major:02x}{v.minor:02x}{v.micro:02x}0000000000"
+
+
+def _make_job(
+    mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: str
+) -> BuildJob:
+    m = mf.matrix
+    abi = m.project.abi
+    first = cells[0]
+    accel = Accelerator.parse(first.accelerator)
+    torches = sorted({c.torch for c in cells}, key=Version)
+    pythons = sorted({c.python for c in cells}, key=_py_key)
+    build_torch = torches[0]
+    release = kb.torch_release(build_torch)
+    override, _ = _override_for(mf, accel)
+
+    toolkit: Toolkit | None = None
+    env: dict[str, str] = {}
+    if accel.is_device:
+        assert accel.version is not None
+        arch_list = override.arch_list or kb.default_arch_list(build_torch, accel, first.platform)
+        if override.arch_list:
+            for torch in torches:
+                bad = kb.unaccepted_archs(torch, override.arch_list)
+                if bad:
+                    raise ConfigError(
+                        mf.error(
+                            _arch_loc(mf, accel),
+                            f"torch {torch} does not accept arch {', '.join(bad)} "
+                            f"(cpp_extension raises 'Unknown CUDA arch'); allowed: "
+                            f"{', '.join(kb.torch_release(torch).cuda_archs)}",
+                        )
+                    )
+        toolkit = Toolkit(
+            kind="cuda" if accel.kind == "cuda" else "rocm",
+            version=accel.version,
+            arch_list=arch_list,
+            pip_packages=kb.toolkit_requirements(build_torch, accel),
+        )
+        env["FORCE_CUDA"] = "1"
+        env["TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"] = arch_list
+    env["BUILDTOOLS_ABI"] = abi
+    if abi in ("abi3", "stable"):
+        env["BUILDTOOLS_PY_LIMITED_API"] = python_tag(pythons[0])
+    if abi == "stable":
+        env["BUILDTOOLS_TORCH_TARGET_VERSION"] = _target_version_hex(build_torch)
+    if m.build.max_jobs is not None:
+        env["MAX_JOBS"] = str(m.build.max_jobs)
+    env.update(m.project.build_env)
+    env.update(override.build_env)
+
+    v = Version(build_torch)
+    local = m.index.local_version.format(
+        torch_major=v.major,
+        torch_minor=v.minor,
+        torch_patch=v.micro,
+        accelerator=accel.name,
+        abi=abi.replace("-", ""),
+    )
+    if abi == "stable":
+        requires = f"torch>={v.major}.{v.minor}"
+    else:
+        requires = f"torch=={v.major}.{v.minor}.*"
+
+    repair = override.repair
+    machine = first.platform.removeprefix("linux_")
+    index = override.torch_index
+    if index is not None:
+        index = index.replace("{accelerator}", accel.name)
+    return BuildJob(
+        id=job_id,
+        cells=tuple(cells),
+        abi=abi,
+        torch=build_torch,
+        torch_versions=tuple(torches),
+        accelerator=accel.name,
+        pythons=tuple(pythons),
+        platform=first.platform,
+        torch_requirement=f"torch=={build_torch}",
+        requires_dist=requires,
+        toolkit=toolkit,
+        image=override.image or kb.builder_image(build_torch, accel),
+        platform_tag=f"{release.platform_tag}_{machine}",
+        local_version=local,
+        cxx11_abi=release.cxx11_abi,
+        env=tuple(sorted(env.items())),
+        runner=_label(m.runners.build.get(accel.kind, "ubuntu-24.04")),
+        smoke_runner=_label(m.runners.smoke.get(accel.kind)),
+        repair="command" if not isinstance(repair, str) else repair,
+        repair_command=tuple(repair.command) if not isinstance(repair, str) else (),
+        repair_excludes=tuple(override.exclude_libs),
+        torch_index=index,
+        smoke=m.project.smoke,
+    )
+
+
+def _label(value: str | list[str] | None) -> str | tuple[str, ...] | None:
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _group(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell]) -> list[BuildJob]:
+    abi = mf.matrix.project.abi
+    groups: dict[tuple[str, ...], list[Cell]] = {}
+    for cell in cells:
+        if abi == "per-python":
+            key: tuple[str, ...] = (cell.id,)
+        elif abi == "abi3":
+            key = (cell.torch, cell.accelerator, cell.platform)
+        else:
+            key = (cell.accelerator, cell.platform)
+        groups.setdefault(key, []).append(cell)
+    jobs = []
+    for group in groups.values():
+        group.sort(key=_cell_key)
+        first = group[0]
+        suffix = "" if first.platform == "linux_x86_64" else "-" + first.platform.removeprefix("linux_")
+        if abi == "per-python":
+            job_id = first.id
+        elif abi == "abi3":
+            low = min((c.python for c in group), key=_py_key)
+            job_id = f"torch{first.torch}-{first.accelerator}-{python_tag(low)}-abi3{suffix}"
+        else:
+            torches = sorted({c.torch for c in group}, key=Version)
+            span = torches[0] if len(torches) == 1 else f"{torches[0]}-{torches[-1]}"
+            job_id = f"torch{span}-{first.accelerator}-stable{suffix}"
+        jobs.append(_make_job(mf, kb, group, job_id=job_id))
+    jobs.sort(key=lambda j: _cell_key(j.cells[0]))
+    return jobs
+
+
+def _abi_reason(abi: str, cell: Cell) -> str | None:
+    v = Version(cell.torch)
+    if abi == "abi3" and v < Version("2.6"):
+        return f"abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); torch {cell.torch} is older"
+    if abi == "stable" and v < Version("2.10"):
+        return f"abi: stable needs torch >= 2.10 (LibTorch stable ABI with TORCH_TARGET_VERSION); torch {cell.torch} is older"
+    return None
+
+
+def plan(
+    mf: MatrixFile,
+    kb: Knowledge,
+    *,
+    host_python: str,
+    profile: str | None = None,
+    only: Iterable[str] = (),
+    strict: bool = False,
+) -> Plan:
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs."""
+    m = mf.matrix
+    axes = {
+        "torch": list(m.axes.torch),
+        "accelerator": list(m.axes.accelerator),
+        "python": [host_python if p == HOST else p for p in m.axes.python],
+        "platform": list(m.axes.platform),
+    }
+    cells: dict[str, Cell] = {}
+    for t, a, p, pl in itertools.product(
+        axes["torch"], axes["accelerator"], axes["python"], axes["platform"]
+    ):
+        cell = Cell(torch=t, accelerator=a, python=p, platform=pl)
+        cells[cell.id] = cell
+    before = len(cells)
+    for rule in m.exclude:
+        rule = _resolve_host(rule, host_python)
+        for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
+            del cells[cid]
+    excluded = before - len(cells)
+
+    for i, rule in enumerate(m.include):
+        for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
+            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+            if reason:
+                raise ConfigError(mf.error(("include", i), f"impossible include {cell.id}: {reason}"))
+            cells[cell.id] = cell
+
+    profile = profile if profile is not None else m.default_profile
+    if profile is not None:
+        if profile not in m.profiles:
+            names = sorted(m.profiles)
+            close = difflib.get_close_matches(profile, names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise PlanError(
+                f"{mf.source.where(('profiles',))}: profiles: no profile named {profile!r}; "
+                f"defined: {', '.join(names) or '(none)'}{hint}"
+            )
+        rules = [_resolve_host(r, host_python) for r in m.profiles[profile].select]
+        if rules:
+            cells = {cid: c for cid, c in cells.items() if any(_matches(c, r) for r in rules)}
+
+    removed: list[RemovedCell] = []
+    for cid in sorted(cells, key=lambda k: _cell_key(cells[k])):
+        cell = cells[cid]
+        reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+        if reason:
+            removed.append(RemovedCell(cell=cell, reason=reason))
+            del cells[cid]
+    if strict and removed:
+        lines = "\n".join(f"  {r.cell.id}: {r.reason}" for r in removed)
+        raise PlanError(
+            f"{mf.source.where(('axes',))}: axes: --strict: {len(removed)} requested cell(s) never "
+            f"existed:\n{lines}\nremove them with an `exclude:` rule or narrow the axes"
+        )
+
+    only = tuple(only)
+    if only:
+        selected = {cid: c for cid, c in cells.items() if any(fnmatch.fnmatchcase(cid, g) for g in only)}
+        if not selected:
+            sample = ", ".join(sorted(cells)[:6]) or "(none)"
+            raise PlanError(f"--only {' '.join(only)}: matches no cell of this plan; cells: {sample}")
+        cells = selected
+
+    if not cells:
+        where = f"profile {profile!r}" if profile else "the matrix"
+        raise PlanError(
+            f"{mf.source.where(('profiles', profile) if profile else ('axes',))}: {where} "
+            "selects no buildable cell; check axes, exclude and the profile's select rules"
+            + (f" ({len(removed)} removed as impossible, see `buildtools plan`)" if removed else "")
+        )
+    ordered = sorted(cells.values(), key=_cell_key)
+    jobs = _group(mf, kb, ordered)
+    return Plan(
+        profile=profile,
+        cells=tuple(ordered),
+        jobs=tuple(jobs),
+        removed=tuple(removed),
+        excluded=excluded,
+    )
