@@ -37,6 +37,7 @@ class CellResult:
     size: int | None = None
     log: str | None = None
     reason: str | None = None
+    failure: str | None = None
     durations: dict[str, float] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -50,6 +51,7 @@ class CellResult:
             "size": self.size,
             "log": self.log,
             "reason": self.reason,
+            "failure": self.failure,
             "durations": {k: round(v, 3) for k, v in sorted(self.durations.items())},
             "findings": [
                 {
