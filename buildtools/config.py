@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -267,30 +268,12 @@ class ProjectConfig(_Strict):
 
 
 class Axes(_Strict):
-    torch: list[TorchVersion] = Field(min_length=1)
-    accelerator: list[str] = Field(min_length=1)
-    python: list[PythonVersion] = Field(min_length=1)
-    platform: list[str] = Field(default_factory=lambda: ["linux_x86_64"], min_length=1)
-
-    @field_validator("torch")
-    @classmethod
-    def _torch(cls, values: list[str], info: ValidationInfo) -> list[str]:
-        return [_check_torch_version(v, info) for v in values]
-
-    @field_validator("accelerator")
-    @classmethod
-    def _accel(cls, values: list[str]) -> list[str]:
-        return [_check_accelerator(v) for v in values]
-
-    @field_validator("python")
-    @classmethod
-    def _python(cls, values: list[str]) -> list[str]:
-        return [_check_python(v) for v in values]
-
-    @field_validator("platform")
-    @classmethod
-    def _platform(cls, values: list[str]) -> list[str]:
-        return [_check_platform(v) for v in values]
+    torch: list[Annotated[TorchVersion, AfterValidator(_check_torch_version)]] = Field(min_length=1)
+    accelerator: list[Annotated[str, AfterValidator(_check_accelerator)]] = Field(min_length=1)
+    python: list[Annotated[PythonVersion, AfterValidator(_check_python)]] = Field(min_length=1)
+    platform: list[Annotated[str, AfterValidator(_check_platform)]] = Field(
+        default_factory=lambda: ["linux_x86_64"], min_length=1
+    )
 
 
 class Matrix(_Strict):
@@ -324,12 +307,18 @@ class Matrix(_Strict):
                 ) from None
         return value
 
-    @model_validator(mode="after")
-    def _profile_exists(self) -> Matrix:
-        if self.default_profile is not None and self.default_profile not in self.profiles:
-            names = ", ".join(sorted(self.profiles)) or "(none defined)"
-            raise ValueError(f"default_profile {self.default_profile!r} is not a profile; defined: {names}")
-        return self
+    @field_validator("default_profile")
+    @classmethod
+    def _profile_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
+        profiles = info.data.get("profiles")
+        if value is not None and isinstance(profiles, dict) and value not in profiles:
+            names = sorted(profiles)
+            close = difflib.get_close_matches(value, names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ValueError(
+                f"{value!r} is not a profile; defined: {', '.join(names) or '(none)'}{hint}"
+            )
+        return value
 
 
 @dataclass(frozen=True)

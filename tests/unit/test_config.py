@@ -107,18 +107,18 @@ MALFORMED = [
     ),
     pytest.param(
         GOOD + "default_profile: nightly\n",
-        "matrix.yaml:1: default_profile 'nightly' is not a profile; defined: (none defined)",
+        "matrix.yaml:8: default_profile: 'nightly' is not a profile; defined: (none)",
         id="unknown-default-profile",
     ),
     pytest.param(
         GOOD + "index:\n  local_version: 'pt{torch}'\n",
-        "matrix.yaml:10: index.local_version: unknown placeholder {torch}; allowed: {torch_major}, "
+        "matrix.yaml:9: index.local_version: unknown placeholder {torch}; allowed: {torch_major}, "
         "{torch_minor}, {torch_patch}, {accelerator}, {abi}",
         id="bad-template",
     ),
     pytest.param(
         GOOD + "axes2: [\n",
-        "matrix.yaml:9: invalid YAML: expected the node content in a flow collection",
+        "matrix.yaml:9: invalid YAML: expected the node content, but found '<stream end>'",
         id="yaml-syntax",
     ),
 ]
@@ -132,10 +132,10 @@ def test_malformed_matrix_messages(tmp_path: Path, text: str, message: str) -> N
 def test_impossible_include(tmp_path: Path) -> None:
     text = GOOD + 'include:\n  - {torch: "2.4.0", accelerator: cpu, python: "3.13"}\n'
     message = plan_error(tmp_path, text)
-    assert message.startswith(
-        "matrix.yaml:9: include[0]: impossible include torch2.4.0-cpu-cp313: torch 2.4 "
+    assert message == (
+        "matrix.yaml:9: include[0]: impossible include torch2.4.0-cpu-cp313: torch 2.4.0 has no Python 3.13 "
+        "wheels (it supports 3.8–3.12)"
     )
-    assert "3.13" in message
 
 
 def test_include_glob_matching_nothing(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_empty_result(tmp_path: Path) -> None:
 def test_unknown_profile(tmp_path: Path) -> None:
     text = GOOD + "profiles:\n  release: {}\n"
     assert plan_error(tmp_path, text, profile="relase") == (
-        "matrix.yaml:9: profiles: no profile named 'relase'; defined: release; "
+        "matrix.yaml:8: profiles: no profile named 'relase'; defined: release; "
         "did you mean 'release'?"
     )
 

@@ -168,7 +168,7 @@ def test_reference_matrix_plans(capsys: pytest.CaptureFixture[str]) -> None:
         assert {"id", "cells", "torch", "accelerator", "python", "image", "runner"} <= set(job)
     assert cli.main(["plan", "--matrix", str(REPO / "matrix.yaml"), "--profile", "release"]) == 0
     table = capsys.readouterr().out
-    assert "builds saved" in table
+    assert "build(s) saved by the ABI mode" in table
 
 
 TORCHES = [v for v in KB.torch_versions() if v.endswith(".0")]
