@@ -80,20 +80,22 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=out, width=140, highlight=False)
-    table = Table(title=f"plan (profile: {result.profile or 'all'})", show_lines=False)
-    for col in ("job", "cells", "torch", "accelerator", "python", "arch list", "image"):
+    console = Console(file=out, highlight=False, width=max(Console(file=out).width, 120))
+    grouped = any(len(job.cells) > 1 for job in result.jobs)
+    table = Table(title=f"plan (profile: {result.profile or 'all cells'})")
+    table.add_column("job", no_wrap=True)
+    if grouped:
+        table.add_column("cells", no_wrap=True)
+    for col in ("python", "archs", "image", "requires"):
         table.add_column(col, overflow="fold")
     for job in result.jobs:
-        table.add_row(
-            job.id,
-            "\n".join(job.cell_ids),
-            job.torch,
-            job.accelerator,
-            ", ".join(job.pythons),
-            job.toolkit.arch_list if job.toolkit else "-",
-            job.image,
-        )
+        archs = job.toolkit.arch_list.split(";") if job.toolkit else []
+        arch_text = f"{archs[0]} … {archs[-1]} ({len(archs)})" if len(archs) > 3 else ";".join(archs) or "-"
+        row = [job.id]
+        if grouped:
+            row.append("\n".join(job.cell_ids))
+        row += [", ".join(job.pythons), arch_text, job.image, job.requires_dist]
+        table.add_row(*row)
     console.print(table)
     console.print(
         f"{len(result.cells)} cell(s) in {len(result.jobs)} job(s); "
