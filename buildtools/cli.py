@@ -32,10 +32,18 @@ def default_matrix_path(env: dict[str, str] | None = None) -> Path:
 
 
 def _add_plan_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml to read (default: ./matrix.yaml)")
-    p.add_argument("--profile", default=None, help="named profile to select (default: default_profile)")
     p.add_argument(
-        "--only", action="append", default=[], metavar="GLOB", help="select cells by id glob (repeatable)"
+        "--matrix", type=Path, default=None, help="matrix.yaml to read (default: ./matrix.yaml)"
+    )
+    p.add_argument(
+        "--profile", default=None, help="named profile to select (default: default_profile)"
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="select cells by id glob (repeatable)",
     )
     p.add_argument("--strict", action="store_true", help="fail when a requested cell never existed")
 
@@ -45,7 +53,14 @@ def make_plan(args: argparse.Namespace) -> tuple[Plan, Path]:
     kb = load_knowledge()
     mf = load_matrix(path, knowledge=kb)
     return (
-        plan(mf, kb, host_python=host_python(), profile=args.profile, only=args.only, strict=args.strict),
+        plan(
+            mf,
+            kb,
+            host_python=host_python(),
+            profile=args.profile,
+            only=args.only,
+            strict=args.strict,
+        ),
         mf.project_dir,
     )
 
@@ -65,7 +80,9 @@ def job_json(job: Any) -> dict[str, Any]:
         "platform_tag": job.platform_tag,
         "image": job.image,
         "runner": list(job.runner) if isinstance(job.runner, tuple) else job.runner,
-        "smoke_runner": list(job.smoke_runner) if isinstance(job.smoke_runner, tuple) else job.smoke_runner,
+        "smoke_runner": list(job.smoke_runner)
+        if isinstance(job.smoke_runner, tuple)
+        else job.smoke_runner,
         "torch_requirement": job.torch_requirement,
         "requires_dist": job.requires_dist,
         "local_version": job.local_version,
@@ -90,7 +107,9 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
         table.add_column(col, overflow="fold")
     for job in result.jobs:
         archs = job.toolkit.arch_list.split(";") if job.toolkit else []
-        arch_text = f"{archs[0]} … {archs[-1]} ({len(archs)})" if len(archs) > 3 else ";".join(archs) or "-"
+        arch_text = (
+            f"{archs[0]} … {archs[-1]} ({len(archs)})" if len(archs) > 3 else ";".join(archs) or "-"
+        )
         row = [job.id]
         if grouped:
             row.append("\n".join(job.cell_ids))
@@ -109,7 +128,9 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     result, _ = make_plan(args)
     if args.format == "json":
-        out.write(json.dumps({"include": [job_json(j) for j in result.jobs]}, indent=2, sort_keys=True))
+        out.write(
+            json.dumps({"include": [job_json(j) for j in result.jobs]}, indent=2, sort_keys=True)
+        )
         out.write("\n")
     elif args.format == "ids":
         for cell in result.cells:
@@ -126,7 +147,9 @@ def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_knowledge(args: argparse.Namespace, out: TextIO) -> int:
     kb = load_knowledge()
-    for minor, rel in sorted(kb.torch.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))):
+    for minor, rel in sorted(
+        kb.torch.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))
+    ):
         cuda = ", ".join(rel.cuda) or "-"
         rocm = ", ".join(rel.rocm) or "-"
         flag = "" if rel.confirmed else "  (unconfirmed: " + (rel.note or "") + ")"

@@ -42,7 +42,7 @@ from pydantic import (
 
 from .errors import ConfigError
 from .knowledge import Knowledge, load_knowledge
-from .model import ABI_MODES, PLATFORMS, AbiMode, Accelerator
+from .model import PLATFORMS, AbiMode, Accelerator
 from .yamlsource import Loc, SourceMap, load_yaml
 
 FAMILIES = ("cpu", "cuda", "rocm")
@@ -62,7 +62,7 @@ def _no_number(kind: str, example: str) -> Any:
             return value
         raise ValueError(
             f"{value!r} is a number, so YAML may have changed it (3.10 loads as 3.1); "
-            f"write {kind} versions as quoted strings, e.g. \"{example}\""
+            f'write {kind} versions as quoted strings, e.g. "{example}"'
         )
 
     return BeforeValidator(check)
@@ -70,9 +70,8 @@ def _no_number(kind: str, example: str) -> Any:
 
 def _kb(info: ValidationInfo) -> Knowledge:
     ctx = info.context
-    if isinstance(ctx, dict) and isinstance(ctx.get("knowledge"), Knowledge):
-        return ctx["knowledge"]
-    return load_knowledge()
+    kb = ctx.get("knowledge") if isinstance(ctx, dict) else None
+    return kb if isinstance(kb, Knowledge) else load_knowledge()
 
 
 def _check_torch_version(value: str, info: ValidationInfo) -> str:
@@ -91,7 +90,9 @@ def _check_torch_version(value: str, info: ValidationInfo) -> str:
 
 def _check_python(value: str) -> str:
     if value != HOST and not _PY_RE.match(value):
-        raise ValueError(f"{value!r} is not a Python version; allowed: '3.X' (e.g. \"3.12\") or 'host'")
+        raise ValueError(
+            f"{value!r} is not a Python version; allowed: '3.X' (e.g. \"3.12\") or 'host'"
+        )
     return value
 
 
@@ -125,7 +126,9 @@ def _check_glob(pattern: str) -> str:
         elif ch == "]" and depth:
             depth = 0
     if depth:
-        raise ValueError(f"{pattern!r} is not a valid glob: '[' is never closed; allowed: * ? [seq]")
+        raise ValueError(
+            f"{pattern!r} is not a valid glob: '[' is never closed; allowed: * ? [seq]"
+        )
     if "]" in pattern.replace("[]", "") and "[" not in pattern:
         raise ValueError(f"{pattern!r} is not a valid glob: ']' without '['")
     return pattern
@@ -203,7 +206,7 @@ class AcceleratorOverride(_Strict):
         if value is not None and not re.fullmatch(r"[A-Za-z0-9.+_]+(;[A-Za-z0-9.+_]+)*", value):
             raise ValueError(
                 f"{value!r} is not an arch list; write it as TORCH_CUDA_ARCH_LIST does, "
-                "e.g. \"8.0;9.0+PTX\" (CUDA) or \"gfx90a;gfx942\" (ROCm)"
+                'e.g. "8.0;9.0+PTX" (CUDA) or "gfx90a;gfx942" (ROCm)'
             )
         return value
 
@@ -211,17 +214,20 @@ class AcceleratorOverride(_Strict):
 RunnerLabel = Union[str, list[str]]  # noqa: UP007 (pydantic needs a runtime union here)
 
 
-def _default_build_runners() -> dict[str, RunnerLabel]:
+Family = Literal["cpu", "cuda", "rocm"]
+
+
+def _default_build_runners() -> dict[Family, RunnerLabel]:
     return {"cpu": "ubuntu-24.04", "cuda": "ubuntu-24.04", "rocm": "ubuntu-24.04"}
 
 
 class Runners(_Strict):
     """GitHub Actions runner labels per accelerator family, for builds and GPU smoke tests."""
 
-    build: dict[Literal["cpu", "cuda", "rocm"], RunnerLabel] = Field(
+    build: dict[Family, RunnerLabel] = Field(
         default_factory=_default_build_runners
     )
-    smoke: dict[Literal["cpu", "cuda", "rocm"], RunnerLabel] = Field(default_factory=dict)
+    smoke: dict[Family, RunnerLabel] = Field(default_factory=dict)
 
 
 class Profile(_Strict):
@@ -244,7 +250,9 @@ class IndexConfig(_Strict):
                     f"unknown placeholder {{{name}}}; allowed: "
                     + ", ".join("{" + f + "}" for f in _LOCAL_FIELDS)
                 )
-        probe = value.format(torch_major=2, torch_minor=11, torch_patch=0, accelerator="cu130", abi="abi3")
+        probe = value.format(
+            torch_major=2, torch_minor=11, torch_patch=0, accelerator="cu130", abi="abi3"
+        )
         if not re.fullmatch(r"[A-Za-z0-9]+(\.[A-Za-z0-9]+)*", probe):
             raise ValueError(
                 f"{value!r} gives {probe!r}, not a valid PEP 440 local label "
@@ -385,9 +393,13 @@ def _model_at(loc: Sequence[str | int]) -> type[BaseModel] | None:
 
 
 def _describe(err: Mapping[str, Any], source: SourceMap) -> tuple[int, str]:
-    loc: Loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc: Loc = tuple(
+        p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))
+    )
     # pydantic adds union member names ('str', 'list[str]') into loc; drop them
-    loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in {"str", "RepairCommand"})))
+    loc = tuple(
+        p for p in loc if not (isinstance(p, str) and ("[" in p or p in {"str", "RepairCommand"}))
+    )
     kind = err["type"]
     where = source.where(loc)
     line = source.line(loc) or 0
@@ -405,11 +417,23 @@ def _describe(err: Mapping[str, Any], source: SourceMap) -> tuple[int, str]:
     msg = msg.removeprefix("Value error, ")
     if kind in {"string_type", "list_type", "dict_type", "int_type", "model_type", "int_parsing"}:
         got = type(err.get("input")).__name__
-        got = {"str": "a string", "list": "a list", "dict": "a mapping", "int": "a number",
-               "float": "a number", "NoneType": "nothing", "bool": "a boolean"}.get(got, got)
-        want = {"string_type": "a string", "list_type": "a list", "dict_type": "a mapping",
-                "int_type": "an integer", "int_parsing": "an integer",
-                "model_type": "a mapping"}[kind]
+        got = {
+            "str": "a string",
+            "list": "a list",
+            "dict": "a mapping",
+            "int": "a number",
+            "float": "a number",
+            "NoneType": "nothing",
+            "bool": "a boolean",
+        }.get(got, got)
+        want = {
+            "string_type": "a string",
+            "list_type": "a list",
+            "dict_type": "a mapping",
+            "int_type": "an integer",
+            "int_parsing": "an integer",
+            "model_type": "a mapping",
+        }[kind]
         return line, f"{where}: {path}: expected {want}, got {got}"
     if kind in {"literal_error", "enum"}:
         expected = err.get("ctx", {}).get("expected", "")
@@ -424,7 +448,9 @@ def _describe(err: Mapping[str, Any], source: SourceMap) -> tuple[int, str]:
 def parse_matrix(data: Any, source: SourceMap, *, knowledge: Knowledge | None = None) -> MatrixFile:
     """Validate already-loaded YAML data; every problem is reported with its line."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source.where(())}: (top level): expected a mapping of keys, got {type(data).__name__}")
+        raise ConfigError(
+            f"{source.where(())}: (top level): expected a mapping of keys, got {type(data).__name__}"
+        )
     try:
         matrix = Matrix.model_validate(data, context={"knowledge": knowledge or load_knowledge()})
     except ValidationError as exc:

@@ -9,8 +9,22 @@ import os
 from pathlib import Path
 
 IGNORED_DIRS = frozenset(
-    {".git", ".hg", ".nox", ".tox", ".venv", "venv", "build", "dist", "__pycache__", "wheelhouse",
-     ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"}
+    {
+        ".git",
+        ".hg",
+        ".nox",
+        ".tox",
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "__pycache__",
+        "wheelhouse",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".hypothesis",
+    }
 )
 
 

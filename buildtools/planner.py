@@ -132,11 +132,11 @@ def _override_for(mf: MatrixFile, accelerator: Accelerator) -> tuple[Accelerator
 def _arch_loc(mf: MatrixFile, accelerator: Accelerator) -> Loc:
     for key in (accelerator.name, *sorted(mf.matrix.accelerators), accelerator.kind):
         entry = mf.matrix.accelerators.get(key)
-        if entry is not None and "arch_list" in entry.model_fields_set:
-            if key in (accelerator.name, accelerator.kind) or fnmatch.fnmatchcase(
-                accelerator.name, key
-            ):
-                return ("accelerators", key, "arch_list")
+        applies = key in (accelerator.name, accelerator.kind) or fnmatch.fnmatchcase(
+            accelerator.name, key
+        )
+        if entry is not None and "arch_list" in entry.model_fields_set and applies:
+            return ("accelerators", key, "arch_list")
     return ("accelerators",)
 
 
@@ -145,9 +145,7 @@ def _target_version_hex(torch: str) -> str:
     return f"0x{v.major:02x}{v.minor:02x}{v.micro:02x}0000000000"
 
 
-def _make_job(
-    mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: str
-) -> BuildJob:
+def _make_job(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: str) -> BuildJob:
     m = mf.matrix
     abi = m.project.abi
     first = cells[0]
@@ -155,7 +153,6 @@ def _make_job(
     torches = sorted({c.torch for c in cells}, key=Version)
     pythons = sorted({c.python for c in cells}, key=_py_key)
     build_torch = torches[0]
-    release = kb.torch_release(build_torch)
     override, _ = _override_for(mf, accel)
 
     toolkit: Toolkit | None = None
@@ -201,13 +198,11 @@ def _make_job(
         accelerator=accel.name,
         abi=abi.replace("-", ""),
     )
-    if abi == "stable":
-        requires = f"torch>={v.major}.{v.minor}"
-    else:
-        requires = f"torch=={v.major}.{v.minor}.*"
+    # per-python and abi3 wheels hold torch's C++ ABI: pin the minor; stable-ABI wheels
+    # run on the oldest torch and every later one.
+    requires = f"torch>={v.major}.{v.minor}" if abi == "stable" else f"torch=={v.major}.{v.minor}.*"
 
     repair = override.repair
-    machine = first.platform.removeprefix("linux_")
     index = override.torch_index
     if index is not None:
         index = index.replace("{accelerator}", accel.name)
@@ -223,12 +218,12 @@ def _make_job(
         torch_requirement=f"torch=={build_torch}",
         requires_dist=requires,
         toolkit=toolkit,
-        image=override.image or kb.builder_image(build_torch, accel),
-        platform_tag=f"{release.platform_tag}_{machine}",
+        image=override.image or kb.builder_image(build_torch, accel, first.platform),
+        platform_tag=kb.wheel_platform_tag(build_torch, accel, first.platform),
         local_version=local,
-        cxx11_abi=release.cxx11_abi,
+        cxx11_abi=kb.cxx11_abi(build_torch, accel, first.platform),
         env=tuple(sorted(env.items())),
-        runner=_label(m.runners.build.get(accel.kind, "ubuntu-24.04")),
+        runner=_label(m.runners.build.get(accel.kind)) or "ubuntu-24.04",
         smoke_runner=_label(m.runners.smoke.get(accel.kind)),
         repair="command" if not isinstance(repair, str) else repair,
         repair_command=tuple(repair.command) if not isinstance(repair, str) else (),
@@ -259,7 +254,9 @@ def _group(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell]) -> list[BuildJo
     for group in groups.values():
         group.sort(key=_cell_key)
         first = group[0]
-        suffix = "" if first.platform == "linux_x86_64" else "-" + first.platform.removeprefix("linux_")
+        suffix = (
+            "" if first.platform == "linux_x86_64" else "-" + first.platform.removeprefix("linux_")
+        )
         if abi == "per-python":
             job_id = first.id
         elif abi == "abi3":
@@ -307,8 +304,8 @@ def plan(
         cell = Cell(torch=t, accelerator=a, python=p, platform=pl)
         cells[cell.id] = cell
     before = len(cells)
-    for rule in m.exclude:
-        rule = _resolve_host(rule, host_python)
+    for raw_rule in m.exclude:
+        rule = _resolve_host(raw_rule, host_python)
         for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
             del cells[cid]
     excluded = before - len(cells)
@@ -317,7 +314,9 @@ def plan(
         for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
             reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
             if reason:
-                raise ConfigError(mf.error(("include", i), f"impossible include {cell.id}: {reason}"))
+                raise ConfigError(
+                    mf.error(("include", i), f"impossible include {cell.id}: {reason}")
+                )
             cells[cell.id] = cell
 
     profile = profile if profile is not None else m.default_profile
@@ -350,10 +349,14 @@ def plan(
 
     only = tuple(only)
     if only:
-        selected = {cid: c for cid, c in cells.items() if any(fnmatch.fnmatchcase(cid, g) for g in only)}
+        selected = {
+            cid: c for cid, c in cells.items() if any(fnmatch.fnmatchcase(cid, g) for g in only)
+        }
         if not selected:
             sample = ", ".join(sorted(cells)[:6]) or "(none)"
-            raise PlanError(f"--only {' '.join(only)}: matches no cell of this plan; cells: {sample}")
+            raise PlanError(
+                f"--only {' '.join(only)}: matches no cell of this plan; cells: {sample}"
+            )
         cells = selected
 
     if not cells:

@@ -91,7 +91,7 @@ class SubprocessRunner:
                     log.write(out)
                     log.flush()
                 return CommandResult(argv=tuple(args), returncode=proc.returncode, output=out)
-            proc = subprocess.run(
+            streamed = subprocess.run(
                 args,
                 cwd=cwd,
                 env=dict(env) if env is not None else None,
@@ -100,7 +100,7 @@ class SubprocessRunner:
                 timeout=timeout,
                 check=False,
             )
-            return CommandResult(argv=tuple(args), returncode=proc.returncode)
+            return CommandResult(argv=tuple(args), returncode=streamed.returncode)
         except FileNotFoundError as exc:
             raise ToolMissingError(f"{args[0]}: cannot run ({exc.strerror})") from exc
         except subprocess.TimeoutExpired:

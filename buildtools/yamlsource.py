@@ -82,8 +82,7 @@ def load_yaml(path: Path) -> YamlDocument:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            f"{path}: no such file; pass --matrix PATH or create matrix.yaml "
-            "(see docs/matrix.md)"
+            f"{path}: no such file; pass --matrix PATH or create matrix.yaml (see docs/matrix.md)"
         ) from None
     yaml = YAML(typ="rt")
     try:

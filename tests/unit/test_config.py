@@ -165,7 +165,9 @@ def test_unknown_profile(tmp_path: Path) -> None:
 
 def test_only_matching_nothing(tmp_path: Path) -> None:
     message = plan_error(tmp_path, GOOD, only=["torch9*"])
-    assert message.startswith("--only torch9*: matches no cell of this plan; cells: torch2.11.0-cpu-cp311")
+    assert message.startswith(
+        "--only torch9*: matches no cell of this plan; cells: torch2.11.0-cpu-cp311"
+    )
 
 
 def test_unaccepted_arch(tmp_path: Path) -> None:

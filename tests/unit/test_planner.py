@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from buildtools import cli
-from buildtools.config import MatrixFile, load_matrix, parse_matrix
+from buildtools.config import MatrixFile, parse_matrix
 from buildtools.errors import PlanError
 from buildtools.knowledge import load_knowledge
 from buildtools.model import Cell
@@ -109,7 +109,11 @@ def test_impossible_cells_removed_with_reason_or_strict_error() -> None:
     mf = matrix(data)
     result = plan(mf, KB, host_python="3.11")
     removed = {r.cell.id: r.reason for r in result.removed}
-    assert set(removed) == {"torch2.4.0-cpu-cp313", "torch2.4.0-cu128-cp312", "torch2.4.0-cu128-cp313"}
+    assert set(removed) == {
+        "torch2.4.0-cpu-cp313",
+        "torch2.4.0-cu128-cp312",
+        "torch2.4.0-cu128-cp313",
+    }
     assert "3.13" in removed["torch2.4.0-cpu-cp313"]
     assert "12.8" in removed["torch2.4.0-cu128-cp312"]
     assert [c.id for c in result.cells] == ["torch2.4.0-cpu-cp312"]
@@ -129,7 +133,9 @@ def test_include_adds_cells_outside_axes_and_exclude_removes() -> None:
 
 def test_profile_with_host_python() -> None:
     data = base()
-    data["profiles"] = {"local": {"select": [{"torch": "2.13.0", "accelerator": "cpu", "python": "host"}]}}
+    data["profiles"] = {
+        "local": {"select": [{"torch": "2.13.0", "accelerator": "cpu", "python": "host"}]}
+    }
     data["default_profile"] = "local"
     result = plan(matrix(data), KB, host_python="3.12")
     assert [c.id for c in result.cells] == ["torch2.13.0-cpu-cp312"]
@@ -141,7 +147,10 @@ def test_accelerator_overrides_merge_family_glob_name() -> None:
     data = base()
     data["axes"]["accelerator"] = ["cu126", "cu130"]
     data["accelerators"] = {
-        "cuda": {"torch_index": "https://download.pytorch.org/whl/{accelerator}", "build_env": {"A": "1"}},
+        "cuda": {
+            "torch_index": "https://download.pytorch.org/whl/{accelerator}",
+            "build_env": {"A": "1"},
+        },
         "cu1*": {"arch_list": "8.0;9.0"},
         "cu130": {"arch_list": "9.0;10.0", "repair": "skip"},
     }
@@ -160,7 +169,20 @@ def test_reference_matrix_plans(capsys: pytest.CaptureFixture[str]) -> None:
     ids = capsys.readouterr().out.split()
     host = f"{cli.host_python().replace('.', '')}"
     assert ids == [f"torch2.13.0-cpu-cp{host}"]
-    assert cli.main(["plan", "--matrix", str(REPO / "matrix.yaml"), "--profile", "release", "--format", "json"]) == 0
+    assert (
+        cli.main(
+            [
+                "plan",
+                "--matrix",
+                str(REPO / "matrix.yaml"),
+                "--profile",
+                "release",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     jobs = doc["include"]
     assert len(jobs) > 10
@@ -186,7 +208,12 @@ PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
 def test_every_valid_cell_in_exactly_one_job(
     torch: list[str], accel: list[str], python: list[str], abi: str
 ) -> None:
-    mf = matrix({"project": {"path": ".", "abi": abi}, "axes": {"torch": torch, "accelerator": accel, "python": python}})
+    mf = matrix(
+        {
+            "project": {"path": ".", "abi": abi},
+            "axes": {"torch": torch, "accelerator": accel, "python": python},
+        }
+    )
     try:
         first = plan(mf, KB, host_python="3.11")
     except PlanError:
