@@ -25,12 +25,15 @@ __all__ = [
     "CHECK_CODES",
     "Expectation",
     "TorchTarget",
+    "add_check_parser",
     "check_wheel",
+    "cmd_check",
     "expected_archs",
     "has_errors",
     "load_torch_target",
 ]
 
+import argparse
 import ast
 import fnmatch
 import functools
@@ -43,13 +46,13 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal, TextIO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .elf import ELF_MAGIC, ElfInfo, demangle, inspect_elf, strip_graft_hash
-from .errors import ToolchainError
+from .errors import ExitCode, ToolchainError
 from .model import Accelerator, BuildJob, Finding, Severity
 from .repair import scan_torch_libs
 from .runner import Runner
@@ -818,3 +821,74 @@ def check_wheel(
 def has_errors(findings: Iterable[Finding]) -> bool:
     """True when any finding is an error."""
     return any(f.severity is Severity.ERROR for f in findings)
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def add_check_parser(sub: Any) -> None:
+    """`buildtools check WHEEL… --torch SITE_PACKAGES…`: the static checks on built wheels."""
+    p = sub.add_parser("check", help="static checks of built wheels against target torch installs")
+    p.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    p.add_argument(
+        "--torch",
+        dest="torch_sites",
+        action="append",
+        type=Path,
+        required=True,
+        metavar="SITE_PACKAGES",
+        help="site-packages of a target torch (repeatable: check against each)",
+    )
+    p.add_argument("--accelerator", default="cpu", help="cpu, cuXYZ or rocmX.Y (default: cpu)")
+    p.add_argument("--arch-list", default=None, help="promised archs, e.g. '8.0;9.0;12.0+PTX'")
+    p.add_argument("--platform-tag", default=None, help="promised tag, e.g. manylinux_2_28_x86_64")
+    p.add_argument(
+        "--weaker-platform-tag",
+        choices=("error", "warning"),
+        default="error",
+        help="severity of a tag weaker than promised (default: error)",
+    )
+    p.add_argument("--local-version", default=None, help="expected local label, e.g. pt211cu130")
+    p.add_argument("--requires-torch", default=None, help="expected pin, e.g. 'torch==2.11.*'")
+    p.add_argument("--no-build-record", action="store_true", help="do not require buildtools.json")
+    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.set_defaults(handler=cmd_check)
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error."""
+    targets = [load_torch_target(site) for site in args.torch_sites]
+    expect = Expectation(
+        accelerator=args.accelerator,
+        arch_list=args.arch_list,
+        platform_tag=args.platform_tag,
+        weaker_platform_tag=args.weaker_platform_tag,
+        local_version=args.local_version,
+        requires_dist_torch=args.requires_torch,
+        build_record=not args.no_build_record,
+    )
+    report: dict[str, list[dict[str, object]]] = {}
+    failed = False
+    for wheel in args.wheels:
+        findings = check_wheel(wheel, targets=targets, expect=expect)
+        failed |= has_errors(findings)
+        report[wheel.name] = [
+            {
+                "code": f.code,
+                "severity": f.severity.value,
+                "message": f.message,
+                "path": f.path,
+                "details": list(f.details),
+            }
+            for f in findings
+        ]
+        if not args.json:
+            status = "FAIL" if has_errors(findings) else "ok"
+            out.write(f"{status}  {wheel.name}\n")
+            for f in findings:
+                out.write(f"  {f.severity.value:<7} {f.code}: {f.message}\n")
+                for line in f.details:
+                    out.write(f"            {line}\n")
+    if args.json:
+        out.write(json.dumps(report, indent=2) + "\n")
+    return int(ExitCode.CHECK_FAILED) if failed else int(ExitCode.OK)

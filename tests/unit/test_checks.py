@@ -1,0 +1,605 @@
+"""ELF facts and static wheel checks, on crafted ELF files and real nvcc objects."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from fixtures.crafted import (
+    C10_ERROR_CXX11,
+    C10_ERROR_OLD,
+    FATBIN_ELF,
+    FATBIN_LTO,
+    FATBIN_PTX,
+    Undef,
+    fatbin,
+    make_site_packages,
+    make_so,
+    make_wheel,
+    offload_bundle,
+)
+
+from buildtools.checks import (
+    CHECK_CODES,
+    Expectation,
+    TorchTarget,
+    check_wheel,
+    cmd_check,
+    expected_archs,
+    has_errors,
+    load_torch_target,
+)
+from buildtools.elf import (
+    cxx_abi_of,
+    demangle,
+    inspect_elf,
+    parse_fatbin,
+    parse_offload_bundles,
+    strip_graft_hash,
+)
+from buildtools.errors import ExitCode
+from buildtools.model import BuildJob, Finding, Severity, Toolkit
+from buildtools.wheelmeta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
+
+CUDA_FIXTURES = Path(__file__).parents[1] / "fixtures" / "cuda"
+EXT = "ext_ok.cpython-311-x86_64-linux-gnu.so"
+UNDEFINED = "_ZN3c1023definitely_not_in_torchEi"
+STRING_CXX11 = "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_createERmm"
+TORCH_EXPORTS = ("_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE",)
+
+# --- elf -----------------------------------------------------------------------------------
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_elf_dynamic_facts(tmp_path: Path) -> None:
+    so = make_so(
+        soname="libx.so",
+        needed=["libc10.so", "libc.so.6"],
+        rpath="/a:/b",
+        runpath="$ORIGIN/../torch/lib",
+        exports=["foo", "_ZN3c103barEv"],
+        undefined=[
+            Undef("memcpy", "GLIBC_2.14", "libc.so.6"),
+            Undef(STRING_CXX11, "GLIBCXX_3.4.21", "libstdc++.so.6"),
+            UNDEFINED,
+            Undef("__gmon_start__", weak=True),
+        ],
+    )
+    info = inspect_elf(write(tmp_path / "libx.so", so))
+    assert info.machine == "EM_X86_64"
+    assert info.soname == "libx.so"
+    assert info.needed == ("libc10.so", "libc.so.6")
+    assert info.rpath == ("/a", "/b")
+    assert info.runpath == ("$ORIGIN/../torch/lib",)
+    assert info.exported == {"foo", "_ZN3c103barEv"}
+    assert [(s.name, s.version, s.library) for s in info.undefined] == [
+        (UNDEFINED, None, None),
+        (STRING_CXX11, "GLIBCXX_3.4.21", "libstdc++.so.6"),
+        ("memcpy", "GLIBC_2.14", "libc.so.6"),
+    ]
+    assert str(info.undefined[2]) == "memcpy@GLIBC_2.14"
+    assert info.undefined[0].demangled == "c10::definitely_not_in_torch(int)"
+    assert info.cxx_abi == "cxx11"
+    assert info.cuda is None and info.hip is None and not info.has_device_code
+
+
+def test_elf_cache_follows_mtime_and_size(tmp_path: Path) -> None:
+    path = write(tmp_path / "libx.so", make_so(soname="libx.so"))
+    first = inspect_elf(path)
+    assert inspect_elf(path) is first
+    write(path, make_so(soname="libx.so", exports=["more"]))
+    os.utime(path, ns=(1, 1))
+    assert inspect_elf(path).exported == {"more"}
+
+
+def test_elf_rejects_non_elf(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a readable ELF"):
+        inspect_elf(write(tmp_path / "x.so", b"\x7fELF" + b"\0" * 10))
+
+
+@pytest.mark.parametrize(
+    ("name", "archs"),
+    [
+        ("kernel_sm75_sm80_compute90.o", {"sm_75", "sm_80", "compute_90"}),
+        ("kernel_sm90a_sm100f_sm120_compute120.o", {"sm_90a", "sm_100f", "sm_120", "compute_120"}),
+        (
+            "kernel_rdc_sm100a_lto80.o",
+            {"sm_100a", "compute_90a", "lto_80", "sm_110f", "compute_120f"},
+        ),
+    ],
+)
+def test_real_nvcc_objects(name: str, archs: set[str]) -> None:
+    info = inspect_elf(CUDA_FIXTURES / name)
+    assert info.cuda is not None
+    assert info.cuda_archs == archs
+    assert info.cuda.complete
+
+
+def test_crafted_fatbin_in_a_shared_object(tmp_path: Path) -> None:
+    # two containers, as when several objects are linked into one .so
+    data = (
+        fatbin([(FATBIN_ELF, 75, 0), (FATBIN_ELF, 80, 0)])
+        + b"\0" * 8
+        + fatbin([(FATBIN_ELF, 90, 0x100000), (FATBIN_PTX, 120, 0), (FATBIN_LTO, 86, 0)])
+    )
+    assert parse_fatbin(data) == {"sm_75", "sm_80", "sm_90a", "compute_120", "lto_86"}
+    info = inspect_elf(write(tmp_path / "k.so", make_so(sections={".nv_fatbin": data})))
+    assert info.cuda_archs == {"sm_75", "sm_80", "sm_90a", "compute_120", "lto_86"}
+
+
+def test_hip_offload_bundles(tmp_path: Path) -> None:
+    data = (
+        offload_bundle(["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx90a"])
+        + b"\0" * 16
+        + offload_bundle(["hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"], compress=True)
+    )
+    assert parse_offload_bundles(data) == {"gfx90a", "gfx942"}
+    info = inspect_elf(write(tmp_path / "h.so", make_so(sections={".hip_fatbin": data})))
+    assert info.hip is not None
+    assert info.hip_archs == {"gfx90a", "gfx942"}
+    assert info.hip.complete
+
+
+@pytest.mark.parametrize(
+    ("name", "plain"),
+    [
+        ("libc10-bd5b4540.so", "libc10.so"),
+        ("libcudart-1a2b3c4d.so.13", "libcudart.so.13"),
+        ("libnvrtc-builtins-0123abcd.so.13.0", "libnvrtc-builtins.so.13.0"),
+        ("libtorch_cpu.so", "libtorch_cpu.so"),
+        ("libfoo-notahash.so", "libfoo-notahash.so"),
+    ],
+)
+def test_strip_graft_hash(name: str, plain: str) -> None:
+    assert strip_graft_hash(name) == plain
+
+
+def test_demangle() -> None:
+    assert demangle(UNDEFINED) == "c10::definitely_not_in_torch(int)"
+    assert demangle("memcpy") == "memcpy"
+    assert demangle("_Znot_really") == "_Znot_really"
+
+
+@pytest.mark.parametrize(
+    ("symbols", "abi"),
+    [
+        ([C10_ERROR_CXX11], "cxx11"),
+        ([C10_ERROR_OLD], "pre-cxx11"),
+        ([C10_ERROR_CXX11, C10_ERROR_OLD], "mixed"),
+        (["_ZN2at6TensorD1Ev", "memcpy"], None),
+        # string_view is in both ABIs and says nothing
+        (["_ZN3c106detail5checkESt17basic_string_viewIcSt11char_traitsIcEE"], None),
+    ],
+)
+def test_cxx_abi_of(symbols: list[str], abi: str | None) -> None:
+    assert cxx_abi_of(symbols) == abi
+
+
+# --- expectations and targets ----------------------------------------------------------------
+
+
+def test_expected_archs() -> None:
+    assert expected_archs("7.5;8.0;9.0;12.0+PTX", "cuda") == {
+        "sm_75",
+        "sm_80",
+        "sm_90",
+        "sm_120",
+        "compute_120",
+    }
+    assert expected_archs("9.0a 10.0f+PTX", "cuda") == {"sm_90a", "sm_100f", "compute_100f"}
+    assert expected_archs("gfx90a;gfx942:xnack+", "rocm") == {"gfx90a", "gfx942"}
+    with pytest.raises(ValueError, match="'Ampere' in 'Ampere' is not a CUDA arch"):
+        expected_archs("Ampere", "cuda")
+    with pytest.raises(ValueError, match="not a ROCm arch"):
+        expected_archs("8.0", "rocm")
+
+
+def test_load_torch_target(tmp_path: Path) -> None:
+    site = make_site_packages(tmp_path / "a", version="2.11.0+cu130", cuda="13.0")
+    target = load_torch_target(site)
+    assert target == TorchTarget(
+        version="2.11.0+cu130", site_packages=site.resolve(), cuda_version="13.0", cxx11_abi=True
+    )
+    old = make_site_packages(tmp_path / "b", version="2.5.1+cu124", cuda="12.4", cxx11_abi=False)
+    assert load_torch_target(old).cxx11_abi is False
+
+
+def test_load_torch_target_without_torch(tmp_path: Path) -> None:
+    from buildtools.errors import ToolchainError
+
+    with pytest.raises(ToolchainError, match=r"no readable torch/version\.py"):
+        load_torch_target(tmp_path)
+
+
+def test_expectation_from_job() -> None:
+    job = BuildJob(
+        id="torch2.11-cu130",
+        cells=(),
+        abi="per-python",
+        torch="2.11.0",
+        torch_versions=("2.11.0",),
+        accelerator="cu130",
+        pythons=("3.12",),
+        platform="linux_x86_64",
+        torch_requirement="torch==2.11.0",
+        requires_dist="torch==2.11.*",
+        toolkit=Toolkit(kind="cuda", version="13.0", arch_list="8.0;9.0+PTX"),
+        image="img",
+        platform_tag="manylinux_2_28_x86_64",
+        local_version="pt211cu130",
+        cxx11_abi=True,
+        env=(),
+        runner="ubuntu-latest",
+        smoke_runner=None,
+        repair="auto",
+    )
+    assert Expectation.from_job(job, weaker_platform_tag="warning") == Expectation(
+        accelerator="cu130",
+        arch_list="8.0;9.0+PTX",
+        platform_tag="manylinux_2_28_x86_64",
+        weaker_platform_tag="warning",
+        local_version="pt211cu130",
+        requires_dist_torch="torch==2.11.*",
+    )
+
+
+# --- check_wheel -------------------------------------------------------------------------------
+
+CLEAN_UNDEFINED = [
+    *TORCH_EXPORTS,
+    C10_ERROR_CXX11,
+    Undef("memcpy", "GLIBC_2.14", "libc.so.6"),
+    Undef(STRING_CXX11, "GLIBCXX_3.4.21", "libstdc++.so.6"),
+    Undef("_Unwind_Resume", "GCC_3.0", "libgcc_s.so.1"),
+    "PyModule_Create2",
+    "_Py_NoneStruct",
+    Undef("__cxa_finalize", "GLIBC_2.2.5", "libc.so.6", weak=True),
+]
+CPU = Expectation(
+    accelerator="cpu",
+    platform_tag="manylinux_2_28_x86_64",
+    local_version="pt213cpu",
+    requires_dist_torch="torch==2.13.*",
+)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return make_site_packages(tmp_path / "site", torch_exports=TORCH_EXPORTS)
+
+
+@pytest.fixture
+def target(site: Path) -> TorchTarget:
+    return load_torch_target(site)
+
+
+def wheel_with(
+    tmp_path: Path,
+    files: dict[str, bytes],
+    *,
+    tag: str = "cp311-cp311-manylinux_2_28_x86_64",
+    accelerator: str = "cpu",
+    local: str = "pt213cpu",
+    relabel: bool = True,
+) -> Path:
+    raw = make_wheel(tmp_path / "raw", tag=tag, files=files)
+    if not relabel:
+        return raw
+    record = make_build_record(torch="2.13.0+cpu", accelerator=accelerator, cxx11_abi=True)
+    return relabel_wheel(
+        raw,
+        out_dir=tmp_path / "wheels",
+        local_version=local,
+        requires_dist_torch="torch==2.13.*",
+        build_record=record,
+    )
+
+
+def ext(**kwargs: object) -> bytes:
+    kwargs.setdefault("needed", ["libc10.so", "libtorch_cpu.so", "libstdc++.so.6", "libc.so.6"])
+    kwargs.setdefault("undefined", CLEAN_UNDEFINED)
+    kwargs.setdefault("exports", ["PyInit_ext_ok"])
+    return make_so(**kwargs)  # type: ignore[arg-type]
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def test_clean_wheel_has_no_findings(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext()})
+    assert check_wheel(wheel, targets=[target], expect=CPU) == []
+
+
+def test_bundled_torch_lib(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(
+        tmp_path,
+        {
+            EXT: ext(needed=["libc10-bd5b4540.so"]),
+            "ext_ok.libs/libc10-bd5b4540.so": make_so(
+                soname="libc10-bd5b4540.so", exports=[C10_ERROR_CXX11]
+            ),
+            "ext_ok.libs/libcudart-1a2b3c4d.so.13": make_so(soname="libcudart-1a2b3c4d.so.13"),
+            "ext_ok.libs/libz-0a1b2c3d.so.1": make_so(soname="libz-0a1b2c3d.so.1"),
+            # the package's own library with a torch-like name is not a graft
+            "ext_ok/libtorchfoo.so": make_so(soname="libtorchfoo.so"),
+        },
+    )
+    findings = [f for f in check_wheel(wheel, targets=[target], expect=CPU)]
+    bundled = [f for f in findings if f.code == "bundled-torch-lib"]
+    assert [f.path for f in bundled] == [
+        "ext_ok.libs/libc10-bd5b4540.so",
+        "ext_ok.libs/libcudart-1a2b3c4d.so.13",
+    ]
+    c10 = bundled[0]
+    assert c10.severity is Severity.ERROR
+    assert c10.message.startswith(
+        "The wheel bundles libc10.so (as ext_ok.libs/libc10-bd5b4540.so), which torch "
+        "2.13.0+cpu already provides: a second libtorch in one process aborts at import"
+    )
+    assert "--exclude 'libc10.so'" in c10.message
+    assert "second CUDA/ROCm runtime" in bundled[1].message
+    assert "the target torch's runtime" in bundled[1].message
+    # symbols the bundled copy exports still count as provided
+    assert "undefined-symbol" not in codes(findings)
+
+
+def test_undefined_symbol_is_demangled(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext(undefined=[*CLEAN_UNDEFINED, UNDEFINED])})
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert codes(findings) == ["undefined-symbol"]
+    (f,) = findings
+    assert f.path == EXT
+    assert f.message == (
+        f"{EXT} needs c10::definitely_not_in_torch(int), which torch 2.13.0+cpu does not "
+        "export: importing it there fails with 'undefined symbol'. Build against the torch "
+        "this wheel targets, or avoid this API (it is not in that torch version)."
+    )
+    assert f.details == (f"mangled: {UNDEFINED}", "missing from: torch 2.13.0+cpu")
+
+
+def test_undefined_symbol_names_the_torch_that_lacks_it(tmp_path: Path) -> None:
+    new = load_torch_target(
+        make_site_packages(
+            tmp_path / "new", version="2.11.0+cpu", torch_exports=[*TORCH_EXPORTS, UNDEFINED]
+        )
+    )
+    old = load_torch_target(
+        make_site_packages(tmp_path / "old", version="2.10.0+cpu", torch_exports=TORCH_EXPORTS)
+    )
+    wheel = wheel_with(tmp_path, {EXT: ext(undefined=[*CLEAN_UNDEFINED, UNDEFINED])})
+    findings = check_wheel(wheel, targets=[new, old], expect=CPU)
+    assert [f.details for f in findings] == [
+        (f"mangled: {UNDEFINED}", "missing from: torch 2.10.0+cpu")
+    ]
+    assert "which torch 2.10.0+cpu does not export" in findings[0].message
+
+
+def test_symbol_from_another_library_in_the_wheel(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(
+        tmp_path,
+        {
+            EXT: ext(undefined=[*CLEAN_UNDEFINED, "helper_fn"], needed=["libhelper.so"]),
+            "ext_ok/libhelper.so": make_so(soname="libhelper.so", exports=["helper_fn"]),
+        },
+    )
+    assert check_wheel(wheel, targets=[target], expect=CPU) == []
+
+
+def test_symbol_versions_beyond_the_tag(tmp_path: Path, target: TorchTarget) -> None:
+    too_new = [*CLEAN_UNDEFINED, Undef("__libc_single_threaded", "GLIBC_2.32", "libc.so.6")]
+    wheel = wheel_with(tmp_path, {EXT: ext(undefined=too_new)})
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert codes(findings) == ["platform-tag"]
+    assert findings[0].message.startswith(
+        f"{EXT} needs GLIBC_2.32, newer than manylinux_2_28_x86_64 allows"
+    )
+    assert findings[0].details == ("GLIBC_2.32: __libc_single_threaded",)
+    # GLIBCXX_3.4.21 (gcc 5) is beyond manylinux2014's libstdc++ (3.4.19)
+    old = wheel_with(tmp_path / "o", {EXT: ext()}, tag="cp311-cp311-manylinux2014_x86_64")
+    findings = check_wheel(old, targets=[target], expect=CPU)
+    assert codes(findings) == ["platform-tag"]
+    assert "needs GLIBCXX_3.4.21, newer than manylinux2014_x86_64 allows" in findings[0].message
+    # an untagged wheel promises nothing about glibc
+    linux = wheel_with(
+        tmp_path / "l", {EXT: ext(undefined=too_new)}, tag="cp311-cp311-linux_x86_64"
+    )
+    assert check_wheel(linux, targets=[target], expect=Expectation(**_cpu(platform_tag=None))) == []
+
+
+def _cpu(**changes: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "accelerator": "cpu",
+        "platform_tag": "manylinux_2_28_x86_64",
+        "local_version": "pt213cpu",
+        "requires_dist_torch": "torch==2.13.*",
+    }
+    base.update(changes)
+    return base
+
+
+def test_no_device_code_for_a_cuda_cell(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext()}, accelerator="cu130")
+    expect = Expectation(**_cpu(accelerator="cu130", arch_list="8.0;9.0"))  # type: ignore[arg-type]
+    findings = check_wheel(wheel, targets=[target], expect=expect)
+    assert codes(findings) == ["no-device-code"]
+    assert findings[0].message.startswith(
+        "No .so in this cu130 wheel contains CUDA device code: it was built CPU-only"
+    )
+    assert "torch.cuda.is_available()" in findings[0].message
+    assert "FORCE_CUDA=1" in findings[0].message
+
+
+def test_missing_promised_archs(tmp_path: Path, target: TorchTarget) -> None:
+    code = fatbin([(FATBIN_ELF, 80, 0), (FATBIN_ELF, 90, 0)])
+    wheel = wheel_with(tmp_path, {EXT: ext(sections={".nv_fatbin": code})}, accelerator="cu130")
+    expect = Expectation(**_cpu(accelerator="cu130", arch_list="8.0;9.0;12.0+PTX"))  # type: ignore[arg-type]
+    findings = check_wheel(wheel, targets=[target], expect=expect)
+    assert codes(findings) == ["no-device-code"]
+    assert findings[0].message.startswith(
+        "The wheel's CUDA device code lacks compute_120, sm_120 promised by "
+        "TORCH_CUDA_ARCH_LIST='8.0;9.0;12.0+PTX' (found: sm_80, sm_90)"
+    )
+    ok = Expectation(**_cpu(accelerator="cu130", arch_list="8.0;9.0"))  # type: ignore[arg-type]
+    assert check_wheel(wheel, targets=[target], expect=ok) == []
+
+
+def test_rocm_cell(tmp_path: Path, target: TorchTarget) -> None:
+    code = offload_bundle(["hipv4-amdgcn-amd-amdhsa--gfx90a"])
+    wheel = wheel_with(tmp_path, {EXT: ext(sections={".hip_fatbin": code})}, accelerator="rocm6.4")
+    expect = Expectation(**_cpu(accelerator="rocm6.4", arch_list="gfx90a;gfx942"))  # type: ignore[arg-type]
+    findings = check_wheel(wheel, targets=[target], expect=expect)
+    assert codes(findings) == ["no-device-code"]
+    assert "lacks gfx942 promised by PYTORCH_ROCM_ARCH" in findings[0].message
+
+
+def test_cpu_cell_linking_cuda(tmp_path: Path, target: TorchTarget) -> None:
+    so = ext(needed=["libc10.so", "libc10_cuda.so", "libcudart.so.13", "libc.so.6"])
+    wheel = wheel_with(tmp_path, {EXT: so})
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert codes(findings) == ["cpu-links-cuda"]
+    assert findings[0].message.startswith(
+        f"{EXT} of a CPU cell needs libc10_cuda.so, libcudart.so.13: it cannot load with a CPU torch"
+    )
+
+
+def test_abi_mismatch(tmp_path: Path, site: Path) -> None:
+    old_abi = [u for u in CLEAN_UNDEFINED if u != C10_ERROR_CXX11 and not isinstance(u, Undef)]
+    wheel = wheel_with(tmp_path, {EXT: ext(undefined=[*old_abi, C10_ERROR_OLD])})
+    target = load_torch_target(site)
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert "abi-mismatch" in codes(findings)
+    f = next(f for f in findings if f.code == "abi-mismatch")
+    assert f.message.startswith(
+        f"{EXT} uses the pre-cxx11 std::string ABI but torch 2.13.0+cpu is built with the cxx11 ABI"
+    )
+    assert "-D_GLIBCXX_USE_CXX11_ABI=1" in f.message
+    # the same symbol is also undefined against a cxx11 torch
+    assert "undefined-symbol" in codes(findings)
+
+
+def test_metadata_local_version_and_record(tmp_path: Path, target: TorchTarget) -> None:
+    raw = wheel_with(tmp_path, {EXT: ext()}, relabel=False)
+    findings = check_wheel(raw, targets=[target], expect=CPU)
+    assert codes(findings) == ["metadata-pin", "local-version", "build-record"]
+    pin, local, record = findings
+    assert pin.message.startswith(
+        f"{raw.name} has no Requires-Dist on torch (torch==2.13.*): pip may pair it with any torch"
+    )
+    assert local.message.startswith(
+        f"{raw.name} has version 0.1.0, without the local label +pt213cpu the job promised"
+    )
+    assert record.message.startswith(
+        f"{raw.name} has no build record (<dist-info>/buildtools.json)"
+    )
+
+    relabeled = wheel_with(tmp_path / "r", {EXT: ext()}, local="pt211cpu")
+    other = Expectation(**_cpu(requires_dist_torch="torch==2.11.*", local_version="pt211cpu"))  # type: ignore[arg-type]
+    findings = check_wheel(relabeled, targets=[target], expect=other)
+    assert codes(findings) == ["metadata-pin"]
+    assert "requires torch==2.13.*, not torch==2.11.* as the job promised" in findings[0].message
+    # the same requirement spelled differently is the same pin
+    spaced = Expectation(**_cpu(requires_dist_torch="torch ==2.13.*", local_version="pt211cpu"))  # type: ignore[arg-type]
+    assert check_wheel(relabeled, targets=[target], expect=spaced) == []
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        (b"{not json", "unreadable"),
+        (b'{"schema": 1, "torch": "2.13.0+cpu", "accelerator": "cpu"}', "cxx11_abi: missing"),
+        (
+            b'{"schema": 1, "torch": "2.13.0", "accelerator": "cu130", "cxx11_abi": true}',
+            "accelerator: 'cu130', but the cell is 'cpu'",
+        ),
+    ],
+)
+def test_invalid_build_record(
+    tmp_path: Path, target: TorchTarget, record: bytes, problem: str
+) -> None:
+    wheel = make_wheel(
+        tmp_path,
+        version="0.1.0+pt213cpu",
+        tag="cp311-cp311-manylinux_2_28_x86_64",
+        files={EXT: ext()},
+        requires=["torch==2.13.*"],
+        dist_info_files={BUILD_RECORD_NAME: record},
+    )
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert codes(findings) == ["build-record"]
+    assert problem in findings[0].message
+    assert (
+        check_wheel(wheel, targets=[target], expect=Expectation(**_cpu(), build_record=False)) == []
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("tag", "weaker", "severity"),
+    [
+        ("cp311-cp311-manylinux_2_34_x86_64", "error", Severity.ERROR),
+        ("cp311-cp311-manylinux_2_34_x86_64", "warning", Severity.WARNING),
+        ("cp311-cp311-linux_x86_64", "error", Severity.ERROR),
+        ("cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64", "error", None),
+    ],
+)
+def test_platform_tag(
+    tmp_path: Path, target: TorchTarget, tag: str, weaker: str, severity: Severity | None
+) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext()}, tag=tag)
+    findings = check_wheel(
+        wheel,
+        targets=[target],
+        expect=Expectation(**_cpu(weaker_platform_tag=weaker)),  # type: ignore[arg-type]
+    )
+    if severity is None:
+        assert findings == []
+        return
+    assert codes(findings) == ["platform-tag"]
+    assert findings[0].severity is severity
+    assert "weaker than the promised manylinux_2_28_x86_64" in findings[0].message
+    assert "quay.io/pypa/manylinux_2_28_x86_64" in findings[0].message
+    assert has_errors(findings) is (severity is Severity.ERROR)
+
+
+def test_every_code_has_a_test() -> None:
+    tested = {
+        "bundled-torch-lib",
+        "undefined-symbol",
+        "no-device-code",
+        "cpu-links-cuda",
+        "abi-mismatch",
+        "metadata-pin",
+        "local-version",
+        "platform-tag",
+        "build-record",
+    }
+    assert set(CHECK_CODES) == tested
+
+
+def test_cmd_check(tmp_path: Path, site: Path) -> None:
+    import argparse
+
+    wheel = wheel_with(tmp_path, {EXT: ext(undefined=[*CLEAN_UNDEFINED, UNDEFINED])})
+    args = argparse.Namespace(
+        wheels=[wheel],
+        torch_sites=[site],
+        accelerator="cpu",
+        arch_list=None,
+        platform_tag="manylinux_2_28_x86_64",
+        weaker_platform_tag="error",
+        local_version="pt213cpu",
+        requires_torch="torch==2.13.*",
+        no_build_record=False,
+        json=False,
+    )
+    out = io.StringIO()
+    assert cmd_check(args, out) == ExitCode.CHECK_FAILED
+    text = out.getvalue()
+    assert text.startswith(f"FAIL  {wheel.name}\n  error   undefined-symbol: {EXT} needs c10::")
