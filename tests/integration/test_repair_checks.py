@@ -1,0 +1,227 @@
+"""Real builds of the fixture extensions against torch 2.13.0 (CPU), real auditwheel, real checks.
+
+The torch venv and the fixture wheels are cached under
+${BUILDTOOLS_CACHE_DIR:-~/.cache/torch-buildtools} (see tests/fixtures/envs.py), so only
+the first run pays for `pip install torch` and the compiles.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+from fixtures.envs import TorchEnv, build_env, build_fixture_wheel, grafted_wheel, torch_env
+
+from buildtools.checks import Expectation, TorchTarget, check_wheel, has_errors, load_torch_target
+from buildtools.errors import BuildFailedError
+from buildtools.repair import (
+    best_platform_tag,
+    derive_excludes,
+    plan_repair,
+    run_repair,
+    scan_torch_libs,
+)
+from buildtools.runner import SubprocessRunner
+from buildtools.wheelmeta import make_build_record, platform_tag_satisfies, relabel_wheel
+
+TORCH = "2.13.0"
+PROMISED = "manylinux_2_28_x86_64"  # what torch >= 2.7 promises
+NEVER_BUNDLE = ("libcuda.so.1", "libnvidia-ml.so.1")
+RUNNER = SubprocessRunner()
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ELF wheels need Linux")
+
+
+@pytest.fixture(scope="session")
+def log_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IO[str]]:
+    path = tmp_path_factory.mktemp("logs") / "repair_checks.log"
+    with path.open("w") as fh:
+        yield fh
+
+
+@pytest.fixture(scope="session")
+def env(log_file: IO[str]) -> TorchEnv:
+    return torch_env(RUNNER, torch_version=TORCH, python="python3.11", log=log_file)
+
+
+@pytest.fixture(scope="session")
+def target(env: TorchEnv) -> TorchTarget:
+    return load_torch_target(env.site_packages)
+
+
+@pytest.fixture(scope="session")
+def wheels(env: TorchEnv, log_file: IO[str]) -> dict[str, Path]:
+    return {
+        name: build_fixture_wheel(name, env, RUNNER, log=log_file)
+        for name in ("ext_ok", "ext_undefined", "ext_cuda_gate")
+    }
+
+
+@pytest.fixture(scope="session")
+def best_tag(wheels: dict[str, Path], log_file: IO[str]) -> str:
+    return best_platform_tag(wheels["ext_ok"], runner=RUNNER, promised=PROMISED, log=log_file).best
+
+
+def _import(env: TorchEnv, wheel: Path, module: str, tmp: Path) -> tuple[bool, str]:
+    """Import `module` from the unpacked `wheel` in the torch env, in a child process."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp)
+    run_env = build_env(env)
+    run_env["PYTHONPATH"] = str(tmp)
+    code = f"import torch, {module}; print('imported', {module}.__name__)"
+    result = RUNNER.run([str(env.python), "-c", code], env=run_env, capture=True)
+    return result.ok, result.output
+
+
+def test_target_is_read_without_importing_torch(target: TorchTarget, env: TorchEnv) -> None:
+    assert target.version == f"{TORCH}+cpu"
+    assert target.cuda_version is None and target.hip_version is None
+    assert target.cxx11_abi is True
+    assert target.site_packages == env.site_packages.resolve()
+
+
+def test_best_platform_tag_on_this_host(wheels: dict[str, Path]) -> None:
+    report = best_platform_tag(wheels["ext_ok"], runner=RUNNER, promised=PROMISED)
+    assert report.best.startswith("manylinux_")
+    assert report.weaker is (not platform_tag_satisfies(report.best, PROMISED))
+    if os.confstr("CS_GNU_LIBC_VERSION") == "glibc 2.36":  # Debian bookworm
+        assert report.best == "manylinux_2_34_x86_64"
+        assert report.weaker
+        assert "weaker than the promised manylinux_2_28_x86_64" in report.message
+
+
+def test_selective_repair(
+    env: TorchEnv,
+    target: TorchTarget,
+    wheels: dict[str, Path],
+    best_tag: str,
+    tmp_path: Path,
+    log_file: IO[str],
+) -> None:
+    raw = wheels["ext_ok"]
+    excludes = derive_excludes(env.site_packages, NEVER_BUNDLE)
+    assert {"libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so"} <= set(excludes)
+    assert {"libcuda.so.1", "libgomp.so.1"} <= set(excludes)
+    lib_dirs = scan_torch_libs(env.site_packages).library_dirs
+    plan = plan_repair(
+        raw,
+        dest_dir=tmp_path / "repaired",
+        plat=best_tag,
+        excludes=excludes,
+        library_dirs=lib_dirs,
+    )
+    expected_argv = [sys.executable, "-m", "auditwheel", "repair", "--plat", best_tag]
+    expected_argv += ["-w", str(tmp_path / "repaired")]
+    for pattern in excludes:
+        expected_argv += ["--exclude", pattern]
+    expected_argv.append(str(raw))
+    assert plan.argv == tuple(expected_argv)
+
+    repaired = run_repair(plan, runner=RUNNER, log=log_file)
+    assert repaired.name == f"ext_ok-0.1.0-cp311-cp311-{best_tag}.whl"
+    assert repaired.stat().st_size <= 1.01 * raw.stat().st_size
+    with zipfile.ZipFile(repaired) as zf:
+        names = zf.namelist()
+    assert not [n for n in names if ".libs/" in n], names
+
+    final = relabel_wheel(
+        repaired,
+        out_dir=tmp_path / "final",
+        local_version="pt213cpu",
+        requires_dist_torch="torch==2.13.*",
+        build_record=make_build_record(torch=target.version, accelerator="cpu", cxx11_abi=True),
+    )
+    findings = check_wheel(
+        final,
+        targets=[target],
+        expect=Expectation(
+            accelerator="cpu",
+            platform_tag=PROMISED,
+            weaker_platform_tag="warning",  # this host cannot reach manylinux_2_28
+            local_version="pt213cpu",
+            requires_dist_torch="torch==2.13.*",
+        ),
+    )
+    assert not has_errors(findings), findings
+    assert {f.code for f in findings} <= {"platform-tag"}
+
+    ok, output = _import(env, final, "ext_ok", tmp_path / "unpacked")
+    assert ok, output
+
+
+def test_grafted_wheel_is_flagged(
+    env: TorchEnv,
+    target: TorchTarget,
+    wheels: dict[str, Path],
+    best_tag: str,
+    log_file: IO[str],
+) -> None:
+    grafted = grafted_wheel(wheels["ext_ok"], env, RUNNER, plat=best_tag, log=log_file)
+    assert grafted.stat().st_size > 10 * wheels["ext_ok"].stat().st_size
+    findings = check_wheel(grafted, targets=[target], expect=Expectation(build_record=False))
+    bundled = {
+        f.details[0].removeprefix("library: ") for f in findings if f.code == "bundled-torch-lib"
+    }
+    assert {"libc10.so", "libtorch.so", "libtorch_cpu.so"} <= bundled
+    assert all(f.severity.value == "error" for f in findings if f.code == "bundled-torch-lib")
+    c10 = next(f for f in findings if f.details[:1] == ("library: libc10.so",))
+    assert c10.path is not None and c10.path.startswith("ext_ok.libs/libc10-")
+    assert "a second libtorch in one process aborts at import" in c10.message
+
+
+def test_undefined_symbol_fixture(
+    env: TorchEnv, target: TorchTarget, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    findings = check_wheel(
+        wheels["ext_undefined"], targets=[target], expect=Expectation(build_record=False)
+    )
+    undefined = [f for f in findings if f.code == "undefined-symbol"]
+    assert len(undefined) == 1
+    assert "needs c10::definitely_not_in_torch(int), which torch 2.13.0+cpu does not export" in (
+        undefined[0].message
+    )
+    assert undefined[0].details[0] == "mangled: _ZN3c1023definitely_not_in_torchEi"
+    # and the static verdict is the real one: the import fails with that symbol
+    ok, output = _import(env, wheels["ext_undefined"], "ext_undefined", tmp_path / "unpacked")
+    assert not ok
+    assert "undefined symbol: _ZN3c1023definitely_not_in_torchEi" in output
+
+
+def test_cuda_gate_built_on_a_cpu_node_has_no_device_code(
+    target: TorchTarget, wheels: dict[str, Path]
+) -> None:
+    findings = check_wheel(
+        wheels["ext_cuda_gate"],
+        targets=[target],
+        expect=Expectation(accelerator="cu130", arch_list="8.0;9.0;12.0+PTX", build_record=False),
+    )
+    device = [f for f in findings if f.code == "no-device-code"]
+    assert len(device) == 1 and device[0].severity.value == "error"
+    assert "contains CUDA device code: it was built CPU-only" in device[0].message
+
+
+def test_skip_policy_only_retags_and_checks_tell(
+    target: TorchTarget, wheels: dict[str, Path], best_tag: str, tmp_path: Path
+) -> None:
+    plan = plan_repair(wheels["ext_ok"], dest_dir=tmp_path, plat=PROMISED, policy="skip")
+    retagged = run_repair(plan, runner=RUNNER)
+    assert retagged.name == f"ext_ok-0.1.0-cp311-cp311-{PROMISED}.whl"
+    findings = check_wheel(retagged, targets=[target], expect=Expectation(build_record=False))
+    lies = [f for f in findings if f.code == "platform-tag"]
+    if best_tag != PROMISED and not platform_tag_satisfies(best_tag, PROMISED):
+        # built on a newer glibc: the retagged wheel claims more than its symbols allow
+        assert lies and f"newer than {PROMISED} allows" in lies[0].message
+    else:
+        assert not lies
+
+
+def test_broken_fixture_fails_to_build(env: TorchEnv, log_file: IO[str]) -> None:
+    with pytest.raises(BuildFailedError) as err:
+        build_fixture_wheel("ext_broken", env, RUNNER, log=log_file)
+    assert "building fixture ext_broken failed" in str(err.value)
+    assert "does not compile, on purpose" in str(err.value)
