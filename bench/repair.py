@@ -166,7 +166,8 @@ def _table(raw: Path, results: list[Result]) -> str:
         )
     widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
     lines = [
-        " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in (head, *rows)
+        " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in (head, *rows)
     ]
     lines.insert(1, "-+-".join("-" * w for w in widths))
     return "\n".join(lines)
