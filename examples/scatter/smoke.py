@@ -136,6 +136,14 @@ def check_errors(device: torch.device) -> list[str]:
         bt_scatter.scatter_sum(base, index, 3), bt_scatter.scatter_sum(base.contiguous(), index, 3)
     ):
         problems.append(f"{device.type}: non-contiguous src gives a different result")
+    # Autograd (registered from Python on torch >= 2.4): d out / d src is a gather.
+    if hasattr(torch.library, "register_autograd"):
+        src64 = torch.randn(7, 3, dtype=torch.float64, device=device, requires_grad=True)
+        idx = torch.tensor([0, 2, 1, 0, 2, 2, 3], device=device)
+        if not torch.autograd.gradcheck(
+            lambda s: bt_scatter.scatter_sum(s, idx, 4), (src64,), raise_exception=False
+        ):
+            problems.append(f"{device.type}: gradcheck failed")
     return problems
 
 
