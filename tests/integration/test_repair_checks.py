@@ -225,3 +225,55 @@ def test_broken_fixture_fails_to_build(env: TorchEnv, log_file: IO[str]) -> None
         build_fixture_wheel("ext_broken", env, RUNNER, log=log_file)
     assert "building fixture ext_broken failed" in str(err.value)
     assert "does not compile, on purpose" in str(err.value)
+
+
+# --- a real CUDA wheel built elsewhere (optional) ------------------------------------------
+
+ARTIFACTS = Path(os.environ.get("BUILDTOOLS_ARTIFACTS", "/tmp/artifacts"))
+
+
+def _cu130_site() -> Path | None:
+    """A torch 2.11.0+cu130 site-packages: $BUILDTOOLS_CU130_SITE_PACKAGES, else a cached toolchain."""
+    given = os.environ.get("BUILDTOOLS_CU130_SITE_PACKAGES")
+    if given:
+        return Path(given)
+    root = Path(os.environ.get("BUILDTOOLS_CACHE_DIR", Path.home() / ".cache/torch-buildtools"))
+    found = sorted(root.glob("toolchains/*torch2.11.0-cu130*/lib/python3.*/site-packages"))
+    return found[0] if found else None
+
+
+def _cuda_wheels() -> list[Path]:
+    return sorted(ARTIFACTS.glob("*.whl")) if ARTIFACTS.is_dir() else []
+
+
+@pytest.mark.skipif(not _cuda_wheels(), reason=f"no CUDA wheel in {ARTIFACTS}")
+@pytest.mark.skipif(_cu130_site() is None, reason="no torch 2.11.0+cu130 installation found")
+def test_real_cu130_wheel(tmp_path: Path, log_file: IO[str]) -> None:
+    site = _cu130_site()
+    assert site is not None
+    target = load_torch_target(site)
+    assert target.cuda_version == "13.0"
+    raw = next(w for w in _cuda_wheels() if "cp31" in w.name)
+    excludes = derive_excludes(site, NEVER_BUNDLE)
+    assert {"libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libcublas.so.13"} <= set(
+        excludes
+    )
+    tag = best_platform_tag(raw, runner=RUNNER, promised=PROMISED, log=log_file)
+    plan = plan_repair(
+        raw,
+        dest_dir=tmp_path / "repaired",
+        plat=tag.best,
+        excludes=excludes,
+        library_dirs=scan_torch_libs(site).library_dirs,
+    )
+    repaired = run_repair(plan, runner=RUNNER, log=log_file)
+    assert repaired.stat().st_size <= 1.01 * raw.stat().st_size
+    findings = check_wheel(
+        repaired,
+        targets=[target],
+        expect=Expectation(accelerator="cu130", arch_list="8.0;9.0", build_record=False),
+    )
+    assert not has_errors(findings), findings
+    # the same binary promised for a CPU cell is caught
+    cpu = check_wheel(repaired, targets=[target], expect=Expectation(build_record=False))
+    assert "cpu-links-cuda" in {f.code for f in cpu}
