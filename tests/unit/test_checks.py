@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from fixtures.crafted import (
@@ -41,6 +43,7 @@ from buildtools.elf import (
 )
 from buildtools.errors import ExitCode
 from buildtools.model import BuildJob, Finding, Severity, Toolkit
+from buildtools.runner import CommandResult
 from buildtools.wheelmeta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
 
 CUDA_FIXTURES = Path(__file__).parents[1] / "fixtures" / "cuda"
@@ -209,6 +212,26 @@ def test_load_torch_target(tmp_path: Path) -> None:
     )
     old = make_site_packages(tmp_path / "b", version="2.5.1+cu124", cuda="12.4", cxx11_abi=False)
     assert load_torch_target(old).cxx11_abi is False
+
+
+def test_load_torch_target_asks_torch_when_version_py_is_unreadable(tmp_path: Path) -> None:
+    site = make_site_packages(tmp_path / "venv/lib/python3.12/site-packages", version="x")
+    (site / "torch" / "version.py").write_text("__version__ = get_version()\n")
+    calls: list[list[str]] = []
+
+    class Runner:
+        def run(self, argv: list[str], **kwargs: object) -> CommandResult:
+            calls.append(list(argv))
+            out = 'warning: numpy\n{"__version__": "2.12.0+rocm7.1", "cuda": null, "hip": "7.1"}\n'
+            return CommandResult(argv=tuple(argv), returncode=0, output=out)
+
+    target = load_torch_target(site, runner=Runner())  # type: ignore[arg-type]
+    assert calls[0][:2] == [str(tmp_path / "venv/bin/python"), "-c"]
+    assert (target.version, target.cuda_version, target.hip_version) == (
+        "2.12.0+rocm7.1",
+        None,
+        "7.1",
+    )
 
 
 def test_load_torch_target_without_torch(tmp_path: Path) -> None:
@@ -411,23 +434,12 @@ def test_symbol_versions_beyond_the_tag(tmp_path: Path, target: TorchTarget) -> 
     linux = wheel_with(
         tmp_path / "l", {EXT: ext(undefined=too_new)}, tag="cp311-cp311-linux_x86_64"
     )
-    assert check_wheel(linux, targets=[target], expect=Expectation(**_cpu(platform_tag=None))) == []
-
-
-def _cpu(**changes: object) -> dict[str, object]:
-    base: dict[str, object] = {
-        "accelerator": "cpu",
-        "platform_tag": "manylinux_2_28_x86_64",
-        "local_version": "pt213cpu",
-        "requires_dist_torch": "torch==2.13.*",
-    }
-    base.update(changes)
-    return base
+    assert check_wheel(linux, targets=[target], expect=replace(CPU, platform_tag=None)) == []
 
 
 def test_no_device_code_for_a_cuda_cell(tmp_path: Path, target: TorchTarget) -> None:
     wheel = wheel_with(tmp_path, {EXT: ext()}, accelerator="cu130")
-    expect = Expectation(**_cpu(accelerator="cu130", arch_list="8.0;9.0"))  # type: ignore[arg-type]
+    expect = replace(CPU, accelerator="cu130", arch_list="8.0;9.0")
     findings = check_wheel(wheel, targets=[target], expect=expect)
     assert codes(findings) == ["no-device-code"]
     assert findings[0].message.startswith(
@@ -440,21 +452,21 @@ def test_no_device_code_for_a_cuda_cell(tmp_path: Path, target: TorchTarget) -> 
 def test_missing_promised_archs(tmp_path: Path, target: TorchTarget) -> None:
     code = fatbin([(FATBIN_ELF, 80, 0), (FATBIN_ELF, 90, 0)])
     wheel = wheel_with(tmp_path, {EXT: ext(sections={".nv_fatbin": code})}, accelerator="cu130")
-    expect = Expectation(**_cpu(accelerator="cu130", arch_list="8.0;9.0;12.0+PTX"))  # type: ignore[arg-type]
+    expect = replace(CPU, accelerator="cu130", arch_list="8.0;9.0;12.0+PTX")
     findings = check_wheel(wheel, targets=[target], expect=expect)
     assert codes(findings) == ["no-device-code"]
     assert findings[0].message.startswith(
         "The wheel's CUDA device code lacks compute_120, sm_120 promised by "
         "TORCH_CUDA_ARCH_LIST='8.0;9.0;12.0+PTX' (found: sm_80, sm_90)"
     )
-    ok = Expectation(**_cpu(accelerator="cu130", arch_list="8.0;9.0"))  # type: ignore[arg-type]
+    ok = replace(CPU, accelerator="cu130", arch_list="8.0;9.0")
     assert check_wheel(wheel, targets=[target], expect=ok) == []
 
 
 def test_rocm_cell(tmp_path: Path, target: TorchTarget) -> None:
     code = offload_bundle(["hipv4-amdgcn-amd-amdhsa--gfx90a"])
     wheel = wheel_with(tmp_path, {EXT: ext(sections={".hip_fatbin": code})}, accelerator="rocm6.4")
-    expect = Expectation(**_cpu(accelerator="rocm6.4", arch_list="gfx90a;gfx942"))  # type: ignore[arg-type]
+    expect = replace(CPU, accelerator="rocm6.4", arch_list="gfx90a;gfx942")
     findings = check_wheel(wheel, targets=[target], expect=expect)
     assert codes(findings) == ["no-device-code"]
     assert "lacks gfx942 promised by PYTORCH_ROCM_ARCH" in findings[0].message
@@ -501,12 +513,12 @@ def test_metadata_local_version_and_record(tmp_path: Path, target: TorchTarget) 
     )
 
     relabeled = wheel_with(tmp_path / "r", {EXT: ext()}, local="pt211cpu")
-    other = Expectation(**_cpu(requires_dist_torch="torch==2.11.*", local_version="pt211cpu"))  # type: ignore[arg-type]
+    other = replace(CPU, requires_dist_torch="torch==2.11.*", local_version="pt211cpu")
     findings = check_wheel(relabeled, targets=[target], expect=other)
     assert codes(findings) == ["metadata-pin"]
     assert "requires torch==2.13.*, not torch==2.11.* as the job promised" in findings[0].message
     # the same requirement spelled differently is the same pin
-    spaced = Expectation(**_cpu(requires_dist_torch="torch ==2.13.*", local_version="pt211cpu"))  # type: ignore[arg-type]
+    spaced = replace(CPU, requires_dist_torch="torch ==2.13.*", local_version="pt211cpu")
     assert check_wheel(relabeled, targets=[target], expect=spaced) == []
 
 
@@ -535,9 +547,8 @@ def test_invalid_build_record(
     findings = check_wheel(wheel, targets=[target], expect=CPU)
     assert codes(findings) == ["build-record"]
     assert problem in findings[0].message
-    assert (
-        check_wheel(wheel, targets=[target], expect=Expectation(**_cpu(), build_record=False)) == []
-    )  # type: ignore[arg-type]
+    unchecked = replace(CPU, build_record=False)
+    assert check_wheel(wheel, targets=[target], expect=unchecked) == []
 
 
 @pytest.mark.parametrize(
@@ -550,13 +561,17 @@ def test_invalid_build_record(
     ],
 )
 def test_platform_tag(
-    tmp_path: Path, target: TorchTarget, tag: str, weaker: str, severity: Severity | None
+    tmp_path: Path,
+    target: TorchTarget,
+    tag: str,
+    weaker: Literal["error", "warning"],
+    severity: Severity | None,
 ) -> None:
     wheel = wheel_with(tmp_path, {EXT: ext()}, tag=tag)
     findings = check_wheel(
         wheel,
         targets=[target],
-        expect=Expectation(**_cpu(weaker_platform_tag=weaker)),  # type: ignore[arg-type]
+        expect=replace(CPU, weaker_platform_tag=weaker),
     )
     if severity is None:
         assert findings == []
