@@ -62,7 +62,6 @@ CUDA_TOOLKIT_EXTRAS = ("nvcc", "crt", "cccl", "cudart", "nvvm")
 # as cublas have their own version numbers).
 _COMPILER_DISTS = re.compile(r"^nvidia-(cuda-(nvcc|crt|cccl|runtime)|nvvm)(-cu\d+)?$")
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+)")
-_HIPCC_VERSION = re.compile(r"HIP version: (\d+\.\d+)")
 _PROBE_TAG = "BUILDTOOLS_PROBE "
 _PROBE = f"""
 import importlib.metadata as md, json, platform, sys, sysconfig
@@ -395,10 +394,9 @@ def _probe(
     python: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str], torch: bool
 ) -> EnvProbe | None:
     argv = [str(python), "-I", "-c", _PROBE] + (["--torch"] if torch else [])
-    result = runner.run(argv, env=_child_env(env), log=None, capture=True, timeout=300)
+    result = runner.run(argv, env=_child_env(env), log=log, capture=True, timeout=300)
     if not result.ok:
-        log.write(f"[toolchain] {python} does not run (exit {result.returncode}):\n")
-        log.write(result.output[-4000:] + "\n")
+        log.write(f"[toolchain] {python} does not run (exit {result.returncode})\n")
         return None
     try:
         return EnvProbe.parse(result.output)
@@ -620,6 +618,11 @@ def prepare_toolchain(
     base = _probe(base_python, runner=runner, log=log, env=env, torch=False)
     if base is None:
         raise ToolMissingError(f"Python {python}: {base_python} does not run; reinstall it")
+    if base.implementation != "cpython":
+        raise ToolMissingError(
+            f"Python {python}: {base_python} is {base.implementation}, not CPython; install "
+            f"CPython with: pyenv install {python}  (or: uv python install {python})"
+        )
     system_cuda: CudaToolkit | None = None
     if accel.kind == "cuda" and with_toolkit:
         given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
