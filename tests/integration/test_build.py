@@ -1,0 +1,126 @@
+"""`buildtools build` for real: torch 2.13.0 CPU env, PEP 517 build, auditwheel, checks.
+
+Build once, install elsewhere: the wheel is installed into a fresh venv next to torch and
+imported there, not in the environment that built it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = f"{sys.version_info.major}.{sys.version_info.minor}"
+CELL = f"torch2.13.0-cpu-cp{HOST.replace('.', '')}"
+
+
+def cache_dir() -> Path:
+    default = Path.home() / ".cache" / "torch-buildtools"
+    return Path(os.environ.get("BUILDTOOLS_CACHE_DIR", default))
+
+
+def buildtools(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())}
+    return subprocess.run(
+        [sys.executable, "-m", "buildtools", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=1800,
+    )
+
+
+@pytest.fixture(scope="module")
+def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference matrix's default profile, built once for this module."""
+    wheelhouse = tmp_path_factory.mktemp("wheelhouse")
+    proc = buildtools("build", "--wheelhouse", str(wheelhouse), "--no-live")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return wheelhouse
+
+
+def test_default_build_produces_checked_wheel(cpu_build: Path) -> None:
+    report = json.loads((cpu_build / "report.json").read_text())
+    assert report["schema"] == "torch-buildtools/run-report/v1"
+    (cell,) = [c for c in report["cells"] if c["status"] != "excluded-by-compat"]
+    assert cell["cell"] == CELL
+    assert cell["status"] == "built"
+    assert not [f for f in cell["findings"] if f["severity"] == "error"]
+    wheel = Path(cell["wheel"])
+    assert wheel.parent == cpu_build
+    assert wheel.name.startswith("bt_scatter-0.1.0+pt213cpu-")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        libs = [
+            n for n in names if "/lib" in n and ".so" in n and "bt_scatter" not in n.split("/")[-1]
+        ]
+        assert not [n for n in names if "libtorch" in n or "libc10" in n], names
+        assert not libs, libs
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        assert "Requires-Dist: torch==2.13.*" in zf.read(meta).decode()
+
+
+def test_wheel_installs_and_imports_in_a_fresh_venv(cpu_build: Path, tmp_path: Path) -> None:
+    wheel = next(cpu_build.glob("bt_scatter-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "torch==2.13.0", str(wheel)],
+        check=True,
+        timeout=900,
+    )
+    smoke = REPO / "examples" / "scatter" / "smoke.py"
+    proc = subprocess.run(
+        [str(py), str(smoke)], cwd=tmp_path, text=True, capture_output=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_failed_build_names_log_and_keeps_good_wheel(cpu_build: Path, tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wh"
+    shutil.copytree(cpu_build, wheelhouse)
+    good = {p.name: p.read_bytes() for p in wheelhouse.glob("*.whl")}
+    broken = tmp_path / "broken"
+    shutil.copytree(
+        REPO / "examples" / "scatter", broken, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    cpp = broken / "csrc" / "scatter.cpp"
+    cpp.write_text(cpp.read_text() + "\nthis is not C++;\n")
+    proc = buildtools(
+        "build", "--wheelhouse", str(wheelhouse), "--project", str(broken), "--no-live"
+    )
+    assert proc.returncode == 8, proc.stdout + proc.stderr
+    log = wheelhouse / "logs" / f"{CELL}.log"
+    assert f"{CELL}: " in proc.stderr and str(log) in proc.stderr
+    assert "this is not C++" in log.read_text() or "error" in log.read_text()
+    assert {p.name: p.read_bytes() for p in wheelhouse.glob("*.whl")} == good
+
+
+def test_bad_matrix_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text(
+        textwrap.dedent("""\
+        axes:
+          torch: ["2.13.0"]
+          accelerator: [cpu]
+          python: ["3.11"]
+          platfrom: [linux_x86_64]
+        """)
+    )
+    proc = buildtools("build", "--matrix", str(bad), "--wheelhouse", str(tmp_path / "wh"))
+    assert proc.returncode == 3
+    assert "matrix.yaml:5: axes.platfrom: unknown key" in proc.stderr
+    assert "did you mean 'platform'?" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "wh").exists()
