@@ -186,20 +186,11 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
 
 
 def _extra_verbs() -> list[Callable[[Any], None]]:
-    verbs: list[Callable[[Any], None]] = []
-    try:
-        from .build import add_build_parser
-    except ImportError:
-        pass
-    else:
-        verbs.append(add_build_parser)
-    try:
-        from .checks import add_check_parser
-    except ImportError:
-        pass
-    else:
-        verbs.append(add_check_parser)
-    return verbs
+    # imported here: these modules import cli's helpers
+    from .build import add_build_parser
+    from .checks import add_check_parser
+
+    return [add_build_parser, add_check_parser]
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
