@@ -472,6 +472,36 @@ def _write_marker(root: Path, data: Mapping[str, Any]) -> None:
     tmp.replace(root / MARKER)
 
 
+_PROBE_INDEX = (
+    "import sys, urllib.request\n"
+    "try:\n"
+    "    urllib.request.urlopen(sys.argv[1], timeout=10).close()\n"
+    "except Exception as exc:\n"
+    "    print(f'unreachable: {exc}')\n"
+    "    sys.exit(1)\n"
+)
+
+
+def _index_reachable(
+    index: str, python: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str]
+) -> bool:
+    """One quick request instead of pip's retries per package against a dead index.
+
+    An unreachable torch index is skipped with a note: pip then uses its configured
+    indexes, and the installed torch is verified against the cell either way.
+    """
+    url = index.rstrip("/") + "/torch/"
+    result = runner.run([str(python), "-c", _PROBE_INDEX, url], env=_child_env(env), capture=True)
+    if result.ok:
+        return True
+    log.write(
+        f"[toolchain] the torch index {index} is unreachable ({result.output.strip()}); "
+        "using pip's configured indexes instead — the installed torch is still verified "
+        "against the cell\n"
+    )
+    return False
+
+
 def _pip(
     python: Path,
     requirements: Sequence[str],
@@ -482,7 +512,9 @@ def _pip(
     env: Mapping[str, str],
 ) -> None:
     argv = [str(python), "-m", "pip", "install"]
-    if job.torch_index:
+    if job.torch_index and _index_reachable(
+        job.torch_index, python, runner=runner, log=log, env=env
+    ):
         argv += ["--extra-index-url", job.torch_index]
     argv += list(requirements)
     result = runner.run(argv, env=_child_env(env), log=log)

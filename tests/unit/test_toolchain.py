@@ -92,6 +92,7 @@ class FakeWorld:
     wheels_have_nvcc: bool = True
     nvvm: str | None = None
     pip_fails: bool = False
+    index_reachable: bool = True
     dists: dict[str, str] = field(default_factory=dict)
     calls: list[list[str]] = field(default_factory=list)
     envs: list[Mapping[str, str] | None] = field(default_factory=list)
@@ -123,6 +124,11 @@ class FakeWorld:
             rc = 1 if self.pip_fails else 0
             if any(a.startswith(("cuda-toolkit", "nvidia-cuda-nvcc")) for a in args):
                 self._install_toolkit(Path(args[0]).parents[1])
+        elif args[1] == "-c" and "urlopen" in args[2]:
+            rc = 0 if self.index_reachable else 1
+            out = (
+                "" if self.index_reachable else "unreachable: [Errno -2] Name or service not known"
+            )
         elif args[1:3] == ["-I", "-c"]:
             out = self._probe(Path(args[0]), torch="--torch" in args)
         elif args[0].endswith("/nvcc"):
@@ -379,6 +385,19 @@ def test_torch_index_is_passed_to_pip(home: Path) -> None:
     prepare(world, job, home)
     (pip,) = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
     assert pip[4:6] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
+
+
+def test_unreachable_torch_index_is_skipped_with_a_note(home: Path) -> None:
+    world = FakeWorld(
+        home, torch_version="2.13.0+cpu", cuda=None, requires=[], index_reachable=False
+    )
+    job = make_job("cpu", torch_index="https://download.pytorch.org/whl/cpu")
+    _, log = prepare(world, job, home)
+    (pip,) = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    assert "--extra-index-url" not in pip
+    probes = [c for c in world.calls if c[1] == "-c" and "urlopen" in c[2]]
+    assert probes[0][3] == "https://download.pytorch.org/whl/cpu/torch/"
+    assert "the torch index https://download.pytorch.org/whl/cpu is unreachable" in log
 
 
 def test_half_created_env_is_rebuilt(home: Path) -> None:
