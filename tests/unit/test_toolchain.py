@@ -389,7 +389,7 @@ def test_torch_index_is_passed_to_pip(home: Path) -> None:
 
 def test_unreachable_torch_index_is_skipped_with_a_note(home: Path) -> None:
     world = FakeWorld(
-        home, torch_version="2.13.0+cpu", cuda=None, requires=[], index_reachable=False
+        home, torch_version="2.11.0+cpu", cuda=None, requires=[], index_reachable=False
     )
     job = make_job("cpu", torch_index="https://download.pytorch.org/whl/cpu")
     _, log = prepare(world, job, home)
