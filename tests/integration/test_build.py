@@ -124,3 +124,47 @@ def test_bad_matrix_is_a_clear_error(tmp_path: Path) -> None:
     assert "did you mean 'platform'?" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "wh").exists()
+
+
+def _missing_python() -> str | None:
+    """A Python torch 2.13 supports that this machine lacks (to make one job fail early)."""
+    from buildtools.errors import ToolMissingError
+    from buildtools.knowledge import load_knowledge
+    from buildtools.pythons import find_python
+
+    for python in reversed(load_knowledge().torch_release("2.13").python):
+        try:
+            find_python(python, env=dict(os.environ), home=Path.home())
+        except ToolMissingError:
+            return python
+    return None
+
+
+def test_one_failing_job_does_not_stop_the_others(cpu_build: Path, tmp_path: Path) -> None:
+    missing = _missing_python()
+    if missing is None:
+        pytest.skip("every Python torch 2.13 supports is installed here; no job can fail early")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        textwrap.dedent(f"""\
+        project: {{path: {REPO / "examples" / "scatter"}}}
+        axes:
+          torch: ["2.13.0"]
+          accelerator: [cpu]
+          python: ["{missing}", "{HOST}"]
+        accelerators:
+          cpu: {{torch_index: https://download.pytorch.org/whl/cpu}}
+        """)
+    )
+    wheelhouse = tmp_path / "wh"
+    proc = buildtools(
+        "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-live"
+    )
+    assert proc.returncode == 8, proc.stdout + proc.stderr
+    report = json.loads((wheelhouse / "report.json").read_text())
+    status = {c["cell"]: c for c in report["cells"]}
+    failed = status[f"torch2.13.0-cpu-cp{missing.replace('.', '')}"]
+    assert failed["status"] == "failed"
+    assert f"install one with: pyenv install {missing}" in failed["reason"]
+    assert status[CELL]["status"] == "built"
+    assert Path(status[CELL]["wheel"]).is_file()
