@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
+
+
+def _docker_running() -> bool:
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    proc = subprocess.run([docker, "info"], capture_output=True, check=False, timeout=30)
+    return proc.returncode == 0
+
+
+def _gpu_present() -> bool:
+    return Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists()
+
+
+# marker -> (is the capability here?, why a test with it is skipped otherwise)
+CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
+    "cuda_toolchain": (
+        lambda: os.environ.get("BUILDTOOLS_TEST_CUDA") == "1",
+        "builds a CUDA cell: downloads torch 2.11.0+cu130 and the CUDA 13.0 toolkit wheels "
+        "(~2.7 GB) and compiles for 6 archs; run with BUILDTOOLS_TEST_CUDA=1",
+    ),
+    "docker": (_docker_running, "no running Docker engine (`docker info` failed)"),
+    "gpu": (_gpu_present, "no GPU on this machine"),
+}
+_seen: dict[str, bool] = {}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip where the machine lacks a capability; fail where BUILDTOOLS_REQUIRE demands it."""
+    required = {r.strip() for r in os.environ.get("BUILDTOOLS_REQUIRE", "").split(",") if r.strip()}
+    for name, (available, reason) in CAPABILITIES.items():
+        if item.get_closest_marker(name) is None:
+            continue
+        if name not in _seen:
+            _seen[name] = available()
+        if _seen[name]:
+            continue
+        if name in required:
+            pytest.fail(f"BUILDTOOLS_REQUIRE={name}, but: {reason}")
+        pytest.skip(reason)

@@ -168,3 +168,72 @@ def test_one_failing_job_does_not_stop_the_others(cpu_build: Path, tmp_path: Pat
     assert f"install one with: pyenv install {missing}" in failed["reason"]
     assert status[CELL]["status"] == "built"
     assert Path(status[CELL]["wheel"]).is_file()
+
+
+CUDA_CELL = "torch2.11.0-cu130-cp312"
+
+
+@pytest.fixture(scope="module")
+def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wheelhouse = tmp_path_factory.mktemp("wheelhouse-cuda")
+    proc = buildtools(
+        "build",
+        "--profile",
+        "release",
+        "--only",
+        CUDA_CELL,
+        "--wheelhouse",
+        str(wheelhouse),
+        "--no-live",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return wheelhouse
+
+
+@pytest.mark.cuda_toolchain
+def test_cuda_cell_builds_device_code_for_every_promised_arch(
+    cuda_build: Path, tmp_path: Path
+) -> None:
+    from buildtools.elf import inspect_elf
+
+    report = json.loads((cuda_build / "report.json").read_text())
+    (cell,) = [c for c in report["cells"] if c["cell"] == CUDA_CELL]
+    assert cell["status"] == "built"
+    assert not [f for f in cell["findings"] if f["severity"] == "error"]
+    wheel = Path(cell["wheel"])
+    assert wheel.name.startswith("bt_scatter-0.1.0+pt211cu130-cp312-cp312-")
+    with zipfile.ZipFile(wheel) as zf:
+        (so,) = [n for n in zf.namelist() if n.endswith(".so")]
+        zf.extract(so, tmp_path)
+        assert not [
+            n for n in zf.namelist() if "libcudart" in n or "libtorch" in n or "libc10" in n
+        ]
+    cuda = inspect_elf(tmp_path / so).cuda
+    assert cuda is not None
+    assert {"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"} <= cuda.archs
+
+
+@pytest.mark.cuda_toolchain
+def test_cuda_cell_of_a_setup_gated_on_is_available_is_rejected(tmp_path: Path) -> None:
+    """setup.py asks torch.cuda.is_available() (False here): never a CPU-only wheel labelled cu130."""
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        textwrap.dedent(f"""\
+        project: {{path: {REPO / "tests" / "fixtures" / "ext_cuda_gate"}}}
+        axes:
+          torch: ["2.11.0"]
+          accelerator: [cu130]
+          python: ["3.12"]
+        accelerators:
+          cuda: {{torch_index: https://download.pytorch.org/whl/{{accelerator}}}}
+          cu130: {{arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"}}
+        """)
+    )
+    wheelhouse = tmp_path / "wh"
+    proc = buildtools(
+        "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-live"
+    )
+    assert proc.returncode == 9, proc.stdout + proc.stderr
+    assert "no-device-code" in proc.stderr
+    assert not list(wheelhouse.glob("*.whl"))
+    assert list((wheelhouse / "rejected").glob("ext_cuda_gate-0.1.0+pt211cu130-*.whl"))
