@@ -23,7 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildtools.build import BuildOptions, LocalBackend, build_job, default_cache_dir, job_environment
+from buildtools.build import (
+    BuildOptions,
+    LocalBackend,
+    build_job,
+    default_cache_dir,
+    job_environment,
+)
 from buildtools.cli import host_python
 from buildtools.config import load_matrix
 from buildtools.fingerprint import IGNORED_DIRS
@@ -52,15 +58,25 @@ def main(argv: list[str] | None = None) -> int:
 
     kb = load_knowledge()
     mf = load_matrix(args.matrix, knowledge=kb)
-    result = plan(mf, kb, host_python=host_python(), profile=args.profile, only=[args.only] if args.only else [])
+    result = plan(
+        mf,
+        kb,
+        host_python=host_python(),
+        profile=args.profile,
+        only=[args.only] if args.only else [],
+    )
     job = result.jobs[0]
     env = dict(os.environ)
     cache = default_cache_dir(env)
     runner = SubprocessRunner()
     scratch = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     log = (scratch / "bench.log").open("w")
-    toolchain = prepare_toolchain(job, job.build_python, cache_dir=cache / "envs", runner=runner, log=log, env=env)
-    print(f"cell {job.id}: torch {toolchain.torch_version}, Python {toolchain.python_version}, {args.runs} runs each")
+    toolchain = prepare_toolchain(
+        job, job.build_python, cache_dir=cache / "envs", runner=runner, log=log, env=env
+    )
+    print(
+        f"cell {job.id}: torch {toolchain.torch_version}, Python {toolchain.python_version}, {args.runs} runs each"
+    )
 
     plain_times: list[float] = []
     ours_times: list[float] = []
@@ -69,11 +85,24 @@ def main(argv: list[str] | None = None) -> int:
         # plain: a fresh copy of the source, the same interpreter and build environment
         src = _copy_source(mf.project_dir, scratch / f"plain-src-{i}")
         out = scratch / f"plain-out-{i}"
-        build_env = job_environment(job, toolchain, BuildOptions(project_dir=src, wheelhouse=out, cache_dir=cache, env=env))
+        build_env = job_environment(
+            job, toolchain, BuildOptions(project_dir=src, wheelhouse=out, cache_dir=cache, env=env)
+        )
         started = time.perf_counter()
         proc = runner.run(
-            [str(toolchain.python), "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
-            cwd=src, env=build_env, log=log,
+            [
+                str(toolchain.python),
+                "-m",
+                "build",
+                "--wheel",
+                "--no-isolation",
+                "--outdir",
+                str(out),
+                str(src),
+            ],
+            cwd=src,
+            env=build_env,
+            log=log,
         )
         plain_times.append(time.perf_counter() - started)
         if not proc.ok:
@@ -84,14 +113,19 @@ def main(argv: list[str] | None = None) -> int:
         # ours: the whole cell, cold (a fresh build tree and wheelhouse)
         src = _copy_source(mf.project_dir, scratch / f"ours-src-{i}")
         opts = BuildOptions(
-            project_dir=src, wheelhouse=scratch / f"ours-wh-{i}", cache_dir=scratch / f"ours-cache-{i}",
-            env=env, live=False,
+            project_dir=src,
+            wheelhouse=scratch / f"ours-wh-{i}",
+            cache_dir=scratch / f"ours-cache-{i}",
+            env=env,
+            live=False,
         )
         (opts.cache_dir / "staging").mkdir(parents=True)
         # reuse the toolchain: point the fresh cache's envs at the shared one
         (opts.cache_dir / "envs").symlink_to(cache / "envs")
         started = time.perf_counter()
-        cells = build_job(job, kb=kb, opts=opts, backend=LocalBackend(), runner=runner, stage=lambda *_: None)
+        cells = build_job(
+            job, kb=kb, opts=opts, backend=LocalBackend(), runner=runner, stage=lambda *_: None
+        )
         ours_times.append(time.perf_counter() - started)
         if cells[0].status is not Status.BUILT:
             print(f"our build failed: {cells[0].reason} (log {cells[0].log})", file=sys.stderr)
@@ -103,15 +137,30 @@ def main(argv: list[str] | None = None) -> int:
     ours = statistics.median(ours_times)
     out_text = io.StringIO()
     out_text.write(f"{'variant':<28}{'median s':>10}{'wheel MB':>10}{'ratio':>8}\n")
-    out_text.write(f"{'plain python -m build':<28}{plain:>10.2f}{plain_size / 1e6:>10.2f}{1.0:>8.2f}\n")
-    out_text.write(f"{'buildtools build (cell)':<28}{ours:>10.2f}{ours_size / 1e6:>10.2f}{ours / plain:>8.2f}\n")
+    out_text.write(
+        f"{'plain python -m build':<28}{plain:>10.2f}{plain_size / 1e6:>10.2f}{1.0:>8.2f}\n"
+    )
+    out_text.write(
+        f"{'buildtools build (cell)':<28}{ours:>10.2f}{ours_size / 1e6:>10.2f}{ours / plain:>8.2f}\n"
+    )
     print(out_text.getvalue(), end="")
     print("target: ours <= 1.10 x plain")
     if args.json:
-        args.json.write_text(json.dumps({
-            "cell": job.id, "runs": args.runs, "plain_s": plain_times, "ours_s": ours_times,
-            "plain_median_s": plain, "ours_median_s": ours, "ratio": ours / plain,
-        }, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "cell": job.id,
+                    "runs": args.runs,
+                    "plain_s": plain_times,
+                    "ours_s": ours_times,
+                    "plain_median_s": plain,
+                    "ours_median_s": ours,
+                    "ratio": ours / plain,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     log.close()
     shutil.rmtree(scratch, ignore_errors=True)
     return 0

@@ -224,9 +224,7 @@ def _default_build_runners() -> dict[Family, RunnerLabel]:
 class Runners(_Strict):
     """GitHub Actions runner labels per accelerator family, for builds and GPU smoke tests."""
 
-    build: dict[Family, RunnerLabel] = Field(
-        default_factory=_default_build_runners
-    )
+    build: dict[Family, RunnerLabel] = Field(default_factory=_default_build_runners)
     smoke: dict[Family, RunnerLabel] = Field(default_factory=dict)
 
 
