@@ -8,8 +8,10 @@ __all__ = [
     "CheckFailedError",
     "ConfigError",
     "ExitCode",
+    "ImmutableWheelError",
     "KnowledgeError",
     "PlanError",
+    "PublishError",
     "ToolMissingError",
     "ToolchainError",
 ]
@@ -30,6 +32,8 @@ class ExitCode(enum.IntEnum):
     TOOLCHAIN = 7
     BUILD_FAILED = 8
     CHECK_FAILED = 9
+    PUBLISH = 10
+    IMMUTABLE_WHEEL = 11
 
 
 class BuildtoolsError(Exception):
@@ -78,3 +82,15 @@ class CheckFailedError(BuildtoolsError):
     """Static checks produced error findings."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+class PublishError(BuildtoolsError):
+    """The index could not be published (bad wheel, bad site, bad smoke report)."""
+
+    exit_code = ExitCode.PUBLISH
+
+
+class ImmutableWheelError(PublishError):
+    """A wheel would replace a published one of the same name with different content."""
+
+    exit_code = ExitCode.IMMUTABLE_WHEEL
