@@ -748,9 +748,9 @@ def _check_platform(wheel: Path, expect: Expectation) -> list[Finding]:
         _finding(
             "platform-tag",
             f"{wheel.name} is tagged {tag}, weaker than the promised {expect.platform_tag}: "
-            "users on older glibc cannot install it. Build in the "
-            f"quay.io/pypa/{expect.platform_tag} image (a Debian bookworm host, glibc 2.36, "
-            "reaches at best manylinux_2_34).",
+            "users on older glibc cannot install it. Build it in a "
+            f"{expect.platform_tag} builder image "
+            "(`buildtools build --backend docker`); the build host's glibc decides the best tag.",
             path=wheel.name,
             severity=severity,
             details=(f"tagged: {tag}", f"promised: {expect.platform_tag}"),

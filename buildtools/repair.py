@@ -445,8 +445,8 @@ def best_platform_tag(
         message = (
             f"{wheel.name} can be tagged at best {best} on this host, weaker than the "
             f"promised {promised}: its binaries need newer glibc/libstdc++ symbol versions. "
-            f"Build it in the quay.io/pypa/{promised} image (or an image with that old a "
-            "glibc) to keep the promise, or promise the weaker tag."
+            "Build it in a builder image with that old a glibc (`--backend docker`) to keep "
+            "the promise, or promise the weaker tag."
         )
     else:
         message = f"{wheel.name} can be tagged {promised} as promised (best here: {best})."
