@@ -235,9 +235,47 @@ class Profile(_Strict):
     select: list[CellRule] = Field(default_factory=list)
 
 
+_WHEEL_URL_FIELDS = ("filename", "project", "version", "public_version")
+_PAGE_KEY_RE = re.compile(r"^\d+\.\d+\.\d+\+(?:cpu|cu\d{3,4}|rocm\d+\.\d+(?:\.\d+)?)$")
+
+
+def _check_page_key(value: str) -> str:
+    if not _PAGE_KEY_RE.match(value):
+        raise ValueError(
+            f"{value!r} is not a page key; write TORCH+ACCELERATOR, e.g. '2.11.0+cu130'"
+        )
+    return value
+
+
+PageKey = Annotated[str, AfterValidator(_check_page_key)]
+
+
 class IndexConfig(_Strict):
+    """Settings of `buildtools index` (the find-links pages and PEP 503 index)."""
+
     base_url: str | None = None
     local_version: str = "pt{torch_major}{torch_minor}{accelerator}"
+    alias_patches: bool = True
+    aliases: dict[PageKey, list[PageKey]] = Field(default_factory=dict)
+    wheel_url: str | None = None
+
+    @field_validator("wheel_url")
+    @classmethod
+    def _wheel_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        names = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        unknown = sorted(names - set(_WHEEL_URL_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder {{{unknown[0]}}}; allowed: "
+                + ", ".join("{" + f + "}" for f in _WHEEL_URL_FIELDS)
+            )
+        if "filename" not in names:
+            raise ValueError("the template must use {filename} (the wheel's file name)")
+        if not re.match(r"^(https?|file)://", value):
+            raise ValueError(f"{value!r} is not an absolute http(s):// or file:// URL template")
+        return value
 
     @field_validator("local_version")
     @classmethod
