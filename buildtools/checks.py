@@ -52,7 +52,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .elf import ELF_MAGIC, ElfInfo, demangle, inspect_elf, strip_graft_hash
-from .errors import ExitCode, ToolchainError
+from .errors import ExitCode, ToolchainError, ToolMissingError
 from .model import Accelerator, BuildJob, Finding, Severity
 from .repair import scan_torch_libs
 from .runner import Runner
@@ -835,11 +835,16 @@ def add_check_parser(sub: Any) -> None:
         dest="torch_sites",
         action="append",
         type=Path,
-        required=True,
+        default=None,
         metavar="SITE_PACKAGES",
-        help="site-packages of a target torch (repeatable: check against each)",
+        help="site-packages of a target torch (repeatable: check against each; "
+        "default: the torch of the Python running buildtools)",
     )
-    p.add_argument("--accelerator", default="cpu", help="cpu, cuXYZ or rocmX.Y (default: cpu)")
+    p.add_argument(
+        "--accelerator",
+        default=None,
+        help="cpu, cuXYZ or rocmX.Y (default: from the wheel's build record, else cpu)",
+    )
     p.add_argument("--arch-list", default=None, help="promised archs, e.g. '8.0;9.0;12.0+PTX'")
     p.add_argument("--platform-tag", default=None, help="promised tag, e.g. manylinux_2_28_x86_64")
     p.add_argument(
@@ -855,22 +860,48 @@ def add_check_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_check)
 
 
-def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
-    """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error."""
-    targets = [load_torch_target(site) for site in args.torch_sites]
-    expect = Expectation(
-        accelerator=args.accelerator,
-        arch_list=args.arch_list,
-        platform_tag=args.platform_tag,
+def _running_torch_site() -> Path:
+    """site-packages of the torch importable here (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise ToolMissingError(
+            "no torch is importable here; pass --torch SITE_PACKAGES of the target torch"
+        )
+    return Path(spec.origin).parents[1]
+
+
+def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
+    """Explicit options win; otherwise what the wheel's build record says it promised."""
+    try:
+        record = read_build_record(wheel) or {}
+    except ValueError:
+        record = {}
+
+    def recorded(key: str) -> str | None:
+        value = record.get(key)
+        return value if isinstance(value, str) else None
+
+    return Expectation(
+        accelerator=args.accelerator or recorded("accelerator") or "cpu",
+        arch_list=args.arch_list or recorded("arch_list"),
+        platform_tag=args.platform_tag or recorded("promised_platform_tag"),
         weaker_platform_tag=args.weaker_platform_tag,
         local_version=args.local_version,
-        requires_dist_torch=args.requires_torch,
+        requires_dist_torch=args.requires_torch or recorded("torch_requirement"),
         build_record=not args.no_build_record,
     )
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error."""
+    sites = args.torch_sites or [_running_torch_site()]
+    targets = [load_torch_target(site) for site in sites]
     report: dict[str, list[dict[str, object]]] = {}
     failed = False
     for wheel in args.wheels:
-        findings = check_wheel(wheel, targets=targets, expect=expect)
+        findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
         failed |= has_errors(findings)
         report[wheel.name] = [
             {
