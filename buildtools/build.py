@@ -36,6 +36,8 @@ from .runner import Runner, SubprocessRunner
 from .toolchain import Toolchain, prepare_toolchain
 from .wheelmeta import make_build_record, relabel_wheel
 
+SHIMS = Path(__file__).parent / "data" / "shims"
+
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
     """Where torch environments and build trees live between runs."""
@@ -129,6 +131,10 @@ def job_environment(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> 
         else:
             env[key] = value
     env.update(job.env)
+    if job.toolkit is not None and env.get("BUILDTOOLS_FORCE_CUDA_AVAILABLE", "1") == "1":
+        # setup.py files that ask torch.cuda.is_available() still build device code here
+        env["BUILDTOOLS_FORCE_CUDA_AVAILABLE"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIMS), env.get("PYTHONPATH")) if p)
     if "MAX_JOBS" not in env:
         env["MAX_JOBS"] = str(opts.max_jobs or os.cpu_count() or 1)
     env["PYTHONNOUSERSITE"] = "1"
