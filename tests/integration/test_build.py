@@ -214,8 +214,14 @@ def test_cuda_cell_builds_device_code_for_every_promised_arch(
 
 
 @pytest.mark.cuda_toolchain
-def test_cuda_cell_of_a_setup_gated_on_is_available_is_rejected(tmp_path: Path) -> None:
-    """setup.py asks torch.cuda.is_available() (False here): never a CPU-only wheel labelled cu130."""
+@pytest.mark.parametrize("forced", [True, False], ids=["shim", "no-shim"])
+def test_cuda_cell_of_a_setup_gated_on_is_available(tmp_path: Path, forced: bool) -> None:
+    """setup.py asks torch.cuda.is_available() (False here): never a CPU-only wheel labelled cu130.
+
+    With the build shim the device code is compiled anyway; without it the no-device-code
+    check rejects the cell and the wheel lands in rejected/, not in the wheelhouse.
+    """
+    env = "" if forced else "    build_env: {BUILDTOOLS_FORCE_CUDA_AVAILABLE: '0'}\n"
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(
         textwrap.dedent(f"""\
@@ -226,14 +232,22 @@ def test_cuda_cell_of_a_setup_gated_on_is_available_is_rejected(tmp_path: Path) 
           python: ["3.12"]
         accelerators:
           cuda: {{torch_index: https://download.pytorch.org/whl/{{accelerator}}}}
-          cu130: {{arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"}}
+          cu130:
+            arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
         """)
+        + env
     )
     wheelhouse = tmp_path / "wh"
     proc = buildtools(
         "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-live"
     )
-    assert proc.returncode == 9, proc.stdout + proc.stderr
-    assert "no-device-code" in proc.stderr
-    assert not list(wheelhouse.glob("*.whl"))
-    assert list((wheelhouse / "rejected").glob("ext_cuda_gate-0.1.0+pt211cu130-*.whl"))
+    if forced:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert len(list(wheelhouse.glob("ext_cuda_gate-0.1.0+pt211cu130-*.whl"))) == 1
+        log = (wheelhouse / "logs" / "torch2.11.0-cu130-cp312.log").read_text()
+        assert "torch.cuda.is_available() forced to True" in log
+    else:
+        assert proc.returncode == 9, proc.stdout + proc.stderr
+        assert "no-device-code" in proc.stderr
+        assert not list(wheelhouse.glob("*.whl"))
+        assert list((wheelhouse / "rejected").glob("ext_cuda_gate-0.1.0+pt211cu130-*.whl"))
