@@ -11,6 +11,7 @@ __all__ = [
     "ImmutableWheelError",
     "KnowledgeError",
     "PlanError",
+    "SmokeFailedError",
     "PublishError",
     "ToolMissingError",
     "ToolchainError",
@@ -32,6 +33,7 @@ class ExitCode(enum.IntEnum):
     TOOLCHAIN = 7
     BUILD_FAILED = 8
     CHECK_FAILED = 9
+    SMOKE_FAILED = 10
     PUBLISH = 10
     IMMUTABLE_WHEEL = 11
 
@@ -94,3 +96,9 @@ class ImmutableWheelError(PublishError):
     """A wheel would replace a published one of the same name with different content."""
 
     exit_code = ExitCode.IMMUTABLE_WHEEL
+
+
+class SmokeFailedError(BuildtoolsError):
+    """A wheel failed its smoke test on a runner (or no wheel could be tested)."""
+
+    exit_code = ExitCode.SMOKE_FAILED
