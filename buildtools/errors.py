@@ -11,8 +11,8 @@ __all__ = [
     "ImmutableWheelError",
     "KnowledgeError",
     "PlanError",
-    "SmokeFailedError",
     "PublishError",
+    "SmokeFailedError",
     "ToolMissingError",
     "ToolchainError",
 ]
@@ -33,9 +33,9 @@ class ExitCode(enum.IntEnum):
     TOOLCHAIN = 7
     BUILD_FAILED = 8
     CHECK_FAILED = 9
-    SMOKE_FAILED = 10
     PUBLISH = 10
     IMMUTABLE_WHEEL = 11
+    SMOKE_FAILED = 12
 
 
 class BuildtoolsError(Exception):
