@@ -26,10 +26,12 @@ __all__ = [
     "Expectation",
     "TorchTarget",
     "add_check_parser",
+    "check_binaries",
     "check_wheel",
     "cmd_check",
     "expected_archs",
     "has_errors",
+    "is_grafted",
     "load_torch_target",
 ]
 
@@ -383,13 +385,38 @@ def _extract_elves(wheel: Path, into: Path) -> list[_WheelElf]:
             dest.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(member) as fh, dest.open("wb") as out_fh:
                 shutil.copyfileobj(fh, out_fh, 1 << 20)
-            parts = PurePosixPath(member.filename).parts
-            base = parts[-1]
-            grafted = (len(parts) > 1 and parts[0].endswith(".libs")) or strip_graft_hash(
-                base
-            ) != base
-            out.append(_WheelElf(arcname=member.filename, info=inspect_elf(dest), grafted=grafted))
+            out.append(
+                _WheelElf(
+                    arcname=member.filename,
+                    info=inspect_elf(dest),
+                    grafted=is_grafted(member.filename),
+                )
+            )
     return out
+
+
+def is_grafted(arcname: str) -> bool:
+    """True for a library auditwheel grafted: in a top-level `*.libs/`, or hash-renamed."""
+    parts = PurePosixPath(arcname).parts
+    base = parts[-1]
+    return (len(parts) > 1 and parts[0].endswith(".libs")) or strip_graft_hash(base) != base
+
+
+def check_binaries(
+    binaries: Sequence[tuple[str, ElfInfo]], *, targets: Sequence[TorchTarget]
+) -> list[Finding]:
+    """bundled-torch-lib, undefined-symbol and abi-mismatch findings for a set of ELF files.
+
+    `binaries` are (path relative to the install root, ELF facts): the shared objects of
+    one wheel or of one installed distribution (what `doctor` checks). Platform-tag
+    promises are not judged here.
+    """
+    elves = [_WheelElf(arcname=a, info=i, grafted=is_grafted(a)) for a, i in binaries]
+    facts = [_facts(t) for t in targets]
+    findings = _check_bundled(elves, facts)
+    findings += _check_symbols(elves, facts, None, "")
+    findings += _check_abi(elves, targets)
+    return findings
 
 
 def _finding(
