@@ -35,8 +35,8 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 9
     PUBLISH = 10
     IMMUTABLE_WHEEL = 11
-    DOCTOR_BROKEN = 13  # `buildtools doctor` found a broken torch or extension package
     SMOKE_FAILED = 12
+    DOCTOR_BROKEN = 13  # `buildtools doctor` found a broken torch or extension package
 
 
 class BuildtoolsError(Exception):
