@@ -1,0 +1,165 @@
+"""HTML of the published index: find-links pages, PEP 503 pages, the landing page.
+
+Pure string building, no I/O. Everything is sorted by the caller and nothing depends on
+the clock, so the same wheels always give byte-identical pages.
+
+Each link carries what pip can use before downloading a wheel:
+
+- `#sha256=…` (pip verifies the download against it);
+- `data-requires-python` (PEP 503; pip skips wheels whose Python range excludes it),
+  HTML-escaped since it holds `<` and `>`;
+- `data-dist-info-metadata` and `data-core-metadata` (PEP 658, renamed by PEP 714; both,
+  for old and new pips) with the sha256 of `<wheel>.metadata`, served next to the wheel,
+  so the resolver reads a wheel's dependencies without downloading it. Only for wheels
+  the site hosts: a wheel elsewhere (release assets) has no metadata file beside it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LandingRow",
+    "LinkTarget",
+    "render_find_links",
+    "render_landing",
+    "render_simple_project",
+    "render_simple_root",
+]
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from urllib.parse import quote
+
+WHEELS_DIR = "wheels"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkTarget:
+    """What a page needs to know about one wheel to link it."""
+
+    filename: str
+    sha256: str
+    requires_python: str | None
+    metadata_sha256: str | None  # None: no .metadata file next to the wheel
+    url: str | None  # absolute URL of a wheel hosted elsewhere; None: the site's wheels/
+
+
+def _head(title: str, *, simple: bool) -> list[str]:
+    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">']
+    if simple:
+        lines.append('<meta name="pypi:repository-version" content="1.0">')
+    lines += [f"<title>{escape(title)}</title>", "</head>", "<body>", f"<h1>{escape(title)}</h1>"]
+    return lines
+
+
+_TAIL = ["</body>", "</html>", ""]
+
+
+def _anchor(target: LinkTarget, prefix: str) -> str:
+    if target.url is not None:
+        href = target.url
+    else:
+        href = f"{prefix}{WHEELS_DIR}/{quote(target.filename, safe='')}"
+    attrs = [f'href="{escape(href)}#sha256={target.sha256}"']
+    if target.requires_python:
+        attrs.append(f'data-requires-python="{escape(target.requires_python)}"')
+    if target.metadata_sha256 is not None and target.url is None:
+        value = f"sha256={target.metadata_sha256}"
+        attrs.append(f'data-dist-info-metadata="{value}"')
+        attrs.append(f'data-core-metadata="{value}"')
+    return f"<a {' '.join(attrs)}>{escape(target.filename)}</a><br>"
+
+
+def _prefix(base_url: str | None, depth: int) -> str:
+    """Where `wheels/` is, seen from a page `depth` directories below the site root."""
+    return f"{base_url}/" if base_url else "../" * depth
+
+
+def _links_page(
+    title: str, targets: Sequence[LinkTarget], *, base_url: str | None, depth: int, simple: bool
+) -> str:
+    prefix = _prefix(base_url, depth)
+    lines = _head(title, simple=simple)
+    lines += [_anchor(t, prefix) for t in targets]
+    return "\n".join(lines + _TAIL)
+
+
+def render_find_links(
+    title: str, targets: Sequence[LinkTarget], *, base_url: str | None, depth: int = 0
+) -> str:
+    """A flat find-links page (`pip install … -f URL`): one link per wheel."""
+    return _links_page(title, targets, base_url=base_url, depth=depth, simple=False)
+
+
+def render_simple_root(title: str, projects: Sequence[str]) -> str:
+    """The PEP 503 root: one link per normalized project name."""
+    lines = _head(title, simple=True)
+    lines += [f'<a href="{quote(p)}/">{escape(p)}</a><br>' for p in projects]
+    return "\n".join(lines + _TAIL)
+
+
+def render_simple_project(
+    title: str, targets: Sequence[LinkTarget], *, base_url: str | None, depth: int
+) -> str:
+    """A PEP 503 project page (`<root>/<project>/index.html`, `depth` levels below the site)."""
+    return _links_page(title, targets, base_url=base_url, depth=depth, simple=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LandingRow:
+    """One torch × accelerator × project line of the landing page."""
+
+    torch: str
+    accelerator: str
+    project: str
+    versions: tuple[str, ...]
+    pythons: tuple[str, ...]
+    page: str  # the find-links page, relative to the site root
+    index: str  # the per-variant PEP 503 root, relative to the site root
+
+
+def render_landing(
+    title: str, rows: Sequence[LandingRow], *, base_url: str | None, total_wheels: int
+) -> str:
+    """Every torch × accelerator with the exact install commands."""
+    site = base_url or "&lt;site-url&gt;"
+    lines = _head(title, simple=False)
+    lines.append(
+        f"<p>{total_wheels} wheel(s). Pick the line of the torch and accelerator you have "
+        "installed; pip then picks the wheel of your Python.</p>"
+    )
+    if not base_url:
+        lines.append(
+            "<p>Links on these pages are relative; replace &lt;site-url&gt; with the URL this "
+            "page is served from (set <code>index.base_url</code> in matrix.yaml or "
+            "<code>--base-url</code> to print it here).</p>"
+        )
+    lines += [
+        "<table>",
+        "<thead><tr><th>torch</th><th>accelerator</th><th>package</th><th>versions</th>"
+        "<th>Python</th><th>install</th></tr></thead>",
+        "<tbody>",
+    ]
+    for row in rows:
+        page_href = quote(row.page, safe="/")
+        index_href = quote(row.index, safe="/")
+        find_links = f"pip install {escape(row.project)} -f {site}/{escape(row.page)}"
+        index_cmd = f"pip install {escape(row.project)} --index-url {site}/{escape(row.index)}"
+        lines.append(
+            f"<tr><td>{escape(row.torch)}</td><td>{escape(row.accelerator)}</td>"
+            f"<td>{escape(row.project)}</td><td>{escape(', '.join(row.versions))}</td>"
+            f"<td>{escape(', '.join(row.pythons))}</td>"
+            f'<td><code>{find_links}</code> (<a href="{page_href}">page</a>)<br>'
+            f'<code>{index_cmd}</code> (<a href="{index_href}">PEP 503 index</a>)</td></tr>'
+        )
+    lines += [
+        "</tbody>",
+        "</table>",
+        "<p>With <code>--index-url</code> pip finds nothing else there: install torch first "
+        "(or add <code>--extra-index-url</code> for it). "
+        '<a href="simple/">simple/</a> is a PEP 503 index of every wheel; pin the full '
+        "version there (<code>==1.2.0+pt211cu130</code>), since its wheels differ only by "
+        'the local label. <a href="index.json">index.json</a> lists every published wheel '
+        "with its sha256.</p>",
+    ]
+    return "\n".join(lines + _TAIL)
