@@ -48,6 +48,7 @@ from .yamlsource import Loc, SourceMap, load_yaml
 FAMILIES = ("cpu", "cuda", "rocm")
 CELL_KEYS = ("torch", "accelerator", "python", "platform")
 HOST = "host"
+CURRENT = "current"  # axes.torch: the torch of the running environment
 _PY_RE = re.compile(r"^3\.\d{1,2}$")
 _TORCH_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _LOCAL_FIELDS = ("torch_major", "torch_minor", "torch_patch", "accelerator", "abi")
@@ -75,8 +76,13 @@ def _kb(info: ValidationInfo) -> Knowledge:
 
 
 def _check_torch_version(value: str, info: ValidationInfo) -> str:
+    if value == CURRENT:
+        return value
     if not _TORCH_RE.match(value):
-        raise ValueError(f"{value!r} is not a torch release; write MAJOR.MINOR.PATCH, e.g. 2.11.0")
+        raise ValueError(
+            f"{value!r} is not a torch release; write MAJOR.MINOR.PATCH, e.g. 2.11.0, or "
+            "'current' for the torch of the running environment"
+        )
     known = _kb(info).torch_versions()
     if value not in known:
         close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)

@@ -69,11 +69,18 @@ class Cell:
     accelerator: str
     python: str
     platform: str = DEFAULT_PLATFORM
+    # `torch: current`: the torch of the running environment (`torch` is its exact
+    # torch.__version__, e.g. "2.13.0+cpu" or "2.13.0a0+git1a2b3c4"), not an index release.
+    current: bool = False
 
     @property
     def id(self) -> str:
-        """Stable, readable id: torch2.11.0-cu130-cp312 (platform suffix when not x86_64)."""
-        base = f"torch{self.torch}-{self.accelerator}-{python_tag(self.python)}"
+        """Stable, readable id: torch2.11.0-cu130-cp312 (platform suffix when not x86_64).
+
+        A `torch: current` cell says so: torch2.13.0+cpu-current-cpu-cp311.
+        """
+        marker = "-current" if self.current else ""
+        base = f"torch{self.torch}{marker}-{self.accelerator}-{python_tag(self.python)}"
         if self.platform != DEFAULT_PLATFORM:
             base += "-" + self.platform.removeprefix("linux_")
         return base
@@ -116,6 +123,10 @@ class BuildJob:
     repair_excludes: tuple[str, ...] = ()
     torch_index: str | None = None
     smoke: str | None = None
+    # "current": build against the torch of the environment of `current_python` (no torch
+    # install; a venv that sees that environment's site-packages), see docs/matrix.md.
+    torch_source: Literal["index", "current"] = "index"
+    current_python: str | None = None
 
     @property
     def build_python(self) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Plan", "RemovedCell", "plan"]
+__all__ = ["Plan", "RemovedCell", "current_local_version", "local_version", "plan"]
 
 import difflib
 import fnmatch
@@ -13,8 +13,17 @@ from typing import Any
 
 from packaging.version import Version
 
-from .config import CELL_KEYS, HOST, AcceleratorOverride, CellRule, MatrixFile, is_glob
+from .config import (
+    CELL_KEYS,
+    CURRENT,
+    HOST,
+    AcceleratorOverride,
+    CellRule,
+    MatrixFile,
+    is_glob,
+)
 from .errors import ConfigError, PlanError
+from .hostenv import CurrentTorch
 from .knowledge import Knowledge
 from .model import Accelerator, BuildJob, Cell, Toolkit, python_tag
 from .yamlsource import Loc
@@ -52,6 +61,7 @@ class Plan:
 def _cell_key(cell: Cell) -> tuple[Any, ...]:
     return (
         Version(cell.torch),
+        cell.current,
         Accelerator.parse(cell.accelerator),
         tuple(int(p) for p in cell.python.split(".")),
         cell.platform,
@@ -62,14 +72,86 @@ def _py_key(python: str) -> tuple[int, ...]:
     return tuple(int(p) for p in python.split("."))
 
 
+def _torch_matches(cell: Cell, pattern: str) -> bool:
+    """A current cell matches 'current', its exact version and its public version."""
+    if not cell.current:
+        return pattern != CURRENT and fnmatch.fnmatchcase(cell.torch, pattern)
+    if pattern == CURRENT:
+        return True
+    public = Version(cell.torch).public
+    return fnmatch.fnmatchcase(cell.torch, pattern) or fnmatch.fnmatchcase(public, pattern)
+
+
 def _matches(cell: Cell, rule: CellRule) -> bool:
     for key, pattern in rule.values().items():
         value = getattr(cell, key)
         if pattern == HOST:
             return False  # resolved before matching; an unresolved 'host' matches nothing
-        if not fnmatch.fnmatchcase(value, pattern):
+        if key == "torch":
+            if not _torch_matches(cell, pattern):
+                return False
+        elif not fnmatch.fnmatchcase(value, pattern):
             return False
     return True
+
+
+def _current_cell(current: CurrentTorch) -> Cell:
+    """The one cell `torch: current` stands for: the environment fixes all four keys."""
+    return Cell(
+        torch=current.version,
+        accelerator=current.accelerator,
+        python=current.python_xy,
+        platform=current.platform,
+        current=True,
+    )
+
+
+def local_version(template: str, *, torch: str, accelerator: str, abi: str) -> str:
+    """The local version label of a wheel: 'pt{torch_major}{torch_minor}{accelerator}' → 'pt211cu130'."""
+    v = Version(torch)
+    return template.format(
+        torch_major=v.major,
+        torch_minor=v.minor,
+        torch_patch=v.micro,
+        accelerator=accelerator,
+        abi=abi.replace("-", ""),
+    )
+
+
+def current_local_version(
+    template: str,
+    *,
+    torch: str,
+    accelerator: str,
+    abi: str,
+    release: bool,
+    git_short: str | None,
+) -> str:
+    """The label of a wheel built against the running torch: the template's plus a suffix.
+
+    '.local' for a release torch ('pt213cpu.local': built here, not the index's
+    'pt213cpu' wheel), '.git<rev>' for a source, nightly or vendor build whose git
+    revision is known ('pt213cpu.git1a2b3c4'), '.local' otherwise.
+    """
+    suffix = f"git{git_short}" if git_short and not release else "local"
+    return f"{local_version(template, torch=torch, accelerator=accelerator, abi=abi)}.{suffix}"
+
+
+def arch_list_from_torch(archs: Sequence[str], kind: str) -> str | None:
+    """torch.cuda.get_arch_list() as an arch list: ['sm_80', 'sm_90', 'compute_90'] → '8.0;9.0+PTX'."""
+    if kind == "rocm":
+        gfx = [a.split(":", 1)[0] for a in archs if a.startswith("gfx")]
+        return ";".join(dict.fromkeys(gfx)) or None
+    entries: dict[str, bool] = {}
+    for arch in archs:
+        prefix, _, number = arch.partition("_")
+        suffix = number[-1] if number[-1:] in ("a", "f") else ""
+        digits = number.removesuffix(suffix)
+        if prefix not in ("sm", "compute") or not digits.isdigit() or len(digits) < 2:
+            continue
+        name = f"{digits[:-1]}.{digits[-1]}{suffix}"
+        entries[name] = entries.get(name, False) or prefix == "compute"
+    return ";".join(f"{n}+PTX" if ptx else n for n, ptx in entries.items()) or None
 
 
 def _resolve_host(rule: CellRule, host_python: str) -> CellRule:
@@ -145,6 +227,123 @@ def _target_version_hex(torch: str) -> str:
     return f"0x{v.major:02x}{v.minor:02x}{v.micro:02x}0000000000"
 
 
+def _current_arch_list(
+    mf: MatrixFile, kb: Knowledge, current: CurrentTorch, accel: Accelerator, platform: str
+) -> str:
+    try:
+        return kb.default_arch_list(current.public_version, accel, platform)
+    except (LookupError, ValueError):
+        pass
+    from_torch = arch_list_from_torch(current.arch_list, accel.kind)
+    if from_torch:
+        return from_torch
+    var = "TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"
+    raise ConfigError(
+        mf.error(
+            ("accelerators",),
+            f"torch: current is torch {current.version} ({accel.name}), which the knowledge "
+            "base does not know, and it reported no arch list (torch.cuda.get_arch_list() is "
+            f"empty without a GPU); set accelerators.{accel.name}.arch_list ({var})",
+        )
+    )
+
+
+def _make_current_job(
+    mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], current: CurrentTorch, *, job_id: str
+) -> BuildJob:
+    """A job against the running torch: facts from the environment, data only where it knows."""
+    m = mf.matrix
+    abi = m.project.abi
+    first = cells[0]
+    accel = Accelerator.parse(first.accelerator)
+    override, _ = _override_for(mf, accel)
+    v = Version(current.version)
+    known = f"{v.major}.{v.minor}" in kb.torch
+    release = current.build == "release"
+    toolkit: Toolkit | None = None
+    env: dict[str, str] = {}
+    if accel.is_device:
+        assert accel.version is not None
+        arch_list = override.arch_list or _current_arch_list(mf, kb, current, accel, first.platform)
+        if override.arch_list and known:
+            bad = kb.unaccepted_archs(current.public_version, override.arch_list)
+            if bad:
+                raise ConfigError(
+                    mf.error(
+                        _arch_loc(mf, accel),
+                        f"torch {current.version} does not accept arch {', '.join(bad)}",
+                    )
+                )
+        try:
+            pip_packages = kb.toolkit_requirements(current.public_version, accel)
+        except LookupError:
+            pip_packages = ()  # the toolchain derives them from torch's own requirements
+        toolkit = Toolkit(
+            kind="cuda" if accel.kind == "cuda" else "rocm",
+            version=accel.version,
+            arch_list=arch_list,
+            pip_packages=pip_packages,
+        )
+        env["FORCE_CUDA"] = "1"
+        env["TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"] = arch_list
+    env["BUILDTOOLS_ABI"] = abi
+    if abi in ("abi3", "stable"):
+        env["BUILDTOOLS_PY_LIMITED_API"] = python_tag(first.python)
+    if abi == "stable":
+        env["BUILDTOOLS_TORCH_TARGET_VERSION"] = _target_version_hex(current.version)
+    if m.build.max_jobs is not None:
+        env["MAX_JOBS"] = str(m.build.max_jobs)
+    env.update(m.project.build_env)
+    env.update(override.build_env)
+    if abi == "stable":
+        requires = f"torch>={v.major}.{v.minor}"
+    elif release:
+        requires = f"torch=={v.major}.{v.minor}.*"
+    else:
+        # a pre-release/source/vendor torch matches no `==X.Y.*` (pre-releases are
+        # excluded); pin its exact public version instead
+        requires = f"torch=={v.public}"
+    arch = first.platform.removeprefix("linux_")
+    platform_tag = f"linux_{arch}"
+    if known and release:
+        platform_tag = kb.wheel_platform_tag(current.public_version, accel, first.platform)
+    repair = override.repair
+    return BuildJob(
+        id=job_id,
+        cells=tuple(cells),
+        abi=abi,
+        torch=current.version,
+        torch_versions=(current.version,),
+        accelerator=accel.name,
+        pythons=(first.python,),
+        platform=first.platform,
+        torch_requirement=f"torch=={current.version}",
+        requires_dist=requires,
+        toolkit=toolkit,
+        image="",  # the running environment is on this host: local backend only
+        platform_tag=platform_tag,
+        local_version=current_local_version(
+            m.index.local_version,
+            torch=current.version,
+            accelerator=accel.name,
+            abi=abi,
+            release=release,
+            git_short=current.git_short,
+        ),
+        cxx11_abi=current.cxx11_abi,
+        env=tuple(sorted(env.items())),
+        runner=_label(m.runners.build.get(accel.kind)) or "ubuntu-24.04",
+        smoke_runner=_label(m.runners.smoke.get(accel.kind)),
+        repair="command" if not isinstance(repair, str) else repair,
+        repair_command=tuple(repair.command) if not isinstance(repair, str) else (),
+        repair_excludes=tuple(override.exclude_libs),
+        torch_index=None,
+        smoke=m.project.smoke,
+        torch_source="current",
+        current_python=current.python,
+    )
+
+
 def _make_job(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: str) -> BuildJob:
     m = mf.matrix
     abi = m.project.abi
@@ -191,13 +390,7 @@ def _make_job(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: s
     env.update(override.build_env)
 
     v = Version(build_torch)
-    local = m.index.local_version.format(
-        torch_major=v.major,
-        torch_minor=v.minor,
-        torch_patch=v.micro,
-        accelerator=accel.name,
-        abi=abi.replace("-", ""),
-    )
+    local = local_version(m.index.local_version, torch=build_torch, accelerator=accel.name, abi=abi)
     # per-python and abi3 wheels hold torch's C++ ABI: pin the minor; stable-ABI wheels
     # run on the oldest torch and every later one.
     requires = f"torch>={v.major}.{v.minor}" if abi == "stable" else f"torch=={v.major}.{v.minor}.*"
@@ -239,7 +432,9 @@ def _label(value: str | list[str] | None) -> str | tuple[str, ...] | None:
     return value
 
 
-def _group(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell]) -> list[BuildJob]:
+def _group(
+    mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], current: CurrentTorch | None = None
+) -> list[BuildJob]:
     abi = mf.matrix.project.abi
     groups: dict[tuple[str, ...], list[Cell]] = {}
     for cell in cells:
@@ -249,6 +444,8 @@ def _group(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell]) -> list[BuildJo
             key = (cell.torch, cell.accelerator, cell.platform)
         else:
             key = (cell.accelerator, cell.platform)
+        if cell.current:
+            key = ("current", *key)  # never shares a job with index torches
         groups.setdefault(key, []).append(cell)
     jobs = []
     for group in groups.values():
@@ -257,16 +454,23 @@ def _group(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell]) -> list[BuildJo
         suffix = (
             "" if first.platform == "linux_x86_64" else "-" + first.platform.removeprefix("linux_")
         )
+        marker = "-current" if first.current else ""
         if abi == "per-python":
             job_id = first.id
         elif abi == "abi3":
             low = min((c.python for c in group), key=_py_key)
-            job_id = f"torch{first.torch}-{first.accelerator}-{python_tag(low)}-abi3{suffix}"
+            job_id = (
+                f"torch{first.torch}{marker}-{first.accelerator}-{python_tag(low)}-abi3{suffix}"
+            )
         else:
             torches = sorted({c.torch for c in group}, key=Version)
             span = torches[0] if len(torches) == 1 else f"{torches[0]}-{torches[-1]}"
-            job_id = f"torch{span}-{first.accelerator}-stable{suffix}"
-        jobs.append(_make_job(mf, kb, group, job_id=job_id))
+            job_id = f"torch{span}{marker}-{first.accelerator}-stable{suffix}"
+        if first.current:
+            assert current is not None
+            jobs.append(_make_current_job(mf, kb, group, current, job_id=job_id))
+        else:
+            jobs.append(_make_job(mf, kb, group, job_id=job_id))
     jobs.sort(key=lambda j: _cell_key(j.cells[0]))
     return jobs
 
@@ -280,6 +484,33 @@ def _abi_reason(abi: str, cell: Cell) -> str | None:
     return None
 
 
+def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
+    known = kb.torch_versions()
+    for value in values:
+        if value != CURRENT and value not in known:
+            close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise PlanError(
+                f"--torch {value}: not a known torch release; allowed: 'current' (the torch of "
+                f"the running environment) or {known[0]} … {known[-1]}{hint}"
+            )
+    return list(dict.fromkeys(values))
+
+
+def _in_axis(pattern: str | None, values: Sequence[str]) -> bool:
+    if pattern is None:
+        return True
+    return any(v == pattern or (v != CURRENT and fnmatch.fnmatchcase(v, pattern)) for v in values)
+
+
+def _needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
+    """Whether planning this matrix needs the running environment's torch."""
+    if torch_axis is not None:
+        return CURRENT in torch_axis
+    m = mf.matrix
+    return CURRENT in m.axes.torch or any(r.torch == CURRENT for r in m.include)
+
+
 def plan(
     mf: MatrixFile,
     kb: Knowledge,
@@ -288,11 +519,25 @@ def plan(
     profile: str | None = None,
     only: Iterable[str] = (),
     strict: bool = False,
+    current: CurrentTorch | None = None,
+    torch_axis: Sequence[str] | None = None,
 ) -> Plan:
-    """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs."""
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs.
+
+    `current` is the torch of the running environment (host facts, probed by the caller),
+    what `torch: current` stands for. `torch_axis` replaces `axes.torch` (`--torch`); then
+    the default profile is not applied and include rules naming another torch are skipped.
+    """
     m = mf.matrix
+    torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
+    if _needs_current(mf, torch_axis) and current is None:
+        raise PlanError(
+            f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
+            "the running environment, and none was given; run buildtools with that "
+            "environment's interpreter or pass --torch-python PATH"
+        )
     axes = {
-        "torch": list(m.axes.torch),
+        "torch": [t for t in torch_values if t != CURRENT],
         "accelerator": list(m.axes.accelerator),
         "python": [host_python if p == HOST else p for p in m.axes.python],
         "platform": list(m.axes.platform),
@@ -303,6 +548,9 @@ def plan(
     ):
         cell = Cell(torch=t, accelerator=a, python=p, platform=pl)
         cells[cell.id] = cell
+    if CURRENT in torch_values and current is not None:
+        cell = _current_cell(current)
+        cells[cell.id] = cell
     before = len(cells)
     for raw_rule in m.exclude:
         rule = _resolve_host(raw_rule, host_python)
@@ -311,6 +559,22 @@ def plan(
     excluded = before - len(cells)
 
     for i, rule in enumerate(m.include):
+        if torch_axis is not None and not _in_axis(rule.torch, torch_values):
+            continue  # --torch replaced the axis this rule adds to
+        if rule.torch == CURRENT:
+            assert current is not None
+            cell = _current_cell(current)
+            if not _matches(cell, _resolve_host(rule, host_python)):
+                raise ConfigError(
+                    mf.error(
+                        ("include", i),
+                        f"impossible include: torch: current is {cell.id} (the running "
+                        "environment fixes its accelerator, Python and platform); this rule "
+                        "asks for another",
+                    )
+                )
+            cells[cell.id] = cell
+            continue
         for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
             reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
             if reason:
@@ -319,7 +583,8 @@ def plan(
                 )
             cells[cell.id] = cell
 
-    profile = profile if profile is not None else m.default_profile
+    if profile is None and torch_axis is None:
+        profile = m.default_profile
     if profile is not None:
         if profile not in m.profiles:
             names = sorted(m.profiles)
@@ -336,7 +601,9 @@ def plan(
     removed: list[RemovedCell] = []
     for cid in sorted(cells, key=lambda k: _cell_key(cells[k])):
         cell = cells[cid]
-        reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+        # the running torch exists by definition; only the ABI mode can rule it out
+        known = None if cell.current else kb.cell_unavailable_reason(cell)
+        reason = known or _abi_reason(m.project.abi, cell)
         if reason:
             removed.append(RemovedCell(cell=cell, reason=reason))
             del cells[cid]
@@ -367,7 +634,7 @@ def plan(
             + (f" ({len(removed)} removed as impossible, see `buildtools plan`)" if removed else "")
         )
     ordered = sorted(cells.values(), key=_cell_key)
-    jobs = _group(mf, kb, ordered)
+    jobs = _group(mf, kb, ordered, current)
     return Plan(
         profile=profile,
         cells=tuple(ordered),

@@ -1,0 +1,218 @@
+"""`torch: current`: planning against the running torch from injected host facts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from buildtools.config import MatrixFile, parse_matrix
+from buildtools.errors import ConfigError, PlanError
+from buildtools.hostenv import CurrentTorch
+from buildtools.knowledge import load_knowledge
+from buildtools.model import Cell
+from buildtools.planner import arch_list_from_torch, current_local_version, plan
+from buildtools.yamlsource import SourceMap
+
+KB = load_knowledge()
+CPU_213 = CurrentTorch(
+    python="/envs/t213/bin/python",
+    python_version="3.11.7",
+    platform="linux_x86_64",
+    version="2.13.0+cpu",
+    cxx11_abi=True,
+    git_version="0123456789abcdef0123456789abcdef01234567",
+    build="release",
+    site="/envs/t213/lib/python3.11/site-packages",
+)
+SOURCE_213 = CurrentTorch(
+    python="/opt/src-torch/bin/python",
+    python_version="3.12.4",
+    platform="linux_x86_64",
+    version="2.13.0a0+git1a2b3c4",
+    cuda="13.0",
+    cxx11_abi=True,
+    git_version="1a2b3c4d5e6f1a2b3c4d5e6f1a2b3c4d5e6f1a2b",
+    build="source",
+    site="/opt/src-torch/lib/python3.12/site-packages",
+    arch_list=("sm_80", "sm_90", "sm_90a", "compute_90"),
+)
+NIGHTLY_216 = CurrentTorch(
+    python="/n/bin/python",
+    python_version="3.13.1",
+    platform="linux_x86_64",
+    version="2.16.0.dev20270101+cu130",
+    cuda="13.0",
+    git_version="abcdef0abcdef0abcdef0abcdef0abcdef0abcd",
+    build="nightly",
+    site="/n/lib/python3.13/site-packages",
+)
+
+
+def matrix(data: dict[str, Any]) -> MatrixFile:
+    return parse_matrix(data, SourceMap(path=Path("matrix.yaml"), lines={(): 1}), knowledge=KB)
+
+
+def base(torch: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "project": {"path": "."},
+        "axes": {"torch": torch, "accelerator": ["cpu", "cu130"], "python": ["3.11", "3.12"]},
+        **extra,
+    }
+
+
+def test_current_is_one_cell_fixed_by_the_environment() -> None:
+    result = plan(matrix(base(["2.13.0", "current"])), KB, host_python="3.11", current=CPU_213)
+    ids = [c.id for c in result.cells]
+    assert "torch2.13.0+cpu-current-cpu-cp311" in ids
+    assert len(ids) == 2 * 2 + 1  # the index torch's 4 cells and the one current cell
+    job = result.job_for("torch2.13.0+cpu-current-cpu-cp311")
+    assert job.id == "torch2.13.0+cpu-current-cpu-cp311"
+    assert job.torch_source == "current"
+    assert job.current_python == "/envs/t213/bin/python"
+    assert job.torch_requirement == "torch==2.13.0+cpu"
+    assert job.requires_dist == "torch==2.13.*"
+    assert job.local_version == "pt213cpu.local"
+    assert job.platform_tag == "manylinux_2_28_x86_64"
+    assert job.torch_index is None
+    assert job.toolkit is None
+    index_job = result.job_for("torch2.13.0-cpu-cp311")
+    assert index_job.torch_source == "index" and index_job.local_version == "pt213cpu"
+
+
+def test_cell_id_says_current() -> None:
+    cell = Cell(torch="2.13.0+cpu", accelerator="cpu", python="3.11", current=True)
+    assert cell.id == "torch2.13.0+cpu-current-cpu-cp311"
+
+
+def test_source_build_label_pin_and_archs_come_from_the_environment() -> None:
+    result = plan(matrix(base(["current"])), KB, host_python="3.11", current=SOURCE_213)
+    (job,) = result.jobs
+    assert job.id == "torch2.13.0a0+git1a2b3c4-current-cu130-cp312"
+    assert job.local_version == "pt213cu130.git1a2b3c4"
+    # 2.13.0a0 satisfies no `==2.13.*`: pin the exact public version
+    assert job.requires_dist == "torch==2.13.0a0"
+    assert job.platform_tag == "linux_x86_64"  # a source build promises no manylinux tag
+    assert job.toolkit is not None
+    # torch 2.13 is in the knowledge base: its arch list for CUDA 13.0 wins
+    assert job.toolkit.arch_list == KB.default_arch_list("2.13.0", "cu130", "linux_x86_64")
+    assert job.env_dict["FORCE_CUDA"] == "1"
+
+
+def test_unknown_torch_takes_its_own_arch_list() -> None:
+    nightly = replace(NIGHTLY_216, arch_list=("sm_90", "sm_100", "sm_120", "compute_120"))
+    (job,) = plan(matrix(base(["current"])), KB, host_python="3.11", current=nightly).jobs
+    assert job.local_version == "pt216cu130.gitabcdef0"
+    assert job.requires_dist == "torch==2.16.0.dev20270101"
+    assert job.toolkit is not None
+    assert job.toolkit.arch_list == "9.0;10.0;12.0+PTX"
+    assert job.toolkit.pip_packages == ()  # derived from torch's own requirements later
+
+
+def test_unknown_torch_without_arch_list_says_what_to_set() -> None:
+    with pytest.raises(ConfigError, match=r"set accelerators\.cu130\.arch_list"):
+        plan(matrix(base(["current"])), KB, host_python="3.11", current=NIGHTLY_216)
+
+
+def test_unknown_torch_with_arch_list_in_matrix() -> None:
+    data = base(["current"], accelerators={"cu130": {"arch_list": "9.0;12.0+PTX"}})
+    (job,) = plan(matrix(data), KB, host_python="3.11", current=NIGHTLY_216).jobs
+    assert job.toolkit is not None and job.toolkit.arch_list == "9.0;12.0+PTX"
+
+
+def test_arch_list_from_torch() -> None:
+    assert arch_list_from_torch(["sm_80", "sm_90a", "sm_120", "compute_120"], "cuda") == (
+        "8.0;9.0a;12.0+PTX"
+    )
+    assert arch_list_from_torch(["gfx90a:xnack-", "gfx942"], "rocm") == "gfx90a;gfx942"
+    assert arch_list_from_torch([], "cuda") is None
+
+
+def test_current_local_version() -> None:
+    kw: dict[str, Any] = {"torch": "2.13.0+cpu", "accelerator": "cpu", "abi": "per-python"}
+    template = "pt{torch_major}{torch_minor}{accelerator}"
+    assert current_local_version(template, release=True, git_short="1a2b3c4", **kw) == (
+        "pt213cpu.local"
+    )
+    assert current_local_version(template, release=False, git_short="1a2b3c4", **kw) == (
+        "pt213cpu.git1a2b3c4"
+    )
+    assert current_local_version(template, release=False, git_short=None, **kw) == "pt213cpu.local"
+
+
+def test_current_without_host_facts_is_a_plan_error() -> None:
+    with pytest.raises(PlanError, match="--torch-python PATH"):
+        plan(matrix(base(["current"])), KB, host_python="3.11")
+
+
+def test_torch_option_replaces_the_axis_and_skips_the_default_profile() -> None:
+    data = base(
+        ["2.11.0", "2.13.0"],
+        profiles={"local": {"select": [{"torch": "2.11.0"}]}},
+        default_profile="local",
+        include=[{"torch": "2.11.0", "accelerator": "cu130", "python": "3.10"}],
+    )
+    result = plan(matrix(data), KB, host_python="3.11", current=CPU_213, torch_axis=["current"])
+    assert [c.id for c in result.cells] == ["torch2.13.0+cpu-current-cpu-cp311"]
+    # an explicit profile still applies (here it selects torch 2.11.0 only)
+    with pytest.raises(PlanError, match="selects no buildable cell"):
+        plan(
+            matrix(data),
+            KB,
+            host_python="3.11",
+            current=CPU_213,
+            torch_axis=["current"],
+            profile="local",
+        )
+
+
+def test_torch_option_rejects_unknown_releases() -> None:
+    with pytest.raises(PlanError, match=r"did you mean 2\.13\.0"):
+        plan(matrix(base(["2.11.0"])), KB, host_python="3.11", torch_axis=["2.13.9"])
+
+
+def test_rules_match_current_by_name_and_by_version() -> None:
+    data = base(["2.13.0", "current"], exclude=[{"torch": "current"}])
+    ids = [c.id for c in plan(matrix(data), KB, host_python="3.11", current=CPU_213).cells]
+    assert not [i for i in ids if "current" in i]
+    data = base(["2.11.0", "current"], exclude=[{"torch": "2.13.*"}])
+    ids = [c.id for c in plan(matrix(data), KB, host_python="3.11", current=CPU_213).cells]
+    assert not [i for i in ids if "current" in i]
+    assert "torch2.11.0-cpu-cp311" in ids
+
+
+def test_include_current_must_fit_the_environment() -> None:
+    data = base(["2.11.0"], include=[{"torch": "current", "accelerator": "cpu"}])
+    ids = [c.id for c in plan(matrix(data), KB, host_python="3.11", current=CPU_213).cells]
+    assert "torch2.13.0+cpu-current-cpu-cp311" in ids
+    bad = base(["2.11.0"], include=[{"torch": "current", "accelerator": "cu130"}])
+    with pytest.raises(ConfigError, match="impossible include: torch: current is"):
+        plan(matrix(bad), KB, host_python="3.11", current=CPU_213)
+
+
+def test_current_never_shares_a_job_in_abi3_and_stable() -> None:
+    for abi, job_id in (
+        ("abi3", "torch2.13.0+cpu-current-cpu-cp311-abi3"),
+        ("stable", "torch2.13.0+cpu-current-cpu-stable"),
+    ):
+        data = base(["2.13.0", "current"])
+        data["project"]["abi"] = abi
+        result = plan(matrix(data), KB, host_python="3.11", current=CPU_213)
+        job = result.job_for("torch2.13.0+cpu-current-cpu-cp311")
+        assert job.id == job_id
+        assert job.cells == (result.cells[[c.id for c in result.cells].index(job.cell_ids[0])],)
+        assert job.torch_source == "current"
+    stable = plan(
+        matrix({**base(["current"]), "project": {"path": ".", "abi": "stable"}}),
+        KB,
+        host_python="3.11",
+        current=CPU_213,
+    ).jobs[0]
+    assert stable.requires_dist == "torch>=2.13"
+
+
+def test_axes_accept_current_in_the_file() -> None:
+    mf = matrix(base(["current", "2.11.0"]))
+    assert mf.matrix.axes.torch == ["current", "2.11.0"]
