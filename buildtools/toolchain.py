@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from shlex import join as shlex_join
 from typing import IO, Any
 
 from packaging.markers import UndefinedEnvironmentName
@@ -64,7 +65,7 @@ _COMPILER_DISTS = re.compile(r"^nvidia-(cuda-(nvcc|crt|cccl|runtime)|nvvm)(-cu\d
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+)")
 _PROBE_TAG = "BUILDTOOLS_PROBE "
 _PROBE = f"""
-import importlib.metadata as md, json, platform, sys, sysconfig
+import importlib.metadata as md, json, os, platform, sys, sysconfig
 info = {{
     "python_version": platform.python_version(),
     "implementation": sys.implementation.name,
@@ -85,6 +86,7 @@ if "--torch" in sys.argv:
             "hip": torch.version.hip,
             "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
             "requires": md.requires("torch") or [],
+            "file": os.path.abspath(torch.__file__),
         }}
     except Exception as exc:
         info["torch_error"] = f"{{type(exc).__name__}}: {{exc}}"
@@ -129,6 +131,11 @@ class EnvProbe:
     cxx11_abi: bool | None = None
     torch_requires: tuple[str, ...] = ()
     torch_error: str | None = None
+    torch_file: Path | None = None  # torch/__init__.py as imported
+
+    @property
+    def torch_dir(self) -> Path | None:
+        return self.torch_file.parent if self.torch_file is not None else None
 
     @classmethod
     def parse(cls, output: str) -> EnvProbe:
@@ -151,6 +158,7 @@ class EnvProbe:
             cxx11_abi=torch.get("cxx11_abi"),
             torch_requires=tuple(torch.get("requires", ())),
             torch_error=data.get("torch_error"),
+            torch_file=Path(torch["file"]) if torch.get("file") else None,
         )
 
 
@@ -250,6 +258,8 @@ def toolchain_key(
         "build_requirements": list(BUILD_REQUIREMENTS) if with_toolkit else [],
         "with_toolkit": with_toolkit,
     }
+    if job.torch_source == "current":  # only then: existing keys keep their hash
+        fields["current_python"] = job.current_python
     blob = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16], fields
 
@@ -573,6 +583,7 @@ def _install_cuda_wheels(
     runner: Runner,
     log: IO[str],
     env: Mapping[str, str],
+    with_torch: bool = True,
 ) -> CudaToolkit:
     cuda_version = probe.cuda_version or ""
     python = root / "bin" / "python"
@@ -581,7 +592,8 @@ def _install_cuda_wheels(
     else:
         requirements = cuda_toolkit_requirements(probe.torch_requires, cuda_version=cuda_version)
     log.write(f"[toolchain] CUDA {cuda_version} compiler from PyPI: {' '.join(requirements)}\n")
-    _pip(python, [job.torch_requirement, *requirements], job, runner=runner, log=log, env=env)
+    torch = [job.torch_requirement] if with_torch else []
+    _pip(python, [*torch, *requirements], job, runner=runner, log=log, env=env)
     after = _probe(python, runner=runner, log=log, env=env, torch=False)
     if after is None:
         raise ToolchainError(f"{python} stopped working after installing {' '.join(requirements)}")
@@ -612,7 +624,8 @@ def _install_cuda_wheels(
 
 def _env_name(job: BuildJob, python_version: str, key: str) -> str:
     torch = re.sub(r"[^A-Za-z0-9.]+", "", job.torch) or "torch"
-    return f"py{python_version}-torch{torch}-{job.accelerator}-{key[:12]}"
+    current = "-current" if job.torch_source == "current" else ""
+    return f"py{python_version}-torch{torch}{current}-{job.accelerator}-{key[:12]}"
 
 
 def _remove_env(root: Path, log: IO[str], why: str) -> None:
@@ -644,6 +657,16 @@ def prepare_toolchain(
     ToolchainError (pip failed, or the installed torch/toolkit does not match the cell; the
     message says what to change).
     """
+    if job.torch_source == "current":
+        return _prepare_current(
+            job,
+            cache_dir=cache_dir,
+            runner=runner,
+            log=log,
+            env=env,
+            cuda_home=cuda_home,
+            with_toolkit=with_toolkit,
+        )
     accel = Accelerator.parse(job.accelerator)
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     base_python = find_python(python, env=env, home=home)
@@ -706,14 +729,24 @@ def _reuse(
     cuda = _cuda_from_marker(marker)
     if probe is None or probe.torch_version != marker.get("torch_version"):
         return None
+    if marker.get("torch_dir") and str(probe.torch_dir) != marker["torch_dir"]:
+        return None
     if cuda is not None and not (cuda.home / "bin" / "nvcc").is_file():
         return None
     log.write(
         f"[toolchain] reusing {root} (torch {probe.torch_version}, created in "
         f"{marker.get('create_seconds', 0):.0f} s)\n"
     )
+    site = Path(marker["torch_site"]) if marker.get("torch_site") else None
     return _toolchain(
-        key=key, root=root, probe=probe, cuda=cuda, marker=marker, env=env, reused=True
+        key=key,
+        root=root,
+        probe=probe,
+        cuda=cuda,
+        marker=marker,
+        env=env,
+        reused=True,
+        site_packages=site,
     )
 
 
@@ -779,6 +812,7 @@ def _toolchain(
     marker: Mapping[str, Any],
     env: Mapping[str, str],
     reused: bool,
+    site_packages: Path | None = None,
 ) -> Toolchain:
     rocm_home = Path(marker["rocm_home"]) if marker.get("rocm_home") else None
     return Toolchain(
@@ -790,8 +824,164 @@ def _toolchain(
         cuda_version=probe.cuda_version,
         hip_version=probe.hip_version,
         cxx11_abi=bool(probe.cxx11_abi),
-        site_packages=probe.site_packages,
+        site_packages=site_packages or probe.site_packages,
         cuda_home=cuda.home if cuda else None,
         build_env=_build_env(root, env, cuda, rocm_home),
         reused=reused,
     )
+
+
+# --------------------------------------------------------------------------- torch: current
+
+CURRENT_PTH = "buildtools-current-torch.pth"
+
+
+def _prepare_current(
+    job: BuildJob,
+    *,
+    cache_dir: Path,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+    cuda_home: Path | None,
+    with_toolkit: bool,
+) -> Toolchain:
+    """A venv that imports the running environment's torch, which is never installed or changed.
+
+    From a base interpreter (system, conda) the venv is created with
+    `--system-site-packages`. A venv interpreter cannot pass its own site-packages on that
+    way (a venv of a venv sees the *base* interpreter's), so there, and for a torch in the
+    user site, a `.pth` file in the new venv lists the running environment's site
+    directories. Either way the venv's own site-packages comes first (the build tools
+    pip adds there) and the torch it imports is verified to be the running one.
+    """
+    from .hostenv import probe_environment, site_dirs_for_pth
+
+    cells = ", ".join(job.cell_ids) or job.id
+    if not job.current_python:
+        raise ToolchainError(f"{cells}: a torch: current job without the interpreter to use")
+    base_python = Path(job.current_python)
+    snap = probe_environment(base_python, runner=runner, env=_child_env(env), log=log)
+    torch = snap.torch
+    if torch is None or torch.imported is False:
+        why = torch.import_error if torch is not None else "no torch is installed"
+        raise ToolchainError(f"{cells}: torch does not import in {base_python}: {why}")
+    if torch.version != job.torch:
+        raise ToolchainError(
+            f"{cells}: {base_python} now has torch {torch.version}, but the plan was made for "
+            f"torch {job.torch}; plan again (the cell id names the torch it was planned for)"
+        )
+    if snap.implementation != "cpython":
+        raise ToolMissingError(f"{base_python} is {snap.implementation}, not CPython")
+    accel = Accelerator.parse(job.accelerator)
+    system_cuda: CudaToolkit | None = None
+    if accel.kind == "cuda" and with_toolkit:
+        given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
+        if given is not None:
+            system_cuda = _system_cuda(given, accel, runner=runner, log=log, env=env)
+    key, fields = toolchain_key(
+        job, python_version=snap.python_version, system_cuda=system_cuda, with_toolkit=with_toolkit
+    )
+    envs = cache_dir / "toolchains"
+    root = envs / _env_name(job, snap.python_version, key)
+    with _locked(envs / ".locks" / f"{root.name}.lock"):
+        marker = _read_marker(root)
+        if marker is not None and marker.get("key") == key and marker.get("fields") == fields:
+            if marker.get("torch_dir") == str(torch.package_dir):
+                reused = _reuse(key, root, marker, runner=runner, log=log, env=env)
+                if reused is not None:
+                    return reused
+            why = "the running environment's torch moved or changed since it was created"
+        elif marker is not None:
+            why = "its key does not match the job (a stale environment)"
+        else:
+            why = "it has no marker (an interrupted creation)"
+        _remove_env(root, log, why)
+
+        started = time.monotonic()
+        log.write(
+            f"[toolchain] creating {root} for {cells}: a venv that imports torch "
+            f"{torch.version} from {torch.site} (nothing is installed into that environment)\n"
+        )
+        root.parent.mkdir(parents=True, exist_ok=True)
+        argv = [str(base_python), "-m", "venv"]
+        if not snap.in_venv:
+            argv.append("--system-site-packages")
+        created = runner.run([*argv, str(root)], env=_child_env(env), log=log)
+        venv_python = root / "bin" / "python"
+        if not created.ok or not venv_python.exists():
+            raise ToolchainError(
+                f"`{shlex_join([*argv, str(root)])}` failed (exit {created.returncode})"
+            )
+        own_site = root / "lib" / f"python{snap.python_xy}" / "site-packages"
+        own_site.mkdir(parents=True, exist_ok=True)
+        (own_site / CURRENT_PTH).write_text(
+            "".join(f"{d}\n" for d in site_dirs_for_pth(snap)), encoding="utf-8"
+        )
+        if with_toolkit:
+            # already satisfied by the running environment in the usual case: pip only adds
+            # what is missing, into the venv's own site-packages
+            _pip(venv_python, BUILD_REQUIREMENTS, job, runner=runner, log=log, env=env)
+        probe = _probe(venv_python, runner=runner, log=log, env=env, torch=True)
+        if probe is None:
+            raise ToolchainError(f"{venv_python} does not run")
+        check_torch(job, probe, env_root=root)
+        _check_same_torch(probe, torch.package_dir, own_site, cells)
+
+        cuda = system_cuda
+        rocm_home: Path | None = None
+        if with_toolkit and accel.kind == "cuda" and cuda is None:
+            cuda = locate_cuda_wheels(torch.site, cuda_version=probe.cuda_version or "")
+            if cuda is not None:
+                log.write(f"[toolchain] CUDA compiler of the running environment: {cuda.home}\n")
+                _link_unversioned_libs(cuda.lib_dirs, _link_dir(root))
+            else:
+                cuda = _install_cuda_wheels(
+                    job, probe, root, runner=runner, log=log, env=env, with_torch=False
+                )
+                after = _probe(venv_python, runner=runner, log=log, env=env, torch=True)
+                if after is None:
+                    raise ToolchainError(f"{venv_python} stopped working after the CUDA wheels")
+                _check_same_torch(after, torch.package_dir, own_site, cells)
+        elif with_toolkit and accel.kind == "rocm":
+            rocm_home = _find_rocm(env, torch.site)
+        seconds = time.monotonic() - started
+        marker = {
+            "schema": SCHEMA_VERSION,
+            "key": key,
+            "fields": fields,
+            "base_python": str(base_python),
+            "torch_version": probe.torch_version,
+            "torch_dir": str(torch.package_dir),
+            "torch_site": str(torch.site),
+            "cuda": _cuda_to_marker(cuda),
+            "rocm_home": str(rocm_home) if rocm_home else None,
+            "create_seconds": round(seconds, 1),
+        }
+        _write_marker(root, marker)
+        log.write(f"[toolchain] created {root} in {seconds:.0f} s\n")
+        return _toolchain(
+            key=key,
+            root=root,
+            probe=probe,
+            cuda=cuda,
+            marker=marker,
+            env=env,
+            reused=False,
+            site_packages=torch.site,
+        )
+
+
+def _check_same_torch(probe: EnvProbe, torch_dir: Path, own_site: Path, cells: str) -> None:
+    """The venv must import the running environment's torch, and hold no torch of its own."""
+    if (own_site / "torch").exists():
+        raise ToolchainError(
+            f"{cells}: a torch was installed into {own_site}, which a torch: current build must "
+            "never do; remove that environment and check what pulled torch in"
+        )
+    if probe.torch_dir is None or probe.torch_dir.resolve() != torch_dir.resolve():
+        raise ToolchainError(
+            f"{cells}: the build environment imports torch from {probe.torch_dir}, not the "
+            f"running environment's {torch_dir}; is torch reached through PYTHONPATH? "
+            "Install it into the environment instead"
+        )

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import io
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
 from buildtools.config import MatrixFile, parse_matrix
-from buildtools.errors import ConfigError, PlanError
+from buildtools.errors import ConfigError, PlanError, ToolchainError
 from buildtools.hostenv import CurrentTorch
 from buildtools.knowledge import load_knowledge
-from buildtools.model import Cell
+from buildtools.model import BuildJob, Cell
 from buildtools.planner import arch_list_from_torch, current_local_version, plan
+from buildtools.runner import CommandResult
+from buildtools.toolchain import prepare_toolchain
 from buildtools.yamlsource import SourceMap
 
 KB = load_knowledge()
@@ -216,3 +221,198 @@ def test_current_never_shares_a_job_in_abi3_and_stable() -> None:
 def test_axes_accept_current_in_the_file() -> None:
     mf = matrix(base(["current", "2.11.0"]))
     assert mf.matrix.axes.torch == ["current", "2.11.0"]
+
+
+# --- the toolchain: a venv that sees the running torch -------------------------------------
+
+
+@dataclass
+class FakeEnvWorld:
+    """Plays the running interpreter, `python -m venv` and pip on a temporary tree."""
+
+    tmp: Path
+    running_in_venv: bool = True
+    torch_version: str = "2.13.0+cpu"
+    pip_installs_torch: bool = False
+    venv_sees: Path | None = None  # where the new venv imports torch from (default: the real one)
+    calls: list[list[str]] = field(default_factory=list)
+
+    @property
+    def base(self) -> Path:
+        return self.tmp / "running"
+
+    @property
+    def base_site(self) -> Path:
+        return self.base / "lib" / "python3.11" / "site-packages"
+
+    def torch_dir(self) -> Path:
+        return self.base_site / "torch"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log: IO[str] | None = None,
+        capture: bool = False,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        args = [str(a) for a in argv]
+        self.calls.append(args)
+        out = ""
+        if args[1:3] == ["-m", "venv"]:
+            root = Path(args[-1])
+            (root / "bin").mkdir(parents=True)
+            (root / "bin" / "python").write_text("")
+        elif args[1:4] == ["-m", "pip", "install"]:
+            if self.pip_installs_torch:
+                site = Path(args[0]).parents[1] / "lib" / "python3.11" / "site-packages"
+                (site / "torch").mkdir(parents=True, exist_ok=True)
+        elif args[1] == "-c" and "BUILDTOOLS_ENV" in args[2]:
+            out = self._env_probe(imported="--import-torch" in args)
+        elif args[1:3] == ["-I", "-c"]:
+            out = self._toolchain_probe(Path(args[0]))
+        return CommandResult(argv=tuple(args), returncode=0, output=out)
+
+    def _env_probe(self, *, imported: bool) -> str:
+        if imported:
+            data: dict[str, Any] = {
+                "imported": {
+                    "version": self.torch_version,
+                    "file": str(self.torch_dir() / "__init__.py"),
+                    "cuda": None,
+                    "hip": None,
+                    "git_version": "0" * 40,
+                    "cxx11_abi": True,
+                    "arch_list": [],
+                    "gpus": [],
+                }
+            }
+        else:
+            prefix = str(self.base) if self.running_in_venv else "/usr"
+            data = {
+                "schema": 1,
+                "python": {
+                    "version": "3.11.7",
+                    "implementation": "cpython",
+                    "executable": str(self.base / "bin" / "python"),
+                    "prefix": prefix,
+                    "base_prefix": "/usr",
+                    "machine": "x86_64",
+                },
+                "site_dirs": [str(self.base_site)],
+                "dists": [
+                    {
+                        "name": "torch",
+                        "version": self.torch_version,
+                        "location": str(self.base_site),
+                        "shared_objects": [],
+                        "has_record": True,
+                    }
+                ],
+                "torch": {
+                    "package_dir": str(self.torch_dir()),
+                    "version_py": {"__version__": self.torch_version, "cuda": None},
+                },
+            }
+        return "noise\nBUILDTOOLS_ENV " + json.dumps(data) + "\n"
+
+    def _toolchain_probe(self, python: Path) -> str:
+        seen = self.venv_sees or self.torch_dir()
+        data = {
+            "python_version": "3.11.7",
+            "implementation": "cpython",
+            "site_packages": str(python.parents[1] / "lib" / "python3.11" / "site-packages"),
+            "prefix": str(python.parents[1]),
+            "dists": {},
+            "torch": {
+                "version": self.torch_version,
+                "cuda": None,
+                "hip": None,
+                "cxx11_abi": True,
+                "requires": [],
+                "file": str(seen / "__init__.py"),
+            },
+        }
+        return "BUILDTOOLS_PROBE " + json.dumps(data) + "\n"
+
+
+def current_job(world: FakeEnvWorld) -> BuildJob:
+    facts = replace(CPU_213, python=str(world.base / "bin" / "python"), version=world.torch_version)
+    (job,) = plan(matrix(base(["current"])), KB, host_python="3.11", current=facts).jobs
+    return job
+
+
+def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_path: Path) -> None:
+    world = FakeEnvWorld(tmp_path)
+    log = io.StringIO()
+    job = current_job(world)
+    tc = prepare_toolchain(
+        job, "3.11", cache_dir=tmp_path / "cache", runner=world, log=log, env={"HOME": "/h"}
+    )
+    assert tc.torch_version == "2.13.0+cpu"
+    assert tc.site_packages == world.base_site  # repair and checks read this torch
+    assert "-current-" in tc.root.name
+    venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
+    # a venv interpreter cannot hand its site-packages on with --system-site-packages
+    assert venv == [str(world.base / "bin" / "python"), "-m", "venv", str(tc.root)]
+    pth = tc.root / "lib" / "python3.11" / "site-packages" / "buildtools-current-torch.pth"
+    assert pth.read_text().splitlines() == [str(world.base_site)]
+    pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    assert pips and not [a for c in pips for a in c if a.startswith("torch")]
+    assert "nothing is installed into that environment" in log.getvalue()
+
+    again = prepare_toolchain(
+        job, "3.11", cache_dir=tmp_path / "cache", runner=world, log=log, env={"HOME": "/h"}
+    )
+    assert again.reused and again.root == tc.root and again.site_packages == world.base_site
+
+
+def test_toolchain_for_current_from_a_base_interpreter_uses_system_site_packages(
+    tmp_path: Path,
+) -> None:
+    world = FakeEnvWorld(tmp_path, running_in_venv=False)
+    tc = prepare_toolchain(
+        current_job(world),
+        "3.11",
+        cache_dir=tmp_path / "cache",
+        runner=world,
+        log=io.StringIO(),
+        env={},
+    )
+    venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
+    assert venv[3:] == ["--system-site-packages", str(tc.root)]
+
+
+def test_toolchain_for_current_refuses_another_torch(tmp_path: Path) -> None:
+    world = FakeEnvWorld(tmp_path, venv_sees=tmp_path / "elsewhere" / "torch")
+    with pytest.raises(ToolchainError, match=r"imports torch from .*elsewhere"):
+        prepare_toolchain(
+            current_job(world),
+            "3.11",
+            cache_dir=tmp_path / "c",
+            runner=world,
+            log=io.StringIO(),
+            env={},
+        )
+    world = FakeEnvWorld(tmp_path / "b", pip_installs_torch=True)
+    with pytest.raises(ToolchainError, match="must never do"):
+        prepare_toolchain(
+            current_job(world),
+            "3.11",
+            cache_dir=tmp_path / "c2",
+            runner=world,
+            log=io.StringIO(),
+            env={},
+        )
+
+
+def test_toolchain_for_current_notices_a_changed_torch(tmp_path: Path) -> None:
+    world = FakeEnvWorld(tmp_path)
+    job = current_job(world)
+    world.torch_version = "2.13.1+cpu"
+    with pytest.raises(ToolchainError, match=r"now has torch 2\.13\.1\+cpu.*plan again"):
+        prepare_toolchain(
+            job, "3.11", cache_dir=tmp_path / "c", runner=world, log=io.StringIO(), env={}
+        )
