@@ -46,12 +46,40 @@ def _add_plan_args(p: argparse.ArgumentParser) -> None:
         help="select cells by id glob (repeatable)",
     )
     p.add_argument("--strict", action="store_true", help="fail when a requested cell never existed")
+    p.add_argument(
+        "--torch",
+        dest="torch_axis",
+        action="append",
+        default=None,
+        metavar="VERSION",
+        help="replace axes.torch (repeatable): a release, or 'current' for the torch of the "
+        "running environment (then the default profile is not applied)",
+    )
+    p.add_argument(
+        "--torch-python",
+        type=Path,
+        default=None,
+        metavar="PYTHON",
+        help="the interpreter whose torch 'current' means (default: $BUILDTOOLS_TORCH_PYTHON, "
+        "else the one running buildtools)",
+    )
 
 
 def make_plan(args: argparse.Namespace) -> tuple[Plan, Path]:
+    from .hostenv import probe_current_torch
+    from .planner import needs_current
+    from .runner import SubprocessRunner
+
     path = args.matrix or default_matrix_path()
     kb = load_knowledge()
     mf = load_matrix(path, knowledge=kb)
+    torch_axis = getattr(args, "torch_axis", None)
+    current = None
+    if needs_current(mf, torch_axis):
+        # a host fact, probed here so that the planner stays pure
+        current = probe_current_torch(
+            getattr(args, "torch_python", None), runner=SubprocessRunner(), env=dict(os.environ)
+        )
     return (
         plan(
             mf,
@@ -60,6 +88,8 @@ def make_plan(args: argparse.Namespace) -> tuple[Plan, Path]:
             profile=args.profile,
             only=args.only,
             strict=args.strict,
+            current=current,
+            torch_axis=torch_axis,
         ),
         mf.project_dir,
     )
@@ -84,6 +114,7 @@ def job_json(job: Any) -> dict[str, Any]:
         if isinstance(job.smoke_runner, tuple)
         else job.smoke_runner,
         "torch_requirement": job.torch_requirement,
+        "torch_source": job.torch_source,
         "requires_dist": job.requires_dist,
         "local_version": job.local_version,
         "arch_list": job.toolkit.arch_list if job.toolkit else None,
