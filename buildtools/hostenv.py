@@ -25,7 +25,9 @@ __all__ = [
     "accelerator_of",
     "current_torch",
     "parse_snapshot",
+    "probe_current_torch",
     "probe_environment",
+    "site_dirs_for_pth",
     "torch_build_kind",
 ]
 
@@ -628,3 +630,19 @@ def site_dirs_for_pth(snapshot: EnvSnapshot) -> Sequence[Path]:
         dirs.append(snapshot.torch.site)
     dirs += [d for d in snapshot.site_dirs if d not in dirs]
     return dirs
+
+
+def probe_current_torch(
+    python: Path | None,
+    *,
+    runner: Runner,
+    env: Mapping[str, str],
+    log: IO[str] | None = None,
+) -> CurrentTorch:
+    """The torch of `python`'s environment (default: $BUILDTOOLS_TORCH_PYTHON, else this one)."""
+    import sys
+
+    if python is None:
+        python = Path(env.get("BUILDTOOLS_TORCH_PYTHON") or sys.executable)
+    snapshot = probe_environment(python, runner=runner, env=env, log=log)
+    return current_torch(snapshot)

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["Plan", "RemovedCell", "current_local_version", "local_version", "plan"]
+__all__ = [
+    "Plan",
+    "RemovedCell",
+    "arch_list_from_torch",
+    "current_local_version",
+    "local_version",
+    "needs_current",
+    "plan",
+]
 
 import difflib
 import fnmatch
@@ -503,7 +511,7 @@ def _in_axis(pattern: str | None, values: Sequence[str]) -> bool:
     return any(v == pattern or (v != CURRENT and fnmatch.fnmatchcase(v, pattern)) for v in values)
 
 
-def _needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
+def needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
     """Whether planning this matrix needs the running environment's torch."""
     if torch_axis is not None:
         return CURRENT in torch_axis
@@ -530,7 +538,7 @@ def plan(
     """
     m = mf.matrix
     torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
-    if _needs_current(mf, torch_axis) and current is None:
+    if needs_current(mf, torch_axis) and current is None:
         raise PlanError(
             f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
             "the running environment, and none was given; run buildtools with that "
