@@ -30,7 +30,7 @@ from .knowledge import Knowledge, load_knowledge
 from .model import Accelerator, BuildJob, Finding, Severity
 from .planner import Plan
 from .progress import make_progress
-from .repair import best_platform_tag, derive_excludes, plan_repair, run_repair, scan_torch_libs
+from .repair import repair_against_torch
 from .report import CellResult, RunReport, Status
 from .runner import Runner, SubprocessRunner
 from .toolchain import Toolchain, prepare_toolchain
@@ -62,9 +62,21 @@ class BuildOptions:
 
 
 class Backend(Protocol):
-    """Where the compiler runs: it turns a job + toolchain into raw wheel(s)."""
+    """Where the compiler runs: it turns a job + toolchain into raw wheel(s).
+
+    `needs_host_toolkit`: the host toolchain compiles (else it holds torch only, for the
+    checks). `repairs_inside`: build_raw returns wheels already repaired, so build_job
+    skips the host repair (the docker backend repairs in the container, where the wheel's
+    dependencies live).
+    """
 
     name: str
+    needs_host_toolkit: bool
+    repairs_inside: bool
+
+    def preflight(self, runner: Runner) -> None:
+        """Raise ToolMissingError before any job when what the backend needs is missing."""
+        ...
 
     def build_raw(
         self,
@@ -84,6 +96,11 @@ class LocalBackend:
     """PEP 517 build with `build --no-isolation` inside the job's torch environment."""
 
     name = "local"
+    needs_host_toolkit = True
+    repairs_inside = False
+
+    def preflight(self, runner: Runner) -> None:
+        """Nothing to check ahead: each job's toolchain names what it misses."""
 
     def build_raw(
         self,
@@ -219,12 +236,17 @@ def build_job(
                     log=log,
                     env=opts.env,
                     cuda_home=opts.cuda_home,
+                    with_toolkit=backend.needs_host_toolkit,
                 )
                 _timed(run, "env", started)
 
                 started = time.monotonic()
                 stage(job.id, "build")
-                env = job_environment(job, toolchain, opts)
+                env = (
+                    job_environment(job, toolchain, opts)
+                    if backend.needs_host_toolkit
+                    else dict(opts.env)
+                )
                 log.write(
                     "# job environment: "
                     + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env))
@@ -246,8 +268,12 @@ def build_job(
 
                 started = time.monotonic()
                 stage(job.id, "repair")
-                repaired = _repair(
-                    job, toolchain, raw[0], staging, kb, env=opts.env, runner=runner, log=log
+                repaired = (
+                    raw[0]
+                    if backend.repairs_inside
+                    else _repair(
+                        job, toolchain, raw[0], staging, kb, env=opts.env, runner=runner, log=log
+                    )
                 )
                 record = _build_record(job, toolchain, opts)
                 final = relabel_wheel(
@@ -334,20 +360,18 @@ def _repair(
     A weaker tag is not an error here: the platform-tag check reports it (a warning for
     local builds, where the manylinux image is not used).
     """
-    tag = best_platform_tag(raw, runner=runner, promised=job.platform_tag, env=env, log=log)
-    log.write(f"# platform tag: {tag.message}\n")
-    libs = scan_torch_libs(toolchain.site_packages)
-    plan = plan_repair(
+    return repair_against_torch(
         raw,
         dest_dir=staging / "repaired",
-        plat=tag.tag_to_use,
+        site_packages=toolchain.site_packages,
+        promised=job.platform_tag,
+        never_bundle=kb.never_bundle,
         policy=job.repair_command if job.repair == "command" else job.repair,
-        excludes=derive_excludes(toolchain.site_packages, kb.never_bundle),
         user_excludes=job.repair_excludes,
-        library_dirs=libs.library_dirs,
+        runner=runner,
         env=env,
+        log=log,
     )
-    return run_repair(plan, runner=runner, log=log)
 
 
 def _build_record(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> dict[str, object]:
@@ -384,6 +408,7 @@ def build_plan(
     """Run every job of the plan; one failing job never stops the others (unless fail_fast)."""
     runner = runner or SubprocessRunner()
     backend = backend or LocalBackend()
+    backend.preflight(runner)
     (opts.cache_dir / "staging").mkdir(parents=True, exist_ok=True)
     report = RunReport(
         matrix=opts.matrix,
@@ -433,7 +458,24 @@ def add_build_parser(sub: Any) -> None:
         default=None,
         help="envs and build trees (default: ~/.cache/torch-buildtools)",
     )
-    p.add_argument("--backend", choices=("local",), default="local")
+    p.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="where the compiler runs: local venvs, or cibuildwheel in builder images",
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="docker: prefetch every wheel on the host, build with the network off",
+    )
+    p.add_argument(
+        "--base-image",
+        default=None,
+        metavar="IMAGE",
+        help="docker: build every job FROM this image instead of the plan's (e.g. a "
+        "local base from docker/local-base.sh where no registry is reachable)",
+    )
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed job")
     p.add_argument("--max-jobs", type=int, default=None, help="compile parallelism (MAX_JOBS)")
     p.add_argument(
@@ -463,6 +505,12 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     if args.profile:
         argv += ["--profile", args.profile]
     argv += [a for g in args.only for a in ("--only", g)]
+    if args.backend != "local":
+        argv += ["--backend", args.backend]
+    if args.offline:
+        argv += ["--offline"]
+    if args.base_image:
+        argv += ["--base-image", args.base_image]
     opts = BuildOptions(
         project_dir=project_dir,
         wheelhouse=args.wheelhouse.resolve(),
@@ -475,9 +523,25 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         reproduce=shlex.join(argv),
         matrix=str(args.matrix or "matrix.yaml"),
     )
-    report = build_plan(result, kb=load_knowledge(), opts=opts, out=out)
+    kb = load_knowledge()
+    backend: Backend = LocalBackend()
+    if args.backend == "docker":
+        from .dockerbackend import DockerBackend
+
+        backend = DockerBackend(
+            kb=kb,
+            cache_dir=opts.cache_dir,
+            env=env,
+            offline=args.offline,
+            max_jobs=args.max_jobs,
+            base_image=args.base_image,
+        )
+    elif args.offline or args.base_image:
+        raise BuildFailedError("--offline and --base-image apply to --backend docker only")
+    report = build_plan(result, kb=kb, opts=opts, backend=backend, out=out)
     report.print_table(out)
     out.write(f"report: {opts.wheelhouse / 'report.json'}\n")
+    out.write(f"reproduce: {opts.reproduce}\n")
     failed = report.failed
     if failed:
         lines = "\n".join(f"  {c.cell}: {c.reason} (log: {c.log})" for c in failed)

@@ -28,6 +28,7 @@ __all__ = [
     "derive_excludes",
     "find_patchelf_dir",
     "plan_repair",
+    "repair_against_torch",
     "run_repair",
     "scan_torch_libs",
 ]
@@ -451,3 +452,44 @@ def best_platform_tag(
     else:
         message = f"{wheel.name} can be tagged {promised} as promised (best here: {best})."
     return PlatformTagReport(best=best, promised=promised, weaker=weaker, message=message)
+
+
+# --- both backends -----------------------------------------------------------------------
+
+
+def repair_against_torch(
+    raw: Path,
+    *,
+    dest_dir: Path,
+    site_packages: Path,
+    promised: str,
+    never_bundle: Sequence[str],
+    runner: Runner,
+    policy: str | Sequence[str] = "auto",
+    user_excludes: Sequence[str] = (),
+    python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
+    log: IO[str] | None = None,
+) -> Path:
+    """Repair `raw` against the torch installed in `site_packages`: the one repair step.
+
+    The local backend runs it on the host, the docker backend inside the container
+    (`buildtools.incontainer repair`), so both graft the same way. The promised tag is
+    used when the binaries reach it, else the best one (the platform-tag check reports it).
+    """
+    tag = best_platform_tag(raw, runner=runner, promised=promised, python=python, env=env, log=log)
+    if log is not None:
+        log.write(f"# platform tag: {tag.message}\n")
+    libs = scan_torch_libs(site_packages)
+    plan = plan_repair(
+        raw,
+        dest_dir=dest_dir,
+        plat=tag.tag_to_use,
+        policy=policy,
+        excludes=derive_excludes(site_packages, never_bundle),
+        user_excludes=user_excludes,
+        library_dirs=libs.library_dirs,
+        python=python,
+        env=env,
+    )
+    return run_repair(plan, runner=runner, log=log)
