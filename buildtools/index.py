@@ -71,10 +71,12 @@ from .indexpages import (
     WHEELS_DIR,
     LandingRow,
     LinkTarget,
+    anchor,
     render_find_links,
     render_landing,
     render_simple_project,
     render_simple_root,
+    wheels_prefix,
 )
 from .knowledge import Knowledge, load_knowledge
 from .model import Accelerator
@@ -421,12 +423,18 @@ class Manifest:
     generated: tuple[str, ...] = ()
 
     def to_json(self) -> str:
-        body = {
-            "schema": INDEX_SCHEMA,
-            "wheels": [w.to_json() for w in self.wheels],
-            "generated": list(self.generated),
-        }
-        return json.dumps(body, indent=1, sort_keys=True) + "\n"
+        """One wheel per line (diffs stay readable); json's C encoder does each line."""
+
+        def line(value: Any) -> str:
+            return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+        wheels = ",\n  ".join(line(w.to_json()) for w in self.wheels)
+        generated = ",\n  ".join(line(g) for g in self.generated)
+        return (
+            f'{{\n "schema": {line(INDEX_SCHEMA)},\n'
+            f' "wheels": [\n  {wheels}\n ],\n'
+            f' "generated": [\n  {generated}\n ]\n}}\n'
+        )
 
 
 def read_manifest(site: Path) -> Manifest:
@@ -502,11 +510,45 @@ def merge(published: Sequence[IndexedWheel], new: Sequence[WheelSource]) -> Merg
 # -- pages ----------------------------------------------------------------------------------
 
 
-def _patches(kb: Knowledge, torch: str) -> tuple[str, ...]:
-    try:
-        return kb.torch_release(torch).patches
-    except (LookupError, ValueError):
-        return ()
+class _Aliases:
+    """Which pages list a wheel, with the knowledge look-ups and specifier checks cached."""
+
+    def __init__(self, settings: IndexSettings, kb: Knowledge) -> None:
+        self.settings = settings
+        self.kb = kb
+        self._patches: dict[str, tuple[str, ...]] = {}
+        self._admits: dict[tuple[str, str], bool] = {}
+
+    def patches(self, torch: str) -> tuple[str, ...]:
+        if torch not in self._patches:
+            try:
+                self._patches[torch] = self.kb.torch_release(torch).patches
+            except (LookupError, ValueError):
+                self._patches[torch] = ()
+        return self._patches[torch]
+
+    def admits(self, specifier: str, torch: str) -> bool:
+        key = (specifier, torch)
+        if key not in self._admits:
+            try:
+                spec = SpecifierSet(specifier)
+            except InvalidSpecifier:
+                spec = SpecifierSet()
+            self._admits[key] = spec.contains(torch, prereleases=True)
+        return self._admits[key]
+
+    def variants(self, wheel: IndexedWheel) -> set[Variant]:
+        found = {Variant(torch=t, accelerator=wheel.accelerator) for t in wheel.torch_versions}
+        if self.settings.alias_patches:
+            spec = wheel.torch_specifier or ""
+            for torch in wheel.torch_versions:
+                for patch in self.patches(torch):
+                    if self.admits(spec, patch):
+                        found.add(Variant(torch=patch, accelerator=wheel.accelerator))
+        for variant in list(found):
+            for target in self.settings.aliases.get(variant.key, ()):
+                found.add(Variant.parse(target))
+        return found
 
 
 def wheel_variants(
@@ -516,20 +558,7 @@ def wheel_variants(
 
     A patch alias is added only when the wheel's own `Requires-Dist: torch…` admits it.
     """
-    found = {Variant(torch=t, accelerator=wheel.accelerator) for t in wheel.torch_versions}
-    if settings.alias_patches:
-        try:
-            spec = SpecifierSet(wheel.torch_specifier or "")
-        except InvalidSpecifier:
-            spec = SpecifierSet()
-        for torch in wheel.torch_versions:
-            for patch in _patches(kb, torch):
-                if spec.contains(patch, prereleases=True):
-                    found.add(Variant(torch=patch, accelerator=wheel.accelerator))
-    for variant in list(found):
-        for target in settings.aliases.get(variant.key, ()):
-            found.add(Variant.parse(target))
-    return tuple(sorted(found, key=Variant.sort_key))
+    return tuple(sorted(_Aliases(settings, kb).variants(wheel), key=Variant.sort_key))
 
 
 def _python_tags(wheels: Iterable[IndexedWheel]) -> tuple[str, ...]:
@@ -543,17 +572,25 @@ def render_site(
     """Every generated file of the site (pages and manifest), path → bytes; pure."""
     wheels = sorted(wheels, key=lambda w: w.filename)
     base = settings.base_url
+    aliases = _Aliases(settings, kb)
+    # each wheel's <a> line is made once per depth, then shared by every page listing it
+    top = wheels_prefix(base, 0)
+    nested = wheels_prefix(base, 2)
+    flat: dict[str, str] = {}
+    deep: dict[str, str] = {}
     pages: dict[Variant, list[IndexedWheel]] = defaultdict(list)
     for w in wheels:
-        for variant in wheel_variants(w, settings, kb):
+        target = w.link()
+        flat[w.filename] = anchor(target, top)
+        deep[w.filename] = anchor(target, nested)
+        for variant in aliases.variants(w):
             pages[variant].append(w)
-    variants = sorted(pages, key=Variant.sort_key)
     files: dict[str, str] = {}
     rows: list[LandingRow] = []
-    for variant in variants:
+    for variant in sorted(pages, key=Variant.sort_key):
         listed = pages[variant]
         title = f"torch {variant.key}"
-        files[variant.page] = render_find_links(title, [w.link() for w in listed], base_url=base)
+        files[variant.page] = render_find_links(title, [flat[w.filename] for w in listed])
         by_project: dict[str, list[IndexedWheel]] = defaultdict(list)
         for w in listed:
             by_project[w.project].append(w)
@@ -562,10 +599,7 @@ def render_site(
         for project in sorted(by_project):
             group = by_project[project]
             files[f"{root}/{project}/index.html"] = render_simple_project(
-                f"{project} for torch {variant.key}",
-                [w.link() for w in group],
-                base_url=base,
-                depth=2,
+                f"{project} for torch {variant.key}", [deep[w.filename] for w in group]
             )
             versions = sorted({w.version for w in group}, key=Version, reverse=True)
             rows.append(
@@ -585,7 +619,7 @@ def render_site(
     files[f"{SIMPLE_DIR}/index.html"] = render_simple_root("Simple index", sorted(all_projects))
     for project, group in sorted(all_projects.items()):
         files[f"{SIMPLE_DIR}/{project}/index.html"] = render_simple_project(
-            f"Links for {project}", [w.link() for w in group], base_url=base, depth=2
+            f"Links for {project}", [deep[w.filename] for w in group]
         )
     files["index.html"] = render_landing(
         "Wheels by torch and accelerator", rows, base_url=base, total_wheels=len(wheels)

@@ -19,12 +19,16 @@ from __future__ import annotations
 __all__ = [
     "LandingRow",
     "LinkTarget",
+    "anchor",
+    "quote_name",
     "render_find_links",
     "render_landing",
     "render_simple_project",
     "render_simple_root",
+    "wheels_prefix",
 ]
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -55,11 +59,27 @@ def _head(title: str, *, simple: bool) -> list[str]:
 _TAIL = ["</body>", "</html>", ""]
 
 
-def _anchor(target: LinkTarget, prefix: str) -> str:
+_PLAIN = re.compile(r"[A-Za-z0-9._+-]*")
+
+
+def quote_name(filename: str) -> str:
+    """A file name as a URL path segment (`+` → `%2B`; S3 and some servers read `+` as space)."""
+    if _PLAIN.fullmatch(filename):
+        return filename.replace("+", "%2B")  # the common case, much faster than quote()
+    return quote(filename, safe="")
+
+
+def wheels_prefix(base_url: str | None, depth: int) -> str:
+    """Where `wheels/` is, seen from a page `depth` directories below the site root."""
+    return f"{base_url}/" if base_url else "../" * depth
+
+
+def anchor(target: LinkTarget, prefix: str) -> str:
+    """The `<a>` line of one wheel; `prefix` comes from `wheels_prefix`."""
     if target.url is not None:
         href = target.url
     else:
-        href = f"{prefix}{WHEELS_DIR}/{quote(target.filename, safe='')}"
+        href = f"{prefix}{WHEELS_DIR}/{quote_name(target.filename)}"
     attrs = [f'href="{escape(href)}#sha256={target.sha256}"']
     if target.requires_python:
         attrs.append(f'data-requires-python="{escape(target.requires_python)}"')
@@ -70,25 +90,9 @@ def _anchor(target: LinkTarget, prefix: str) -> str:
     return f"<a {' '.join(attrs)}>{escape(target.filename)}</a><br>"
 
 
-def _prefix(base_url: str | None, depth: int) -> str:
-    """Where `wheels/` is, seen from a page `depth` directories below the site root."""
-    return f"{base_url}/" if base_url else "../" * depth
-
-
-def _links_page(
-    title: str, targets: Sequence[LinkTarget], *, base_url: str | None, depth: int, simple: bool
-) -> str:
-    prefix = _prefix(base_url, depth)
-    lines = _head(title, simple=simple)
-    lines += [_anchor(t, prefix) for t in targets]
-    return "\n".join(lines + _TAIL)
-
-
-def render_find_links(
-    title: str, targets: Sequence[LinkTarget], *, base_url: str | None, depth: int = 0
-) -> str:
-    """A flat find-links page (`pip install … -f URL`): one link per wheel."""
-    return _links_page(title, targets, base_url=base_url, depth=depth, simple=False)
+def render_find_links(title: str, anchors: Sequence[str]) -> str:
+    """A flat find-links page (`pip install … -f URL`): one `anchor` per wheel."""
+    return "\n".join([*_head(title, simple=False), *anchors, *_TAIL])
 
 
 def render_simple_root(title: str, projects: Sequence[str]) -> str:
@@ -98,11 +102,9 @@ def render_simple_root(title: str, projects: Sequence[str]) -> str:
     return "\n".join(lines + _TAIL)
 
 
-def render_simple_project(
-    title: str, targets: Sequence[LinkTarget], *, base_url: str | None, depth: int
-) -> str:
-    """A PEP 503 project page (`<root>/<project>/index.html`, `depth` levels below the site)."""
-    return _links_page(title, targets, base_url=base_url, depth=depth, simple=True)
+def render_simple_project(title: str, anchors: Sequence[str]) -> str:
+    """A PEP 503 project page (`<root>/<project>/index.html`): anchors with prefix depth 2."""
+    return "\n".join([*_head(title, simple=True), *anchors, *_TAIL])
 
 
 @dataclass(frozen=True, kw_only=True)

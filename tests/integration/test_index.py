@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.crafted import make_wheel
+from fixtures.crafted import make_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -25,7 +25,7 @@ from buildtools.index import (
     wheel_variants,
 )
 from buildtools.knowledge import Knowledge, load_knowledge
-from tests.fixtures.crafted import make_wheel
+from fixtures.crafted import make_wheel
 
 KB = load_knowledge()
 REL = IndexSettings()
