@@ -24,6 +24,13 @@ def build(session: nox.Session) -> None:
 
 
 @nox.session
+def index(session: nox.Session) -> None:
+    """Publish wheelhouse/ as a find-links site + PEP 503 index in site/ (options after --)."""
+    session.install("-e", ".")
+    session.run("buildtools", "index", *session.posargs)
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (pytest options after --)."""
     session.install("-e", ".[test]")
