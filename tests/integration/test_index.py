@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fixtures.crafted import make_wheel
 
 REPO = Path(__file__).resolve().parents[2]

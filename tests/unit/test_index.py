@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from fixtures.crafted import make_wheel
 
 from buildtools.cli import main
 from buildtools.config import load_matrix
@@ -25,7 +26,6 @@ from buildtools.index import (
     wheel_variants,
 )
 from buildtools.knowledge import Knowledge, load_knowledge
-from fixtures.crafted import make_wheel
 
 KB = load_knowledge()
 REL = IndexSettings()
