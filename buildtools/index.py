@@ -81,13 +81,12 @@ from .indexpages import (
 from .knowledge import Knowledge, load_knowledge
 from .model import Accelerator
 from .publish import Exchange, Fault, exchange_dirs, site_transaction
+from .smokegate import SMOKE_SCHEMA, SmokeGate
 from .wheelmeta import BUILD_RECORD_NAME, WheelName, validate_build_record
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
-SMOKE_SCHEMA = "torch-buildtools/smoke-report/v1"
 MANIFEST_NAME = "index.json"
 SIMPLE_DIR = "simple"
-_FAILING = frozenset({"failed", "aborted", "segfault", "timeout", "wrong-result"})
 
 
 # -- the records ----------------------------------------------------------------------------
@@ -359,57 +358,6 @@ def collect_wheels(paths: Sequence[Path]) -> list[Path]:
         else:
             raise PublishError(f"{path}: no such wheel or directory")
     return found
-
-
-# -- the smoke gate -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class SmokeGate:
-    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen."""
-
-    statuses: Mapping[str, tuple[str, ...]]
-
-    @classmethod
-    def load(cls, reports: Sequence[Path]) -> SmokeGate:
-        seen: dict[str, list[str]] = defaultdict(list)
-        for path in reports:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise PublishError(f"{path}: cannot read the smoke report: {exc}") from exc
-            schema = data.get("schema") if isinstance(data, dict) else None
-            if schema != SMOKE_SCHEMA:
-                raise PublishError(
-                    f"{path}: schema is {schema!r}, expected {SMOKE_SCHEMA!r} "
-                    "(a report written by `buildtools smoke`)"
-                )
-            results = data.get("results")
-            if not isinstance(results, list):
-                raise PublishError(f"{path}: results: expected a list")
-            for i, result in enumerate(results):
-                sha = result.get("sha256") if isinstance(result, dict) else None
-                status = result.get("status") if isinstance(result, dict) else None
-                if not isinstance(sha, str) or not isinstance(status, str):
-                    raise PublishError(
-                        f"{path}: results[{i}]: needs a string sha256 and a string status"
-                    )
-                seen[sha.lower()].append(status)
-        return cls(statuses={sha: tuple(v) for sha, v in seen.items()})
-
-    def verdict(self, sha256: str) -> str | None:
-        """None when the wheel may be published, else why not.
-
-        It needs a `passed` result for its exact sha256 and no failing one (a wheel that
-        passed on one GPU and crashed on another does not go out).
-        """
-        statuses = self.statuses.get(sha256, ())
-        bad = sorted({s for s in statuses if s in _FAILING})
-        if bad:
-            return "smoke " + ", ".join(bad)
-        if "passed" not in statuses:
-            return "smoke " + (", ".join(sorted(set(statuses))) if statuses else "not run")
-        return None
 
 
 # -- merge ----------------------------------------------------------------------------------
