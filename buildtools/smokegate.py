@@ -47,8 +47,11 @@ class SmokeGate:
             if not isinstance(results, list):
                 raise PublishError(f"{path}: results: expected a list")
             for i, result in enumerate(results):
-                sha = result.get("sha256") if isinstance(result, dict) else None
-                status = result.get("status") if isinstance(result, dict) else None
+                if not isinstance(result, dict):
+                    raise PublishError(f"{path}: results[{i}]: expected an object")
+                sha, status = result.get("sha256"), result.get("status")
+                if sha is None:
+                    continue  # a wheel that was never read cannot vouch for any file
                 if not isinstance(sha, str) or not isinstance(status, str):
                     raise PublishError(
                         f"{path}: results[{i}]: needs a string sha256 and a string status"
