@@ -5,8 +5,9 @@ only through `CIBW_*` environment variables, so the exact configuration is a val
 can assert on. Every matrix value that reaches a shell or docker is validated or quoted:
 
 - CIBW_BUILD gets identifiers made from validated Python versions and platforms;
-- CIBW_ENVIRONMENT values are `shlex.quote`d (cibuildwheel parses it with bashlex, and an
-  unquoted `$(…)` would run inside the container);
+- CIBW_ENVIRONMENT values are double-quoted with backslash, quote, dollar and backtick
+  escaped (cibuildwheel evaluates it with bashlex, where an unquoted `$(…)` would run
+  inside the container);
 - before-build, repair and test commands are `shlex.join`ed argv lists;
 - image references are validated (a leading `-` would be an option to `docker create`);
 - mount sources must be absolute paths without `:` or `,` (docker's volume syntax).
@@ -61,6 +62,7 @@ CONTAINER_WHEELS_DIR = "/buildtools/wheels"
 CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
 
+_SAFE_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
@@ -173,9 +175,18 @@ def identifiers(job: BuildJob) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _bash_quote(value: str) -> str:
+    # Not shlex.quote: cibuildwheel's bashlex evaluator does not join its '"'"' back and
+    # fails on a ` even inside single quotes. Double quotes with \ " $ ` escaped read
+    # back exactly (tests/unit/test_cibw.py checks arbitrary text).
+    if value and _SAFE_RE.match(value):
+        return value
+    return '"' + "".join("\\" + c if c in '\\"$`' else c for c in value) + '"'
+
+
 def quote_environment(env: Sequence[tuple[str, str]]) -> str:
     """CIBW_ENVIRONMENT text assigning exactly these values (no expansion, no substitution)."""
-    return " ".join(f"{_env_name(k, 'environment')}={shlex.quote(v)}" for k, v in env)
+    return " ".join(f"{_env_name(k, 'environment')}={_bash_quote(v)}" for k, v in env)
 
 
 # ------------------------------------------------------------------------------ prefetch
