@@ -1,0 +1,1169 @@
+"""`buildtools smoke`: install each wheel the way users get it and prove it works (decision 5).
+
+For every wheel (from wheelhouse directories, wheel files, or a find-links page, so the
+published artefact itself is tested) whose accelerator matches the runner:
+
+1. **env**: a fresh venv with exactly the torch of the wheel's cell. Either the runner's
+   own torch (`system`: `--system-site-packages`, plus a `.pth` to torch's site-packages
+   when the runner's Python is itself a venv; what an offline GPU runner does), or a
+   torch installed from an index into a cached torch-only env (`index`). The per-wheel
+   venv lies over the torch env, so a wheel never pollutes the torch it is tested with.
+2. **install**: `pip install` of the wheel file, or `pip install -f PAGE name==version`.
+3. **import** (child process, timeout): import torch and the extension, then read
+   /proc/self/maps: two distinct files of one libc10/libtorch library (the auditwheel
+   hash ignored) is a duplicate libtorch.
+4. **smoke** (child process, timeout): the project's smoke command (`project.smoke`),
+   run from an empty directory with script paths made absolute, so it exercises the
+   installed package and not the source tree.
+
+A crash is an outcome, not an exception: SIGABRT (the duplicate-libtorch `Tried to
+register multiple backend fallbacks … Conjugate`), SIGSEGV, a hang, a non-zero exit of
+the smoke command and an import failure are each classified and reported with the tail
+of their output.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CHILD_TAG",
+    "ChildReport",
+    "SmokeOptions",
+    "SmokeTarget",
+    "Stage",
+    "WheelSource",
+    "add_smoke_parser",
+    "bundled_torch_libs",
+    "classify",
+    "collect_wheels",
+    "detect_accelerator",
+    "duplicate_libs",
+    "import_names",
+    "parse_child_report",
+    "parse_find_links",
+    "plan_targets",
+    "run_smoke",
+    "smoke_argv",
+]
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import html.parser
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Literal, TextIO
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from .errors import BuildtoolsError, ConfigError, SmokeFailedError
+from .model import Accelerator, Cell
+from .runner import CommandResult, Runner, SubprocessRunner
+from .smokereport import ReportPaths, RunnerInfo, SmokeReport, SmokeResult, SmokeStatus, publish
+from .wheelmeta import WheelName, read_build_record
+
+CHILD_TAG = "BUILDTOOLS_SMOKE "
+TorchSource = Literal["auto", "system", "index"]
+StageName = Literal["env", "install", "import", "smoke"]
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+DUPLICATE_DIAGNOSIS = (
+    "duplicate libtorch: the wheel bundles its own libc10/libtorch; repair with excludes "
+    "(`buildtools build` derives them from torch: auditwheel repair --exclude 'libtorch*.so' "
+    "--exclude 'libc10*.so' …)"
+)
+# libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
+_TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
+_OUTPUT_TAIL_LINES = 60
+_OUTPUT_TAIL_CHARS = 6000
+# Variables that would leak the runner's environment into the one under test.
+_DROPPED_VARS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_USER")
+
+# The import stage, run as `python -c` in the env under test (cwd: an empty directory).
+# Every step is announced before it is taken, so an abort still says where it happened.
+_CHILD = r"""
+import importlib, json, os, re, sys
+TAG = "BUILDTOOLS_SMOKE "
+PAT = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
+def say(**kw):
+    sys.stdout.write(TAG + json.dumps(kw) + "\n")
+    sys.stdout.flush()
+def mapped():
+    libs = {}
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.rstrip("\n").split(None, 5)
+            if len(parts) < 6 or not parts[5].startswith("/"):
+                continue
+            path = parts[5]
+            if path.endswith(" (deleted)"):
+                path = path[: -len(" (deleted)")]
+            m = PAT.match(os.path.basename(path))
+            if m:
+                libs.setdefault(m.group(1), set()).add(os.path.realpath(path))
+    return {k: sorted(v) for k, v in sorted(libs.items())}
+say(event="import", module="torch")
+import torch
+say(event="imported", module="torch", version=torch.__version__, cuda=torch.version.cuda,
+    hip=getattr(torch.version, "hip", None), file=torch.__file__)
+for name in sys.argv[1:]:
+    say(event="import", module=name)
+    mod = importlib.import_module(name)
+    say(event="imported", module=name, file=getattr(mod, "__file__", None))
+try:
+    say(event="maps", libs=mapped())
+except OSError as exc:
+    say(event="maps", libs=None, error=str(exc))
+"""
+
+# What the runner's own interpreter has: Python, torch, the GPU torch sees.
+_RUNNER_PROBE = r"""
+import json, os, platform, sys
+info = {"python": platform.python_version(), "executable": sys.executable}
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    info["hip"] = getattr(torch.version, "hip", None)
+    info["site"] = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+except Exception as exc:
+    info["torch_error"] = f"{type(exc).__name__}: {exc}"
+print("BUILDTOOLS_SMOKE " + json.dumps(info))
+"""
+
+
+# --------------------------------------------------------------------------- wheels
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelSource:
+    """A wheel to test: a local file (downloaded when it came from a page) and its origin."""
+
+    path: Path
+    origin: str  # the local path, or the URL the page links to
+    find_links: str | None = None  # the page pip installs from, when given
+    expected_sha256: str | None = None  # from the link's #sha256= fragment
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.links.append(href)
+
+
+def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
+    """(absolute URL or path, sha256 or None) of every wheel linked from a find-links page."""
+    parser = _LinkParser()
+    parser.feed(page)
+    out: list[tuple[str, str | None]] = []
+    for href in parser.links:
+        url, _, fragment = href.partition("#")
+        if not urllib.parse.unquote(url).endswith(".whl"):
+            continue
+        digest = None
+        if fragment.startswith("sha256="):
+            digest = fragment.removeprefix("sha256=").lower()
+        out.append((urllib.parse.urljoin(base, url), digest))
+    return out
+
+
+def _is_url(text: str) -> bool:
+    return urllib.parse.urlparse(text).scheme in ("http", "https", "file")
+
+
+def _read_page(page: str) -> tuple[str, str]:
+    """The page's text and the base its links resolve against."""
+    if _is_url(page):
+        with urllib.request.urlopen(page, timeout=60) as resp:
+            text = resp.read().decode("utf-8", errors="replace")
+        return text, page
+    path = Path(page).resolve()
+    return path.read_text(encoding="utf-8"), path.as_uri()
+
+
+def _fetch(url: str, dest_dir: Path) -> Path:
+    name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
+    dest = dest_dir / name
+    if urllib.parse.urlparse(url).scheme == "file":
+        shutil.copyfile(urllib.request.url2pathname(urllib.parse.urlparse(url).path), dest)
+        return dest
+    with urllib.request.urlopen(url, timeout=300) as resp, dest.open("wb") as fh:
+        shutil.copyfileobj(resp, fh, 1 << 20)
+    return dest
+
+
+def collect_wheels(
+    paths: Sequence[Path], find_links: Sequence[str], *, download_dir: Path
+) -> list[WheelSource]:
+    """Wheels named on the command line, in directories, and on find-links pages."""
+    out: list[WheelSource] = []
+    for path in paths:
+        if path.is_dir():
+            out += [WheelSource(path=p, origin=str(p)) for p in sorted(path.glob("*.whl"))]
+        elif path.is_file() and path.name.endswith(".whl"):
+            out.append(WheelSource(path=path, origin=str(path)))
+        else:
+            raise ConfigError(f"{path}: neither a wheel file nor a directory of wheels")
+    for page in find_links:
+        try:
+            text, base = _read_page(page)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"find-links page {page}: cannot read it: {exc}") from exc
+        for url, digest in parse_find_links(text, base):
+            download_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                local = _fetch(url, download_dir)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{url} (linked from {page}): cannot download: {exc}") from exc
+            out.append(WheelSource(path=local, origin=url, find_links=page, expected_sha256=digest))
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def bundled_torch_libs(names: Sequence[str]) -> tuple[str, ...]:
+    """Archive members that are a copy of libc10/libtorch (what a naive repair grafts)."""
+    return tuple(sorted(n for n in names if _TORCH_LIB.match(n.rsplit("/", 1)[-1])))
+
+
+def import_names(names: Sequence[str], top_level: str | None = None) -> tuple[str, ...]:
+    """The top-level modules a wheel installs (top_level.txt when present)."""
+    if top_level is not None:
+        found = [line.strip() for line in top_level.splitlines() if line.strip()]
+        if found:
+            return tuple(dict.fromkeys(found))
+    out: list[str] = []
+    for name in names:
+        top, sep, _ = name.partition("/")
+        if top.endswith((".dist-info", ".data", ".libs")):
+            continue
+        module = top if sep else top.split(".", 1)[0]
+        if not sep and not top.endswith((".py", ".so")):
+            continue
+        if module.isidentifier():
+            out.append(module)
+    return tuple(dict.fromkeys(sorted(out)))
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeTarget:
+    """A wheel with what its build record says it needs."""
+
+    source: WheelSource
+    sha256: str
+    accelerator: Accelerator
+    torch: str  # the torch it was built against, as torch.__version__ ("2.11.0+cu130")
+    cuda: str | None
+    hip: str | None
+    python: str  # "3.12"
+    cell: str
+    modules: tuple[str, ...]
+    bundled: tuple[str, ...]
+
+
+def detect_accelerator(
+    *, exists: Callable[[str], bool], which: Callable[[str], str | None]
+) -> Literal["cpu", "cuda", "rocm"]:
+    """cuda where an NVIDIA driver is visible, rocm where /dev/kfd exists, else cpu."""
+    if which("nvidia-smi") or exists("/dev/nvidiactl"):
+        return "cuda"
+    if exists("/dev/kfd"):
+        return "rocm"
+    return "cpu"
+
+
+def _wheel_python(wheel: str, record: Mapping[str, object]) -> str:
+    rec = record.get("python")
+    if isinstance(rec, str) and rec:
+        return ".".join(rec.split(".")[:2])
+    _, _, _, tags = parse_wheel_filename(wheel)
+    for tag in sorted(str(t.interpreter) for t in tags):
+        m = re.fullmatch(r"cp(\d)(\d+)", tag)
+        if m:
+            return f"{m[1]}.{m[2]}"
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _cell_id(record: Mapping[str, object], accel: str, torch: str, python: str) -> str:
+    pytag = "cp" + python.replace(".", "")
+    listed = record.get("cells")
+    cells = [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
+    for cell in cells:
+        if cell.endswith(f"-{pytag}") or f"-{pytag}-" in cell:
+            return cell
+    if cells:
+        return cells[0]
+    return Cell(torch=torch.split("+", maxsplit=1)[0], accelerator=accel, python=python).id
+
+
+def plan_targets(
+    sources: Sequence[WheelSource], *, runner_accelerator: str
+) -> list[SmokeTarget | SmokeResult]:
+    """A target per wheel to test on this runner, or a `skipped` result saying why not."""
+    out: list[SmokeTarget | SmokeResult] = []
+    for src in sources:
+        digest = sha256_file(src.path)
+
+        def skipped(
+            why: str, cell: str | None = None, digest: str = digest, src: WheelSource = src
+        ) -> SmokeResult:
+            return SmokeResult(
+                wheel=src.name,
+                sha256=digest,
+                cell=cell,
+                status=SmokeStatus.SKIPPED,
+                diagnosis=why,
+                source=src.origin,
+            )
+
+        if src.expected_sha256 and src.expected_sha256 != digest:
+            out.append(
+                SmokeResult(
+                    wheel=src.name,
+                    sha256=digest,
+                    cell=None,
+                    status=SmokeStatus.FAILED,
+                    stage="env",
+                    diagnosis=f"sha256 mismatch: the page says {src.expected_sha256}",
+                    source=src.origin,
+                )
+            )
+            continue
+        try:
+            record = read_build_record(src.path)
+            with zipfile.ZipFile(src.path) as zf:
+                names = zf.namelist()
+                top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
+                top_text = zf.read(top).decode("utf-8", "replace") if top else None
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            out.append(skipped(f"not a readable wheel: {exc}"))
+            continue
+        if record is None:
+            out.append(
+                skipped("no build record (.dist-info/buildtools.json): not built by buildtools")
+            )
+            continue
+        try:
+            accel = Accelerator.parse(str(record.get("accelerator")))
+        except ValueError as exc:
+            out.append(skipped(f"build record: {exc}"))
+            continue
+        torch = str(record.get("torch") or "")
+        python = _wheel_python(src.name, record)
+        cell = _cell_id(record, accel.name, torch, python)
+        if accel.kind not in ("cpu", runner_accelerator):
+            out.append(
+                skipped(
+                    f"built for {accel.name}; this runner is {runner_accelerator} "
+                    "(CPU wheels run anywhere, device wheels on their own GPU runners)",
+                    cell,
+                )
+            )
+            continue
+        cuda = record.get("cuda")
+        hip = record.get("hip")
+        out.append(
+            SmokeTarget(
+                source=src,
+                sha256=digest,
+                accelerator=accel,
+                torch=torch,
+                cuda=cuda if isinstance(cuda, str) else None,
+                hip=hip if isinstance(hip, str) else None,
+                python=python,
+                cell=cell,
+                modules=import_names(names, top_text),
+                bundled=bundled_torch_libs(names),
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- classification
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """How one step ended: exit status (negative: killed by that signal), output."""
+
+    name: StageName
+    returncode: int
+    output: str
+    timed_out: bool = False
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildReport:
+    """What the import stage announced before it ended (or died)."""
+
+    torch: Mapping[str, Any] | None = None
+    imported: tuple[str, ...] = ()
+    importing: str | None = None  # the module being imported when output stopped
+    maps: Mapping[str, Sequence[str]] | None = None
+
+
+def parse_child_report(output: str) -> ChildReport:
+    torch: Mapping[str, Any] | None = None
+    imported: list[str] = []
+    importing: str | None = None
+    maps: Mapping[str, Sequence[str]] | None = None
+    for line in output.splitlines():
+        if not line.startswith(CHILD_TAG):
+            continue
+        try:
+            data = json.loads(line[len(CHILD_TAG) :])
+        except ValueError:
+            continue
+        event = data.get("event")
+        if event == "import":
+            importing = data.get("module")
+        elif event == "imported":
+            importing = None
+            imported.append(str(data.get("module")))
+            if data.get("module") == "torch":
+                torch = data
+        elif event == "maps":
+            maps = data.get("libs")
+    return ChildReport(torch=torch, imported=tuple(imported), importing=importing, maps=maps)
+
+
+def duplicate_libs(maps: Mapping[str, Sequence[str]] | None) -> list[str]:
+    """One finding per libc10/libtorch library mapped from more than one file."""
+    out = []
+    for name, paths in sorted((maps or {}).items()):
+        if len(paths) > 1:
+            out.append(f"{name} is mapped {len(paths)} times: {' and '.join(paths)}")
+    return out
+
+
+_SIGNALS = {int(signal.SIGABRT): "SIGABRT", int(signal.SIGSEGV): "SIGSEGV"}
+_DUPLICATE_MARKERS = (
+    "Tried to register multiple backend fallbacks",
+    "registered at the same time",
+    "PyTorch was compiled without Python support",
+    "Duplicated key",
+)
+_ABORT_MARKERS = ("terminate called", "what():", "Fatal Python error")
+_IMPORT_MARKERS = (
+    "ImportError",
+    "ModuleNotFoundError",
+    "undefined symbol",
+    "cannot open shared object file",
+)
+
+
+def _signal_of(returncode: int) -> int | None:
+    """The signal that ended a process: -N from Python, 128+N when a shell reported it."""
+    if returncode < 0:
+        return -returncode
+    if returncode > 128 and returncode - 128 in _SIGNALS:
+        return returncode - 128
+    return None
+
+
+def _key_line(output: str, markers: Sequence[str] = ()) -> str | None:
+    lines = [
+        ln.strip()
+        for ln in output.splitlines()
+        if ln.strip() and not ln.startswith((CHILD_TAG, "$ "))
+    ]
+    for marker in markers:
+        for line in lines:
+            if marker in line:
+                return line[:300]
+    for line in reversed(lines):
+        if not line.startswith(("frame #", "File ", "Traceback", "[buildtools]")):
+            return line[:300]
+    return None
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def classify(
+    stage: Stage,
+    *,
+    child: ChildReport | None = None,
+    bundled: Sequence[str] = (),
+) -> tuple[SmokeStatus, str | None, list[str]]:
+    """(status, diagnosis, findings) of the stage where a wheel's smoke test ended."""
+    findings = duplicate_libs(child.maps if child else None)
+    duplicate = bool(findings) or any(m in stage.output for m in _DUPLICATE_MARKERS)
+    if bundled:
+        findings.append("the wheel bundles " + ", ".join(bundled))
+
+    def dup(prefix: str) -> str:
+        where = f" ({'; '.join(findings)})" if findings else ""
+        return f"{prefix}{DUPLICATE_DIAGNOSIS}{where}"
+
+    where: str = stage.name
+    if child is not None and child.importing:
+        where = f"import of {child.importing}"
+    if stage.timed_out:
+        return (
+            SmokeStatus.TIMEOUT,
+            f"{where}: killed after {stage.timeout:g} s without finishing; last output: "
+            f"{_key_line(stage.output) or '(none)'}",
+            findings,
+        )
+    sig = _signal_of(stage.returncode)
+    if sig == signal.SIGABRT:
+        reason = _key_line(stage.output, ("what():", "terminate called", "Assertion", "abort"))
+        if duplicate or bundled:
+            return SmokeStatus.ABORTED, dup(f"{where}: SIGABRT ({reason}): "), findings
+        return SmokeStatus.ABORTED, f"{where}: SIGABRT: {reason or 'aborted'}", findings
+    if sig == signal.SIGSEGV:
+        hint = f" (likely cause: {DUPLICATE_DIAGNOSIS})" if duplicate or bundled else ""
+        return SmokeStatus.SEGFAULT, f"{where}: SIGSEGV: segmentation fault{hint}", findings
+    if sig is not None:
+        return SmokeStatus.FAILED, f"{where}: killed by {_signal_name(sig)}", findings
+    if stage.name in ("env", "install"):
+        if stage.returncode == 0:
+            return SmokeStatus.PASSED, None, findings
+        what = (
+            "no environment with the cell's torch"
+            if stage.name == "env"
+            else "pip could not install the wheel"
+        )
+        reason = _key_line(stage.output, ("ERROR:", "error:"))
+        return SmokeStatus.FAILED, f"{stage.name}: {what}: {reason or 'failed'}", findings
+    if stage.returncode != 0:
+        if stage.name == "import" or any(m in stage.output for m in _IMPORT_MARKERS[2:]):
+            reason = _key_line(stage.output, _IMPORT_MARKERS)
+            return SmokeStatus.IMPORT_ERROR, f"{where}: {reason or 'import failed'}", findings
+        reason = _key_line(stage.output, ("FAIL", "Error", "error"))
+        return (
+            SmokeStatus.WRONG_RESULT,
+            f"smoke command exited {stage.returncode}: {reason or '(no output)'}",
+            findings,
+        )
+    if duplicate and findings:
+        prefix = "the smoke command passed, but " if stage.name == "smoke" else f"{where}: "
+        return SmokeStatus.FAILED, dup(prefix), findings
+    return SmokeStatus.PASSED, None, findings
+
+
+def output_tail(text: str, *, keep: str | None = None) -> str:
+    """The last lines of `text`; `keep` (the line that explains a crash) stays in front."""
+    lines = text.rstrip().splitlines()[-_OUTPUT_TAIL_LINES:]
+    tail = "\n".join(lines)[-_OUTPUT_TAIL_CHARS:]
+    if keep and keep not in tail:
+        tail = f"{keep}\n[…]\n{tail}"
+    return tail
+
+
+# --------------------------------------------------------------------------- execution
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeOptions:
+    """Everything one `buildtools smoke` run needs; the world comes in through these."""
+
+    out_dir: Path
+    cache_dir: Path
+    env: Mapping[str, str]
+    smoke_command: str | None = None
+    project_dir: Path | None = None
+    torch_source: TorchSource = "auto"
+    torch_python: Path = field(default_factory=lambda: Path(sys.executable))
+    torch_index: str | None = None
+    timeout: float = 600.0
+    modules: tuple[str, ...] = ()
+    keep_envs: bool = False
+    command: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RunnerTorch:
+    python: str  # "3.12.3"
+    torch: str | None
+    cuda: str | None
+    hip: str | None
+    site: Path | None
+    gpu: str | None
+    error: str | None = None
+
+    @property
+    def python_xy(self) -> str:
+        return ".".join(self.python.split(".")[:2])
+
+
+def _child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, str]:
+    out = {k: v for k, v in env.items() if k not in _DROPPED_VARS}
+    out["PYTHONUNBUFFERED"] = "1"
+    out["PYTHONFAULTHANDLER"] = "1"  # a segfault prints the Python stack too
+    out["PYTHONDONTWRITEBYTECODE"] = "1"
+    out["PYTHONNOUSERSITE"] = "1"
+    out["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    if venv is not None:
+        out["VIRTUAL_ENV"] = str(venv)
+        out["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return out
+
+
+def _probe_runner_torch(python: Path, runner: Runner, env: Mapping[str, str]) -> _RunnerTorch:
+    result = runner.run(
+        [str(python), "-c", _RUNNER_PROBE], env=_child_env(env), capture=True, timeout=300
+    )
+    data: dict[str, Any] = {}
+    for line in result.output.splitlines():
+        if line.startswith(CHILD_TAG):
+            with contextlib.suppress(ValueError):
+                data = json.loads(line[len(CHILD_TAG) :])
+    return _RunnerTorch(
+        python=str(data.get("python") or platform.python_version()),
+        torch=data.get("torch"),
+        cuda=data.get("cuda"),
+        hip=data.get("hip"),
+        site=Path(data["site"]) if data.get("site") else None,
+        gpu=data.get("gpu"),
+        error=data.get("torch_error") or (None if data else result.output[-500:]),
+    )
+
+
+def _gpu_driver(kind: str, runner: Runner, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(GPU name, driver version) from nvidia-smi, or amdgpu's module version."""
+    if kind == "cuda" and shutil.which("nvidia-smi", path=env.get("PATH")):
+        result = runner.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            env=_child_env(env),
+            capture=True,
+            timeout=60,
+        )
+        if result.ok and result.output.strip():
+            name, _, driver = result.output.strip().splitlines()[0].rpartition(",")
+            return name.strip() or None, driver.strip() or None
+    if kind == "rocm":
+        version = Path("/sys/module/amdgpu/version")
+        with contextlib.suppress(OSError):
+            return None, version.read_text().strip() or None
+    return None, None
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def _torch_matches(
+    target: SmokeTarget, torch: str | None, cuda: str | None, hip: str | None
+) -> bool:
+    """The same torch build: version (with its local label when the record has one), CUDA/HIP."""
+    if torch is None:
+        return False
+    # a record with a local label ("2.11.0+cu130") names the exact build
+    same = torch == target.torch if "+" in target.torch else _public(torch) == _public(target.torch)
+    return (
+        same and (cuda or None) == (target.cuda or None) and (hip or None) == (target.hip or None)
+    )
+
+
+def _describe_torch(torch: str | None, cuda: str | None, hip: str | None) -> str:
+    if torch is None:
+        return "no torch"
+    build = f"CUDA {cuda}" if cuda else f"HIP {hip}" if hip else "CPU"
+    return f"torch {torch} ({build})"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _timed_out(result: CommandResult) -> bool:
+    # SubprocessRunner's answer when it killed a command at its timeout
+    return result.returncode == 124 and result.output == "timed out"
+
+
+class _Log:
+    """One wheel's log file; each stage's output is read back from it."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.fh: IO[str] = path.open("w", encoding="utf-8")
+
+    def run(
+        self,
+        runner: Runner,
+        name: StageName,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | None = None,
+        timeout: float | None = None,
+    ) -> Stage:
+        self.fh.flush()
+        start = self.path.stat().st_size
+        result = runner.run(argv, cwd=cwd, env=env, log=self.fh, timeout=timeout)
+        self.fh.flush()
+        with self.path.open("r", encoding="utf-8", errors="replace") as fh:
+            fh.seek(start)
+            output = fh.read()
+        if not output and result.output and not _timed_out(result):
+            output = result.output
+        return Stage(
+            name=name,
+            returncode=result.returncode,
+            output=output,
+            timed_out=_timed_out(result),
+            timeout=timeout,
+        )
+
+    def note(self, text: str) -> None:
+        self.fh.write(f"[buildtools] {text}\n")
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _site_packages(venv: Path, python_xy: str) -> Path:
+    return venv / "lib" / f"python{python_xy}" / "site-packages"
+
+
+def _index_torch_env(
+    target: SmokeTarget, opts: SmokeOptions, runner: Runner, log: _Log
+) -> tuple[Path, Path] | Stage:
+    """(base Python, torch site-packages) of a cached torch-only env from an index."""
+    from .pythons import find_python
+
+    home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
+    index = opts.torch_index or f"{PYTORCH_INDEX}/{target.accelerator.name}"
+    key = hashlib.sha256(
+        f"{target.python}|{target.torch}|{target.accelerator.name}|{index}".encode()
+    ).hexdigest()[:12]
+    root = opts.cache_dir / "smoke" / "torch" / f"py{target.python}-torch{target.torch}-{key}"
+    try:
+        base = find_python(target.python, env=opts.env, home=home)
+    except BuildtoolsError as exc:
+        return Stage(name="env", returncode=1, output=f"ERROR: {exc}\n")
+    with _locked(root.parent / f".{root.name}.lock"):
+        ready = root / ".buildtools-ready"
+        if ready.is_file():
+            log.note(f"reusing the torch env {root}")
+            return base, _site_packages(root, target.python)
+        if root.exists():
+            shutil.rmtree(root)
+        env = _child_env(opts.env)
+        stage = log.run(runner, "env", [str(base), "-m", "venv", str(root)], env=env)
+        if stage.returncode != 0:
+            return stage
+        spec = f"torch=={_public(target.torch)}"
+        stage = log.run(
+            runner,
+            "env",
+            [
+                str(root / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--extra-index-url",
+                index,
+                spec,
+            ],
+            env=env,
+        )
+        if stage.returncode != 0:
+            return stage
+        probe = _probe_runner_torch(root / "bin" / "python", runner, opts.env)
+        if not _torch_matches(target, probe.torch, probe.cuda, probe.hip):
+            return Stage(
+                name="env",
+                returncode=1,
+                output=(
+                    f"ERROR: pip installed {_describe_torch(probe.torch, probe.cuda, probe.hip)}"
+                    f" from {index} and pip's indexes; the cell needs "
+                    f"{_describe_torch(target.torch, target.cuda, target.hip)}: pass the right "
+                    "--torch-index\n"
+                ),
+            )
+        ready.write_text(json.dumps({"torch": probe.torch, "cuda": probe.cuda}) + "\n")
+    return base, _site_packages(root, target.python)
+
+
+def smoke_argv(command: str, *, python: Path, project_dir: Path | None) -> list[str]:
+    """The smoke command with `python` → the env's interpreter and relative paths made absolute."""
+    argv = shlex.split(command)
+    if argv and re.fullmatch(r"python(\d(\.\d+)?)?", argv[0]):
+        argv[0] = str(python)
+    if project_dir is not None:
+        for i, arg in enumerate(argv[1:], start=1):
+            if (
+                not arg.startswith("-")
+                and not Path(arg).is_absolute()
+                and (project_dir / arg).exists()
+            ):
+                argv[i] = str((project_dir / arg).resolve())
+    return argv
+
+
+def _smoke_one(
+    number: int,
+    target: SmokeTarget,
+    rt: _RunnerTorch,
+    opts: SmokeOptions,
+    runner: Runner,
+    out: TextIO,
+) -> SmokeResult:
+    started = time.monotonic()
+    src = target.source
+    log = _Log(opts.out_dir / "logs" / f"{number:02d}-{src.name}.log")
+    work = Path(tempfile.mkdtemp(prefix="smoke-", dir=_mkdir(opts.cache_dir / "smoke" / "work")))
+    torch_source: str = "system"
+    stages: list[Stage] = []
+
+    def result(stage: Stage, child: ChildReport | None = None) -> SmokeResult:
+        status, diagnosis, findings = classify(stage, child=child, bundled=target.bundled)
+        return SmokeResult(
+            wheel=src.name,
+            sha256=target.sha256,
+            cell=target.cell,
+            status=status,
+            diagnosis=diagnosis,
+            output=output_tail(stage.output, keep=_key_line(stage.output, _ABORT_MARKERS)),
+            duration=time.monotonic() - started,
+            stage=stage.name,
+            source=src.origin,
+            torch_source=torch_source,
+            findings=tuple(findings),
+            log=str(log.path),
+        )
+
+    try:
+        log.note(f"smoke {src.origin} (cell {target.cell}, sha256 {target.sha256})")
+        # 1. env
+        system_ok = (
+            _torch_matches(target, rt.torch, rt.cuda, rt.hip) and rt.python_xy == target.python
+        )
+        if opts.torch_source == "system" or (opts.torch_source == "auto" and system_ok):
+            if not system_ok:
+                return SmokeResult(
+                    wheel=src.name,
+                    sha256=target.sha256,
+                    cell=target.cell,
+                    status=SmokeStatus.SKIPPED,
+                    diagnosis=(
+                        f"needs {_describe_torch(target.torch, target.cuda, target.hip)} on "
+                        f"Python {target.python}; {opts.torch_python} has "
+                        f"{_describe_torch(rt.torch, rt.cuda, rt.hip)} on Python {rt.python_xy}"
+                    ),
+                    source=src.origin,
+                    torch_source="system",
+                    duration=time.monotonic() - started,
+                )
+            base_python, torch_site = opts.torch_python, rt.site
+        else:
+            torch_source = "index"
+            got = _index_torch_env(target, opts, runner, log)
+            if isinstance(got, Stage):
+                return result(got)
+            base_python, torch_site = got
+        out.write(f"smoke {src.name}: env (torch from {torch_source})\n")
+        venv = work / "env"
+        argv = [str(base_python), "-m", "venv"]
+        if torch_source == "system":
+            argv.append("--system-site-packages")
+        stage = log.run(runner, "env", [*argv, str(venv)], env=_child_env(opts.env))
+        if stage.returncode != 0:
+            return result(stage)
+        if torch_site is not None:
+            # The runner's Python may itself be a venv whose site-packages
+            # --system-site-packages does not reach: point at torch's directly.
+            site = _site_packages(venv, target.python)
+            site.mkdir(parents=True, exist_ok=True)
+            (site / "_buildtools_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
+            log.note(f"torch from {torch_site}")
+        python = venv / "bin" / "python"
+        env = _child_env(opts.env, venv)
+
+        # 2. install, from where users get it
+        out.write(f"smoke {src.name}: install\n")
+        pip = [str(python), "-m", "pip", "install", "--no-cache-dir"]
+        if torch_source == "system":
+            pip.append("--no-index")  # an offline runner: torch is there, nothing to fetch
+        if src.find_links is not None:
+            wname = WheelName.parse(src.name)
+            version = wname.version.replace("_", "-")
+            pip += ["--find-links", src.find_links, f"{canonicalize_name(wname.name)}=={version}"]
+        else:
+            pip.append(str(src.path.resolve()))
+        stage = log.run(runner, "install", pip, env=env, timeout=opts.timeout)
+        stages.append(stage)
+        if stage.returncode != 0:
+            return result(stage)
+
+        # 3. import torch and the extension; read the maps
+        modules = opts.modules or target.modules
+        out.write(f"smoke {src.name}: import {', '.join(modules) or '(nothing)'}\n")
+        cwd = _mkdir(work / "cwd")
+        script = _mkdir(work / "child") / "buildtools_import_check.py"
+        script.write_text(_CHILD, encoding="utf-8")
+        stage = log.run(
+            runner,
+            "import",
+            [str(python), str(script), *modules],
+            env=env,
+            cwd=cwd,
+            timeout=opts.timeout,
+        )
+        child = parse_child_report(stage.output)
+        # A second libtorch that imported cleanly is already a failure; the smoke command
+        # still runs, to show what it leads to (often an abort at the first op).
+        if stage.returncode != 0 or stage.timed_out or opts.smoke_command is None:
+            return result(stage, child)
+
+        # 4. the project's smoke command against the installed package
+        out.write(f"smoke {src.name}: {opts.smoke_command}\n")
+        argv = smoke_argv(opts.smoke_command, python=python, project_dir=opts.project_dir)
+        stage = log.run(runner, "smoke", argv, env=env, cwd=cwd, timeout=opts.timeout)
+        return result(stage, ChildReport(maps=child.maps))
+    finally:
+        log.close()
+        if not opts.keep_envs:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_smoke(
+    sources: Sequence[WheelSource],
+    *,
+    opts: SmokeOptions,
+    runner: Runner,
+    accelerator: str,
+    out: TextIO,
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> SmokeReport:
+    """Smoke-test every wheel that matches this runner; never raises for a wheel's failure."""
+    rt = _probe_runner_torch(opts.torch_python, runner, opts.env)
+    gpu, driver = _gpu_driver(accelerator, runner, opts.env)
+    info = RunnerInfo(
+        accelerator=accelerator,
+        gpu=gpu or rt.gpu,
+        driver=driver,
+        torch=rt.torch,
+        torch_cuda=rt.cuda,
+        python=rt.python,
+        date=now().isoformat(timespec="seconds"),
+        host=platform.node(),
+    )
+    results: list[SmokeResult] = []
+    for number, planned in enumerate(plan_targets(sources, runner_accelerator=accelerator), 1):
+        if isinstance(planned, SmokeResult):
+            out.write(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
+            results.append(planned)
+            continue
+        res = _smoke_one(number, planned, rt, opts, runner, out)
+        out.write(
+            f"smoke {res.wheel}: {res.status.value.upper()} in {res.duration:.1f} s"
+            + (f": {res.diagnosis}" if res.diagnosis else "")
+            + "\n"
+        )
+        results.append(res)
+    return SmokeReport(
+        runner=info,
+        results=tuple(results),
+        command=opts.command,
+        smoke_command=opts.smoke_command,
+    )
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def add_smoke_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "smoke",
+        help="install each wheel in a fresh env with its torch and run the smoke test in a child",
+    )
+    p.add_argument(
+        "wheels",
+        nargs="*",
+        type=Path,
+        metavar="WHEEL_OR_DIR",
+        help="wheel files or wheelhouse directories (default: wheelhouse/)",
+    )
+    p.add_argument(
+        "--find-links",
+        action="append",
+        default=[],
+        metavar="PAGE",
+        help="a find-links page (URL or file): test the published wheels, installed from it",
+    )
+    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml (for project.smoke)")
+    p.add_argument(
+        "--smoke-command", default=None, help="overrides project.smoke, e.g. 'python smoke.py'"
+    )
+    p.add_argument(
+        "--project", type=Path, default=None, help="project dir (overrides project.path)"
+    )
+    p.add_argument(
+        "--accelerator",
+        choices=("auto", "cpu", "cuda", "rocm"),
+        default="auto",
+        help="what this runner has (auto: nvidia-smi or /dev/nvidiactl → cuda, /dev/kfd → rocm)",
+    )
+    p.add_argument(
+        "--torch-source",
+        choices=("auto", "system", "index"),
+        default="auto",
+        help="system: reuse --torch-python's torch (offline runners); index: pip install the "
+        "cell's torch; auto: system when it is the cell's torch",
+    )
+    p.add_argument(
+        "--system-torch",
+        dest="torch_source",
+        action="store_const",
+        const="system",
+        help="same as --torch-source system",
+    )
+    p.add_argument(
+        "--torch-python",
+        type=Path,
+        default=None,
+        help="the interpreter whose torch `system` reuses (default: the one running buildtools)",
+    )
+    p.add_argument(
+        "--torch-index",
+        default=None,
+        help=f"index for torch (default: {PYTORCH_INDEX}/<accelerator>)",
+    )
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    p.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="modules to import (default: the wheel's top-level modules)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("smoke-results"),
+        help="report.json, junit.xml and logs/ go here (default: smoke-results/)",
+    )
+    p.add_argument("--cache-dir", type=Path, default=None)
+    p.add_argument("--keep-envs", action="store_true", help="keep each wheel's venv")
+    p.set_defaults(handler=cmd_smoke)
+
+
+def _smoke_command(args: argparse.Namespace) -> tuple[str | None, Path | None]:
+    if args.smoke_command is not None:
+        return args.smoke_command, (args.project.resolve() if args.project else None)
+    from .cli import default_matrix_path
+    from .config import load_matrix
+
+    path = args.matrix or default_matrix_path()
+    if not path.is_file():
+        if args.matrix is not None:
+            raise ConfigError(f"{path}: no such file")
+        return None, (args.project.resolve() if args.project else None)
+    mf = load_matrix(path)
+    project = args.project.resolve() if args.project else mf.project_dir
+    return mf.matrix.project.smoke, project
+
+
+def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
+    from .build import default_cache_dir
+
+    env = dict(os.environ)
+    smoke_command, project_dir = _smoke_command(args)
+    cache_dir = (args.cache_dir or default_cache_dir(env)).resolve()
+    paths: list[Path] = args.wheels or ([] if args.find_links else [Path("wheelhouse")])
+    out_dir = args.out.resolve()
+    sources = collect_wheels(paths, args.find_links, download_dir=out_dir / "downloads")
+    if not sources:
+        raise ConfigError(
+            f"no wheels found in {', '.join(map(str, paths + args.find_links))}; build some with "
+            "`buildtools build`, or name wheel files, directories or --find-links pages"
+        )
+    accelerator = args.accelerator
+    if accelerator == "auto":
+        accelerator = detect_accelerator(exists=os.path.exists, which=shutil.which)
+    opts = SmokeOptions(
+        out_dir=out_dir,
+        cache_dir=cache_dir,
+        env=env,
+        smoke_command=smoke_command,
+        project_dir=project_dir,
+        torch_source=args.torch_source,
+        torch_python=args.torch_python or Path(sys.executable),
+        torch_index=args.torch_index,
+        timeout=args.timeout,
+        modules=tuple(args.modules),
+        keep_envs=args.keep_envs,
+        command=shlex.join(["buildtools", "smoke", *sys.argv[2:]]),
+    )
+    if smoke_command is None:
+        out.write("smoke: no project.smoke command (matrix.yaml) or --smoke-command: import only\n")
+    report = run_smoke(
+        sources, opts=opts, runner=SubprocessRunner(), accelerator=accelerator, out=out
+    )
+    paths_out = ReportPaths(json=out_dir / "report.json", junit=out_dir / "junit.xml")
+    report.print_table(out)
+    publish(report, paths=paths_out, env=env, out=out)
+    out.write(f"report: {paths_out.json}\njunit: {paths_out.junit}\n")
+    failed = report.failed
+    if failed:
+        lines = "\n".join(f"  {r.wheel}: {r.status.value}: {r.diagnosis}" for r in failed)
+        raise SmokeFailedError(f"{len(failed)} wheel(s) failed the smoke test:\n{lines}")
+    if all(r.status is SmokeStatus.SKIPPED for r in report.results):
+        raise SmokeFailedError(
+            f"no wheel was tested: all {len(report.results)} were skipped on this {accelerator} "
+            "runner (see the report); pass --accelerator or run on the matching runner"
+        )
+    return 0
