@@ -914,8 +914,17 @@ def _smoke_one(
         if torch_source == "system":
             argv.append("--system-site-packages")
         stage = log.run(runner, "env", [*argv, str(venv)], env=_child_env(opts.env))
+        python = venv / "bin" / "python"
+        pip_cmd = [str(python), "-m", "pip"]
         if stage.returncode != 0:
-            return result(stage)
+            # Debian's Python without ensurepip: a venv without pip, the base Python's pip
+            shutil.rmtree(venv, ignore_errors=True)
+            stage = log.run(
+                runner, "env", [*argv, "--without-pip", str(venv)], env=_child_env(opts.env)
+            )
+            if stage.returncode != 0:
+                return result(stage)
+            pip_cmd = [str(base_python), "-m", "pip", "--python", str(python)]
         if torch_site is not None:
             # The runner's Python may itself be a venv whose site-packages
             # --system-site-packages does not reach: point at torch's directly.
@@ -923,12 +932,11 @@ def _smoke_one(
             site.mkdir(parents=True, exist_ok=True)
             (site / "_buildtools_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
             log.note(f"torch from {torch_site}")
-        python = venv / "bin" / "python"
         env = _child_env(opts.env, venv)
 
         # 2. install, from where users get it
         out.write(f"smoke {src.name}: install\n")
-        pip = [str(python), "-m", "pip", "install", "--no-cache-dir"]
+        pip = [*pip_cmd, "install", "--no-cache-dir"]
         if torch_source == "system":
             pip.append("--no-index")  # an offline runner: torch is there, nothing to fetch
         if src.find_links is not None:
