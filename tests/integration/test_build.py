@@ -231,7 +231,7 @@ def test_cuda_cell_of_a_setup_gated_on_is_available(tmp_path: Path, forced: bool
           accelerator: [cu130]
           python: ["3.12"]
         accelerators:
-          cuda: {{torch_index: https://download.pytorch.org/whl/{{accelerator}}}}
+          cuda: {{torch_index: "https://download.pytorch.org/whl/{{accelerator}}"}}
           cu130:
             arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
         """)
