@@ -38,8 +38,10 @@ BUILDER_REPOSITORY = "torch-buildtools/builder"
 # Files of docker/ that every builder Dockerfile copies (the wheels/ dir is made per build).
 CONTEXT_FILES = ("install-tools.sh", "tools-requirements.txt")
 
-# Docker's reference grammar (distribution/reference), without the rarely used IPv6 hosts.
-_DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)"
+# Docker's reference grammar (distribution/reference), without the rarely used IPv6 hosts:
+# a first component is a registry host only with a dot, a port, or as `localhost`.
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_DOMAIN = rf"(?:(?:localhost|{_LABEL}(?:\.{_LABEL})+)(?::[0-9]+)?/|{_LABEL}:[0-9]+/)"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _IMAGE_RE = re.compile(
     rf"^{_DOMAIN}?{_COMPONENT}(?:/{_COMPONENT})*"
