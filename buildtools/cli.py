@@ -220,10 +220,17 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
     # imported here: these modules import cli's helpers
     from .build import add_build_parser
     from .checks import add_check_parser
+    from .doctor import add_doctor_parser
     from .index import add_index_parser
     from .smoke import add_smoke_parser
 
-    return [add_build_parser, add_check_parser, add_index_parser, add_smoke_parser]
+    return [
+        add_build_parser,
+        add_check_parser,
+        add_doctor_parser,
+        add_index_parser,
+        add_smoke_parser,
+    ]
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
