@@ -593,10 +593,6 @@ class PublishResult:
     written: bool
 
 
-def _hosted(rel: str) -> bool:
-    return rel.startswith(f"{WHEELS_DIR}/")
-
-
 def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:
     """A new hosted wheel must not replace a file the site serves outside the manifest."""
     clashes = []
@@ -680,7 +676,7 @@ def publish(
         for src in result.added:
             if src.wheel.url is None:
                 rel = f"{WHEELS_DIR}/{src.wheel.filename}"
-                txn.copy_in(rel, src.path)
+                txn.copy_in(rel, src.path, sha256=src.wheel.sha256)
                 txn.write(f"{rel}.metadata", src.metadata)
         txn.fault("wheels-copied")
         for rel, data in files.items():

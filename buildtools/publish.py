@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import hashlib
 import os
 import shutil
 import sys
@@ -110,11 +111,24 @@ class SiteTransaction:
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(data)
 
-    def copy_in(self, rel: str, source: Path) -> None:
-        """Copy a file into the new site (a copy, not a link: the source may change later)."""
+    def copy_in(self, rel: str, source: Path, *, sha256: str) -> None:
+        """Copy a file into the new site, checking it still has the sha256 it was published with.
+
+        A copy, not a link: the source may change later. The check catches a file that
+        changed between being read and being copied (a build writing into the wheelhouse).
+        """
         dest = self.staging / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, dest)
+        digest = hashlib.sha256()
+        with source.open("rb") as src, dest.open("wb") as out:
+            while chunk := src.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise PublishError(
+                f"{source} changed while publishing (sha256 {digest.hexdigest()}, read as "
+                f"{sha256}); nothing was published, run again"
+            )
 
     def commit(self) -> None:
         """Swap the staged site in; the old one is removed afterwards."""

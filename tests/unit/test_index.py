@@ -583,3 +583,14 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, _ = run_cli(str(tmp_path / "nowhere"), "--site", str(site), "--no-matrix")
     assert code == ExitCode.PUBLISH
     assert "no such wheel or directory" in capsys.readouterr().err
+
+
+def test_wheel_changed_after_reading_is_not_published(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    publish(site, [], REL, KB)
+    before = snapshot(site)
+    (src,) = sources(wheel(tmp_path / "wh"))
+    src.path.write_bytes(src.path.read_bytes() + b"\0")  # a build rewrote it meanwhile
+    with pytest.raises(PublishError, match="changed while publishing"):
+        publish(site, [src], REL, KB)
+    assert snapshot(site) == before and leftovers(site) == []
