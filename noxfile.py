@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["build"]
@@ -9,18 +13,37 @@ nox.options.reuse_existing_virtualenvs = True
 nox.needs_version = ">=2024.3.2"
 
 
+def _caller_env() -> dict[str, str]:
+    """BUILDTOOLS_TORCH_PYTHON: the interpreter of the environment nox was started from.
+
+    `--torch current` means that environment's torch, but buildtools runs in the session's
+    own venv; the activated venv or conda env, else `python3` on PATH, is the caller's.
+    """
+    if os.environ.get("BUILDTOOLS_TORCH_PYTHON"):
+        return {}
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        python = Path(os.environ.get(var) or "/nonexistent") / "bin" / "python"
+        if python.is_file():
+            return {"BUILDTOOLS_TORCH_PYTHON": str(python)}
+    found = shutil.which("python3")
+    return {"BUILDTOOLS_TORCH_PYTHON": found} if found else {}
+
+
+_CALLER = _caller_env()  # read at import time, before any session changes the environment
+
+
 @nox.session
 def plan(session: nox.Session) -> None:
     """Print the plan of matrix.yaml (pass buildtools plan options after --)."""
     session.install("-e", ".")
-    session.run("buildtools", "plan", *session.posargs)
+    session.run("buildtools", "plan", *session.posargs, env=_CALLER)
 
 
 @nox.session
 def build(session: nox.Session) -> None:
     """Plan, build, repair and check wheels into wheelhouse/ (options after --)."""
     session.install("-e", ".")
-    session.run("buildtools", "build", *session.posargs)
+    session.run("buildtools", "build", *session.posargs, env=_CALLER)
 
 
 @nox.session
