@@ -852,8 +852,9 @@ def _prepare_current(
     `--system-site-packages`. A venv interpreter cannot pass its own site-packages on that
     way (a venv of a venv sees the *base* interpreter's), so there, and for a torch in the
     user site, a `.pth` file in the new venv lists the running environment's site
-    directories. Either way the venv's own site-packages comes first (the build tools
-    pip adds there) and the torch it imports is verified to be the running one.
+    directories (with `site.addsitedir`, so their own .pth files count). Either way the
+    venv's own site-packages comes first (the build tools pip adds there) and the torch it
+    imports is verified to be the running one.
     """
     from .hostenv import probe_environment, site_dirs_for_pth
 
@@ -915,8 +916,11 @@ def _prepare_current(
             )
         own_site = root / "lib" / f"python{snap.python_xy}" / "site-packages"
         own_site.mkdir(parents=True, exist_ok=True)
+        # addsitedir, not plain path lines: the .pth files of those directories (editable
+        # installs, distutils-precedence) must be processed too, as they are there
         (own_site / CURRENT_PTH).write_text(
-            "".join(f"{d}\n" for d in site_dirs_for_pth(snap)), encoding="utf-8"
+            "".join(f"import site; site.addsitedir({str(d)!r})\n" for d in site_dirs_for_pth(snap)),
+            encoding="utf-8",
         )
         if with_toolkit:
             # already satisfied by the running environment in the usual case: pip only adds
