@@ -148,7 +148,8 @@ def static():
             "build_record": text("buildtools.json"),
             "direct_url": text("direct_url.json"),
             "installer": (text("INSTALLER") or "").strip() or None,
-            "requires": list(dist.requires or []),
+            # only where doctor reads them (an exact torch pin): keeps the output small
+            "requires": list(dist.requires or []) if (sos or key == "torch") else [],
         })
     spec = importlib.util.find_spec("torch")
     if spec is not None and spec.origin:

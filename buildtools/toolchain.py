@@ -908,6 +908,10 @@ def _prepare_current(
         argv = [str(base_python), "-m", "venv"]
         if not snap.in_venv:
             argv.append("--system-site-packages")
+        if any(d.key == "pip" for d in snap.dists):
+            # no seeded pip/setuptools of its own: they would shadow the running
+            # environment's (Python 3.11 seeds setuptools 65)
+            argv.append("--without-pip")
         created = runner.run([*argv, str(root)], env=_child_env(env), log=log)
         venv_python = root / "bin" / "python"
         if not created.ok or not venv_python.exists():

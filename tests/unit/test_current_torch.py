@@ -304,12 +304,13 @@ class FakeEnvWorld:
                 "site_dirs": [str(self.base_site)],
                 "dists": [
                     {
-                        "name": "torch",
-                        "version": self.torch_version,
+                        "name": name,
+                        "version": version,
                         "location": str(self.base_site),
                         "shared_objects": [],
                         "has_record": True,
                     }
+                    for name, version in (("torch", self.torch_version), ("pip", "25.0"))
                 ],
                 "torch": {
                     "package_dir": str(self.torch_dir()),
@@ -355,8 +356,9 @@ def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_pa
     assert tc.site_packages == world.base_site  # repair and checks read this torch
     assert "-current-" in tc.root.name
     venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
-    # a venv interpreter cannot hand its site-packages on with --system-site-packages
-    assert venv == [str(world.base / "bin" / "python"), "-m", "venv", str(tc.root)]
+    # a venv interpreter cannot hand its site-packages on with --system-site-packages; the
+    # running environment's pip and setuptools serve, no seeded copies shadow them
+    assert venv == [str(world.base / "bin" / "python"), "-m", "venv", "--without-pip", str(tc.root)]
     pth = tc.root / "lib" / "python3.11" / "site-packages" / "buildtools-current-torch.pth"
     assert pth.read_text().splitlines() == [
         f"import site; site.addsitedir({str(world.base_site)!r})"
@@ -384,7 +386,7 @@ def test_toolchain_for_current_from_a_base_interpreter_uses_system_site_packages
         env={},
     )
     venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
-    assert venv[3:] == ["--system-site-packages", str(tc.root)]
+    assert venv[3:] == ["--system-site-packages", "--without-pip", str(tc.root)]
 
 
 def test_toolchain_for_current_refuses_another_torch(tmp_path: Path) -> None:
