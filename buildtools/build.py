@@ -505,6 +505,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     if args.profile:
         argv += ["--profile", args.profile]
     argv += [a for g in args.only for a in ("--only", g)]
+    argv += [a for t in args.torch_axis or () for a in ("--torch", t)]
     if args.backend != "local":
         argv += ["--backend", args.backend]
     if args.offline:
