@@ -41,8 +41,11 @@ def plan(session: nox.Session) -> None:
 
 @nox.session
 def build(session: nox.Session) -> None:
-    """Plan, build, repair and check wheels into wheelhouse/ (options after --)."""
-    session.install("-e", ".")
+    """Plan, build, repair and check wheels into wheelhouse/ (options after --).
+
+    `nox -s build -- --backend docker --only <cell id>` is what a CI job runs for one cell.
+    """
+    session.install("-e", ".[docker]")
     session.run("buildtools", "build", *session.posargs, env=_CALLER)
 
 

@@ -7,7 +7,15 @@ whose checks passed is moved (atomically) into the wheelhouse.
 
 from __future__ import annotations
 
-__all__ = ["BuildOptions", "LocalBackend", "add_build_parser", "build_plan", "cmd_build"]
+__all__ = [
+    "Backend",
+    "BuildOptions",
+    "LocalBackend",
+    "add_build_parser",
+    "build_plan",
+    "cmd_build",
+    "reproduce_command",
+]
 
 import argparse
 import hashlib
@@ -488,17 +496,8 @@ def add_build_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_build)
 
 
-def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
-    from .cli import make_plan
-
-    result, project_dir = make_plan(args)
-    env = dict(os.environ)
-    if args.project is not None:
-        project_dir = args.project.resolve()
-    if not project_dir.is_dir():
-        raise BuildFailedError(
-            f"project directory {project_dir} does not exist; set project.path in matrix.yaml or pass --project"
-        )
+def reproduce_command(args: argparse.Namespace) -> str:
+    """The nox command that runs this build again (what a CI job for a cell runs)."""
     argv = ["nox", "-s", "build", "--"]
     if args.matrix:
         argv += ["--matrix", str(args.matrix)]
@@ -512,6 +511,20 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         argv += ["--offline"]
     if args.base_image:
         argv += ["--base-image", args.base_image]
+    return shlex.join(argv)
+
+
+def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
+    from .cli import make_plan
+
+    result, project_dir = make_plan(args)
+    env = dict(os.environ)
+    if args.project is not None:
+        project_dir = args.project.resolve()
+    if not project_dir.is_dir():
+        raise BuildFailedError(
+            f"project directory {project_dir} does not exist; set project.path in matrix.yaml or pass --project"
+        )
     opts = BuildOptions(
         project_dir=project_dir,
         wheelhouse=args.wheelhouse.resolve(),
@@ -521,7 +534,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         max_jobs=args.max_jobs,
         cuda_home=args.cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None),
         live=not args.no_live,
-        reproduce=shlex.join(argv),
+        reproduce=reproduce_command(args),
         matrix=str(args.matrix or "matrix.yaml"),
     )
     kb = load_knowledge()

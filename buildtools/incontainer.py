@@ -147,7 +147,14 @@ def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str 
     return home
 
 
+def _network_interfaces() -> list[str]:
+    net = Path("/sys/class/net")
+    return sorted(p.name for p in net.iterdir()) if net.is_dir() else []
+
+
 def _before_build(args: argparse.Namespace) -> None:
+    # evidence for the log: with --network=none the container has the loopback only
+    print(f"[buildtools] network interfaces: {' '.join(_network_interfaces())}", flush=True)
     python = _interpreter(args.python)
     _pip_install(python, [args.torch, *args.requirements], args.index_url)
     _verify_torch(python, args.torch, args.kind, args.cuda)
