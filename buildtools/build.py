@@ -126,7 +126,11 @@ class LocalBackend:
         # A per-job build tree keeps object files of one toolchain away from another's and
         # lets ninja rebuild incrementally (setuptools reads DIST_EXTRA_CONFIG).
         extra_cfg = build_dir / "buildtools-setup.cfg"
-        extra_cfg.write_text(f"[build]\nbuild_base = {build_dir / 'setuptools'}\n")
+        # setuptools skips an extension whose .so is newer than its sources, blind to headers,
+        # flags and environment; `force` hands every build to ninja, which tracks all of those.
+        extra_cfg.write_text(
+            f"[build]\nbuild_base = {build_dir / 'setuptools'}\n\n[build_ext]\nforce = 1\n"
+        )
         full_env = {**env, "DIST_EXTRA_CONFIG": str(extra_cfg)}
         argv = [
             str(toolchain.python),
@@ -145,6 +149,25 @@ class LocalBackend:
         if not wheels:
             raise BuildFailedError("the build finished but produced no wheel")
         return wheels
+
+
+def build_tree(
+    job: BuildJob, toolchain: Toolchain, project_dir: Path, env: Mapping[str, str], cache_dir: Path
+) -> Path:
+    """The job's persistent build tree: one per project × toolchain × job environment.
+
+    Object files are reused only by a build that would compile them the same way.
+    """
+    digest = hashlib.sha256()
+    for part in (
+        str(project_dir.resolve()),
+        toolchain.key,
+        *(f"{k}={v}" for k, v in sorted(job.env)),
+    ):
+        digest.update(part.encode() + b"\0")
+    for key in ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS"):
+        digest.update(f"{key}={env.get(key, '')}".encode() + b"\0")
+    return cache_dir / "build" / f"{job.id}-{digest.hexdigest()[:16]}"
 
 
 def job_environment(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> dict[str, str]:
@@ -265,7 +288,7 @@ def build_job(
                     toolchain,
                     project_dir=opts.project_dir,
                     out_dir=staging / "raw",
-                    build_dir=opts.cache_dir / "build" / f"{job.id}-{toolchain.key[:12]}",
+                    build_dir=build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir),
                     env=env,
                     runner=runner,
                     log=log,
