@@ -311,10 +311,11 @@ def _make_current_job(
         # a pre-release/source/vendor torch matches no `==X.Y.*` (pre-releases are
         # excluded); pin its exact public version instead
         requires = f"torch=={v.public}"
-    arch = first.platform.removeprefix("linux_")
-    platform_tag = f"linux_{arch}"
-    if known and release:
-        platform_tag = kb.wheel_platform_tag(current.public_version, accel, first.platform)
+    # the tag a release wheel of that minor promises (the newest known one's for a torch
+    # the data does not know); a local build reaching less gets the best tag its host
+    # allows and a platform-tag warning, like any local build
+    facts_of = current.public_version if known else kb.torch_versions()[-1]
+    platform_tag = kb.wheel_platform_tag(facts_of, accel, first.platform)
     repair = override.repair
     return BuildJob(
         id=job_id,

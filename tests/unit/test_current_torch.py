@@ -99,7 +99,7 @@ def test_source_build_label_pin_and_archs_come_from_the_environment() -> None:
     assert job.local_version == "pt213cu130.git1a2b3c4"
     # 2.13.0a0 satisfies no `==2.13.*`: pin the exact public version
     assert job.requires_dist == "torch==2.13.0a0"
-    assert job.platform_tag == "linux_x86_64"  # a source build promises no manylinux tag
+    assert job.platform_tag == "manylinux_2_28_x86_64"  # what the 2.13 release promises
     assert job.toolkit is not None
     # torch 2.13 is in the knowledge base: its arch list for CUDA 13.0 wins
     assert job.toolkit.arch_list == KB.default_arch_list("2.13.0", "cu130", "linux_x86_64")
