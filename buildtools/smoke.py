@@ -831,6 +831,15 @@ def _index_torch_env(
     return base, _site_packages(root, target.python)
 
 
+def _pip_targets_other_pythons(python: Path, runner: Runner, env: Mapping[str, str]) -> bool:
+    """True when `python -m pip` is pip >= 22.3, which installs into another env (--python)."""
+    result = runner.run(
+        [str(python), "-m", "pip", "--version"], env=_child_env(env), capture=True, timeout=120
+    )
+    m = re.match(r"pip (\d+)\.(\d+)", result.output.strip()) if result.ok else None
+    return m is not None and (int(m[1]), int(m[2])) >= (22, 3)
+
+
 def smoke_argv(command: str, *, python: Path, project_dir: Path | None) -> list[str]:
     """The smoke command with `python` → the env's interpreter and relative paths made absolute."""
     argv = shlex.split(command)
@@ -913,18 +922,18 @@ def _smoke_one(
         argv = [str(base_python), "-m", "venv"]
         if torch_source == "system":
             argv.append("--system-site-packages")
-        stage = log.run(runner, "env", [*argv, str(venv)], env=_child_env(opts.env))
         python = venv / "bin" / "python"
-        pip_cmd = [str(python), "-m", "pip"]
-        if stage.returncode != 0:
-            # Debian's Python without ensurepip: a venv without pip, the base Python's pip
-            shutil.rmtree(venv, ignore_errors=True)
-            stage = log.run(
-                runner, "env", [*argv, "--without-pip", str(venv)], env=_child_env(opts.env)
-            )
-            if stage.returncode != 0:
-                return result(stage)
+        # A venv seeded with its own pip also gets Python 3.11's setuptools 65, which would
+        # shadow the torch env's and make pip try to upgrade it (offline: fail). So: no seed
+        # packages, and the base Python's pip pointed at the venv, where that pip can.
+        if _pip_targets_other_pythons(base_python, runner, opts.env):
+            argv.append("--without-pip")
             pip_cmd = [str(base_python), "-m", "pip", "--python", str(python)]
+        else:
+            pip_cmd = [str(python), "-m", "pip"]
+        stage = log.run(runner, "env", [*argv, str(venv)], env=_child_env(opts.env))
+        if stage.returncode != 0:
+            return result(stage)
         if torch_site is not None:
             # The runner's Python may itself be a venv whose site-packages
             # --system-site-packages does not reach: point at torch's directly.

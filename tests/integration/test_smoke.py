@@ -1,0 +1,371 @@
+"""`buildtools smoke` with real child processes on the CPU machine (torch 2.13.0+cpu).
+
+Each failure mode has its own fixture (tests/fixtures/smoke_*): an extension whose static
+initializer throws (import aborts), one that aborts, segfaults or adds off by one on
+request, smoke scripts that hang or report a wrong result; plus the real thing, ext_ok
+with libc10/libtorch grafted by a naive auditwheel repair, imported beside torch.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+import pytest
+from fixtures.envs import (
+    FIXTURES,
+    TorchEnv,
+    build_fixture_wheel,
+    cache_dir,
+    grafted_wheel,
+    torch_env,
+)
+
+from buildtools.repair import plan_repair, run_repair, scan_torch_libs
+from buildtools.runner import SubprocessRunner
+from buildtools.smoke import (
+    SmokeOptions,
+    WheelSource,
+    collect_wheels,
+    run_smoke,
+    sha256_file,
+)
+from buildtools.smokereport import SmokeReport, SmokeResult, SmokeStatus
+from buildtools.wheelmeta import make_build_record, relabel_wheel
+
+TORCH = "2.13.0"
+SCRIPTS = FIXTURES / "smoke_scripts"
+RUNNER = SubprocessRunner()
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/maps is Linux")
+
+
+@pytest.fixture(scope="session")
+def log_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IO[str]]:
+    path = tmp_path_factory.mktemp("logs") / "smoke.log"
+    with path.open("w") as fh:
+        yield fh
+
+
+@pytest.fixture(scope="session")
+def env(log_file: IO[str]) -> TorchEnv:
+    return torch_env(RUNNER, torch_version=TORCH, python="python3.11", log=log_file)
+
+
+@pytest.fixture(scope="session")
+def torch_version(env: TorchEnv) -> str:
+    result = RUNNER.run(
+        [str(env.python), "-c", "import torch; print(torch.__version__)"], capture=True
+    )
+    assert result.ok, result.output
+    return result.output.strip().splitlines()[-1]
+
+
+def _recorded(wheel: Path, torch_version: str, out_dir: Path) -> Path:
+    """`wheel` as buildtools ships it: a build record for torch 2.13.0+cpu."""
+    record = make_build_record(
+        torch=torch_version,
+        accelerator="cpu",
+        cxx11_abi=True,
+        python="3.11",
+        torch_requirement=f"torch=={TORCH}",
+        cells=[f"torch{TORCH}-cpu-cp311"],
+    )
+    return relabel_wheel(
+        wheel,
+        out_dir=out_dir,
+        local_version="pt213cpu",
+        requires_dist_torch=f"torch=={TORCH}",
+        build_record=record,
+    )
+
+
+@pytest.fixture(scope="session")
+def wheels(
+    env: TorchEnv, torch_version: str, log_file: IO[str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("recorded")
+    built = {
+        name: build_fixture_wheel(name, env, RUNNER, log=log_file)
+        for name in ("smoke_crash", "smoke_abort_init", "ext_ok", "ext_undefined")
+    }
+    return {name: _recorded(w, torch_version, out / name) for name, w in built.items()}
+
+
+def _smoke(
+    env: TorchEnv,
+    sources: Sequence[WheelSource],
+    tmp_path: Path,
+    *,
+    command: str | None,
+    timeout: float = 120.0,
+    torch_source: str = "system",
+    torch_index: str | None = None,
+) -> SmokeReport:
+    opts = SmokeOptions(
+        out_dir=tmp_path / "out",
+        cache_dir=cache_dir(),
+        env=dict(os.environ),
+        smoke_command=command,
+        project_dir=SCRIPTS,
+        torch_source=torch_source,  # type: ignore[arg-type]
+        torch_python=env.python,
+        torch_index=torch_index,
+        timeout=timeout,
+    )
+    return run_smoke(sources, opts=opts, runner=RUNNER, accelerator="cpu", out=io.StringIO())
+
+
+def _one(
+    env: TorchEnv, wheel: Path, tmp_path: Path, *, command: str | None, timeout: float = 120.0
+) -> SmokeResult:
+    report = _smoke(
+        env,
+        [WheelSource(path=wheel, origin=str(wheel))],
+        tmp_path,
+        command=command,
+        timeout=timeout,
+    )
+    assert len(report.results) == 1
+    return report.results[0]
+
+
+def test_passing_wheel(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(env, wheels["smoke_crash"], tmp_path, command="python ok.py")
+    assert res.status is SmokeStatus.PASSED, res
+    assert res.stage == "smoke" and res.diagnosis is None
+    assert res.sha256 == sha256_file(wheels["smoke_crash"])
+    assert res.cell == f"torch{TORCH}-cpu-cp311"
+    # the installed package was tested, not a source tree: it lives in the fresh venv
+    assert "/env/lib/python3.11/site-packages/smoke_crash" in res.output
+    assert "smoke: OK" in res.output
+
+
+def test_abort_from_a_static_initializer(
+    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    res = _one(env, wheels["smoke_abort_init"], tmp_path, command="python ok.py")
+    assert res.status is SmokeStatus.ABORTED, res
+    assert res.stage == "import"
+    assert res.diagnosis is not None
+    assert res.diagnosis.startswith("import of smoke_abort_init: SIGABRT: ")
+    assert "thrown from a static initializer" in res.diagnosis
+    assert "terminate called after throwing an instance of 'std::runtime_error'" in res.output
+
+
+def test_abort_at_runtime(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(env, wheels["smoke_crash"], tmp_path, command="python abort.py")
+    assert res.status is SmokeStatus.ABORTED, res
+    assert res.stage == "smoke"
+    assert "smoke_crash: calling abort()" in res.output
+    assert "duplicate libtorch" not in (res.diagnosis or "")
+
+
+def test_segfault(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(env, wheels["smoke_crash"], tmp_path, command="python segfault.py")
+    assert res.status is SmokeStatus.SEGFAULT, res
+    assert res.diagnosis == "smoke: SIGSEGV: segmentation fault"
+    assert "writing through a null pointer" in res.output
+    assert "Fatal Python error: Segmentation fault" in res.output  # faulthandler's stack
+
+
+def test_hang_is_killed_at_the_timeout(
+    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    res = _one(env, wheels["smoke_crash"], tmp_path, command="python hang.py", timeout=20)
+    assert res.status is SmokeStatus.TIMEOUT, res
+    assert res.diagnosis is not None
+    assert res.diagnosis.startswith("smoke: killed after 20 s without finishing; last output: ")
+    assert "waiting forever" in res.diagnosis
+    assert "waiting forever" in res.output
+
+
+def test_wrong_result(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(env, wheels["smoke_crash"], tmp_path, command="python wrong.py")
+    assert res.status is SmokeStatus.WRONG_RESULT, res
+    assert res.diagnosis == "smoke command exited 1: smoke: FAIL: add(2, 2) = 5, expected 4"
+
+
+def test_undefined_symbol_is_an_import_error(
+    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    res = _one(env, wheels["ext_undefined"], tmp_path, command=None)
+    assert res.status is SmokeStatus.IMPORT_ERROR, res
+    assert res.diagnosis is not None
+    assert "undefined symbol: _ZN3c1023definitely_not_in_torchEi" in res.diagnosis
+
+
+def test_naively_repaired_wheel_aborts_with_the_duplicate_libtorch_diagnosis(
+    env: TorchEnv,
+    wheels: dict[str, Path],
+    torch_version: str,
+    log_file: IO[str],
+    tmp_path: Path,
+) -> None:
+    """What really happens on CPU: ext_ok with libc10/libtorch_cpu grafted aborts at import."""
+    raw = build_fixture_wheel("ext_ok", env, RUNNER, log=log_file)
+    grafted = grafted_wheel(raw, env, RUNNER, plat="manylinux_2_34_x86_64", log=log_file)
+    wheel = _recorded(grafted, torch_version, tmp_path / "recorded")
+    res = _one(env, wheel, tmp_path, command="python first_op.py")
+    assert res.status is SmokeStatus.ABORTED, res
+    assert res.stage == "import"
+    assert res.diagnosis is not None
+    assert (
+        "duplicate libtorch: the wheel bundles its own libc10/libtorch; repair with excludes"
+        in (res.diagnosis)
+    )
+    assert "ext_ok.libs/libc10-" in res.diagnosis and "ext_ok.libs/libtorch_cpu-" in res.diagnosis
+    # torch 2.13.0+cpu: the grafted libtorch_cpu's static registrations collide with torch's
+    assert "Tried to register multiple backend fallbacks for the same dispatch key Conjugate" in (
+        res.output
+    )
+
+
+@pytest.fixture(scope="session")
+def c10_only(
+    env: TorchEnv, torch_version: str, log_file: IO[str], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """ext_ok repaired with an incomplete exclude list: only libc10.so is grafted."""
+    raw = build_fixture_wheel("ext_ok", env, RUNNER, log=log_file)
+    out = tmp_path_factory.mktemp("c10only")
+    plan = plan_repair(
+        raw,
+        dest_dir=out / "repaired",
+        plat="manylinux_2_34_x86_64",
+        excludes=("libtorch_cpu.so", "libtorch_python.so"),
+        library_dirs=scan_torch_libs(env.site_packages).library_dirs,
+        python=sys.executable,
+    )
+    repaired = run_repair(plan, runner=RUNNER, log=log_file)
+    return _recorded(repaired, torch_version, out / "recorded")
+
+
+def test_a_second_libc10_is_seen_in_the_maps(env: TorchEnv, c10_only: Path, tmp_path: Path) -> None:
+    """Importing works, so only /proc/self/maps shows the second copy; both paths named."""
+    res = _one(env, c10_only, tmp_path, command=None)
+    assert res.status is SmokeStatus.FAILED, res
+    assert res.stage == "import"
+    dup = next(f for f in res.findings if f.startswith("libc10 is mapped 2 times: "))
+    assert "/torch/lib/libc10.so" in dup
+    assert "/site-packages/ext_ok.libs/libc10-" in dup
+    assert res.diagnosis is not None and "duplicate libtorch" in res.diagnosis
+
+
+def test_a_second_libc10_aborts_at_the_first_op(
+    env: TorchEnv, c10_only: Path, tmp_path: Path
+) -> None:
+    """What really happens on CPU with torch 2.13: the first op through ext_ok aborts."""
+    res = _one(env, c10_only, tmp_path, command="python first_op.py")
+    assert res.status is SmokeStatus.ABORTED, res
+    assert res.stage == "smoke"
+    assert "PyTorch was compiled without Python support" in res.output
+    assert res.diagnosis is not None and "duplicate libtorch" in res.diagnosis
+    assert any(f.startswith("libc10 is mapped 2 times: ") for f in res.findings)
+
+
+def test_find_links_page_installs_the_published_wheel(
+    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    wheel = wheels["smoke_crash"]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / wheel.name).write_bytes(wheel.read_bytes())
+    digest = sha256_file(wheel)
+    quoted = wheel.name.replace("+", "%2B")
+    page = site / "index.html"
+    page.write_text(
+        f'<html><body><a href="{quoted}#sha256={digest}">{wheel.name}</a></body></html>'
+    )
+    sources = collect_wheels([], [str(page)], download_dir=tmp_path / "downloads")
+    assert [s.name for s in sources] == [wheel.name]
+    report = _smoke(env, sources, tmp_path, command="python ok.py")
+    res = report.results[0]
+    assert res.status is SmokeStatus.PASSED, res
+    assert res.source == page.parent.as_uri() + "/" + quoted
+    log = Path(res.log or "").read_text()
+    assert f"--find-links {page}" in log and "smoke-crash==0.1.0+pt213cpu" in log
+
+    # a page whose digest does not match what it serves
+    page.write_text(f'<a href="{quoted}#sha256={"0" * 64}">x</a>')
+    bad = collect_wheels([], [str(page)], download_dir=tmp_path / "downloads2")
+    res = _smoke(env, bad, tmp_path / "bad", command="python ok.py").results[0]
+    assert res.status is SmokeStatus.FAILED
+    assert res.diagnosis == f"sha256 mismatch: the page says {'0' * 64}"
+
+
+def test_torch_from_an_index(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    """`index`: a cached torch-only env made by pip (here pip's own configured source)."""
+    empty_index = tmp_path / "empty-index"
+    empty_index.mkdir()
+    report = _smoke(
+        env,
+        [WheelSource(path=wheels["smoke_crash"], origin="x")],
+        tmp_path,
+        command="python ok.py",
+        torch_source="index",
+        torch_index=empty_index.as_uri(),
+    )
+    res = report.results[0]
+    assert res.status is SmokeStatus.PASSED, res
+    assert res.torch_source == "index"
+    assert "/smoke/torch/py3.11-torch2.13.0+cpu-" in Path(res.log or "").read_text()
+
+
+def test_cli_writes_reports_and_exits_non_zero(
+    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    for name in ("smoke_crash", "smoke_abort_init"):
+        (house / wheels[name].name).write_bytes(wheels[name].read_bytes())
+    summary = tmp_path / "summary.md"
+    run_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run_env.update(
+        GITHUB_ACTIONS="true",
+        GITHUB_STEP_SUMMARY=str(summary),
+        PYTHONPATH=str(REPO),
+        BUILDTOOLS_CACHE_DIR=str(cache_dir()),
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "buildtools",
+        "smoke",
+        str(house),
+        "--smoke-command",
+        "python ok.py",
+        "--project",
+        str(SCRIPTS),
+        "--accelerator",
+        "cpu",
+        "--torch-python",
+        str(env.python),
+        "--out",
+        str(tmp_path / "results"),
+    ]
+    proc = subprocess.run(
+        argv, env=run_env, cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert proc.returncode == 12, proc.stdout + proc.stderr
+    assert "1 wheel(s) failed the smoke test" in proc.stderr
+    assert "::error file=" in proc.stdout and "title=smoke aborted%3A smoke_abort_init" in (
+        proc.stdout
+    )
+    report = json.loads((tmp_path / "results" / "report.json").read_text())
+    assert report["schema"] == "torch-buildtools/smoke-report/v1"
+    assert {(r["wheel"].split("-")[0], r["status"]) for r in report["results"]} == {
+        ("smoke_crash", "passed"),
+        ("smoke_abort_init", "aborted"),
+    }
+    assert all(len(r["sha256"]) == 64 for r in report["results"])
+    suite = ET.parse(tmp_path / "results" / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("errors") == "1" and suite.get("tests") == "2"
+    assert "| ❌ aborted |" in summary.read_text()
