@@ -251,3 +251,22 @@ def test_cuda_cell_of_a_setup_gated_on_is_available(tmp_path: Path, forced: bool
         assert "no-device-code" in proc.stderr
         assert not list(wheelhouse.glob("*.whl"))
         assert list((wheelhouse / "rejected").glob("ext_cuda_gate-0.1.0+pt211cu130-*.whl"))
+
+
+def test_incremental_tree_never_reuses_stale_objects(cpu_build: Path, tmp_path: Path) -> None:
+    """Editing only a header must reach the compiler (setuptools alone would skip the build)."""
+    project = tmp_path / "scatter"
+    shutil.copytree(
+        REPO / "examples" / "scatter", project, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    first = buildtools(
+        "build", "--project", str(project), "--wheelhouse", str(tmp_path / "wh1"), "--no-live"
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    header = project / "csrc" / "scatter.h"
+    header.write_text(header.read_text() + '\n#error "only the header changed"\n')
+    second = buildtools(
+        "build", "--project", str(project), "--wheelhouse", str(tmp_path / "wh2"), "--no-live"
+    )
+    assert second.returncode == 8, second.stdout + second.stderr
+    assert "only the header changed" in (tmp_path / "wh2" / "logs" / f"{CELL}.log").read_text()
