@@ -511,7 +511,8 @@ def _check_built_for(bf: BuiltFor, torch: TorchInfo) -> list[Finding]:
                 + (
                     "its ops have no GPU kernels."
                     if cpu_build
-                    else "it needs another CUDA/ROCm runtime than this torch's."
+                    else "its CUDA/ROCm code and libraries are not this torch's; the wheel "
+                    "for this torch's accelerator is the one that matches."
                 ),
                 severity=Severity.WARNING if cpu_build else Severity.ERROR,
                 details=(f"built for: {bf.accelerator}", f"installed: {torch.accelerator}"),
