@@ -25,22 +25,8 @@ of their output.
 from __future__ import annotations
 
 __all__ = [
-    "CHILD_TAG",
-    "ChildReport",
     "SmokeOptions",
-    "SmokeTarget",
-    "Stage",
-    "WheelSource",
     "add_smoke_parser",
-    "bundled_torch_libs",
-    "classify",
-    "collect_wheels",
-    "detect_accelerator",
-    "duplicate_libs",
-    "import_names",
-    "parse_child_report",
-    "parse_find_links",
-    "plan_targets",
     "run_smoke",
     "smoke_argv",
 ]
@@ -49,87 +35,44 @@ import argparse
 import contextlib
 import fcntl
 import hashlib
-import html.parser
 import json
 import os
 import platform
 import re
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
-import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Literal, TextIO
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import BuildtoolsError, ConfigError, SmokeFailedError
-from .model import Accelerator, Cell
 from .runner import CommandResult, Runner, SubprocessRunner
-from .smokereport import ReportPaths, RunnerInfo, SmokeReport, SmokeResult, SmokeStatus, publish
-from .wheelmeta import WheelName, read_build_record
-
-CHILD_TAG = "BUILDTOOLS_SMOKE "
-TorchSource = Literal["auto", "system", "index"]
-StageName = Literal["env", "install", "import", "smoke"]
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
-DUPLICATE_DIAGNOSIS = (
-    "duplicate libtorch: the wheel bundles its own libc10/libtorch; repair with excludes "
-    "(`buildtools build` derives them from torch: auditwheel repair --exclude 'libtorch*.so' "
-    "--exclude 'libc10*.so' …)"
+from .smokechild import (
+    CHILD_SCRIPT,
+    CHILD_TAG,
+    ChildReport,
+    Stage,
+    StageName,
+    classify,
+    output_tail,
+    parse_child_report,
 )
-# libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
-_TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
-_OUTPUT_TAIL_LINES = 60
-_OUTPUT_TAIL_CHARS = 6000
+from .smokereport import ReportPaths, RunnerInfo, SmokeReport, SmokeResult, SmokeStatus, publish
+from .smokewheels import SmokeTarget, WheelSource, collect_wheels, detect_accelerator, plan_targets
+from .wheelmeta import WheelName
+
+TorchSource = Literal["auto", "system", "index"]
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
 # Variables that would leak the runner's environment into the one under test.
 _DROPPED_VARS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_USER")
-
-# The import stage, run as `python -c` in the env under test (cwd: an empty directory).
-# Every step is announced before it is taken, so an abort still says where it happened.
-_CHILD = r"""
-import importlib, json, os, re, sys
-TAG = "BUILDTOOLS_SMOKE "
-PAT = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
-def say(**kw):
-    sys.stdout.write(TAG + json.dumps(kw) + "\n")
-    sys.stdout.flush()
-def mapped():
-    libs = {}
-    with open("/proc/self/maps") as fh:
-        for line in fh:
-            parts = line.rstrip("\n").split(None, 5)
-            if len(parts) < 6 or not parts[5].startswith("/"):
-                continue
-            path = parts[5]
-            if path.endswith(" (deleted)"):
-                path = path[: -len(" (deleted)")]
-            m = PAT.match(os.path.basename(path))
-            if m:
-                libs.setdefault(m.group(1), set()).add(os.path.realpath(path))
-    return {k: sorted(v) for k, v in sorted(libs.items())}
-say(event="import", module="torch")
-import torch
-say(event="imported", module="torch", version=torch.__version__, cuda=torch.version.cuda,
-    hip=getattr(torch.version, "hip", None), file=torch.__file__)
-for name in sys.argv[1:]:
-    say(event="import", module=name)
-    mod = importlib.import_module(name)
-    say(event="imported", module=name, file=getattr(mod, "__file__", None))
-try:
-    say(event="maps", libs=mapped())
-except OSError as exc:
-    say(event="maps", libs=None, error=str(exc))
-"""
 
 # What the runner's own interpreter has: Python, torch, the GPU torch sees.
 _RUNNER_PROBE = r"""
@@ -147,450 +90,6 @@ except Exception as exc:
     info["torch_error"] = f"{type(exc).__name__}: {exc}"
 print("BUILDTOOLS_SMOKE " + json.dumps(info))
 """
-
-
-# --------------------------------------------------------------------------- wheels
-
-
-@dataclass(frozen=True, kw_only=True)
-class WheelSource:
-    """A wheel to test: a local file (downloaded when it came from a page) and its origin."""
-
-    path: Path
-    origin: str  # the local path, or the URL the page links to
-    find_links: str | None = None  # the page pip installs from, when given
-    expected_sha256: str | None = None  # from the link's #sha256= fragment
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-
-class _LinkParser(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.links.append(href)
-
-
-def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
-    """(absolute URL or path, sha256 or None) of every wheel linked from a find-links page."""
-    parser = _LinkParser()
-    parser.feed(page)
-    out: list[tuple[str, str | None]] = []
-    for href in parser.links:
-        url, _, fragment = href.partition("#")
-        if not urllib.parse.unquote(url).endswith(".whl"):
-            continue
-        digest = None
-        if fragment.startswith("sha256="):
-            digest = fragment.removeprefix("sha256=").lower()
-        out.append((urllib.parse.urljoin(base, url), digest))
-    return out
-
-
-def _is_url(text: str) -> bool:
-    return urllib.parse.urlparse(text).scheme in ("http", "https", "file")
-
-
-def _read_page(page: str) -> tuple[str, str]:
-    """The page's text and the base its links resolve against."""
-    if _is_url(page):
-        with urllib.request.urlopen(page, timeout=60) as resp:
-            text = resp.read().decode("utf-8", errors="replace")
-        return text, page
-    path = Path(page).resolve()
-    return path.read_text(encoding="utf-8"), path.as_uri()
-
-
-def _fetch(url: str, dest_dir: Path) -> Path:
-    name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
-    dest = dest_dir / name
-    if urllib.parse.urlparse(url).scheme == "file":
-        shutil.copyfile(urllib.request.url2pathname(urllib.parse.urlparse(url).path), dest)
-        return dest
-    with urllib.request.urlopen(url, timeout=300) as resp, dest.open("wb") as fh:
-        shutil.copyfileobj(resp, fh, 1 << 20)
-    return dest
-
-
-def collect_wheels(
-    paths: Sequence[Path], find_links: Sequence[str], *, download_dir: Path
-) -> list[WheelSource]:
-    """Wheels named on the command line, in directories, and on find-links pages."""
-    out: list[WheelSource] = []
-    for path in paths:
-        if path.is_dir():
-            out += [WheelSource(path=p, origin=str(p)) for p in sorted(path.glob("*.whl"))]
-        elif path.is_file() and path.name.endswith(".whl"):
-            out.append(WheelSource(path=path, origin=str(path)))
-        else:
-            raise ConfigError(f"{path}: neither a wheel file nor a directory of wheels")
-    for page in find_links:
-        try:
-            text, base = _read_page(page)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"find-links page {page}: cannot read it: {exc}") from exc
-        for url, digest in parse_find_links(text, base):
-            download_dir.mkdir(parents=True, exist_ok=True)
-            try:
-                local = _fetch(url, download_dir)
-            except (OSError, ValueError) as exc:
-                raise ConfigError(f"{url} (linked from {page}): cannot download: {exc}") from exc
-            out.append(WheelSource(path=local, origin=url, find_links=page, expected_sha256=digest))
-    return out
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def bundled_torch_libs(names: Sequence[str]) -> tuple[str, ...]:
-    """Archive members that are a copy of libc10/libtorch (what a naive repair grafts)."""
-    return tuple(sorted(n for n in names if _TORCH_LIB.match(n.rsplit("/", 1)[-1])))
-
-
-def import_names(names: Sequence[str], top_level: str | None = None) -> tuple[str, ...]:
-    """The top-level modules a wheel installs (top_level.txt when present)."""
-    if top_level is not None:
-        found = [line.strip() for line in top_level.splitlines() if line.strip()]
-        if found:
-            return tuple(dict.fromkeys(found))
-    out: list[str] = []
-    for name in names:
-        top, sep, _ = name.partition("/")
-        if top.endswith((".dist-info", ".data", ".libs")):
-            continue
-        module = top if sep else top.split(".", 1)[0]
-        if not sep and not top.endswith((".py", ".so")):
-            continue
-        if module.isidentifier():
-            out.append(module)
-    return tuple(dict.fromkeys(sorted(out)))
-
-
-# --------------------------------------------------------------------------- planning
-
-
-@dataclass(frozen=True, kw_only=True)
-class SmokeTarget:
-    """A wheel with what its build record says it needs."""
-
-    source: WheelSource
-    sha256: str
-    accelerator: Accelerator
-    torch: str  # the torch it was built against, as torch.__version__ ("2.11.0+cu130")
-    cuda: str | None
-    hip: str | None
-    python: str  # "3.12"
-    cell: str
-    modules: tuple[str, ...]
-    bundled: tuple[str, ...]
-
-
-def detect_accelerator(
-    *, exists: Callable[[str], bool], which: Callable[[str], str | None]
-) -> Literal["cpu", "cuda", "rocm"]:
-    """cuda where an NVIDIA driver is visible, rocm where /dev/kfd exists, else cpu."""
-    if which("nvidia-smi") or exists("/dev/nvidiactl"):
-        return "cuda"
-    if exists("/dev/kfd"):
-        return "rocm"
-    return "cpu"
-
-
-def _wheel_python(wheel: str, record: Mapping[str, object]) -> str:
-    rec = record.get("python")
-    if isinstance(rec, str) and rec:
-        return ".".join(rec.split(".")[:2])
-    _, _, _, tags = parse_wheel_filename(wheel)
-    for tag in sorted(str(t.interpreter) for t in tags):
-        m = re.fullmatch(r"cp(\d)(\d+)", tag)
-        if m:
-            return f"{m[1]}.{m[2]}"
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def _cell_id(record: Mapping[str, object], accel: str, torch: str, python: str) -> str:
-    pytag = "cp" + python.replace(".", "")
-    listed = record.get("cells")
-    cells = [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
-    for cell in cells:
-        if cell.endswith(f"-{pytag}") or f"-{pytag}-" in cell:
-            return cell
-    if cells:
-        return cells[0]
-    return Cell(torch=torch.split("+", maxsplit=1)[0], accelerator=accel, python=python).id
-
-
-def plan_targets(
-    sources: Sequence[WheelSource], *, runner_accelerator: str
-) -> list[SmokeTarget | SmokeResult]:
-    """A target per wheel to test on this runner, or a `skipped` result saying why not."""
-    out: list[SmokeTarget | SmokeResult] = []
-    for src in sources:
-        digest = sha256_file(src.path)
-
-        def skipped(
-            why: str, cell: str | None = None, digest: str = digest, src: WheelSource = src
-        ) -> SmokeResult:
-            return SmokeResult(
-                wheel=src.name,
-                sha256=digest,
-                cell=cell,
-                status=SmokeStatus.SKIPPED,
-                diagnosis=why,
-                source=src.origin,
-            )
-
-        if src.expected_sha256 and src.expected_sha256 != digest:
-            out.append(
-                SmokeResult(
-                    wheel=src.name,
-                    sha256=digest,
-                    cell=None,
-                    status=SmokeStatus.FAILED,
-                    stage="env",
-                    diagnosis=f"sha256 mismatch: the page says {src.expected_sha256}",
-                    source=src.origin,
-                )
-            )
-            continue
-        try:
-            record = read_build_record(src.path)
-            with zipfile.ZipFile(src.path) as zf:
-                names = zf.namelist()
-                top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
-                top_text = zf.read(top).decode("utf-8", "replace") if top else None
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            out.append(skipped(f"not a readable wheel: {exc}"))
-            continue
-        if record is None:
-            out.append(
-                skipped("no build record (.dist-info/buildtools.json): not built by buildtools")
-            )
-            continue
-        try:
-            accel = Accelerator.parse(str(record.get("accelerator")))
-        except ValueError as exc:
-            out.append(skipped(f"build record: {exc}"))
-            continue
-        torch = str(record.get("torch") or "")
-        python = _wheel_python(src.name, record)
-        cell = _cell_id(record, accel.name, torch, python)
-        if accel.kind not in ("cpu", runner_accelerator):
-            out.append(
-                skipped(
-                    f"built for {accel.name}; this runner is {runner_accelerator} "
-                    "(CPU wheels run anywhere, device wheels on their own GPU runners)",
-                    cell,
-                )
-            )
-            continue
-        cuda = record.get("cuda")
-        hip = record.get("hip")
-        out.append(
-            SmokeTarget(
-                source=src,
-                sha256=digest,
-                accelerator=accel,
-                torch=torch,
-                cuda=cuda if isinstance(cuda, str) else None,
-                hip=hip if isinstance(hip, str) else None,
-                python=python,
-                cell=cell,
-                modules=import_names(names, top_text),
-                bundled=bundled_torch_libs(names),
-            )
-        )
-    return out
-
-
-# --------------------------------------------------------------------------- classification
-
-
-@dataclass(frozen=True, kw_only=True)
-class Stage:
-    """How one step ended: exit status (negative: killed by that signal), output."""
-
-    name: StageName
-    returncode: int
-    output: str
-    timed_out: bool = False
-    timeout: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChildReport:
-    """What the import stage announced before it ended (or died)."""
-
-    torch: Mapping[str, Any] | None = None
-    imported: tuple[str, ...] = ()
-    importing: str | None = None  # the module being imported when output stopped
-    maps: Mapping[str, Sequence[str]] | None = None
-
-
-def parse_child_report(output: str) -> ChildReport:
-    torch: Mapping[str, Any] | None = None
-    imported: list[str] = []
-    importing: str | None = None
-    maps: Mapping[str, Sequence[str]] | None = None
-    for line in output.splitlines():
-        if not line.startswith(CHILD_TAG):
-            continue
-        try:
-            data = json.loads(line[len(CHILD_TAG) :])
-        except ValueError:
-            continue
-        event = data.get("event")
-        if event == "import":
-            importing = data.get("module")
-        elif event == "imported":
-            importing = None
-            imported.append(str(data.get("module")))
-            if data.get("module") == "torch":
-                torch = data
-        elif event == "maps":
-            maps = data.get("libs")
-    return ChildReport(torch=torch, imported=tuple(imported), importing=importing, maps=maps)
-
-
-def duplicate_libs(maps: Mapping[str, Sequence[str]] | None) -> list[str]:
-    """One finding per libc10/libtorch library mapped from more than one file."""
-    out = []
-    for name, paths in sorted((maps or {}).items()):
-        if len(paths) > 1:
-            out.append(f"{name} is mapped {len(paths)} times: {' and '.join(paths)}")
-    return out
-
-
-_SIGNALS = {int(signal.SIGABRT): "SIGABRT", int(signal.SIGSEGV): "SIGSEGV"}
-_DUPLICATE_MARKERS = (
-    "Tried to register multiple backend fallbacks",
-    "registered at the same time",
-    "PyTorch was compiled without Python support",
-    "Duplicated key",
-)
-_ABORT_MARKERS = ("terminate called", "what():", "Fatal Python error")
-_IMPORT_MARKERS = (
-    "ImportError",
-    "ModuleNotFoundError",
-    "undefined symbol",
-    "cannot open shared object file",
-)
-
-
-def _signal_of(returncode: int) -> int | None:
-    """The signal that ended a process: -N from Python, 128+N when a shell reported it."""
-    if returncode < 0:
-        return -returncode
-    if returncode > 128 and returncode - 128 in _SIGNALS:
-        return returncode - 128
-    return None
-
-
-def _key_line(output: str, markers: Sequence[str] = ()) -> str | None:
-    lines = [
-        ln.strip()
-        for ln in output.splitlines()
-        if ln.strip() and not ln.startswith((CHILD_TAG, "$ "))
-    ]
-    for marker in markers:
-        for line in lines:
-            if marker in line:
-                return line[:300]
-    for line in reversed(lines):
-        if not line.startswith(("frame #", "File ", "Traceback", "[buildtools]")):
-            return line[:300]
-    return None
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
-def classify(
-    stage: Stage,
-    *,
-    child: ChildReport | None = None,
-    bundled: Sequence[str] = (),
-) -> tuple[SmokeStatus, str | None, list[str]]:
-    """(status, diagnosis, findings) of the stage where a wheel's smoke test ended."""
-    findings = duplicate_libs(child.maps if child else None)
-    duplicate = bool(findings) or any(m in stage.output for m in _DUPLICATE_MARKERS)
-    if bundled:
-        findings.append("the wheel bundles " + ", ".join(bundled))
-
-    def dup(prefix: str) -> str:
-        where = f" ({'; '.join(findings)})" if findings else ""
-        return f"{prefix}{DUPLICATE_DIAGNOSIS}{where}"
-
-    where: str = stage.name
-    if child is not None and child.importing:
-        where = f"import of {child.importing}"
-    if stage.timed_out:
-        return (
-            SmokeStatus.TIMEOUT,
-            f"{where}: killed after {stage.timeout:g} s without finishing; last output: "
-            f"{_key_line(stage.output) or '(none)'}",
-            findings,
-        )
-    sig = _signal_of(stage.returncode)
-    if sig == signal.SIGABRT:
-        reason = _key_line(stage.output, ("what():", "terminate called", "Assertion", "abort"))
-        if duplicate or bundled:
-            return SmokeStatus.ABORTED, dup(f"{where}: SIGABRT ({reason}): "), findings
-        return SmokeStatus.ABORTED, f"{where}: SIGABRT: {reason or 'aborted'}", findings
-    if sig == signal.SIGSEGV:
-        hint = f" (likely cause: {DUPLICATE_DIAGNOSIS})" if duplicate or bundled else ""
-        return SmokeStatus.SEGFAULT, f"{where}: SIGSEGV: segmentation fault{hint}", findings
-    if sig is not None:
-        return SmokeStatus.FAILED, f"{where}: killed by {_signal_name(sig)}", findings
-    if stage.name in ("env", "install"):
-        if stage.returncode == 0:
-            return SmokeStatus.PASSED, None, findings
-        what = (
-            "no environment with the cell's torch"
-            if stage.name == "env"
-            else "pip could not install the wheel"
-        )
-        reason = _key_line(stage.output, ("ERROR:", "error:"))
-        return SmokeStatus.FAILED, f"{stage.name}: {what}: {reason or 'failed'}", findings
-    if stage.returncode != 0:
-        if stage.name == "import" or any(m in stage.output for m in _IMPORT_MARKERS[2:]):
-            reason = _key_line(stage.output, _IMPORT_MARKERS)
-            return SmokeStatus.IMPORT_ERROR, f"{where}: {reason or 'import failed'}", findings
-        reason = _key_line(stage.output, ("FAIL", "Error", "error"))
-        return (
-            SmokeStatus.WRONG_RESULT,
-            f"smoke command exited {stage.returncode}: {reason or '(no output)'}",
-            findings,
-        )
-    if duplicate and findings:
-        prefix = "the smoke command passed, but " if stage.name == "smoke" else f"{where}: "
-        return SmokeStatus.FAILED, dup(prefix), findings
-    return SmokeStatus.PASSED, None, findings
-
-
-def output_tail(text: str, *, keep: str | None = None) -> str:
-    """The last lines of `text`; `keep` (the line that explains a crash) stays in front."""
-    lines = text.rstrip().splitlines()[-_OUTPUT_TAIL_LINES:]
-    tail = "\n".join(lines)[-_OUTPUT_TAIL_CHARS:]
-    if keep and keep not in tail:
-        tail = f"{keep}\n[…]\n{tail}"
-    return tail
 
 
 # --------------------------------------------------------------------------- execution
@@ -879,7 +378,7 @@ def _smoke_one(
             cell=target.cell,
             status=status,
             diagnosis=diagnosis,
-            output=output_tail(stage.output, keep=_key_line(stage.output, _ABORT_MARKERS)),
+            output=output_tail(stage.output),
             duration=time.monotonic() - started,
             stage=stage.name,
             source=src.origin,
@@ -964,7 +463,7 @@ def _smoke_one(
         out.write(f"smoke {src.name}: import {', '.join(modules) or '(nothing)'}\n")
         cwd = _mkdir(work / "cwd")
         script = _mkdir(work / "child") / "buildtools_import_check.py"
-        script.write_text(_CHILD, encoding="utf-8")
+        script.write_text(CHILD_SCRIPT, encoding="utf-8")
         stage = log.run(
             runner,
             "import",

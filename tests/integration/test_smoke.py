@@ -30,14 +30,9 @@ from fixtures.envs import (
 
 from buildtools.repair import plan_repair, run_repair, scan_torch_libs
 from buildtools.runner import SubprocessRunner
-from buildtools.smoke import (
-    SmokeOptions,
-    WheelSource,
-    collect_wheels,
-    run_smoke,
-    sha256_file,
-)
+from buildtools.smoke import SmokeOptions, run_smoke
 from buildtools.smokereport import SmokeReport, SmokeResult, SmokeStatus
+from buildtools.smokewheels import WheelSource, collect_wheels, sha256_file
 from buildtools.wheelmeta import make_build_record, relabel_wheel
 
 TORCH = "2.13.0"

@@ -1,0 +1,508 @@
+"""Smoke tests without processes: classification, planning, reports (JSON, JUnit, GitHub)."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import xml.etree.ElementTree as ET
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from buildtools.smoke import smoke_argv
+from buildtools.smokechild import (
+    CHILD_TAG,
+    DUPLICATE_DIAGNOSIS,
+    ChildReport,
+    Stage,
+    classify,
+    duplicate_libs,
+    output_tail,
+    parse_child_report,
+)
+from buildtools.smokereport import (
+    ReportPaths,
+    RunnerInfo,
+    SmokeReport,
+    SmokeResult,
+    SmokeStatus,
+    github_annotations,
+    junit_xml,
+    publish,
+    step_summary,
+)
+from buildtools.smokewheels import (
+    SmokeTarget,
+    WheelSource,
+    bundled_torch_libs,
+    detect_accelerator,
+    import_names,
+    parse_find_links,
+    plan_targets,
+)
+
+TORCH_LIB = "/venv/lib/python3.12/site-packages/torch/lib"
+GRAFTED = "/env/lib/python3.12/site-packages/bt_scatter.libs"
+
+# What torch 2.13.0+cpu printed when the grafted ext_ok fixture was imported beside it.
+CONJUGATE_ABORT = """\
+BUILDTOOLS_SMOKE {"event": "import", "module": "ext_ok"}
+terminate called after throwing an instance of 'c10::Error'
+  what():  Tried to register multiple backend fallbacks for the same dispatch key Conjugate; \
+previous registration registered at /__w/pytorch/pytorch/aten/src/ATen/ConjugateFallback.cpp:17
+frame #0: c10::Error::Error(...) + 0x9d (0x7ffb41b7db8d in /tmp/gx/ext_ok.libs/libc10-52d951ec.so)
+frame #1: c10::Dispatcher::registerFallback(...) (in /tmp/gx/ext_ok.libs/libtorch_cpu-872a1bfe.so)
+Fatal Python error: Aborted
+"""
+
+
+def _child(*lines: dict[str, object]) -> str:
+    return "".join(CHILD_TAG + json.dumps(line) + "\n" for line in lines)
+
+
+# --------------------------------------------------------------------------- child report
+
+
+def test_parse_child_report_follows_the_import_and_the_maps() -> None:
+    maps = {"libc10": [f"{TORCH_LIB}/libc10.so"], "libtorch_cpu": [f"{TORCH_LIB}/libtorch_cpu.so"]}
+    out = _child(
+        {"event": "import", "module": "torch"},
+        {"event": "imported", "module": "torch", "version": "2.11.0+cu130", "cuda": "13.0"},
+        {"event": "import", "module": "bt_scatter"},
+        {"event": "imported", "module": "bt_scatter"},
+        {"event": "maps", "libs": maps},
+    )
+    report = parse_child_report("warning: noise\n" + out + CHILD_TAG + "{not json\n")
+    assert report.imported == ("torch", "bt_scatter")
+    assert report.importing is None
+    assert report.torch is not None and report.torch["version"] == "2.11.0+cu130"
+    assert report.maps == maps
+
+
+def test_parse_child_report_remembers_the_import_that_never_returned() -> None:
+    report = parse_child_report(CONJUGATE_ABORT)
+    assert report.importing == "ext_ok" and report.maps is None
+
+
+def test_duplicate_libs_names_both_paths() -> None:
+    found = duplicate_libs(
+        {
+            "libc10": [f"{GRAFTED}/libc10-be5e17cd.so", f"{TORCH_LIB}/libc10.so"],
+            "libtorch_cpu": [f"{TORCH_LIB}/libtorch_cpu.so"],
+        }
+    )
+    assert found == [
+        f"libc10 is mapped 2 times: {GRAFTED}/libc10-be5e17cd.so and {TORCH_LIB}/libc10.so"
+    ]
+    assert duplicate_libs(None) == []
+
+
+# --------------------------------------------------------------------------- classify
+
+
+def test_passed() -> None:
+    status, diagnosis, findings = classify(Stage(name="smoke", returncode=0, output="smoke: OK"))
+    assert (status, diagnosis, findings) == (SmokeStatus.PASSED, None, [])
+
+
+def test_abort_of_a_grafted_libtorch_is_diagnosed_as_duplicate_libtorch() -> None:
+    bundled = ("ext_ok.libs/libc10-52d951ec.so", "ext_ok.libs/libtorch_cpu-872a1bfe.so")
+    stage = Stage(name="import", returncode=-signal.SIGABRT, output=CONJUGATE_ABORT)
+    status, diagnosis, findings = classify(
+        stage, child=parse_child_report(CONJUGATE_ABORT), bundled=bundled
+    )
+    assert status is SmokeStatus.ABORTED
+    assert diagnosis is not None
+    assert diagnosis.startswith(
+        "import of ext_ok: SIGABRT (what():  Tried to register multiple backend fallbacks"
+    )
+    assert DUPLICATE_DIAGNOSIS in diagnosis
+    assert findings == [f"the wheel bundles {bundled[0]}, {bundled[1]}"]
+
+
+def test_the_duplicate_message_alone_is_enough() -> None:
+    """A wheel that bundles nothing itself (another package did) still gets the diagnosis."""
+    stage = Stage(name="smoke", returncode=134, output=CONJUGATE_ABORT)  # 128+6 from a shell
+    status, diagnosis, _ = classify(stage)
+    assert status is SmokeStatus.ABORTED
+    assert diagnosis is not None and DUPLICATE_DIAGNOSIS in diagnosis
+
+
+def test_an_ordinary_abort_is_not_blamed_on_libtorch() -> None:
+    out = "terminate called after throwing an instance of 'std::runtime_error'\n  what():  boom\n"
+    status, diagnosis, _ = classify(Stage(name="smoke", returncode=-6, output=out))
+    assert status is SmokeStatus.ABORTED
+    assert diagnosis == "smoke: SIGABRT: what():  boom"
+
+
+def test_segfault() -> None:
+    out = "Fatal Python error: Segmentation fault\n\nCurrent thread 0x1 (most recent call first):\n"
+    status, diagnosis, _ = classify(Stage(name="smoke", returncode=-11, output=out))
+    assert status is SmokeStatus.SEGFAULT
+    assert diagnosis == "smoke: SIGSEGV: segmentation fault"
+
+
+def test_segfault_with_a_second_libc10_mapped_names_the_likely_cause() -> None:
+    child = ChildReport(maps={"libc10": [f"{GRAFTED}/libc10-1.so", f"{TORCH_LIB}/libc10.so"]})
+    status, diagnosis, findings = classify(
+        Stage(name="smoke", returncode=139, output=""), child=child
+    )
+    assert status is SmokeStatus.SEGFAULT
+    assert diagnosis == f"smoke: SIGSEGV: segmentation fault (likely cause: {DUPLICATE_DIAGNOSIS})"
+    assert findings[0].startswith("libc10 is mapped 2 times")
+
+
+def test_other_signals_are_failures_named_by_signal() -> None:
+    status, diagnosis, _ = classify(Stage(name="smoke", returncode=-9, output=""))
+    assert (status, diagnosis) == (SmokeStatus.FAILED, "smoke: killed by SIGKILL")
+
+
+def test_timeout_reports_the_last_output() -> None:
+    stage = Stage(
+        name="smoke",
+        returncode=124,
+        output="$ python hang.py\nstep 1 of 3\nwaiting for the kernel\n[buildtools] timed out after 5 s\n",
+        timed_out=True,
+        timeout=5.0,
+    )
+    status, diagnosis, _ = classify(stage)
+    assert status is SmokeStatus.TIMEOUT
+    assert diagnosis == (
+        "smoke: killed after 5 s without finishing; last output: waiting for the kernel"
+    )
+
+
+def test_timeout_in_an_import_names_the_module() -> None:
+    out = _child({"event": "import", "module": "bt_scatter"})
+    stage = Stage(name="import", returncode=124, output=out, timed_out=True, timeout=60.0)
+    status, diagnosis, _ = classify(stage, child=parse_child_report(out))
+    assert status is SmokeStatus.TIMEOUT
+    assert diagnosis is not None and diagnosis.startswith("import of bt_scatter: killed after 60 s")
+
+
+def test_wrong_result_quotes_the_smoke_commands_own_message() -> None:
+    out = "ok   cuda float32 ...\nFAIL cuda float16 rel_err=1e-1\nsmoke: FAIL (seed 7; replay with --seed 7)\n"
+    status, diagnosis, _ = classify(Stage(name="smoke", returncode=1, output=out))
+    assert status is SmokeStatus.WRONG_RESULT
+    assert diagnosis == "smoke command exited 1: FAIL cuda float16 rel_err=1e-1"
+
+
+def test_undefined_symbol_is_an_import_error() -> None:
+    out = (
+        _child({"event": "import", "module": "ext"})
+        + "Traceback (most recent call last):\n"
+        + "ImportError: /env/ext.so: undefined symbol: _ZN3c1023definitely_not_in_torchEi\n"
+    )
+    stage = Stage(name="import", returncode=1, output=out)
+    status, diagnosis, _ = classify(stage, child=parse_child_report(out))
+    assert status is SmokeStatus.IMPORT_ERROR
+    assert diagnosis == (
+        "import of ext: ImportError: /env/ext.so: undefined symbol: "
+        "_ZN3c1023definitely_not_in_torchEi"
+    )
+
+
+def test_an_import_error_inside_the_smoke_command_is_an_import_error() -> None:
+    out = (
+        "ImportError: libtorch_cpu.so: cannot open shared object file: No such file or directory\n"
+    )
+    status, _, _ = classify(Stage(name="smoke", returncode=1, output=out))
+    assert status is SmokeStatus.IMPORT_ERROR
+
+
+def test_a_clean_import_with_two_copies_mapped_fails() -> None:
+    child = ChildReport(
+        imported=("torch", "bt_scatter"),
+        maps={"libc10": [f"{GRAFTED}/libc10-be5e17cd.so", f"{TORCH_LIB}/libc10.so"]},
+    )
+    status, diagnosis, findings = classify(
+        Stage(name="smoke", returncode=0, output="smoke: OK"), child=child
+    )
+    assert status is SmokeStatus.FAILED
+    assert diagnosis is not None
+    assert diagnosis.startswith("the smoke command passed, but " + DUPLICATE_DIAGNOSIS)
+    assert f"{GRAFTED}/libc10-be5e17cd.so and {TORCH_LIB}/libc10.so" in diagnosis
+    assert len(findings) == 1
+
+
+def test_pip_failure() -> None:
+    out = "ERROR: Could not find a version that satisfies the requirement torch==2.12.*\n"
+    status, diagnosis, _ = classify(Stage(name="install", returncode=1, output=out))
+    assert status is SmokeStatus.FAILED
+    assert diagnosis == f"install: pip could not install the wheel: {out.strip()}"
+
+
+def test_output_tail_keeps_the_line_that_explains_the_crash() -> None:
+    out = "terminate called after throwing\n" + "".join(
+        f'  File "x.py", line {i}\n' for i in range(200)
+    )
+    tail = output_tail(out)
+    assert tail.startswith("terminate called after throwing\n[…]\n")
+    assert tail.endswith('File "x.py", line 199')
+    assert len(tail.splitlines()) <= 62
+
+
+# --------------------------------------------------------------------------- wheels, planning
+
+
+def test_bundled_torch_libs_and_import_names() -> None:
+    names = [
+        "bt_scatter/__init__.py",
+        "bt_scatter/_C.cpython-312-x86_64-linux-gnu.so",
+        "bt_scatter.libs/libc10-be5e17cd.so",
+        "bt_scatter.libs/libtorch_cpu-2e1034d4.so",
+        "bt_scatter.libs/libcudart-96c42e41.so.13",
+        "bt_scatter.libs/libgomp-e28fb289.so.1",
+        "ext_ok.cpython-311-x86_64-linux-gnu.so",
+        "bt_scatter-0.1.0.dist-info/METADATA",
+    ]
+    assert bundled_torch_libs(names) == (
+        "bt_scatter.libs/libc10-be5e17cd.so",
+        "bt_scatter.libs/libtorch_cpu-2e1034d4.so",
+    )
+    assert import_names(names) == ("bt_scatter", "ext_ok")
+    assert import_names(names, "pkg_a\npkg_b\n") == ("pkg_a", "pkg_b")
+
+
+def test_parse_find_links() -> None:
+    page = (
+        '<a href="bt_scatter-0.1.0%2Bpt211cu130-cp312-cp312-manylinux_2_28_x86_64.whl'
+        '#sha256=ABC">w</a><a href="../other/">dir</a>'
+        '<a href="https://files.example/x-1.0-py3-none-any.whl">x</a>'
+    )
+    assert parse_find_links(page, "https://example.github.io/bt/whl/cu130/") == [
+        (
+            "https://example.github.io/bt/whl/cu130/"
+            "bt_scatter-0.1.0%2Bpt211cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+            "abc",
+        ),
+        ("https://files.example/x-1.0-py3-none-any.whl", None),
+    ]
+
+
+def test_detect_accelerator() -> None:
+    def exists(*present: str) -> Callable[[str], bool]:
+        return lambda path: path in present
+
+    def which(*present: str) -> Callable[[str], str | None]:
+        return lambda name: f"/usr/bin/{name}" if name in present else None
+
+    assert detect_accelerator(exists=exists("/dev/nvidiactl"), which=which()) == "cuda"
+    assert detect_accelerator(exists=exists(), which=which("nvidia-smi")) == "cuda"
+    assert detect_accelerator(exists=exists("/dev/kfd"), which=which()) == "rocm"
+    assert detect_accelerator(exists=exists(), which=which()) == "cpu"
+
+
+def _wheel(tmp_path: Path, name: str, record: dict[str, object] | None) -> Path:
+    path = tmp_path / name
+    dist = "-".join(name.split("-")[:2]) + ".dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("bt_scatter/__init__.py", "")
+        zf.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: bt-scatter\n")
+        if record is not None:
+            zf.writestr(f"{dist}/buildtools.json", json.dumps(record))
+    return path
+
+
+def _record(accelerator: str, torch: str, cuda: str | None = None) -> dict[str, object]:
+    return {
+        "schema": 1,
+        "torch": torch,
+        "accelerator": accelerator,
+        "cuda": cuda,
+        "cxx11_abi": True,
+        "python": "3.12.1",
+        "cells": [f"torch2.11.0-{accelerator}-cp312"],
+    }
+
+
+def test_plan_targets_skips_what_this_runner_cannot_test(tmp_path: Path) -> None:
+    cu = _wheel(
+        tmp_path,
+        "bt_scatter-0.1.0+pt211cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+        _record("cu130", "2.11.0+cu130", "13.0"),
+    )
+    cpu = _wheel(
+        tmp_path,
+        "bt_scatter-0.1.0+pt211cpu-cp312-cp312-manylinux_2_28_x86_64.whl",
+        _record("cpu", "2.11.0+cpu"),
+    )
+    bare = _wheel(tmp_path, "bare-1.0-cp312-cp312-linux_x86_64.whl", None)
+    sources = [WheelSource(path=p, origin=str(p)) for p in (cu, cpu, bare)]
+
+    on_cpu = plan_targets(sources, runner_accelerator="cpu")
+    assert isinstance(on_cpu[0], SmokeResult) and on_cpu[0].status is SmokeStatus.SKIPPED
+    assert on_cpu[0].diagnosis is not None and on_cpu[0].diagnosis.startswith(
+        "built for cu130; this runner is cpu"
+    )
+    assert on_cpu[0].cell == "torch2.11.0-cu130-cp312" and len(on_cpu[0].sha256) == 64
+    assert isinstance(on_cpu[1], SmokeTarget)  # CPU wheels are tested anywhere
+    assert isinstance(on_cpu[2], SmokeResult) and "no build record" in (on_cpu[2].diagnosis or "")
+
+    on_gpu = plan_targets(sources, runner_accelerator="cuda")
+    target = on_gpu[0]
+    assert isinstance(target, SmokeTarget)
+    assert (target.torch, target.cuda, target.python) == ("2.11.0+cu130", "13.0", "3.12")
+    assert target.modules == ("bt_scatter",) and target.cell == "torch2.11.0-cu130-cp312"
+
+
+def test_plan_targets_checks_the_pages_digest(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path, "x-1.0-cp312-cp312-linux_x86_64.whl", _record("cpu", "2.11.0"))
+    src = WheelSource(
+        path=wheel, origin="https://x/x.whl", find_links="https://x/", expected_sha256="0" * 64
+    )
+    (result,) = plan_targets([src], runner_accelerator="cpu")
+    assert isinstance(result, SmokeResult) and result.status is SmokeStatus.FAILED
+    assert result.diagnosis == f"sha256 mismatch: the page says {'0' * 64}"
+
+
+def test_smoke_argv_runs_the_project_script_with_the_envs_python(tmp_path: Path) -> None:
+    (tmp_path / "smoke.py").write_text("")
+    python = Path("/env/bin/python")
+    argv = smoke_argv("python smoke.py --device cuda extra", python=python, project_dir=tmp_path)
+    assert argv == [str(python), str(tmp_path / "smoke.py"), "--device", "cuda", "extra"]
+    assert smoke_argv("pytest -x tests", python=python, project_dir=None) == [
+        "pytest",
+        "-x",
+        "tests",
+    ]
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _report() -> SmokeReport:
+    runner = RunnerInfo(
+        accelerator="cuda",
+        gpu="NVIDIA H200",
+        driver="580.159.04",
+        torch="2.11.0+cu130",
+        torch_cuda="13.0",
+        python="3.12.3",
+        date="2026-11-21T10:45:20+00:00",
+        host="gpu-1",
+    )
+    results = (
+        SmokeResult(
+            wheel="a-1.0-cp312-cp312-linux_x86_64.whl",
+            sha256="a" * 64,
+            cell="torch2.11.0-cu130-cp312",
+            status=SmokeStatus.PASSED,
+            output="smoke: OK",
+            duration=13.6,
+            stage="smoke",
+            source="wheelhouse/a-1.0-cp312-cp312-linux_x86_64.whl",
+        ),
+        SmokeResult(
+            wheel="b-1.0-cp312-cp312-linux_x86_64.whl",
+            sha256="b" * 64,
+            cell="torch2.11.0-cu130-cp312",
+            status=SmokeStatus.ABORTED,
+            diagnosis="import of b: SIGABRT: duplicate libtorch, 50% sure | really",
+            output="terminate called\x00\nwhat(): Conjugate",
+            duration=7.7,
+            stage="import",
+            source="wheelhouse/b-1.0-cp312-cp312-linux_x86_64.whl",
+        ),
+        SmokeResult(
+            wheel="c-1.0-cp312-cp312-linux_x86_64.whl",
+            sha256="c" * 64,
+            cell=None,
+            status=SmokeStatus.WRONG_RESULT,
+            diagnosis="smoke command exited 1: FAIL",
+            source="https://example/c-1.0-cp312-cp312-linux_x86_64.whl",
+        ),
+        SmokeResult(
+            wheel="d-1.0-cp312-cp312-linux_x86_64.whl",
+            sha256="d" * 64,
+            cell="torch2.13.0-rocm7.2-cp312",
+            status=SmokeStatus.SKIPPED,
+            diagnosis="built for rocm7.2; this runner is cuda",
+        ),
+    )
+    return SmokeReport(runner=runner, results=results, command="buildtools smoke wheelhouse")
+
+
+def test_json_has_what_the_index_gate_reads() -> None:
+    data = _report().to_json()
+    assert data["schema"] == "torch-buildtools/smoke-report/v1"
+    assert data["runner"]["gpu"] == "NVIDIA H200" and data["runner"]["driver"] == "580.159.04"
+    assert data["summary"] == {"aborted": 1, "passed": 1, "skipped": 1, "wrong-result": 1}
+    first = data["results"][0]
+    assert {k: first[k] for k in ("wheel", "sha256", "status")} == {
+        "wheel": "a-1.0-cp312-cp312-linux_x86_64.whl",
+        "sha256": "a" * 64,
+        "status": "passed",
+    }
+    assert set(first) >= {"cell", "diagnosis", "output", "duration"}
+    assert [r.wheel for r in _report().failed] == [
+        "b-1.0-cp312-cp312-linux_x86_64.whl",
+        "c-1.0-cp312-cp312-linux_x86_64.whl",
+    ]
+
+
+def test_junit_xml() -> None:
+    root = ET.fromstring(junit_xml(_report()))
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == (
+        "4",
+        "1",
+        "1",
+        "1",
+    )
+    cases = suite.findall("testcase")
+    assert cases[0].get("classname") == "smoke.torch2.11.0-cu130-cp312"
+    error = cases[1].find("error")
+    assert error is not None and error.get("type") == "aborted"
+    assert error.text == "terminate called?\nwhat(): Conjugate"  # NUL is not XML
+    failure = cases[2].find("failure")
+    assert (
+        failure is not None
+        and failure.get("message") == "wrong-result: smoke command exited 1: FAIL"
+    )
+    assert cases[3].find("skipped") is not None
+
+
+def test_github_annotations_escape_their_data() -> None:
+    lines = github_annotations(_report())
+    assert len(lines) == 2
+    assert lines[0].startswith(
+        "::error file=wheelhouse/b-1.0-cp312-cp312-linux_x86_64.whl,"
+        "title=smoke aborted%3A b-1.0-cp312-cp312-linux_x86_64.whl::"
+    )
+    assert "50%25 sure" in lines[0] and "%0Awhat(): Conjugate" in lines[0]
+    assert "\n" not in lines[0]
+    assert lines[1].startswith("::error title=")  # a URL is no file in the workspace
+
+
+def test_step_summary() -> None:
+    md = step_summary(_report())
+    assert "Runner: cuda, NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130" in md
+    assert (
+        "| `b-1.0-cp312-cp312-linux_x86_64.whl` | torch2.11.0-cu130-cp312 | ❌ aborted | 7.7 s |"
+        in md
+    )
+    assert "duplicate libtorch, 50% sure \\| really" in md
+    assert "<details><summary>b-1.0-cp312-cp312-linux_x86_64.whl: aborted</summary>" in md
+
+
+@pytest.mark.parametrize("on_actions", [True, False])
+def test_publish(tmp_path: Path, on_actions: bool) -> None:
+    summary = tmp_path / "summary.md"
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)} if on_actions else {}
+    out = io.StringIO()
+    paths = ReportPaths(json=tmp_path / "r" / "report.json", junit=tmp_path / "r" / "junit.xml")
+    publish(_report(), paths=paths, env=env, out=out)
+    assert json.loads(paths.json.read_text())["results"][1]["status"] == "aborted"
+    assert paths.junit is not None and paths.junit.read_text().startswith("<?xml")
+    assert ("::error " in out.getvalue()) is on_actions
+    assert summary.exists() is on_actions
