@@ -57,6 +57,17 @@ def index(session: nox.Session) -> None:
 
 
 @nox.session
+def smoke(session: nox.Session) -> None:
+    """Smoke-test the wheels in wheelhouse/ that match this runner (GPU runners; options after --).
+
+    Each wheel gets a fresh env with its cell's torch; offline, the torch of the environment
+    nox was started from is reused (`--system-torch`). Reports go to smoke-results/.
+    """
+    session.install("-e", ".")
+    session.run("buildtools", "smoke", *session.posargs, env=_CALLER)
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (pytest options after --)."""
     session.install("-e", ".[test]")

@@ -590,7 +590,8 @@ def add_smoke_parser(sub: Any) -> None:
         "--torch-python",
         type=Path,
         default=None,
-        help="the interpreter whose torch `system` reuses (default: the one running buildtools)",
+        help="the interpreter whose torch `system` reuses (default: $BUILDTOOLS_TORCH_PYTHON, "
+        "else the one running buildtools)",
     )
     p.add_argument(
         "--torch-index",
@@ -657,7 +658,8 @@ def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
         smoke_command=smoke_command,
         project_dir=project_dir,
         torch_source=args.torch_source,
-        torch_python=args.torch_python or Path(sys.executable),
+        torch_python=args.torch_python
+        or Path(env.get("BUILDTOOLS_TORCH_PYTHON") or sys.executable),
         torch_index=args.torch_index,
         timeout=args.timeout,
         modules=tuple(args.modules),
