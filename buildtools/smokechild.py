@@ -192,7 +192,8 @@ def classify(
 ) -> tuple[SmokeStatus, str | None, list[str]]:
     """(status, diagnosis, findings) of the stage where a wheel's smoke test ended."""
     findings = duplicate_libs(child.maps if child else None)
-    duplicate = bool(findings) or any(m in stage.output for m in _DUPLICATE_MARKERS)
+    mapped_twice = bool(findings)
+    duplicate = mapped_twice or any(m in stage.output for m in _DUPLICATE_MARKERS)
     if bundled:
         findings.append("the wheel bundles " + ", ".join(bundled))
 
@@ -231,6 +232,10 @@ def classify(
         )
         reason = key_line(stage.output, ("ERROR:", "error:"))
         return SmokeStatus.FAILED, f"{stage.name}: {what}: {reason or 'failed'}", findings
+    if stage.returncode != 0 and mapped_twice:
+        # the root cause, whatever the smoke command made of it
+        reason = key_line(stage.output, ("FAIL", "Error", "error"))
+        return SmokeStatus.FAILED, dup(f"{where} exited {stage.returncode} ({reason}); "), findings
     if stage.returncode != 0:
         if stage.name == "import" or any(m in stage.output for m in _IMPORT_MARKERS[2:]):
             reason = key_line(stage.output, _IMPORT_MARKERS)

@@ -12,6 +12,7 @@ Exit status: 0 all checks passed, 1 a result mismatched, 2 the installation is u
 from __future__ import annotations
 
 import argparse
+import re
 import secrets
 import sys
 import time
@@ -147,17 +148,18 @@ def check_errors(device: torch.device) -> list[str]:
     return problems
 
 
-def libtorch_copies() -> list[str]:
-    """Distinct files named libtorch_cpu*.so mapped into this process (must be exactly one)."""
+def libtorch_copies() -> dict[str, list[str]]:
+    """libc10/libtorch_cpu libraries mapped from more than one file (auditwheel's -hash ignored)."""
     maps = Path("/proc/self/maps")
     if not maps.exists():
-        return []
-    paths = {
-        line.split()[-1]
-        for line in maps.read_text().splitlines()
-        if "/libtorch_cpu" in line and line.split()[-1].startswith("/")
-    }
-    return sorted(paths)
+        return {}
+    found: dict[str, set[str]] = {}
+    for line in maps.read_text().splitlines():
+        path = line.split()[-1]
+        m = re.match(r"(libc10|libtorch_cpu)(-[0-9a-f]{8})?\.so", Path(path).name)
+        if m and path.startswith("/"):
+            found.setdefault(m[1], set()).add(path)
+    return {name: sorted(paths) for name, paths in found.items() if len(paths) > 1}
 
 
 def device_under_test(choice: str) -> torch.device | None:
@@ -195,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     kernels = [key for key in ("CPU", "CUDA") if bt_scatter.has_kernel(key)]
     print(f"kernels: {', '.join(kernels) or 'none'}")
     copies = libtorch_copies()
-    if len(copies) > 1:
-        print(f"smoke: FAIL: {len(copies)} copies of libtorch mapped: {copies}", file=sys.stderr)
+    if copies:
+        print(f"smoke: FAIL: a second libtorch is mapped: {copies}", file=sys.stderr)
         return 2
     if device is not None and not bt_scatter.has_kernel("CUDA"):
         print(

@@ -228,6 +228,18 @@ def test_a_clean_import_with_two_copies_mapped_fails() -> None:
     assert len(findings) == 1
 
 
+def test_two_copies_mapped_outweigh_what_the_smoke_command_made_of_them() -> None:
+    child = ChildReport(
+        maps={"libc10": [f"{GRAFTED}/libc10-be5e17cd.so", f"{TORCH_LIB}/libc10.so"]}
+    )
+    out = "smoke: FAIL: a second libtorch is mapped: {...}\n"
+    status, diagnosis, _ = classify(Stage(name="smoke", returncode=2, output=out), child=child)
+    assert status is SmokeStatus.FAILED
+    assert diagnosis is not None and diagnosis.startswith(
+        "smoke exited 2 (smoke: FAIL: a second libtorch is mapped: {...}); " + DUPLICATE_DIAGNOSIS
+    )
+
+
 def test_pip_failure() -> None:
     out = "ERROR: Could not find a version that satisfies the requirement torch==2.12.*\n"
     status, diagnosis, _ = classify(Stage(name="install", returncode=1, output=out))
