@@ -430,3 +430,26 @@ def test_build_against_the_current_source_torch(
     assert rc == 0
     proof = run_python(python, "import torch, ext_ok; print(ext_ok.add_one(torch.zeros(1)))")
     assert proof.ok and "tensor([1.])" in proof.output, proof.output
+
+
+def test_plan_torch_current_probes_the_named_environment(env213: TorchEnv, tmp_path: Path) -> None:
+    """`--torch current` replaces the reference matrix's torch axis and its default profile."""
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "buildtools", "plan", "--matrix", str(REPO / "matrix.yaml")),
+            *("--torch", "current", "--format", "json"),
+        ],
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO), "BUILDTOOLS_TORCH_PYTHON": str(env213.python)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    (job,) = json.loads(proc.stdout)["include"]
+    assert job["id"] == "torch2.13.0+cpu-current-cpu-cp311"
+    assert job["torch_source"] == "current"
+    assert job["local_version"] == "pt213cpu.local"
+    assert job["torch_requirement"] == "torch==2.13.0+cpu"
+    assert job["requires_dist"] == "torch==2.13.*"
