@@ -420,3 +420,29 @@ def test_toolchain_for_current_notices_a_changed_torch(tmp_path: Path) -> None:
         prepare_toolchain(
             job, "3.11", cache_dir=tmp_path / "c", runner=world, log=io.StringIO(), env={}
         )
+
+
+def test_current_torch_from_a_snapshot() -> None:
+    from buildtools.hostenv import EnvSnapshot, TorchInfo, current_torch
+
+    torch = TorchInfo(
+        version="2.13.0a0+git1a2b3c4",
+        package_dir=Path("/src/env/site/torch"),
+        git_version="1a2b3c4d5e",
+        imported=True,
+        cxx11_abi=None,
+        direct_url={"url": "file:///src/pytorch", "dir_info": {"editable": True}},
+    )
+    snap = EnvSnapshot(python=Path("/src/env/bin/python"), python_version="3.12.4", torch=torch)
+    facts = current_torch(snap, cxx11_abi=False)  # from libc10 when torch did not say
+    assert (facts.version, facts.build, facts.accelerator) == (
+        "2.13.0a0+git1a2b3c4",
+        "source",
+        "cpu",
+    )
+    assert facts.cxx11_abi is False and facts.git_short == "1a2b3c4"
+    assert facts.site == "/src/env/site" and facts.python_xy == "3.12"
+    with pytest.raises(ToolchainError, match="`buildtools doctor` explains why"):
+        current_torch(replace(snap, torch=replace(torch, imported=False, import_error="boom")))
+    with pytest.raises(ToolchainError, match="has no torch"):
+        current_torch(replace(snap, torch=None))

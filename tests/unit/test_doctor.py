@@ -724,3 +724,17 @@ def test_cmd_doctor_reads_index_and_project_from_matrix(
     text = out.getvalue()
     assert "install 'ext_x==0.1.0+pt213cpu' -f https://m.test/whl/torch-2.13.0+cpu.html" in text
     assert "fix: install the ext_x wheel built for torch 2.13.0 (cpu)" in text
+
+
+def test_no_import_reads_files_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = torch_env(tmp_path)
+    env.install("ext_x", "0.1.0+pt213cpu", files={SO: ext_so()}, record=record())
+    fake = FakeProbe(static_probe(env))
+    out = io.StringIO()
+    assert cmd_doctor(args(json=True, no_import=True, runner=fake), out) == 0
+    assert len(fake.calls) == 1  # torch was not imported
+    data = json.loads(out.getvalue())
+    assert data["torch"]["imported"] is None and data["torch"]["cxx11_abi"] is True  # libc10
+    assert any("--no-import" in n for n in data["notes"])
+    assert data["packages"][0]["verdict"] == "healthy"
