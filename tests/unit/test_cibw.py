@@ -120,7 +120,7 @@ def test_cpu_cell_offline_exact_options() -> None:
     )
     assert run.container_env == (
         ("DIST_EXTRA_CONFIG", "/buildtools/job/setup.cfg"),
-        ("PIP_NO_COMPILE", "1"),
+        ("PIP_NO_COMPILE", "0"),  # pip reads it inverted: 0 means --no-compile
         ("BUILDTOOLS_ABI", "per-python"),
         ("MAX_JOBS", "2"),
         ("PIP_NO_INDEX", "1"),
