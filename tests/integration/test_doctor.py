@@ -10,6 +10,7 @@ verdict is checked against what `import` really does there.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -300,33 +301,43 @@ def test_undefined_symbol_and_grafted_torch(
 
 
 @pytest.fixture(scope="module")
-def source_torch(env213: TorchEnv, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+def source_torch(env213: TorchEnv) -> tuple[Path, str]:
     """A venv whose torch says it is a source build (2.13.0a0+git<rev>) of the 2.13 code.
 
     torch is a hard-linked copy of the cached 2.13.0 one with version.py and the dist-info
     rewritten and a direct_url.json pointing at a source tree, as `pip install .` in a
     pytorch checkout leaves it; its dependencies come from the cached env through a .pth.
+    Kept in the cache (a stable interpreter path keeps its `current` toolchain reusable).
     """
-    root = tmp_path_factory.mktemp("source-torch") / "venv"
-    python = venv_beside(env213.site_packages, env213.python, root)
+    root = cache_dir() / "test-envs" / "torch-2.13.0a0-source-py3.11"
+    python = root / "bin" / "python"
     site = root / "lib" / "python3.11" / "site-packages"
     src = env213.site_packages
-    shutil.copytree(src / "torch", site / "torch", copy_function=os.link, symlinks=True)
     text = (src / "torch" / "version.py").read_text()
     rev = text.split("git_version = '", 1)[1][:7]
     version = f"2.13.0a0+git{rev}"
-    (site / "torch" / "version.py").unlink()  # a hard link: never write through it
-    (site / "torch" / "version.py").write_text(
-        text.replace("__version__ = '2.13.0+cpu'", f"__version__ = '{version}'")
-    )
-    (old_info,) = src.glob("torch-2.13.0*.dist-info")
-    info = site / f"torch-{version}.dist-info"
-    shutil.copytree(old_info, info)
-    meta = (info / "METADATA").read_text().replace("Version: 2.13.0+cpu", f"Version: {version}")
-    (info / "METADATA").write_text(meta)
-    (info / "direct_url.json").write_text(
-        json.dumps({"url": "file:///src/pytorch", "dir_info": {}})
-    )
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with (root.parent / f".{root.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / ".buildtools-ready").is_file():
+            shutil.rmtree(root, ignore_errors=True)
+            venv_beside(src, env213.python, root)
+            shutil.copytree(src / "torch", site / "torch", copy_function=os.link, symlinks=True)
+            (site / "torch" / "version.py").unlink()  # a hard link: never write through it
+            (site / "torch" / "version.py").write_text(
+                text.replace("__version__ = '2.13.0+cpu'", f"__version__ = '{version}'")
+            )
+            (old_info,) = src.glob("torch-2.13.0*.dist-info")
+            info = site / f"torch-{version}.dist-info"
+            shutil.copytree(old_info, info)
+            meta = (info / "METADATA").read_text()
+            (info / "METADATA").write_text(
+                meta.replace("Version: 2.13.0+cpu", f"Version: {version}")
+            )
+            (info / "direct_url.json").write_text(
+                json.dumps({"url": "file:///src/pytorch", "dir_info": {}})
+            )
+            (root / ".buildtools-ready").write_text(version + "\n")
     check = run_python(python, "import torch; print(torch.__version__, torch.__file__)")
     assert check.ok and version in check.output and str(site) in check.output, check.output
     return python, version
