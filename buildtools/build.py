@@ -32,7 +32,7 @@ from typing import IO, Any, Protocol, TextIO
 
 from . import __version__
 from .checks import Expectation, TorchTarget, check_wheel, load_torch_target
-from .errors import BuildFailedError, BuildtoolsError, CheckFailedError
+from .errors import BuildFailedError, BuildtoolsError, CheckFailedError, PlanError
 from .fingerprint import source_fingerprint
 from .knowledge import Knowledge, load_knowledge
 from .model import Accelerator, BuildJob, Finding, Severity
@@ -562,6 +562,12 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     )
     kb = load_knowledge()
     backend: Backend = LocalBackend()
+    current = [j.id for j in result.jobs if j.torch_source == "current"]
+    if args.backend != "local" and current:
+        raise PlanError(
+            f"{', '.join(current)}: torch: current builds against a torch on this host, so only "
+            "with --backend local; select the other cells with --only for the docker backend"
+        )
     if args.backend == "docker":
         from .dockerbackend import DockerBackend
 

@@ -171,10 +171,18 @@ class DockerBackend:
     def ensure_image(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> str:
         """Build the job's builder image unless an image with its tag exists already."""
         image = self.image_for(job)
-        if runner.run(["docker", "image", "inspect", image.tag], env=self.env, capture=True).ok:
-            log.write(f"# builder image {image.tag} (FROM {image.base}): present, reused\n")
-            return image.tag
-        context = self.cache_dir / "docker" / "context" / image.tag.rsplit(":", 1)[1]
+        key = image.tag.rsplit(":", 1)[1]
+        with _locked(self.cache_dir / "docker" / ".locks" / key):
+            if runner.run(["docker", "image", "inspect", image.tag], env=self.env, capture=True).ok:
+                log.write(f"# builder image {image.tag} (FROM {image.base}): present, reused\n")
+                return image.tag
+            self._build_image(job, image, key, runner=runner, log=log)
+        return image.tag
+
+    def _build_image(
+        self, job: BuildJob, image: BuilderImage, key: str, *, runner: Runner, log: IO[str]
+    ) -> None:
+        context = self.cache_dir / "docker" / "context" / key
         shutil.rmtree(context, ignore_errors=True)
         context.mkdir(parents=True)
         shutil.copy2(image.dockerfile, context / "Dockerfile")
@@ -204,13 +212,13 @@ class DockerBackend:
             str(context),
         ]
         result = runner.run(argv, env=self.env, log=log)
+        shutil.rmtree(context, ignore_errors=True)
         if not result.ok:
             raise BuildFailedError(
                 f"building the builder image {image.tag} FROM {image.base} failed (exit "
                 f"{result.returncode}); if the base cannot be pulled (no registry reachable), "
                 "make a local one with docker/local-base.sh and pass it with --base-image"
             )
-        return image.tag
 
     # ------------------------------------------------------------------ wheels and pip
 

@@ -77,9 +77,17 @@ class FakeRunner:
         return out
 
 
+CONTEXTS: list[dict[str, str]] = []
+
+
 def image_absent(argv: tuple[str, ...]) -> CommandResult | None:
     if argv[:3] == ("docker", "image", "inspect"):
         return CommandResult(argv=argv, returncode=1, output="No such image")
+    if argv[:2] == ("docker", "build"):
+        context = Path(argv[-1])
+        CONTEXTS.append(
+            {p.name: p.read_text() if p.is_file() else "<dir>" for p in context.iterdir()}
+        )
     return None
 
 
@@ -161,13 +169,10 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
         str(context / "Dockerfile"),
         str(context),
     )
-    assert sorted(p.name for p in context.iterdir()) == [
-        "Dockerfile",
-        "install-tools.sh",
-        "tools-requirements.txt",
-        "wheels",
-    ]
-    assert (context / "Dockerfile").read_text() == (REPO / "docker/cpu.Dockerfile").read_text()
+    assert not context.exists()  # removed once the image is built
+    seen = CONTEXTS[-1]
+    assert sorted(seen) == ["Dockerfile", "install-tools.sh", "tools-requirements.txt", "wheels"]
+    assert seen["Dockerfile"] == (REPO / "docker" / "cpu.Dockerfile").read_text()
     prefetch = runner.calls[4].argv
     assert prefetch[:7] == (
         PY,
