@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import PublishError
 
 SMOKE_SCHEMA = "torch-buildtools/smoke-report/v1"
-_FAILING = frozenset({"failed", "aborted", "segfault", "timeout", "wrong-result"})
+_FAILING = frozenset({"failed", "aborted", "segfault", "timeout", "wrong-result", "import-error"})
 
 
 @dataclass(frozen=True, kw_only=True)
