@@ -138,7 +138,7 @@ class DockerBackend:
 
     # ------------------------------------------------------------------ builder image
 
-    def image_for(self, job: BuildJob) -> BuilderImage:
+    def image_for(self, job: BuildJob, *, base_id: str | None = None) -> BuilderImage:
         """The builder image of `job` (name and inputs; nothing is built)."""
         directory = docker_dir(self.env)
         return builder_image(
@@ -146,7 +146,17 @@ class DockerBackend:
             docker=directory,
             pins=load_pins(directory / "pins.yaml"),
             base_override=self.base_image,
+            base_id=base_id,
         )
+
+    def _local_id(self, image: str, runner: Runner) -> str | None:
+        result = runner.run(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", image],
+            env=self.env,
+            capture=True,
+        )
+        lines = result.output.strip().splitlines() if result.ok else []
+        return lines[-1] if lines and lines[-1].startswith("sha256:") else None
 
     def _pip_download(
         self, argv: list[str] | tuple[str, ...], *, dest: Path, runner: Runner, log: IO[str]
@@ -170,7 +180,8 @@ class DockerBackend:
 
     def ensure_image(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> str:
         """Build the job's builder image unless an image with its tag exists already."""
-        image = self.image_for(job)
+        base = self.image_for(job).base
+        image = self.image_for(job, base_id=self._local_id(base, runner))
         key = image.tag.rsplit(":", 1)[1]
         with _locked(self.cache_dir / "docker" / ".locks" / key):
             if runner.run(["docker", "image", "inspect", image.tag], env=self.env, capture=True).ok:

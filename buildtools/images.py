@@ -133,8 +133,13 @@ def builder_image(
     docker: Path,
     pins: Mapping[str, str],
     base_override: str | None = None,
+    base_id: str | None = None,
 ) -> BuilderImage:
-    """The builder image of `job`: Dockerfile per accelerator kind, FROM the job's image."""
+    """The builder image of `job`: Dockerfile per accelerator kind, FROM the job's image.
+
+    `base_id` is the local image ID of the base when the engine has it: a base rebuilt
+    under the same name (a local base, a re-pulled tag) then gives a new builder tag.
+    """
     accel = Accelerator.parse(job.accelerator)
     base = validate_image_ref(base_override or job.image, what=f"{job.id}: base image")
     base = pinned(base, pins)
@@ -144,6 +149,8 @@ def builder_image(
     for path in (dockerfile, *files):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest.update(b"BASE=" + base.encode())
+    if base_id:
+        digest.update(b"ID=" + base_id.encode())
     tag = f"{BUILDER_REPOSITORY}:{_kind_tag(accel)}-{digest.hexdigest()[:12]}"
     return BuilderImage(
         tag=tag, base=base, kind=accel.kind, dockerfile=dockerfile, context_files=files

