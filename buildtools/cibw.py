@@ -62,7 +62,6 @@ CONTAINER_WHEELS_DIR = "/buildtools/wheels"
 CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
 
-_SAFE_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
@@ -177,10 +176,9 @@ def identifiers(job: BuildJob) -> tuple[str, ...]:
 
 def _bash_quote(value: str) -> str:
     # Not shlex.quote: cibuildwheel's bashlex evaluator does not join its '"'"' back and
-    # fails on a ` even inside single quotes. Double quotes with \ " $ ` escaped read
-    # back exactly (tests/unit/test_cibw.py checks arbitrary text).
-    if value and _SAFE_RE.match(value):
-        return value
+    # fails on a ` even inside single quotes; and not bare words either (a value such as
+    # `else` is a parse error). Double quotes with \ " $ ` escaped read back exactly
+    # (tests/unit/test_cibw.py checks arbitrary text).
     return '"' + "".join("\\" + c if c in '\\"$`' else c for c in value) + '"'
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from buildtools.cibw import (
@@ -281,8 +281,14 @@ def test_build_env_values_stay_literal(value: str) -> None:
     assert all(value not in a or a == f"--volume={PKG}" for a in run.create_args) or not value
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\0")))
+@example("else")
+@example("`")
+@example("it's")
+@example("")
+@example("a\\")
+@example("fi; done")
 def test_any_environment_value_round_trips(value: str) -> None:
     text = quote_environment([("A", value), ("B", "after")])
     parsed = parse_environment(text).as_dictionary(prev_environment={}, executor=no_commands)
