@@ -19,12 +19,14 @@ __all__ = [
     "CudaToolkit",
     "EnvProbe",
     "Toolchain",
+    "ToolchainIdentity",
     "check_torch",
     "cuda_toolkit_requirements",
     "find_python",
     "locate_cuda_wheels",
     "parse_nvcc_version",
     "prepare_toolchain",
+    "toolchain_identity",
     "toolchain_key",
 ]
 
@@ -47,6 +49,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .errors import ToolchainError, ToolMissingError
+from .installer import (
+    select_installer,
+    uv_cache_dir,
+    uv_install_argv,
+    uv_options,
+    uv_venv_argv,
+)
 from .model import Accelerator, BuildJob
 from .pythons import find_python
 from .runner import Runner
@@ -521,11 +530,36 @@ def _pip(
     log: IO[str],
     env: Mapping[str, str],
 ) -> None:
+    """Install into the environment of `python`: uv (shared package cache) or pip.
+
+    A failed uv install is retried with pip, so uv can only make an install faster.
+    """
+    index = (
+        job.torch_index
+        if job.torch_index
+        and _index_reachable(job.torch_index, python, runner=runner, log=log, env=env)
+        else None
+    )
+    installer = select_installer(env)
+    if installer.uv is not None:
+        root = python.parent.parent
+        config = runner.run(
+            [str(python), "-m", "pip", "config", "list"], env=_child_env(env), capture=True
+        )
+        options, extra_env = uv_options(config.output if config.ok else "", env)
+        uv_env = _child_env(env)
+        uv_env.update(extra_env)
+        uv_env["UV_CACHE_DIR"] = str(uv_cache_dir(root.parent.parent, env))
+        uv_env.pop("UV_SYSTEM_PYTHON", None)
+        argv = uv_install_argv(
+            installer.uv, python, requirements, options=options, extra_index=index
+        )
+        if runner.run(argv, env=uv_env, log=log).ok:
+            return
+        log.write("[toolchain] uv could not install; trying pip (see uv's reason above)\n")
     argv = [str(python), "-m", "pip", "install"]
-    if job.torch_index and _index_reachable(
-        job.torch_index, python, runner=runner, log=log, env=env
-    ):
-        argv += ["--extra-index-url", job.torch_index]
+    if index:
+        argv += ["--extra-index-url", index]
     argv += list(requirements)
     result = runner.run(argv, env=_child_env(env), log=log)
     if not result.ok:
@@ -533,6 +567,25 @@ def _pip(
             f"pip could not install {' '.join(requirements)} (exit {result.returncode}); "
             "see the log above for pip's reason"
         )
+
+
+def _make_venv(
+    base_python: Path, root: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str]
+) -> None:
+    """`uv venv --seed` (milliseconds) when uv is there, else (or when it fails) `python -m venv`."""
+    installer = select_installer(env)
+    log.write(f"[toolchain] installer: {installer.name} ({installer.reason})\n")
+    if installer.uv is not None:
+        uv_env = _child_env(env)
+        uv_env["UV_CACHE_DIR"] = str(uv_cache_dir(root.parent.parent, env))
+        made = runner.run(uv_venv_argv(installer.uv, base_python, root), env=uv_env, log=log)
+        if made.ok and (root / "bin" / "python").exists():
+            return
+        log.write("[toolchain] `uv venv` failed; creating the venv with python -m venv\n")
+        _remove_env(root, log, "a failed uv venv")
+    created = runner.run([str(base_python), "-m", "venv", str(root)], env=_child_env(env), log=log)
+    if not created.ok or not (root / "bin" / "python").exists():
+        raise ToolchainError(f"`{base_python} -m venv {root}` failed (exit {created.returncode})")
 
 
 def _cuda_from_marker(data: Mapping[str, Any]) -> CudaToolkit | None:
@@ -637,6 +690,60 @@ def _remove_env(root: Path, log: IO[str], why: str) -> None:
         shutil.rmtree(root)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ToolchainIdentity:
+    """What decides a job's environment, known before (and without) creating it."""
+
+    key: str
+    fields: Mapping[str, Any]
+    base_python: Path
+    python_version: str  # the base interpreter's full version, "3.11.7"
+    system_cuda: CudaToolkit | None
+
+
+def toolchain_identity(
+    job: BuildJob,
+    python: str,
+    *,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+    cuda_home: Path | None = None,
+    with_toolkit: bool = True,
+) -> ToolchainIdentity:
+    """The key of the environment `prepare_toolchain` would use, from the job and the base
+    interpreter alone (one quick probe of it; nothing is installed).
+
+    Not for `torch: current` jobs, whose environment depends on the running torch.
+    """
+    accel = Accelerator.parse(job.accelerator)
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    base_python = find_python(python, env=env, home=home)
+    base = _probe(base_python, runner=runner, log=log, env=env, torch=False)
+    if base is None:
+        raise ToolMissingError(f"Python {python}: {base_python} does not run; reinstall it")
+    if base.implementation != "cpython":
+        raise ToolMissingError(
+            f"Python {python}: {base_python} is {base.implementation}, not CPython; install "
+            f"CPython with: pyenv install {python}  (or: uv python install {python})"
+        )
+    system_cuda: CudaToolkit | None = None
+    if accel.kind == "cuda" and with_toolkit:
+        given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
+        if given is not None:
+            system_cuda = _system_cuda(given, accel, runner=runner, log=log, env=env)
+    key, fields = toolchain_key(
+        job, python_version=base.python_version, system_cuda=system_cuda, with_toolkit=with_toolkit
+    )
+    return ToolchainIdentity(
+        key=key,
+        fields=fields,
+        base_python=base_python,
+        python_version=base.python_version,
+        system_cuda=system_cuda,
+    )
+
+
 def prepare_toolchain(
     job: BuildJob,
     python: str,
@@ -667,27 +774,23 @@ def prepare_toolchain(
             cuda_home=cuda_home,
             with_toolkit=with_toolkit,
         )
-    accel = Accelerator.parse(job.accelerator)
-    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
-    base_python = find_python(python, env=env, home=home)
-    base = _probe(base_python, runner=runner, log=log, env=env, torch=False)
-    if base is None:
-        raise ToolMissingError(f"Python {python}: {base_python} does not run; reinstall it")
-    if base.implementation != "cpython":
-        raise ToolMissingError(
-            f"Python {python}: {base_python} is {base.implementation}, not CPython; install "
-            f"CPython with: pyenv install {python}  (or: uv python install {python})"
-        )
-    system_cuda: CudaToolkit | None = None
-    if accel.kind == "cuda" and with_toolkit:
-        given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
-        if given is not None:
-            system_cuda = _system_cuda(given, accel, runner=runner, log=log, env=env)
-    key, fields = toolchain_key(
-        job, python_version=base.python_version, system_cuda=system_cuda, with_toolkit=with_toolkit
+    ident = toolchain_identity(
+        job,
+        python,
+        runner=runner,
+        log=log,
+        env=env,
+        cuda_home=cuda_home,
+        with_toolkit=with_toolkit,
+    )
+    key, fields, base_python, system_cuda = (
+        ident.key,
+        ident.fields,
+        ident.base_python,
+        ident.system_cuda,
     )
     envs = cache_dir / "toolchains"
-    root = envs / _env_name(job, base.python_version, key)
+    root = envs / _env_name(job, ident.python_version, key)
 
     with _locked(envs / ".locks" / f"{root.name}.lock"):
         marker = _read_marker(root)
@@ -769,9 +872,7 @@ def _create(
     started = time.monotonic()
     log.write(f"[toolchain] creating {root} for {', '.join(job.cell_ids) or job.id}\n")
     root.parent.mkdir(parents=True, exist_ok=True)
-    created = runner.run([str(base_python), "-m", "venv", str(root)], env=_child_env(env), log=log)
-    if not created.ok or not venv_python.exists():
-        raise ToolchainError(f"`{base_python} -m venv {root}` failed (exit {created.returncode})")
+    _make_venv(base_python, root, runner=runner, log=log, env=env)
     requirements = [job.torch_requirement, *(BUILD_REQUIREMENTS if with_toolkit else ())]
     _pip(venv_python, requirements, job, runner=runner, log=log, env=env)
     probe = _probe(venv_python, runner=runner, log=log, env=env, torch=True)

@@ -1,0 +1,142 @@
+"""How toolchain environments are created and filled: uv through a shared package cache, or pip.
+
+uv unpacks every wheel once into its cache and hard-links the files into each new
+environment, so a second environment with the same torch costs seconds instead of the
+minutes of unpacking a torch and its CUDA wheels again. pip stays the fallback: when uv is
+not on PATH, when `BUILDTOOLS_INSTALLER=pip`, or when a uv command fails (the pip command
+then runs, and the log says why).
+
+uv does not read pip's configuration, so the options pip would use (`pip config list`:
+files and PIP_* variables) are translated into uv's: index-url, extra-index-url,
+find-links, no-index, cert and timeout; pip's "best version across all indexes" is
+uv's `--index-strategy unsafe-best-match`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "INSTALLERS",
+    "Installer",
+    "parse_pip_config",
+    "select_installer",
+    "uv_cache_dir",
+    "uv_install_argv",
+    "uv_options",
+    "uv_venv_argv",
+]
+
+import ast
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+INSTALLERS = ("auto", "uv", "pip")
+_PIP_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "cert", "timeout")
+_RANK = {"global": 0, "install": 1, ":env:": 2}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Installer:
+    """The tool that installs into toolchain environments; `uv` is None for pip."""
+
+    name: str  # "uv" or "pip"
+    uv: Path | None = None
+    reason: str = ""  # why this one (for the log)
+
+
+def select_installer(env: Mapping[str, str]) -> Installer:
+    """uv when `BUILDTOOLS_INSTALLER` is auto (default) or uv and uv is on env's PATH, else pip."""
+    wanted = env.get("BUILDTOOLS_INSTALLER", "auto").strip().lower() or "auto"
+    if wanted not in INSTALLERS:
+        return Installer(
+            name="pip", reason=f"BUILDTOOLS_INSTALLER={wanted!r} is not one of {INSTALLERS}"
+        )
+    if wanted == "pip":
+        return Installer(name="pip", reason="BUILDTOOLS_INSTALLER=pip")
+    found = shutil.which("uv", path=env.get("PATH", ""))
+    if found is None:
+        return Installer(
+            name="pip", reason="uv is not on PATH (pip install uv makes environments share files)"
+        )
+    return Installer(name="uv", uv=Path(found), reason=f"uv at {found}")
+
+
+def uv_cache_dir(envs_dir: Path, env: Mapping[str, str]) -> Path:
+    """uv's package cache: UV_CACHE_DIR, else beside the environments (hard links need one
+    file system)."""
+    if env.get("UV_CACHE_DIR"):
+        return Path(env["UV_CACHE_DIR"])
+    return envs_dir / "uv-cache"
+
+
+def parse_pip_config(output: str) -> dict[str, str]:
+    """`pip config list` output → {option: value} for the options uv needs; env over files."""
+    ranked: dict[str, tuple[int, str]] = {}
+    for line in output.splitlines():
+        key, sep, raw = line.partition("=")
+        section, dot, option = key.strip().rpartition(".")
+        if not sep or not dot or section not in _RANK or option not in _PIP_KEYS:
+            continue
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, str) and (
+            option not in ranked or _RANK[section] >= ranked[option][0]
+        ):
+            ranked[option] = (_RANK[section], value)
+    return {option: value for option, (_, value) in sorted(ranked.items())}
+
+
+def _pip_env(env: Mapping[str, str]) -> dict[str, str]:
+    """PIP_* variables as pip config options (pip config list may not have run with them)."""
+    out: dict[str, str] = {}
+    for option in _PIP_KEYS:
+        var = "PIP_" + option.upper().replace("-", "_")
+        if env.get(var):
+            out[option] = env[var]
+    return out
+
+
+def uv_options(
+    config_list: str, env: Mapping[str, str]
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(uv pip install arguments, extra environment) equivalent to pip's configuration."""
+    config = {**parse_pip_config(config_list), **_pip_env(env)}
+    args: list[str] = ["--index-strategy", "unsafe-best-match"]
+    extra_env: list[tuple[str, str]] = []
+    if config.get("no-index", "").strip().lower() in ("1", "true", "yes", "on"):
+        args.append("--no-index")
+    if config.get("index-url"):
+        args += ["--index-url", config["index-url"].split()[0]]
+    for url in config.get("extra-index-url", "").split():
+        args += ["--extra-index-url", url]
+    for link in config.get("find-links", "").split():
+        args += ["--find-links", link]
+    if config.get("cert"):
+        extra_env.append(("SSL_CERT_FILE", config["cert"]))
+    if config.get("timeout", "").strip().isdigit():
+        extra_env.append(("UV_HTTP_TIMEOUT", config["timeout"].strip()))
+    return tuple(args), tuple(extra_env)
+
+
+def uv_venv_argv(uv: Path, base_python: Path, root: Path) -> list[str]:
+    """A venv with pip seeded (pip stays usable as the fallback inside it)."""
+    return [str(uv), "venv", "--seed", "--python", str(base_python), str(root)]
+
+
+def uv_install_argv(
+    uv: Path,
+    python: Path,
+    requirements: Sequence[str],
+    *,
+    options: Sequence[str],
+    extra_index: str | None,
+) -> list[str]:
+    """`uv pip install` into the environment of `python`, hard-linking from the cache."""
+    argv = [str(uv), "pip", "install", "--python", str(python), "--link-mode", "hardlink"]
+    argv += list(options)
+    if extra_index:
+        argv += ["--extra-index-url", extra_index]
+    return argv + list(requirements)
