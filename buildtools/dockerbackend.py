@@ -205,7 +205,9 @@ class DockerBackend:
         download += ["--only-binary=:all:", "--python-version", "3.10"]
         for plat in prefetch_platforms(f"manylinux_2_17_{arch}"):
             download += ["--platform", plat]
-        download += ["-r", str(context / CONTEXT_FILES[1])]
+        # the checkout's file, not the context copy: the same pins are downloaded only once
+        requirements = next(p for p in image.context_files if p.name == CONTEXT_FILES[1])
+        download += ["-r", str(requirements)]
         self._pip_download(download, dest=wheels, runner=runner, log=log)
         shutil.copytree(wheels, context / "wheels", ignore=shutil.ignore_patterns(".*"))
         argv = [
