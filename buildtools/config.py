@@ -305,6 +305,8 @@ class IndexConfig(_Strict):
 
 class BuildSettings(_Strict):
     max_jobs: int | None = Field(default=None, ge=1)
+    # ccache for the host compiler and nvcc (when ccache is installed); false turns it off
+    ccache: bool = True
 
 
 class ProjectConfig(_Strict):

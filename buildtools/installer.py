@@ -82,9 +82,7 @@ def parse_pip_config(output: str) -> dict[str, str]:
             value = ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError):
             continue
-        if isinstance(value, str) and (
-            option not in ranked or _RANK[section] >= ranked[option][0]
-        ):
+        if isinstance(value, str) and (option not in ranked or _RANK[section] >= ranked[option][0]):
             ranked[option] = (_RANK[section], value)
     return {option: value for option, (_, value) in sorted(ranked.items())}
 

@@ -127,6 +127,8 @@ class BuildJob:
     # install; a venv that sees that environment's site-packages), see docs/matrix.md.
     torch_source: Literal["index", "current"] = "index"
     current_python: str | None = None
+    # compiler cache (ccache) for this job's compiles; matrix `build.ccache: false` turns it off
+    ccache: bool = True
 
     @property
     def build_python(self) -> str:

@@ -350,6 +350,7 @@ def _make_current_job(
         smoke=m.project.smoke,
         torch_source="current",
         current_python=current.python,
+        ccache=m.build.ccache,
     )
 
 
@@ -432,6 +433,7 @@ def _make_job(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: s
         repair_excludes=tuple(override.exclude_libs),
         torch_index=index,
         smoke=m.project.smoke,
+        ccache=m.build.ccache,
     )
 
 
