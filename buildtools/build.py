@@ -18,30 +18,45 @@ __all__ = [
 ]
 
 import argparse
+import contextlib
 import hashlib
+import json
 import os
 import shlex
 import shutil
 import tempfile
+import threading
 import time
 import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol, TextIO
 
 from . import __version__
+from .ccache import (
+    CCACHE_INSTALL_HINT,
+    CompilerCache,
+    ccache_env,
+    ccache_root,
+    find_ccache,
+    make_masquerade,
+    no_ccache_env,
+)
 from .checks import Expectation, TorchTarget, check_wheel, load_torch_target
 from .errors import BuildFailedError, BuildtoolsError, CheckFailedError, PlanError
 from .fingerprint import source_fingerprint
+from .incremental import PriorWheels, Unchanged, job_fingerprints
 from .knowledge import Knowledge, load_knowledge
 from .model import Accelerator, BuildJob, Finding, Severity
 from .planner import Plan
 from .progress import make_progress
 from .repair import repair_against_torch
-from .report import CellResult, RunReport, Status
+from .report import CellResult, RunReport, Status, write_atomic
 from .runner import Runner, SubprocessRunner
-from .toolchain import Toolchain, prepare_toolchain
+from .scheduler import HostResources, Slots, host_resources, plan_slots
+from .toolchain import Toolchain, prepare_toolchain, toolchain_identity
 from .wheelmeta import make_build_record, relabel_wheel
 
 SHIMS = Path(__file__).parent / "data" / "shims"
@@ -67,6 +82,11 @@ class BuildOptions:
     live: bool = True
     reproduce: str = ""
     matrix: str = "matrix.yaml"
+    force: bool = False  # rebuild even when a wheel with the job's fingerprint exists
+    index_site: Path | None = None  # a published site whose wheels count as built
+    ccache: bool = True  # False: --no-ccache (each job's matrix build.ccache also counts)
+    jobs: int | None = None  # jobs compiling at once (default: as the machine allows)
+    host: HostResources | None = None  # cores and memory (default: this machine's)
 
 
 class Backend(Protocol):
@@ -170,8 +190,19 @@ def build_tree(
     return cache_dir / "build" / f"{job.id}-{digest.hexdigest()[:16]}"
 
 
-def job_environment(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> dict[str, str]:
-    """The exact environment of a job's build: host env + toolchain + job vars + MAX_JOBS."""
+def job_environment(
+    job: BuildJob,
+    toolchain: Toolchain,
+    opts: BuildOptions,
+    *,
+    compiler_cache: CompilerCache | None = None,
+) -> dict[str, str]:
+    """The exact environment of a job's build: host env + toolchain + job vars + MAX_JOBS,
+    then the compiler cache (`compiler_cache`), or none at all when it is None.
+
+    `opts.max_jobs` is the scheduler's share for this job and wins over any other MAX_JOBS
+    (the host's, the matrix's): N concurrent jobs x MAX_JOBS never exceed the machine.
+    """
     env = dict(opts.env)
     for key, value in toolchain.build_env:
         if key == "PATH" and env.get("PATH"):
@@ -183,9 +214,23 @@ def job_environment(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> 
         # setup.py files that ask torch.cuda.is_available() still build device code here
         env["BUILDTOOLS_FORCE_CUDA_AVAILABLE"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIMS), env.get("PYTHONPATH")) if p)
-    if "MAX_JOBS" not in env:
-        env["MAX_JOBS"] = str(opts.max_jobs or os.cpu_count() or 1)
+    if opts.max_jobs is not None:
+        env["MAX_JOBS"] = str(opts.max_jobs)
+    elif "MAX_JOBS" not in env:
+        env["MAX_JOBS"] = str(os.cpu_count() or 1)
     env["PYTHONNOUSERSITE"] = "1"
+    if compiler_cache is not None:
+        env.update(
+            ccache_env(
+                job,
+                compiler_cache,
+                project_dir=opts.project_dir,
+                cuda_home=toolchain.cuda_home,
+                path=env.get("PATH", ""),
+            )
+        )
+    else:
+        env.update(no_ccache_env())
     return env
 
 
@@ -242,8 +287,16 @@ def build_job(
     backend: Backend,
     runner: Runner,
     stage: Any,
+    fingerprint: str | None = None,
+    compile_slot: contextlib.AbstractContextManager[Any] | None = None,
+    compiler_cache: CompilerCache | None = None,
 ) -> list[CellResult]:
-    """Build, repair, relabel and check one job; returns one result per cell it covers."""
+    """Build, repair, relabel and check one job; returns one result per cell it covers.
+
+    `fingerprint` goes into the wheel's build record; `compile_slot` is held while the
+    compiler runs (the scheduler's share of the machine); `compiler_cache` is ccache, or
+    None for no compiler cache.
+    """
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     run = _JobRun(job=job, log_path=logs / f"{job.id}.log")
@@ -271,28 +324,21 @@ def build_job(
                 )
                 _timed(run, "env", started)
 
-                started = time.monotonic()
-                stage(job.id, "build")
-                env = (
-                    job_environment(job, toolchain, opts)
-                    if backend.needs_host_toolkit
-                    else dict(opts.env)
-                )
-                log.write(
-                    "# job environment: "
-                    + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env))
-                    + "\n"
-                )
-                raw = backend.build_raw(
-                    job,
-                    toolchain,
-                    project_dir=opts.project_dir,
-                    out_dir=staging / "raw",
-                    build_dir=build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir),
-                    env=env,
-                    runner=runner,
-                    log=log,
-                )
+                stage(job.id, "waiting for a compile slot")
+                slot = compile_slot if compile_slot is not None else contextlib.nullcontext()
+                with slot:
+                    started = time.monotonic()
+                    stage(job.id, "build")
+                    raw = _compile(
+                        job,
+                        toolchain,
+                        opts=opts,
+                        backend=backend,
+                        runner=runner,
+                        log=log,
+                        staging=staging,
+                        compiler_cache=compiler_cache,
+                    )
                 _timed(run, "build", started)
                 if len(raw) != 1:
                     raise BuildFailedError(f"expected one wheel, the build produced {len(raw)}")
@@ -306,7 +352,7 @@ def build_job(
                         job, toolchain, raw[0], staging, kb, env=opts.env, runner=runner, log=log
                     )
                 )
-                record = _build_record(job, toolchain, opts)
+                record = _build_record(job, toolchain, opts, fingerprint=fingerprint)
                 final = relabel_wheel(
                     repaired,
                     out_dir=staging / "final",
@@ -375,6 +421,44 @@ def build_job(
     return results
 
 
+def _compile(
+    job: BuildJob,
+    toolchain: Toolchain,
+    *,
+    opts: BuildOptions,
+    backend: Backend,
+    runner: Runner,
+    log: IO[str],
+    staging: Path,
+    compiler_cache: CompilerCache | None,
+) -> list[Path]:
+    """The backend's build of the raw wheel(s), in the job's exact environment."""
+    if backend.needs_host_toolkit:
+        env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache)
+    else:
+        env = dict(opts.env)
+        if opts.max_jobs is not None:
+            env["MAX_JOBS"] = str(opts.max_jobs)
+    log.write(
+        "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
+    )
+    if compiler_cache is not None:
+        log.write(
+            f"# compiler cache: ccache {compiler_cache.program}, "
+            f"CCACHE_DIR={compiler_cache.dir_for(job)}\n"
+        )
+    return backend.build_raw(
+        job,
+        toolchain,
+        project_dir=opts.project_dir,
+        out_dir=staging / "raw",
+        build_dir=build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir),
+        env=env,
+        runner=runner,
+        log=log,
+    )
+
+
 def _repair(
     job: BuildJob,
     toolchain: Toolchain,
@@ -405,7 +489,9 @@ def _repair(
     )
 
 
-def _build_record(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> dict[str, object]:
+def _build_record(
+    job: BuildJob, toolchain: Toolchain, opts: BuildOptions, *, fingerprint: str | None = None
+) -> dict[str, object]:
     accel = Accelerator.parse(job.accelerator)
     record = make_build_record(
         torch=toolchain.torch_version,
@@ -417,14 +503,119 @@ def _build_record(job: BuildJob, toolchain: Toolchain, opts: BuildOptions) -> di
         python=toolchain.python_version,
         abi=job.abi,
         torch_requirement=job.requires_dist,
-        fingerprint=source_fingerprint(opts.project_dir),
+        fingerprint=fingerprint,
         cells=job.cell_ids,
     )
+    record["source_fingerprint"] = source_fingerprint(opts.project_dir)
     record["job"] = job.id
     record["torch_versions"] = list(job.torch_versions)
     record["platform"] = job.platform
     record["promised_platform_tag"] = job.platform_tag
     return record
+
+
+def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:
+    """MAX_JOBS someone asked for: --max-jobs, else the host's MAX_JOBS, else the matrix's."""
+    if opts.max_jobs is not None:
+        return opts.max_jobs
+    for value in (opts.env.get("MAX_JOBS"), *(j.env_dict.get("MAX_JOBS") for j in plan.jobs)):
+        if value and value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def _backend_inputs(backend: Backend, job: BuildJob) -> dict[str, str]:
+    """What the backend adds to a job's fingerprint: its name, and a builder image's tag
+    (which hashes the Dockerfile, the pins and the base)."""
+    inputs = {"backend": backend.name}
+    image_for: Callable[[BuildJob], Any] | None = getattr(backend, "image_for", None)
+    if image_for is not None:
+        inputs["image"] = str(image_for(job).tag)
+    return inputs
+
+
+def compute_fingerprints(
+    plan: Plan, *, opts: BuildOptions, backend: Backend, runner: Runner, log: IO[str]
+) -> dict[str, str | None]:
+    """Every job's fingerprint, without creating any environment (see incremental.py)."""
+
+    backend_inputs: dict[str, dict[str, str]] = {}
+    for job in plan.jobs:
+        try:
+            backend_inputs[job.id] = _backend_inputs(backend, job)
+        except (BuildtoolsError, OSError) as exc:  # no fingerprint: the job is built
+            log.write(f"{job.id}: no fingerprint: {exc}\n")
+
+    def toolchain(job: BuildJob) -> Mapping[str, Any] | None:
+        if job.id not in backend_inputs:
+            return None
+        try:
+            ident = toolchain_identity(
+                job,
+                job.build_python,
+                runner=runner,
+                log=log,
+                env=opts.env,
+                cuda_home=opts.cuda_home,
+                with_toolkit=backend.needs_host_toolkit,
+            )
+        except BuildtoolsError as exc:  # the build names it properly; no skip
+            log.write(f"{job.id}: no fingerprint: {exc}\n")
+            return None
+        return ident.fields
+
+    return job_fingerprints(
+        plan.jobs,
+        sources=source_fingerprint(opts.project_dir),
+        toolchain=toolchain,
+        backend=lambda job: backend_inputs[job.id],
+        host_env=opts.env,
+    )
+
+
+def _compiler_cache(
+    opts: BuildOptions, plan: Plan, report_note: Callable[[str], None]
+) -> CompilerCache | None:
+    """ccache when wanted and installed (a note says so when it is wanted but missing)."""
+    if not opts.ccache or not any(j.ccache for j in plan.jobs):
+        return None
+    program = find_ccache(opts.env)
+    if program is None:
+        report_note(f"ccache is not installed, so compiles are not cached; {CCACHE_INSTALL_HINT}")
+        return None
+    cache = CompilerCache(program=program, root=ccache_root(opts.cache_dir, opts.env))
+    make_masquerade(cache)
+    return cache
+
+
+def _timings_path(opts: BuildOptions) -> Path:
+    return opts.cache_dir / "timings.json"
+
+
+def _read_timings(opts: BuildOptions) -> dict[str, float]:
+    try:
+        data = json.loads(_timings_path(opts).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _skipped(job: BuildJob, prior: Unchanged, log_dir: Path) -> list[CellResult]:
+    log = log_dir / f"{job.id}.log"
+    return [
+        CellResult(
+            cell=cell.id,
+            job=job.id,
+            status=Status.SKIPPED_UNCHANGED,
+            wheel=prior.wheel,
+            sha256=prior.sha256,
+            size=prior.size,
+            log=str(log) if log.is_file() else None,
+            reason=f"unchanged: the {prior.where} has a wheel with this job's fingerprint "
+            "(--force rebuilds)",
+        )
+        for cell in job.cells
+    ]
 
 
 def build_plan(
@@ -435,12 +626,20 @@ def build_plan(
     runner: Runner | None = None,
     backend: Backend | None = None,
     out: TextIO,
+    fingerprints: Mapping[str, str | None] | None = None,
 ) -> RunReport:
-    """Run every job of the plan; one failing job never stops the others (unless fail_fast)."""
+    """Run every job of the plan; one failing job never stops the others (unless fail_fast).
+
+    A job whose fingerprint is on a wheel of the wheelhouse or of `opts.index_site` is
+    skipped (`skipped-unchanged`) unless `opts.force`. The others run concurrently within
+    the machine's compile budget (`scheduler.plan_slots`). `fingerprints` (job id →
+    fingerprint) replaces their computation (tests).
+    """
     runner = runner or SubprocessRunner()
     backend = backend or LocalBackend()
-    backend.preflight(runner)
     (opts.cache_dir / "staging").mkdir(parents=True, exist_ok=True)
+    logs = opts.wheelhouse / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     report = RunReport(
         matrix=opts.matrix,
         profile=plan.profile,
@@ -457,21 +656,119 @@ def build_plan(
                 reason=removed.reason,
             )
         )
-    with make_progress([j.id for j in plan.jobs], out=out, live=opts.live) as progress:
-        for job in plan.jobs:
-            results = build_job(
-                job, kb=kb, opts=opts, backend=backend, runner=runner, stage=progress.stage
+    if fingerprints is None:
+        with (logs / "fingerprints.log").open("w", encoding="utf-8") as flog:
+            fingerprints = compute_fingerprints(
+                plan, opts=opts, backend=backend, runner=runner, log=flog
             )
-            report.cells.extend(results)
-            status = results[0].status.value
-            progress.finish(
-                job.id, status if status != "failed" else f"FAILED (log: {results[0].log})"
-            )
-            if opts.fail_fast and results[0].status is Status.FAILED:
-                break
+    prior = PriorWheels(opts.wheelhouse, index_site=opts.index_site)
+    results: dict[str, list[CellResult]] = {}
+    todo: list[BuildJob] = []
+    for job in plan.jobs:
+        found = None if opts.force else prior.find(fingerprints.get(job.id))
+        if found is not None:
+            results[job.id] = _skipped(job, found, logs)
+        else:
+            todo.append(job)
+    if todo:
+        backend.preflight(runner)
+    slots = plan_slots(
+        todo,
+        opts.host or host_resources(),
+        max_jobs=_requested_max_jobs(plan, opts),
+        concurrent=opts.jobs,
+    )
+    report.notes.append(f"scheduler: {slots.reason}")
+    compiler_cache = _compiler_cache(opts, plan, report.notes.append)
+    _run_jobs(
+        todo,
+        slots,
+        results,
+        kb=kb,
+        opts=replace(opts, max_jobs=slots.max_jobs),
+        backend=backend,
+        runner=runner,
+        out=out,
+        fingerprints=fingerprints,
+        compiler_cache=compiler_cache,
+        skipped=[j.id for j in plan.jobs if j.id in results],
+    )
+    for job in plan.jobs:
+        report.cells.extend(results.get(job.id, []))
     report.finished = time.time()
     report.write(opts.wheelhouse / "report.json")
     return report
+
+
+def _run_jobs(
+    todo: list[BuildJob],
+    slots: Slots,
+    results: dict[str, list[CellResult]],
+    *,
+    kb: Knowledge,
+    opts: BuildOptions,
+    backend: Backend,
+    runner: Runner,
+    out: TextIO,
+    fingerprints: Mapping[str, str | None],
+    compiler_cache: CompilerCache | None,
+    skipped: list[str],
+) -> None:
+    """Build `todo` with `slots.workers` threads, `slots.concurrent` compiling at once."""
+    if hasattr(backend, "max_jobs"):
+        # the docker backend passes MAX_JOBS into its containers: the scheduler's share
+        setattr(backend, "max_jobs", slots.max_jobs)  # noqa: B010
+    timings = _read_timings(opts)
+    compile_slots = threading.BoundedSemaphore(slots.concurrent)
+    stop = threading.Event()
+    lock = threading.Lock()
+    ids = [j.id for j in todo]
+    with make_progress(
+        [*skipped, *ids],
+        out=out,
+        live=opts.live,
+        expected={i: timings[i] for i in ids if i in timings},
+        concurrent=slots.concurrent,
+    ) as progress:
+        for job_id in skipped:
+            progress.finish(job_id, Status.SKIPPED_UNCHANGED.value, counted=False)
+
+        def one(job: BuildJob) -> None:
+            if stop.is_set():
+                progress.finish(job.id, "not started (--fail-fast)", counted=False)
+                return
+            started = time.monotonic()
+            cells = build_job(
+                job,
+                kb=kb,
+                opts=opts,
+                backend=backend,
+                runner=runner,
+                stage=progress.stage,
+                fingerprint=fingerprints.get(job.id),
+                compile_slot=compile_slots,
+                compiler_cache=compiler_cache if job.ccache else None,
+            )
+            with lock:
+                results[job.id] = cells
+                if cells[0].status is Status.BUILT:
+                    timings[job.id] = round(time.monotonic() - started, 1)
+            status = cells[0].status.value
+            progress.finish(
+                job.id, status if status != "failed" else f"FAILED (log: {cells[0].log})"
+            )
+            if opts.fail_fast and cells[0].status is Status.FAILED:
+                stop.set()
+
+        if slots.workers <= 1:
+            for job in todo:
+                one(job)
+        else:
+            with ThreadPoolExecutor(max_workers=slots.workers) as pool:
+                for future in [pool.submit(one, job) for job in todo]:
+                    future.result()
+    if todo:
+        write_atomic(_timings_path(opts), json.dumps(timings, indent=1, sort_keys=True) + "\n")
 
 
 def add_build_parser(sub: Any) -> None:
@@ -508,7 +805,37 @@ def add_build_parser(sub: Any) -> None:
         "local base from docker/local-base.sh where no registry is reachable)",
     )
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed job")
-    p.add_argument("--max-jobs", type=int, default=None, help="compile parallelism (MAX_JOBS)")
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=None,
+        help="compiler processes per job (MAX_JOBS; default: the machine's cores split "
+        "between the jobs that run at once)",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=None,
+        help="jobs that compile at once (default: as many as cores and memory allow)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild every job, even one whose wheel (same fingerprint) is already built",
+    )
+    p.add_argument(
+        "--index-site",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a published site (with index.json): a job whose fingerprint it lists is skipped",
+    )
+    p.add_argument(
+        "--no-ccache",
+        action="store_true",
+        help="no compiler cache (default: ccache when installed; matrix build.ccache: false)",
+    )
     p.add_argument(
         "--cuda-home",
         type=Path,
@@ -559,6 +886,10 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         live=not args.no_live,
         reproduce=reproduce_command(args),
         matrix=str(args.matrix or "matrix.yaml"),
+        force=args.force,
+        index_site=args.index_site.resolve() if args.index_site else None,
+        ccache=not args.no_ccache,
+        jobs=args.jobs,
     )
     kb = load_knowledge()
     backend: Backend = LocalBackend()

@@ -121,6 +121,9 @@ def job_json(job: Any) -> dict[str, Any]:
         "toolkit": list(job.toolkit.pip_packages) if job.toolkit else [],
         "env": dict(job.env),
         "repair": job.repair,
+        # the job's compiler cache is $BUILDTOOLS_CCACHE_DIR/<ccache_key> (else
+        # <cache dir>/ccache/<ccache_key>): what a CI job restores and saves; null: no cache
+        "ccache_key": job.id if job.ccache else None,
     }
 
 

@@ -150,6 +150,9 @@ class IndexedWheel:
     torch_specifier: str | None
     accelerator: str
     url: str | None = None  # absolute URL when the wheel lives elsewhere
+    # the build record's job fingerprint: `buildtools build --index-site` skips a job whose
+    # fingerprint is published (absent from manifests written before it existed)
+    fingerprint: str | None = None
 
     @property
     def project(self) -> str:
@@ -178,6 +181,7 @@ class IndexedWheel:
             "torch_specifier": self.torch_specifier,
             "accelerator": self.accelerator,
             "url": self.url,
+            **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
         }
 
     @classmethod
@@ -188,7 +192,7 @@ class IndexedWheel:
         for key in (*strings, "accelerator"):
             if not isinstance(raw.get(key), str):
                 raise ValueError(f"{raw.get('filename', '?')}: {key}: expected a string")
-        for key in ("requires_python", "torch_specifier", "url"):
+        for key in ("requires_python", "torch_specifier", "url", "fingerprint"):
             if raw.get(key) is not None and not isinstance(raw[key], str):
                 raise ValueError(f"{raw['filename']}: {key}: expected a string or null")
         versions = raw.get("torch_versions")
@@ -210,6 +214,7 @@ class IndexedWheel:
             torch_specifier=raw.get("torch_specifier"),
             accelerator=raw["accelerator"],
             url=raw.get("url"),
+            fingerprint=raw.get("fingerprint"),
         )
 
 
@@ -341,6 +346,7 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
         torch_versions=torch_versions,
         torch_specifier=_torch_spec(str(v) for v in headers.get_all("Requires-Dist", [])),
         accelerator=str(record["accelerator"]),
+        fingerprint=record["fingerprint"] if isinstance(record.get("fingerprint"), str) else None,
     )
     if wheel_url_template is not None:
         wheel = replace(wheel, url=wheel_url(wheel_url_template, wheel))

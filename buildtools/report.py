@@ -75,6 +75,7 @@ class RunReport:
     started: float = 0.0
     finished: float = 0.0
     reproduce: str = ""
+    notes: list[str] = field(default_factory=list)  # run-wide remarks (scheduler, ccache)
 
     @property
     def failed(self) -> list[CellResult]:
@@ -94,6 +95,7 @@ class RunReport:
             "finished": round(self.finished, 3),
             "reproduce": self.reproduce,
             "summary": dict(sorted(counts.items())),
+            "notes": list(self.notes),
             "cells": [c.to_json() for c in self.cells],
         }
 
@@ -120,6 +122,8 @@ class RunReport:
                 f"{errors} error(s), {warnings} warning(s)" if c.findings else "-",
             )
         console.print(table)
+        for note in self.notes:
+            console.print(f"  note: {note}")
         for c in self.cells:
             for f in c.findings:
                 if f.severity is not Severity.INFO:

@@ -1,0 +1,128 @@
+"""Skip what is already built: a job whose fingerprint is on a wheel we have is not rebuilt.
+
+The fingerprint of every job is computed before anything is created (the environment's key
+needs only the job and one quick probe of the base interpreter), then looked up in the
+build records of the wheelhouse's wheels and, when given, in a published site's
+`index.json`. A hit is reported `skipped-unchanged` with that wheel; `--force` rebuilds.
+`torch: current` jobs are always built: their torch can change in place under the same
+version string.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PriorWheels", "Unchanged", "job_fingerprints"]
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import PublishError
+from .fingerprint import fingerprint_inputs, job_fingerprint
+from .model import BuildJob
+from .wheelmeta import read_build_record
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unchanged:
+    """A wheel already built from the same fingerprint."""
+
+    wheel: str  # a path in the wheelhouse or the site, or the wheel's URL
+    sha256: str
+    size: int
+    where: str  # "wheelhouse" or "index"
+
+
+def job_fingerprints(
+    jobs: Sequence[BuildJob],
+    *,
+    sources: str,
+    toolchain: Callable[[BuildJob], Mapping[str, Any] | None],
+    backend: Callable[[BuildJob], Mapping[str, str]],
+    host_env: Mapping[str, str],
+) -> dict[str, str | None]:
+    """job id → fingerprint, or None where the job has none (`torch: current`).
+
+    `toolchain(job)` gives the key fields of the job's environment (None: not knowable
+    before the build); `backend(job)` what the backend adds (its name, builder image).
+    """
+    out: dict[str, str | None] = {}
+    for job in jobs:
+        fields = None if job.torch_source == "current" else toolchain(job)
+        if fields is None:
+            out[job.id] = None
+            continue
+        inputs = fingerprint_inputs(
+            job, sources=sources, toolchain=fields, backend=backend(job), host_env=host_env
+        )
+        out[job.id] = job_fingerprint(inputs)
+    return out
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class PriorWheels:
+    """The wheels a run may reuse: the wheelhouse's and a published site's (read once)."""
+
+    def __init__(self, wheelhouse: Path, *, index_site: Path | None = None) -> None:
+        self.wheelhouse = wheelhouse
+        self.index_site = index_site
+        self._local: dict[str, Path] | None = None
+        self._published: dict[str, Unchanged] | None = None
+
+    def _scan_wheelhouse(self) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for wheel in sorted(self.wheelhouse.glob("*.whl")) if self.wheelhouse.is_dir() else ():
+            try:
+                record = read_build_record(wheel)
+            except (OSError, ValueError, KeyError):  # not a wheel we can read: not a candidate
+                continue
+            fingerprint = record.get("fingerprint") if record else None
+            if isinstance(fingerprint, str) and fingerprint:
+                found[fingerprint] = wheel
+        return found
+
+    def _scan_site(self) -> dict[str, Unchanged]:
+        from .index import read_manifest
+
+        if self.index_site is None:
+            return {}
+        try:
+            manifest = read_manifest(self.index_site)
+        except PublishError:
+            return {}
+        return {
+            w.fingerprint: Unchanged(
+                wheel=w.url or str(self.index_site / w.filename),
+                sha256=w.sha256,
+                size=w.size,
+                where="index",
+            )
+            for w in manifest.wheels
+            if w.fingerprint
+        }
+
+    def find(self, fingerprint: str | None) -> Unchanged | None:
+        """The wheel built from `fingerprint`: the wheelhouse's first, then the site's."""
+        if not fingerprint:
+            return None
+        if self._local is None:
+            self._local = self._scan_wheelhouse()
+        wheel = self._local.get(fingerprint)
+        if wheel is not None and wheel.is_file():
+            return Unchanged(
+                wheel=str(wheel),
+                sha256=_sha256(wheel),
+                size=wheel.stat().st_size,
+                where="wheelhouse",
+            )
+        if self._published is None:
+            self._published = self._scan_site()
+        return self._published.get(fingerprint)
