@@ -223,6 +223,7 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
     # imported here: these modules import cli's helpers
     from .build import add_build_parser
     from .checks import add_check_parser
+    from .ci import add_ci_parser
     from .doctor import add_doctor_parser
     from .index import add_index_parser
     from .smoke import add_smoke_parser
@@ -230,6 +231,7 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
     return [
         add_build_parser,
         add_check_parser,
+        add_ci_parser,
         add_doctor_parser,
         add_index_parser,
         add_smoke_parser,

@@ -6,6 +6,7 @@ __all__ = [
     "BuildFailedError",
     "BuildtoolsError",
     "CheckFailedError",
+    "CiDriftError",
     "ConfigError",
     "ExitCode",
     "ImmutableWheelError",
@@ -37,6 +38,7 @@ class ExitCode(enum.IntEnum):
     IMMUTABLE_WHEEL = 11
     SMOKE_FAILED = 12
     DOCTOR_BROKEN = 13  # `buildtools doctor` found a broken torch or extension package
+    CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
 
 
 class BuildtoolsError(Exception):
@@ -103,3 +105,9 @@ class SmokeFailedError(BuildtoolsError):
     """A wheel failed its smoke test on a runner (or no wheel could be tested)."""
 
     exit_code = ExitCode.SMOKE_FAILED
+
+
+class CiDriftError(BuildtoolsError):
+    """The generated CI workflows in the repository no longer match matrix.yaml."""
+
+    exit_code = ExitCode.CI_DRIFT

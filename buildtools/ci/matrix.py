@@ -1,0 +1,285 @@
+"""`buildtools ci matrix`: the plan job of the generated workflows.
+
+It plans a profile (optionally narrowed by `--only`, the `only` input of a manual run) and
+hands GitHub Actions one matrix entry per BuildJob: the `--only` globs that select exactly
+that job's cells, the `nox -s build` line a maintainer runs to reproduce it, the runner,
+the Pythons to set up, a cache key over the job's toolchain, and a timeout. Smoke matrices
+are the same entries split by accelerator family, for the families that have a runner.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_MATRIX_JOBS",
+    "MatrixEntry",
+    "cmd_matrix",
+    "github_outputs",
+    "job_globs",
+    "matrix_entries",
+    "summary_markdown",
+]
+
+import argparse
+import fnmatch
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from .. import __version__
+from ..errors import PlanError
+from ..model import Accelerator, BuildJob
+from ..planner import Plan
+from . import layout
+
+# GitHub Actions runs at most 256 jobs from one matrix.
+MAX_MATRIX_JOBS = 256
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixEntry:
+    """One BuildJob as a GitHub Actions matrix entry (flat, strings and ints only)."""
+
+    id: str
+    family: str
+    accelerator: str
+    cells: tuple[str, ...]
+    runner: str | tuple[str, ...]
+    smoke_runner: str | tuple[str, ...] | None
+    python_versions: str  # setup-python's multi-line input; the last one runs nox
+    only: tuple[str, ...]
+    reproduce: str
+    smoke: str
+    cache_key: str
+    cache_restore: str
+    timeout: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "family": self.family,
+            "accelerator": self.accelerator,
+            "cells": " ".join(self.cells),
+            "runner": list(self.runner) if isinstance(self.runner, tuple) else self.runner,
+            "python_versions": self.python_versions,
+            "only": " ".join(self.only),
+            "reproduce": self.reproduce,
+            "smoke": self.smoke,
+            "cache_key": self.cache_key,
+            "cache_restore": self.cache_restore,
+            "timeout": self.timeout,
+        }
+
+
+def job_globs(job: BuildJob, universe: Iterable[str]) -> tuple[str, ...]:
+    """`--only` globs that select exactly the job's cells among `universe` (the profile's).
+
+    One cell: its id. Several (abi3, stable): one glob with `*` where the ids differ
+    (`torch2.13.0-cu130-*`) when it selects no other cell, else every id.
+    """
+    ids = job.cell_ids
+    if len(ids) == 1:
+        return ids
+    parts = [cid.split("-") for cid in ids]
+    if len({len(p) for p in parts}) == 1:
+        glob = "-".join(
+            p0 if all(p[i] == p0 for p in parts) else "*" for i, p0 in enumerate(parts[0])
+        )
+        if {c for c in universe if fnmatch.fnmatchcase(c, glob)} == set(ids):
+            return (glob,)
+    return ids
+
+
+def _cache_key(job: BuildJob, ci_python: str) -> tuple[str, str]:
+    from ..cli import job_json
+
+    payload = json.dumps(
+        {"job": job_json(job), "buildtools": __version__, "python": ci_python}, sort_keys=True
+    )
+    digest = hashlib.sha256(payload.encode()).hexdigest()[:20]
+    prefix = f"buildtools-{job.id}-"
+    return prefix + digest, prefix
+
+
+def matrix_entries(
+    selected: Plan,
+    full: Plan,
+    *,
+    profile: str,
+    matrix: str,
+    ci_python: str,
+) -> list[MatrixEntry]:
+    """One entry per job of `selected`; globs are checked against every cell of `full`."""
+    current = [j.id for j in selected.jobs if j.torch_source == "current"]
+    if current:
+        raise PlanError(
+            f"{', '.join(current)}: torch: current builds against the torch of one machine; "
+            "a CI job cannot reproduce it. Keep `current` out of the CI profiles"
+        )
+    if len(selected.jobs) > MAX_MATRIX_JOBS:
+        raise PlanError(
+            f"profile {profile!r} plans {len(selected.jobs)} build jobs; GitHub Actions runs "
+            f"at most {MAX_MATRIX_JOBS} from one matrix. Use `abi: abi3` or `abi: stable` "
+            "(fewer builds), or a narrower profile"
+        )
+    universe = [c.id for c in full.cells]
+    entries = []
+    for job in selected.jobs:
+        family = Accelerator.parse(job.accelerator).kind
+        only = job_globs(job, universe)
+        key, restore = _cache_key(job, ci_python)
+        pythons = [p for p in job.pythons if p != ci_python] + [ci_python]
+        smoke_runner = job.smoke_runner
+        entries.append(
+            MatrixEntry(
+                id=job.id,
+                family=family,
+                accelerator=job.accelerator,
+                cells=job.cell_ids,
+                runner=job.runner,
+                smoke_runner=smoke_runner,
+                python_versions="\n".join(pythons),
+                only=only,
+                reproduce=layout.join(layout.build_argv(matrix, profile, only)),
+                smoke=layout.join(layout.smoke_argv(matrix, family)) if smoke_runner else "",
+                cache_key=key,
+                cache_restore=restore,
+                timeout=layout.timeout_minutes(family),
+            )
+        )
+    return entries
+
+
+def _include(entries: Iterable[MatrixEntry]) -> str:
+    return json.dumps(
+        {"include": [e.to_json() for e in entries]}, sort_keys=True, separators=(",", ":")
+    )
+
+
+def github_outputs(entries: Sequence[MatrixEntry]) -> dict[str, str]:
+    """The plan job's outputs: `build`, and `has_<family>` / `smoke_<family>` per family."""
+    outputs = {"build": _include(entries), "jobs": str(len(entries))}
+    for family in layout.FAMILIES:
+        smoked = [e for e in entries if e.family == family and e.smoke_runner]
+        outputs[f"has_{family}"] = "true" if smoked else "false"
+        outputs[f"smoke_{family}"] = _include(smoked)
+    return outputs
+
+
+def _label(runner: str | tuple[str, ...] | None) -> str:
+    if runner is None:
+        return "-"
+    return ", ".join(runner) if isinstance(runner, tuple) else runner
+
+
+def summary_markdown(
+    entries: Sequence[MatrixEntry], *, profile: str, matrix: str, only: Sequence[str]
+) -> str:
+    """The plan job's step summary: every job, where it runs, and how to reproduce it."""
+    argv = ["nox", "-s", "plan", "--", *layout.matrix_args(matrix), "--profile", profile]
+    for glob in only:
+        argv += ["--only", glob]
+    cells = sum(len(e.cells) for e in entries)
+    lines = [
+        f"## Plan: profile `{profile}`: {cells} cell(s) in {len(entries)} build job(s)",
+        "",
+        f"Locally: `{layout.join(argv)}`",
+        "",
+        "| job | cells | build runner | smoke runner | reproduce the build |",
+        "|---|---|---|---|---|",
+    ]
+    for e in entries:
+        smoke = f"`{_label(e.smoke_runner)}`" if e.smoke_runner else "none: not published"
+        lines.append(
+            f"| `{e.id}` | {', '.join(e.cells)} | `{_label(e.runner)}` | {smoke} | `{e.reproduce}` |"
+        )
+    unsmoked = sorted({e.family for e in entries if not e.smoke_runner})
+    if unsmoked:
+        lines += [
+            "",
+            "No smoke runner for "
+            + ", ".join(f"`{f}` (`runners.smoke.{f}`)" for f in unsmoked)
+            + " in matrix.yaml: those wheels are built and kept as artifacts, and "
+            "`buildtools index --require-smoke` never publishes them.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _append(path: str | None, text: str) -> None:
+    if path:
+        with Path(path).open("a", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def write_outputs(path: str | None, outputs: Mapping[str, str]) -> None:
+    """Append `name=value` lines to $GITHUB_OUTPUT (values are single-line JSON)."""
+    for name, value in outputs.items():
+        if "\n" in value:
+            raise ValueError(f"output {name} spans lines")
+    _append(path, "".join(f"{name}={value}\n" for name, value in outputs.items()))
+
+
+def add_matrix_parser(sub: Any) -> None:
+    from ..cli import _add_plan_args
+
+    p = sub.add_parser(
+        "matrix",
+        help="the plan job: GitHub Actions matrices (one entry per BuildJob) for a profile",
+    )
+    _add_plan_args(p)
+    p.add_argument(
+        "--github-output",
+        default=None,
+        metavar="FILE",
+        help="append the outputs here (default: $GITHUB_OUTPUT; none: print only)",
+    )
+    p.add_argument(
+        "--summary",
+        default=None,
+        metavar="FILE",
+        help="append a Markdown summary here (default: $GITHUB_STEP_SUMMARY)",
+    )
+    p.add_argument(
+        "--plan-json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the plan as `buildtools plan --format json` prints it",
+    )
+    p.set_defaults(handler=cmd_matrix)
+
+
+def cmd_matrix(args: argparse.Namespace, out: TextIO) -> int:
+    from ..cli import host_python, job_json, make_plan
+
+    if args.profile is None:
+        raise PlanError("ci matrix: --profile is required (the workflows pass release or pr)")
+    if args.torch_axis is not None:
+        raise PlanError("ci matrix: --torch does not apply; CI builds the profile's torches")
+    env = dict(os.environ)
+    only = list(args.only)
+    args.only = []
+    full, _ = make_plan(args)
+    selected = full
+    if only:
+        args.only = only
+        selected, _ = make_plan(args)
+    matrix = str(args.matrix) if args.matrix else layout.DEFAULT_MATRIX
+    entries = matrix_entries(
+        selected, full, profile=args.profile, matrix=matrix, ci_python=host_python()
+    )
+    outputs = github_outputs(entries)
+    write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), outputs)
+    summary = summary_markdown(entries, profile=args.profile, matrix=matrix, only=only)
+    _append(args.summary or env.get("GITHUB_STEP_SUMMARY"), summary)
+    if args.plan_json is not None:
+        args.plan_json.write_text(
+            json.dumps({"include": [job_json(j) for j in selected.jobs]}, indent=2, sort_keys=True)
+            + "\n",
+            encoding="utf-8",
+        )
+    out.write(summary)
+    return 0

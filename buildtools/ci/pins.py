@@ -1,0 +1,134 @@
+"""The actions the generated workflows use, pinned by commit SHA (`data/actions.yaml`)."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActionPin",
+    "CiPins",
+    "load_pins",
+    "newest_release",
+    "parse_ls_remote",
+]
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import KnowledgeError
+from ..yamlsource import load_yaml
+from .yamlwriter import Pinned
+
+PINS_PATH = Path(__file__).resolve().parents[1] / "data" / "actions.yaml"
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_VERSION_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+_ACTION_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# Every action a generated workflow may use: the file must pin each of them.
+REQUIRED = (
+    "actions/checkout",
+    "actions/setup-python",
+    "actions/upload-artifact",
+    "actions/download-artifact",
+    "actions/cache",
+    "actions/upload-pages-artifact",
+    "actions/deploy-pages",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ActionPin(_Strict):
+    """One action: the commit of a release tag, the tag, and where that was read."""
+
+    sha: str
+    version: str
+    released: str
+    source: str = Field(min_length=1)
+
+    @field_validator("sha")
+    @classmethod
+    def _sha(cls, value: str) -> str:
+        if not _SHA_RE.match(value):
+            raise ValueError(f"{value!r} is not a full commit SHA (40 lowercase hex digits)")
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not _VERSION_RE.match(value):
+            raise ValueError(f"{value!r} is not a release tag vX.Y.Z")
+        return value
+
+
+class PythonPins(_Strict):
+    version: str = Field(pattern=r"^3\.\d+$")
+    nox: str = Field(pattern=r"^\d+(\.\d+)*$")
+
+
+class CiPins(_Strict):
+    """The content of `data/actions.yaml`."""
+
+    actions: dict[str, ActionPin]
+    python: PythonPins
+
+    @field_validator("actions")
+    @classmethod
+    def _names(cls, value: dict[str, ActionPin]) -> dict[str, ActionPin]:
+        for name in value:
+            if not _ACTION_RE.match(name):
+                raise ValueError(f"{name!r} is not OWNER/REPO")
+        missing = [name for name in REQUIRED if name not in value]
+        if missing:
+            raise ValueError(f"no pin for {', '.join(missing)}")
+        return value
+
+    def uses(self, action: str) -> Pinned:
+        """`OWNER/REPO@<sha>` with its version as the comment."""
+        pin = self.actions[action]
+        return Pinned(f"{action}@{pin.sha}", pin.version)
+
+
+def load_pins(path: Path = PINS_PATH) -> CiPins:
+    """Load and validate the pins (a bad file is a bug in the package: KnowledgeError)."""
+    doc = load_yaml(path)
+    try:
+        return CiPins.model_validate(doc.data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise KnowledgeError(f"{path}: {where}: {msg}") from None
+
+
+def parse_ls_remote(text: str) -> dict[str, str]:
+    """`git ls-remote --tags` output → tag → commit SHA (annotated tags peeled)."""
+    tags: dict[str, str] = {}
+    peeled: dict[str, str] = {}
+    for line in text.splitlines():
+        sha, _, ref = line.strip().partition("\t")
+        if not ref.startswith("refs/tags/") or not _SHA_RE.match(sha):
+            continue
+        name = ref.removeprefix("refs/tags/")
+        if name.endswith("^{}"):
+            peeled[name[:-3]] = sha
+        else:
+            tags[name] = sha
+    return {name: peeled.get(name, sha) for name, sha in tags.items()}
+
+
+def newest_release(tags: Mapping[str, str], *, major: int | None = None) -> tuple[str, str] | None:
+    """The highest vX.Y.Z tag (of `major`, when given) and its commit."""
+    best: tuple[tuple[int, ...], str, str] | None = None
+    for name, sha in tags.items():
+        m = _VERSION_RE.match(name)
+        if not m:
+            continue
+        key = tuple(int(g) for g in m.groups())
+        if major is not None and key[0] != major:
+            continue
+        if best is None or key > best[0]:
+            best = (key, name, sha)
+    return (best[1], best[2]) if best else None
