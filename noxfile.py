@@ -81,3 +81,13 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Every benchmark side by side in one run: a table of ratios, bench/results.json.
+
+    `-- --quick` for a smoke test, `-- --only plan,index` for some of them.
+    """
+    session.install("-e", ".")
+    session.run("python", "bench/suite.py", *session.posargs)

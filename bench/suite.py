@@ -1,0 +1,325 @@
+"""`nox -s bench`: every benchmark, side by side in one run; a table of ratios and results.json.
+
+Each benchmark script runs in a child process (its own output streams through) and writes
+its figures as JSON; this script then prints one row per target and writes
+`bench/results.json` (date, machine, rows, and every script's raw figures).
+
+    python bench/suite.py                      # the whole suite (~15 min on 2 cores)
+    python bench/suite.py --quick              # fewer runs, fewer index wheels (smoke test)
+    python bench/suite.py --only plan,index    # some benchmarks only
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+NAMES = ("plan", "index", "repair", "overhead", "incremental")
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    ours: str
+    baseline: str
+    ratio: float | None
+    target: str
+    ok: bool | None  # None: informational, no target
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ours": self.ours,
+            "baseline": self.baseline,
+            "ratio": None if self.ratio is None else round(self.ratio, 4),
+            "target": self.target,
+            "meets": self.ok,
+        }
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+    return {
+        "cpu": model,
+        "cores": len(os.sched_getaffinity(0)),
+        "memory_gb": round(memory, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def _run(name: str, args: list[str], out: Path) -> dict[str, Any] | None:
+    argv = [sys.executable, str(BENCH / f"{name}.py"), *args, "--json", str(out)]
+    print(f"\n=== {name}: {' '.join(argv[1:])}", flush=True)
+    started = time.perf_counter()
+    proc = subprocess.run(argv, check=False)
+    print(f"=== {name}: {time.perf_counter() - started:.0f} s, exit {proc.returncode}", flush=True)
+    if proc.returncode != 0 or not out.is_file():
+        return None
+    data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def rows_for(raw: dict[str, Any]) -> list[Row]:
+    """One row per target (and a few informational ones) from the scripts' figures."""
+    rows: list[Row] = []
+    add: Callable[[Row], None] = rows.append
+    rep = raw.get("repair")
+    if rep:
+        ours, plain = rep["results"][0], rep["results"][1]
+        size_ratio = ours["size"] / rep["raw_size"]
+        add(
+            Row(
+                "repair: wheel size (ours / raw)",
+                f"{ours['size'] / 1e6:.2f} MB",
+                f"{rep['raw_size'] / 1e6:.2f} MB",
+                size_ratio,
+                "≤ 1.01",
+                size_ratio <= 1.01,
+            )
+        )
+        speed = plain["median"] / ours["median"]
+        add(
+            Row(
+                "repair: time (plain auditwheel / ours)",
+                _s(ours["median"]),
+                _s(plain["median"]),
+                speed,
+                "≥ 20",
+                speed >= 20,
+            )
+        )
+        add(
+            Row(
+                "repair: plain auditwheel's wheel size (x raw)",
+                f"{plain['size'] / 1e6:.0f} MB",
+                f"{rep['raw_size'] / 1e6:.2f} MB",
+                plain["size"] / rep["raw_size"],
+                "-",
+                None,
+            )
+        )
+    over = raw.get("overhead")
+    if over:
+        add(
+            Row(
+                "one cell: buildtools build / plain python -m build",
+                _s(over["ours_median_s"]),
+                _s(over["plain_median_s"]),
+                over["ratio"],
+                "≤ 1.10",
+                over["ratio"] <= 1.10,
+            )
+        )
+    inc = raw.get("incremental")
+    if inc:
+        cpu = inc["cpu"]
+        med = cpu["median_s"]
+        add(
+            Row(
+                f"no-op rebuild / first build ({cpu['cell']})",
+                _s(med["noop"]),
+                _s(med["cold"]),
+                cpu["noop_ratio"],
+                "≤ 0.05",
+                cpu["noop_ratio"] <= 0.05,
+            )
+        )
+        add(
+            Row(
+                "one file touched (code edit, scatter.cpp) / cold build",
+                _s(med["touch_code"]),
+                _s(med["cold"]),
+                cpu["touch_code_ratio"],
+                "≤ 0.40",
+                cpu["touch_code_ratio"] <= 0.40,
+            )
+        )
+        add(
+            Row(
+                "one file touched (comment-only edit) / cold build",
+                _s(med["touch_comment"]),
+                _s(med["cold"]),
+                cpu["touch_comment_ratio"],
+                "-",
+                None,
+            )
+        )
+        cuda = inc.get("cuda", {})
+        if "median_s" in cuda:
+            cmed = cuda["median_s"]
+            add(
+                Row(
+                    f"one file touched (code edit, scatter.cpp) / cold build ({cuda['cell']})",
+                    _s(cmed["touch_code"]),
+                    _s(cmed["cold"]),
+                    cuda["touch_code_ratio"],
+                    "≤ 0.40",
+                    cuda["touch_code_ratio"] <= 0.40,
+                )
+            )
+            add(
+                Row(
+                    f"no-op rebuild / first build ({cuda['cell']})",
+                    _s(cmed["noop"]),
+                    _s(cmed["cold"]),
+                    cuda["noop_ratio"],
+                    "≤ 0.05",
+                    cuda["noop_ratio"] <= 0.05,
+                )
+            )
+        envs = inc["environments"]
+        add(
+            Row(
+                f"second environment / first (same torch, {envs['installer']})",
+                _s(envs["second_s"]),
+                _s(envs["first_s"]),
+                envs["ratio"],
+                "≤ 0.10",
+                envs["ratio"] <= 0.10,
+            )
+        )
+        add(
+            Row(
+                "second environment (uv) / first environment with pip",
+                _s(envs["second_s"]),
+                _s(envs["pip_first_s"]),
+                envs["ratio_vs_pip"],
+                "-",
+                None,
+            )
+        )
+    idx = raw.get("index")
+    if idx:
+        add(
+            Row(
+                f"index: pages for {idx['wheels']} wheels (render)",
+                _s(idx["render_s"]),
+                "2 s target",
+                idx["render_s"] / 2.0,
+                "≤ 2 s",
+                idx["render_s"] <= 2.0,
+            )
+        )
+        add(
+            Row(
+                f"index: publish {idx['wheels']} wheels via the CLI (read+render+copy)",
+                _s(idx["publish_cli_s"]),
+                "-",
+                None,
+                "-",
+                None,
+            )
+        )
+    pl = raw.get("plan")
+    if pl:
+        add(
+            Row(
+                f"plan: {pl['requested_cells']}-cell matrix (load + plan)",
+                _s(pl["median_s"]),
+                "1 s target",
+                pl["median_s"] / 1.0,
+                "≤ 1 s",
+                pl["median_s"] <= 1.0,
+            )
+        )
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    head = ("benchmark", "ours", "baseline", "ratio", "target", "verdict")
+    body = [
+        (
+            r.name,
+            r.ours,
+            r.baseline,
+            "-" if r.ratio is None else f"{r.ratio:.3f}",
+            r.target,
+            "-" if r.ok is None else ("meets" if r.ok else "MISSES"),
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+    lines = [
+        " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in (head, *body)
+    ]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--only", default=",".join(NAMES), help="comma-separated: " + ",".join(NAMES)
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke test)")
+    parser.add_argument("--json", type=Path, default=BENCH / "results.json")
+    args = parser.parse_args(argv)
+    wanted = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(wanted) - set(NAMES))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(NAMES)}")
+    runs = "1" if args.quick else None
+    script_args: dict[str, list[str]] = {
+        "plan": ["--runs", runs or "5"],
+        "index": ["--runs", runs or "3", *(["--wheels", "2000"] if args.quick else [])],
+        "repair": ["--runs", runs or "2"],
+        "overhead": ["--runs", runs or "2"],
+        "incremental": ["--runs", runs or "2", *(["--cuda", "no"] if args.quick else [])],
+    }
+    started = time.perf_counter()
+    raw: dict[str, Any] = {}
+    failed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
+        for name in NAMES:
+            if name in wanted:
+                data = _run(name, script_args[name], Path(tmp) / f"{name}.json")
+                if data is None:
+                    failed.append(name)
+                else:
+                    raw[name] = data
+    rows = rows_for(raw)
+    print(f"\nbenchmarks, side by side in one run ({time.perf_counter() - started:.0f} s):\n")
+    print(table(rows))
+    if failed:
+        print(f"\nFAILED (no figures): {', '.join(failed)}")
+    result = {
+        "schema": "torch-buildtools/bench/v1",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "seconds": round(time.perf_counter() - started, 1),
+        "rows": [r.to_json() for r in rows],
+        "failed": failed,
+        "raw": raw,
+    }
+    args.json.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {args.json}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
