@@ -20,8 +20,8 @@ does not depend on the directory: ccache's own hash covers the compiler (its siz
 mtime), every argument (include paths, defines, arch flags) and the preprocessed source or
 every include file's content. The split keeps one toolchain's objects from evicting
 another's and maps one-to-one onto a CI job's cache (restore `ccache/<job id>`).
-`CCACHE_BASEDIR` is the project directory, so a second checkout of the same source (CI
-workspaces, the benchmark's copies) hits the same entries.
+`CCACHE_BASEDIR` is the project directory and `CCACHE_NOHASHDIR` is set, so a second
+checkout of the same source (CI workspaces, the benchmark's copies) hits the same entries.
 """
 
 from __future__ import annotations
@@ -118,6 +118,9 @@ def ccache_env(
     env = {
         "CCACHE_DIR": str(cache.dir_for(job)),
         "CCACHE_BASEDIR": str(project_dir),
+        # with -g (Python's CFLAGS have it) ccache hashes the working directory; another
+        # checkout of the same source must hit (only the debug info's comp_dir differs)
+        "CCACHE_NOHASHDIR": "1",
         "PATH": os.pathsep.join(p for p in (str(cache.masquerade), path) if p),
         "TORCH_NO_COMPILER_WRAPPER": "1",
     }
