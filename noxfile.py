@@ -68,6 +68,19 @@ def smoke(session: nox.Session) -> None:
 
 
 @nox.session
+def ci(session: nox.Session) -> None:
+    """GitHub Actions workflows from matrix.yaml: write them; `-- --check` fails on drift.
+
+    `-- matrix …` and `-- restore-site …` are the steps the generated workflows run.
+    """
+    session.install("-e", ".")
+    args = session.posargs or []
+    if not args or args[0].startswith("-"):
+        args = ["github", *args]
+    session.run("buildtools", "ci", *args)
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (pytest options after --)."""
     session.install("-e", ".[test]")

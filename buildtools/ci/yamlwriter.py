@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = ["Pinned", "dump"]
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ _SPECIAL = re.compile(
 _NUMBER = re.compile(
     r"^[-+]?(?:\d[\d_]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$"
     r"|^[-+]?0[xob][0-9a-fA-F_]+$|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"
-    r"|^\d+(?::[0-5]?\d)+(?:\.\d*)?$"
+    r"|^\d+(?::[0-5]?\d)+(?:\.\d*)?$|^\d{4}-\d\d?-\d\d?"
 )
 _INDICATORS = set("-?:,[]{}#&*!|>'\"%@`")
 
@@ -48,6 +49,17 @@ def _plain_ok(text: str) -> bool:
     return all(ch.isprintable() for ch in text)
 
 
+_BREAKS = {"\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"}
+
+
+def _quoted(text: str) -> str:
+    """A double-quoted scalar with JSON escapes (plus YAML's for its own line breaks)."""
+    body = json.dumps(text, ensure_ascii=False)
+    for char, escape in _BREAKS.items():
+        body = body.replace(char, escape)
+    return body
+
+
 def _scalar(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -57,27 +69,37 @@ def _scalar(value: Any) -> str:
         raise TypeError(f"cannot write {type(value).__name__} {value!r} as YAML")
     if _plain_ok(value):
         return value
+    if not all(ch.isprintable() and ch not in _BREAKS for ch in value):
+        return _quoted(value)
     if "'" not in value or '"' in value or "\\" in value:
         return "'" + value.replace("'", "''") + "'"
     return '"' + value + '"'
 
 
+def _literal_ok(text: str) -> bool:
+    """A literal block reads back exactly: printable lines, no trailing spaces, one end."""
+    lines = text.removesuffix("\n").split("\n")
+    return (
+        bool(text.strip())
+        and not text.endswith("\n\n")
+        and not next(line for line in lines if line).startswith(" ")
+        and all(line == line.rstrip() for line in lines)
+        and all(ch.isprintable() and ch not in _BREAKS for line in lines for ch in line)
+    )
+
+
 def _literal(text: str, indent: str) -> list[str]:
-    lines = text.split("\n")
-    chomp = ""
-    if text.endswith("\n"):
-        lines = lines[:-1]
-    else:
-        chomp = "-"
-    if any(line != line.rstrip() for line in lines) or (lines and lines[0].startswith(" ")):
-        raise ValueError("a literal block line must not end in spaces or start the block indented")
-    head = "|" + chomp
-    return [head, *[(indent + line) if line else "" for line in lines]]
+    body = text.removesuffix("\n").split("\n")
+    head = "|" if text.endswith("\n") else "|-"
+    return [head, *[(indent + line) if line else "" for line in body]]
 
 
 def _key(key: Any) -> str:
     if not isinstance(key, str) or not _KEY_RE.match(key):
         raise ValueError(f"unsupported mapping key {key!r}")
+    if key != "on" and (_SPECIAL.match(key) or _NUMBER.match(key)):
+        return "'" + key + "'"  # `y:` is a boolean key in YAML 1.1
+    # `on:` stays plain, as every workflow writes it: GitHub reads keys as strings
     return key
 
 
@@ -99,7 +121,7 @@ def _value_lines(value: Any, indent: str) -> tuple[str, list[str]]:
     """(text after `key:` or `- `, following lines) for a non-collection value."""
     if isinstance(value, Pinned):
         return f"{_scalar(value.value)} # {value.comment}", []
-    if isinstance(value, str) and "\n" in value:
+    if isinstance(value, str) and "\n" in value and _literal_ok(value):
         head, *rest = _literal(value, indent)
         return head, rest
     empty = _inline_empty(value)
