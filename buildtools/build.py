@@ -861,7 +861,9 @@ def reproduce_command(args: argparse.Namespace) -> str:
         argv += ["--offline"]
     if args.base_image:
         argv += ["--base-image", args.base_image]
-    return shlex.join(argv)
+    if getattr(args, "project", None):
+        argv += ["--project", str(args.project)]
+    return shlex.join(argv if len(argv) > 4 else argv[:3])
 
 
 def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
