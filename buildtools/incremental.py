@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = ["PriorWheels", "Unchanged", "job_fingerprints"]
 
 import hashlib
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ class PriorWheels:
         for wheel in sorted(self.wheelhouse.glob("*.whl")) if self.wheelhouse.is_dir() else ():
             try:
                 record = read_build_record(wheel)
-            except (OSError, ValueError, KeyError):  # not a wheel we can read: not a candidate
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: no candidate
                 continue
             fingerprint = record.get("fingerprint") if record else None
             if isinstance(fingerprint, str) and fingerprint:
