@@ -1,0 +1,296 @@
+"""The scheduler's split of the machine, the ccache wiring at the executor boundary, the ETA,
+and uv's translation of pip's configuration. No process is started."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from buildtools.build import BuildOptions, LocalBackend, job_environment
+from buildtools.ccache import CompilerCache, ccache_dir, make_masquerade
+from buildtools.installer import select_installer, uv_install_argv, uv_options
+from buildtools.model import BuildJob, Cell, Toolkit
+from buildtools.progress import Progress, estimate_remaining, format_seconds
+from buildtools.runner import CommandResult
+from buildtools.scheduler import HostResources, plan_slots
+from buildtools.toolchain import Toolchain
+
+
+def job(accelerator: str = "cpu", job_id: str | None = None, **kw: Any) -> BuildJob:
+    cell = Cell(torch="2.13.0", accelerator=accelerator, python="3.12")
+    fields: dict[str, Any] = {
+        "id": job_id or cell.id,
+        "cells": (cell,),
+        "abi": "per-python",
+        "torch": "2.13.0",
+        "torch_versions": ("2.13.0",),
+        "accelerator": accelerator,
+        "pythons": ("3.12",),
+        "platform": "linux_x86_64",
+        "torch_requirement": "torch==2.13.0",
+        "requires_dist": "torch==2.13.*",
+        "toolkit": Toolkit(kind="cuda", version="13.0", arch_list="9.0")
+        if accelerator.startswith("cu")
+        else None,
+        "image": "local",
+        "platform_tag": "manylinux_2_28_x86_64",
+        "local_version": "pt213",
+        "cxx11_abi": True,
+        "env": (),
+        "runner": "ubuntu-24.04",
+        "smoke_runner": None,
+        "repair": "auto",
+    }
+    fields.update(kw)
+    return BuildJob(**fields)
+
+
+def jobs(n: int, accelerator: str = "cpu") -> list[BuildJob]:
+    return [job(accelerator, job_id=f"j{i}") for i in range(n)]
+
+
+# ------------------------------------------------------------------------------ scheduler
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 8, 16, 64])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 40])
+@pytest.mark.parametrize("memory", [1.0, 6.0, 24.0, 512.0])
+@pytest.mark.parametrize("max_jobs", [None, 1, 4, 100])
+def test_never_oversubscribed(cores: int, n: int, memory: float, max_jobs: int | None) -> None:
+    slots = plan_slots(jobs(n), HostResources(cores=cores, memory_gb=memory), max_jobs=max_jobs)
+    assert slots.concurrent * slots.max_jobs <= max(1, min(cores, int(memory // 2)))
+    assert slots.concurrent <= n
+    assert slots.concurrent >= 1 and slots.max_jobs >= 1
+    assert slots.workers <= n and slots.workers >= slots.concurrent
+
+
+def test_one_job_gets_every_core() -> None:
+    slots = plan_slots(jobs(1), HostResources(cores=16, memory_gb=64))
+    assert (slots.concurrent, slots.max_jobs, slots.workers) == (1, 16, 1)
+
+
+def test_many_jobs_split_the_cores() -> None:
+    slots = plan_slots(jobs(40), HostResources(cores=2, memory_gb=24))
+    assert (slots.concurrent, slots.max_jobs) == (2, 1)
+    assert slots.workers == 3  # one more: an environment is created while two compile
+    assert "2 job(s) at once × MAX_JOBS=1 ≤ budget 2" in slots.reason
+
+
+def test_memory_caps_the_budget_and_cuda_compiles_cost_more() -> None:
+    host = HostResources(cores=32, memory_gb=16)
+    assert plan_slots(jobs(40), host).budget == 8  # 2 GB per c++ process
+    assert plan_slots(jobs(40, "cu130"), host).budget == 4  # 4 GB per nvcc
+
+
+def test_max_jobs_and_concurrency_requests() -> None:
+    host = HostResources(cores=16, memory_gb=128)
+    slots = plan_slots(jobs(10), host, max_jobs=4)
+    assert (slots.concurrent, slots.max_jobs) == (4, 4)
+    slots = plan_slots(jobs(10), host, concurrent=2)
+    assert (slots.concurrent, slots.max_jobs) == (2, 8)
+    slots = plan_slots(jobs(10), host, max_jobs=64)  # never above the machine
+    assert (slots.concurrent, slots.max_jobs) == (1, 16)
+
+
+# ------------------------------------------------------------------ ccache at the boundary
+
+
+class RecordingRunner:
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log: IO[str] | None = None,
+        capture: bool = False,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        self.calls.append(([str(a) for a in argv], dict(env or {})))
+        return CommandResult(argv=tuple(argv), returncode=0)
+
+
+def toolchain(tmp_path: Path, cuda_home: Path | None = None) -> Toolchain:
+    root = tmp_path / "venv"
+    path = [str(root / "bin")] if cuda_home is None else [str(cuda_home / "bin"), str(root / "bin")]
+    build_env = [("PATH", os.pathsep.join(path)), ("VIRTUAL_ENV", str(root))]
+    if cuda_home is not None:
+        build_env.append(("CUDA_HOME", str(cuda_home)))
+    return Toolchain(
+        key="k",
+        root=root,
+        python=root / "bin" / "python",
+        python_version="3.12.1",
+        torch_version="2.13.0",
+        cuda_version="13.0" if cuda_home else None,
+        hip_version=None,
+        cxx11_abi=True,
+        site_packages=root / "lib",
+        cuda_home=cuda_home,
+        build_env=tuple(sorted(build_env)),
+        reused=True,
+    )
+
+
+def build_env_of(
+    tmp_path: Path, the_job: BuildJob, tc: Toolchain, cache: CompilerCache | None
+) -> dict[str, str]:
+    """The environment LocalBackend hands to the runner for `python -m build`."""
+    opts = BuildOptions(
+        project_dir=tmp_path / "src",
+        wheelhouse=tmp_path / "wh",
+        cache_dir=tmp_path / "cache",
+        env={"PATH": "/usr/bin", "HOME": "/root", "MAX_JOBS": "9"},
+        max_jobs=1,
+    )
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    (out / "x-1-py3-none-any.whl").write_bytes(b"")
+    runner = RecordingRunner()
+    LocalBackend().build_raw(
+        the_job,
+        tc,
+        project_dir=opts.project_dir,
+        out_dir=out,
+        build_dir=tmp_path / "tree",
+        env=job_environment(the_job, tc, opts, compiler_cache=cache),
+        runner=runner,
+        log=io.StringIO(),
+    )
+    ((argv, env),) = runner.calls
+    assert argv[1:4] == ["-m", "build", "--wheel"]
+    return env
+
+
+def test_ccache_env_of_a_cpu_build(tmp_path: Path) -> None:
+    cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
+    the_job = job()
+    env = build_env_of(tmp_path, the_job, toolchain(tmp_path), cache)
+    assert env["CCACHE_DIR"] == str(tmp_path / "ccache" / the_job.id)
+    assert env["CCACHE_BASEDIR"] == str(tmp_path / "src")
+    assert env["CCACHE_NOHASHDIR"] == "1"
+    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"  # one mechanism for every torch version
+    assert env["PATH"] == os.pathsep.join(
+        [str(tmp_path / "ccache" / "bin"), str(tmp_path / "venv" / "bin"), "/usr/bin"]
+    )
+    assert "PYTORCH_NVCC" not in env and "CCACHE_DISABLE" not in env
+    assert env["MAX_JOBS"] == "1"  # the scheduler's share wins over the host's MAX_JOBS=9
+
+
+def test_ccache_env_of_a_cuda_build_wraps_nvcc(tmp_path: Path) -> None:
+    cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
+    cuda = tmp_path / "cu13"
+    env = build_env_of(tmp_path, job("cu130"), toolchain(tmp_path, cuda), cache)
+    assert env["PYTORCH_NVCC"] == f"/usr/bin/ccache {cuda / 'bin' / 'nvcc'}"
+    assert env["PATH"].split(os.pathsep)[:3] == [
+        str(tmp_path / "ccache" / "bin"),
+        str(cuda / "bin"),
+        str(tmp_path / "venv" / "bin"),
+    ]
+
+
+def test_no_ccache_means_no_cache_at_all(tmp_path: Path) -> None:
+    env = build_env_of(tmp_path, job("cu130"), toolchain(tmp_path, tmp_path / "cu13"), None)
+    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"  # torch >= 2.13 would wrap by itself
+    assert env["CCACHE_DISABLE"] == "1"  # a ccache masquerading on the host's PATH too
+    assert not any(k in env for k in ("CCACHE_DIR", "PYTORCH_NVCC"))
+
+
+def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
+    cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path)
+    directory = make_masquerade(cache)
+    make_masquerade(cache)  # idempotent
+    assert sorted(p.name for p in directory.iterdir()) == sorted(
+        ["cc", "c++", "gcc", "g++", "clang", "clang++"]
+    )
+    assert all(p.readlink() == Path("/usr/bin/ccache") for p in directory.iterdir())
+    assert ccache_dir(tmp_path, job()) != ccache_dir(tmp_path, job("cu130"))
+
+
+# -------------------------------------------------------------------------------- progress
+
+
+def test_eta_from_known_durations_and_the_run_so_far() -> None:
+    assert estimate_remaining({"a": 100.0, "b": 100.0}, {"a": 40.0}, {}, concurrent=2) == 80.0
+    assert estimate_remaining({"a": None}, {}, {}, concurrent=1) is None
+    assert estimate_remaining({"a": None}, {}, {"z": 30.0}, concurrent=1) == 30.0
+    assert format_seconds(None) == "?" and format_seconds(200) == "3 min 20 s"
+
+
+def test_plain_progress_lines_carry_the_eta() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    progress = Progress(
+        ["a", "b", "c"],
+        out=out,
+        live=False,
+        expected={"b": 60.0},
+        concurrent=1,
+        clock=lambda: now[0],
+    )
+    with progress:
+        progress.stage("a", "build")
+        now[0] = 30.0
+        progress.finish("a", "built")
+        progress.stage("b", "build")
+        now[0] = 40.0
+    text = out.getvalue()
+    assert "a: built (1/3 done, ETA 1 min 30 s)" in text  # b: 60 s known, c: 30 s like a
+    assert progress.eta() == pytest.approx(50.0 + 30.0)
+
+
+# ------------------------------------------------------------------------------- installer
+
+
+def test_uv_gets_pips_indexes_links_cert_and_timeout() -> None:
+    config = (
+        ":env:.cert='/etc/ssl/certs/ca.crt'\n"
+        ":env:.default-timeout='180'\n"
+        "global.extra-index-url='file:///opt/pypi/simple file:///opt/more/simple'\n"
+        "global.find-links='/opt/wheels'\n"
+        "global.index-url='https://mirror/simple'\n"
+    )
+    args, extra = uv_options(config, {"PIP_FIND_LINKS": "/override"})
+    assert args == (
+        "--index-strategy",
+        "unsafe-best-match",
+        "--index-url",
+        "https://mirror/simple",
+        "--extra-index-url",
+        "file:///opt/pypi/simple",
+        "--extra-index-url",
+        "file:///opt/more/simple",
+        "--find-links",
+        "/override",
+    )
+    assert extra == (("SSL_CERT_FILE", "/etc/ssl/certs/ca.crt"),)
+    argv = uv_install_argv(
+        Path("/bin/uv"), Path("/v/bin/python"), ["torch==2.13.0"], options=args, extra_index=None
+    )
+    assert argv[:7] == [
+        "/bin/uv",
+        "pip",
+        "install",
+        "--python",
+        "/v/bin/python",
+        "--link-mode",
+        "hardlink",
+    ]
+    assert argv[-1] == "torch==2.13.0"
+
+
+def test_installer_choice(tmp_path: Path) -> None:
+    uv = tmp_path / "uv"
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    assert select_installer({"PATH": str(tmp_path)}).name == "uv"
+    assert select_installer({"PATH": str(tmp_path), "BUILDTOOLS_INSTALLER": "pip"}).name == "pip"
+    assert select_installer({"PATH": "/nonexistent"}).name == "pip"
