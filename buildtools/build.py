@@ -439,6 +439,10 @@ def _compile(
         env = dict(opts.env)
         if opts.max_jobs is not None:
             env["MAX_JOBS"] = str(opts.max_jobs)
+        if compiler_cache is not None:  # the container mounts the job's cache
+            directory = compiler_cache.dir_for(job)
+            directory.mkdir(parents=True, exist_ok=True)
+            env["BUILDTOOLS_JOB_CCACHE_DIR"] = str(directory)
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )

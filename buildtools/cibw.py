@@ -61,6 +61,7 @@ CONTAINER_JOB_DIR = "/buildtools/job"
 CONTAINER_WHEELS_DIR = "/buildtools/wheels"
 CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
+CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
@@ -355,6 +356,7 @@ def compose_cibuildwheel(
     pip: PipPassthrough | None = None,
     torch_index: str | None = None,
     host_python: str = "python",
+    ccache_dir: Path | None = None,
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
@@ -381,6 +383,9 @@ def compose_cibuildwheel(
     elif pip is not None:
         mounts += pip.mounts
     create_args += [m.arg for m in mounts]
+    if ccache_dir is not None:
+        Mount(source=ccache_dir, target=CONTAINER_CCACHE_DIR)  # the same path rules
+        create_args.append(f"--volume={ccache_dir}:{CONTAINER_CCACHE_DIR}")
 
     container_env: list[tuple[str, str]] = []
     if accel.kind == "cuda":
@@ -394,6 +399,14 @@ def compose_cibuildwheel(
     # container that is thrown away. pip reads a `no-` option's variable inverted:
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
     container_env.append(("PIP_NO_COMPILE", "0"))
+    if ccache_dir is not None:
+        # torch >= 2.13 puts a ccache installed in the image in front of c++ and nvcc by
+        # itself; these make it use the job's cache, mounted from the host between runs
+        container_env += [
+            ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
+            ("CCACHE_BASEDIR", "/project"),
+            ("CCACHE_NOHASHDIR", "1"),
+        ]
     container_env += [(_env_name(k, f"{job.id}: build_env"), v) for k, v in job.env]
     if "MAX_JOBS" not in dict(job.env):
         container_env.append(("MAX_JOBS", str(max_jobs)))

@@ -51,6 +51,7 @@ from .runner import Runner, which
 from .toolchain import Toolchain
 from .toolchain import _index_reachable as index_reachable
 
+JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
 DOCKER_INSTALL_HINT = (
     "apt-get install -y docker.io (Debian/Ubuntu; https://docs.docker.com/engine/install/ "
     "elsewhere), then start the engine"
@@ -288,6 +289,7 @@ class DockerBackend:
         wheels_dir: Path | None,
         pip: PipPassthrough | None,
         torch_index: str | None,
+        ccache_dir: Path | None = None,
     ) -> CibwRun:
         """The cibuildwheel run for `job` with this backend's settings."""
         return compose_cibuildwheel(
@@ -303,6 +305,7 @@ class DockerBackend:
             pip=pip,
             torch_index=torch_index,
             host_python=self.python,
+            ccache_dir=ccache_dir,
         )
 
     def build_raw(
@@ -337,6 +340,8 @@ class DockerBackend:
             wheels_dir=wheels,
             pip=pip,
             torch_index=index,
+            # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
+            ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
         )
         cibw_env = {k: v for k, v in env.items() if not k.startswith("CIBW_")}
         ignored = sorted(k for k in env if k.startswith("CIBW_"))

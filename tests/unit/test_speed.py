@@ -294,3 +294,28 @@ def test_installer_choice(tmp_path: Path) -> None:
     assert select_installer({"PATH": str(tmp_path)}).name == "uv"
     assert select_installer({"PATH": str(tmp_path), "BUILDTOOLS_INSTALLER": "pip"}).name == "pip"
     assert select_installer({"PATH": "/nonexistent"}).name == "pip"
+
+
+def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> None:
+    from buildtools.cibw import CONTAINER_CCACHE_DIR, compose_cibuildwheel
+
+    def run(ccache: Path | None) -> Any:
+        return compose_cibuildwheel(
+            job(),
+            image="quay.io/pypa/manylinux_2_28_x86_64:latest",
+            project_dir=tmp_path,
+            output_dir=tmp_path / "out",
+            buildtools_dir=tmp_path / "bt",
+            job_dir=tmp_path / "job",
+            max_jobs=1,
+            offline=False,
+            ccache_dir=ccache,
+        )
+
+    with_cache = run(tmp_path / "ccache" / "j")
+    assert f"--volume={tmp_path / 'ccache' / 'j'}:{CONTAINER_CCACHE_DIR}" in with_cache.create_args
+    env = dict(with_cache.container_env)
+    assert env["CCACHE_DIR"] == CONTAINER_CCACHE_DIR and env["CCACHE_BASEDIR"] == "/project"
+    without = run(None)
+    assert not any("ccache" in a for a in without.create_args)
+    assert "CCACHE_DIR" not in dict(without.container_env)
