@@ -197,6 +197,9 @@ def _index_script(ctx: _Ctx, *, preview: bool) -> str:
         '  echo "::warning::no smoke report in this run: no wheel is published"',
         "  wheels=()",
         "fi",
+        "# no wheel: an empty directory (the default wheelhouse/ does not exist here)",
+        f'if [ "${{#wheels[@]}}" -eq 0 ]; then mkdir -p {layout.ARTIFACTS}/none; '
+        f"wheels=({layout.ARTIFACTS}/none); fi",
         f'args=({fixed + " " if fixed else ""}--site "$SITE")',
         "{",
         "  echo '### Index'",

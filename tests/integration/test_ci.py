@@ -3,14 +3,18 @@ the drift check as maintainers run it: `buildtools ci github --check` and `nox -
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from buildtools.ci.github import generate, write_files
 
@@ -158,3 +162,255 @@ def test_nox_ci_check_passes_on_the_repository() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "match matrix.yaml" in proc.stdout + proc.stderr
+
+
+# -- the run: scripts, executed by bash as a runner would ------------------------------------
+
+NOX_STUB = """#!/usr/bin/env bash
+# `nox -s SESSION -- ARGS` as this repository's noxfile runs it, without the venvs; build and
+# smoke (Docker, GPUs) are only recorded
+set -euo pipefail
+echo "nox $*" >> "$NOX_LOG"
+session=$2
+shift 2
+if [ "${1:-}" = "--" ]; then shift; fi
+case "$session" in
+  ci)
+    if [ $# -eq 0 ] || [[ $1 == -* ]]; then set -- github "$@"; fi
+    exec "$BT_PYTHON" -m buildtools ci "$@" ;;
+  plan|index) exec "$BT_PYTHON" -m buildtools "$session" "$@" ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+class Runner:
+    """Runs one step's script the way GitHub Actions does: bash, env, GITHUB_* files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        bin_dir = root / ".stub-bin"
+        bin_dir.mkdir()
+        (bin_dir / "nox").write_text(NOX_STUB)
+        (bin_dir / "nox").chmod(0o755)
+        self.log = root / "nox.log"
+        self.summary = root / "summary.md"
+        self.env_base = {
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "NOX_LOG": str(self.log),
+            "BT_PYTHON": sys.executable,
+            "GITHUB_STEP_SUMMARY": str(self.summary),
+            "GITHUB_REPOSITORY": "example/bt-scatter",
+        }
+
+    def step(self, workflow: dict[str, Any], job: str, name: str) -> dict[str, Any]:
+        for step in workflow["jobs"][job]["steps"]:
+            if step.get("name") == name:
+                result: dict[str, Any] = step
+                return result
+        raise KeyError(name)
+
+    def run(self, script: str, env: dict[str, str]) -> tuple[dict[str, str], str]:
+        out = self.root / "github_output"
+        out.write_text("")
+        proc = subprocess.run(
+            ["bash", "-e", "-c", script],
+            cwd=self.root,
+            env={**self.env_base, **env, "GITHUB_OUTPUT": str(out)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+        return outputs, proc.stdout + proc.stderr
+
+    def calls(self) -> list[str]:
+        lines = self.log.read_text().splitlines() if self.log.exists() else []
+        self.log.write_text("")
+        return lines
+
+
+def _wheel(directory: Path, version: str, torch: str, accelerator: str, tag: str) -> Path:
+    from fixtures.crafted import make_wheel
+
+    record = json.dumps(
+        {"schema": 1, "torch": torch, "accelerator": accelerator, "cxx11_abi": True}
+    ).encode()
+    return make_wheel(
+        directory,
+        name="bt_scatter",
+        version=version,
+        tag=tag,
+        files={"bt_scatter/__init__.py": b""},
+        requires=[f"torch=={torch.rsplit('.', 1)[0]}.*"],
+        dist_info_files={"buildtools.json": record},
+    )
+
+
+def _smoke_report(path: Path, wheels: dict[Path, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    results = [
+        {"wheel": w.name, "sha256": hashlib.sha256(w.read_bytes()).hexdigest(), "status": s}
+        for w, s in wheels.items()
+    ]
+    path.write_text(json.dumps({"schema": "torch-buildtools/smoke-report/v1", "results": results}))
+
+
+def test_release_scripts_plan_build_and_publish_only_smoked_wheels(tmp_path: Path) -> None:
+    matrix = repo_with(tmp_path, REPO / "matrix.yaml")
+    workflow = YAML(typ="safe", pure=True).load(
+        (tmp_path / ".github" / "workflows" / "release.yml").read_text()
+    )
+    runner = Runner(tmp_path)
+
+    # plan: the dispatch input selects two cells by glob, passed through env
+    plan_step = runner.step(workflow, "plan", "Plan the release profile")
+    outputs, _ = runner.run(
+        plan_step["run"], {"BT_ONLY": "torch2.13.0-cpu-cp31[23] torch2.11.0-cu130-cp312"}
+    )
+    assert runner.calls() == [
+        "nox -s ci -- matrix --profile release --plan-json plan.json --only "
+        "torch2.13.0-cpu-cp31[23] --only torch2.11.0-cu130-cp312"
+    ]
+    entries = json.loads(outputs["build"])["include"]
+    assert [e["id"] for e in entries] == [
+        "torch2.11.0-cu130-cp312",
+        "torch2.13.0-cpu-cp312",
+        "torch2.13.0-cpu-cp313",
+    ]
+    assert outputs["has_cuda"] == outputs["has_cpu"] == "true"
+    assert outputs["has_rocm"] == "false"
+    assert (tmp_path / "plan.json").is_file()
+
+    # build: each job runs exactly the command its summary prints
+    build_step = runner.step(workflow, "build", "Build (nox -s build)")
+    for entry in entries:
+        runner.summary.write_text("")
+        runner.run(
+            build_step["run"],
+            {"BT_JOB": entry["id"], "BT_ONLY": entry["only"], "BT_REPRODUCE": entry["reproduce"]},
+        )
+        assert runner.calls() == [entry["reproduce"]]
+        assert entry["reproduce"] in runner.summary.read_text()
+
+    # smoke: the family's command, and the summary prints how to reproduce it
+    smoke_step = runner.step(workflow, "smoke-cuda", "Smoke test (nox -s smoke)")
+    cuda = entries[0]
+    runner.run(
+        smoke_step["run"],
+        {"BT_JOB": cuda["id"], "BT_REPRODUCE": cuda["reproduce"], "BT_SMOKE": cuda["smoke"]},
+    )
+    assert runner.calls() == [cuda["smoke"]]
+
+    # index: two wheels downloaded (one artifact per job), only the smoke-passed one goes out
+    ok = _wheel(
+        tmp_path / "artifacts/wheels/wheels-torch2.13.0-cpu-cp312",
+        "0.1.0+pt213cpu",
+        "2.13.0",
+        "cpu",
+        "cp312-cp312-manylinux_2_28_x86_64",
+    )
+    failed = _wheel(
+        tmp_path / "artifacts/wheels/wheels-torch2.11.0-cu130-cp312",
+        "0.1.0+pt211cu130",
+        "2.11.0",
+        "cu130",
+        "cp312-cp312-manylinux_2_28_x86_64",
+    )
+    _smoke_report(
+        tmp_path / "artifacts/smoke/smoke-torch2.13.0-cpu-cp312/report.json", {ok: "passed"}
+    )
+    _smoke_report(
+        tmp_path / "artifacts/smoke/smoke-torch2.11.0-cu130-cp312/report.json", {failed: "aborted"}
+    )
+    index_step = runner.step(workflow, "index", "Index the smoke-tested wheels (nox -s index)")
+    _, log = runner.run(index_step["run"], {"SITE": "_site/whl"})
+    call = runner.calls()[0]
+    assert call.startswith("nox -s index -- artifacts/wheels/")
+    assert call.count("--require-smoke") == 2
+    assert f"held back  {failed.name} (smoke aborted)" in log
+    published = json.loads((tmp_path / "_site/whl/index.json").read_text())
+    assert [w["filename"] for w in published["wheels"]] == [ok.name]
+    assert matrix.is_file()
+
+
+def test_index_script_layouts_and_no_report(tmp_path: Path) -> None:
+    repo_with(tmp_path, REPO / "matrix.yaml")
+    workflow = YAML(typ="safe", pure=True).load(
+        (tmp_path / ".github" / "workflows" / "release.yml").read_text()
+    )
+    runner = Runner(tmp_path)
+    script = runner.step(workflow, "index", "Index the smoke-tested wheels (nox -s index)")["run"]
+    # one artifact of each kind: download-artifact puts its files in the directory itself
+    wheel = _wheel(
+        tmp_path / "artifacts/wheels",
+        "0.1.0+pt213cpu",
+        "2.13.0",
+        "cpu",
+        "cp312-cp312-manylinux_2_28_x86_64",
+    )
+    _, log = runner.run(script, {"SITE": "_site"})
+    assert "no smoke report in this run" in log
+    assert runner.calls() == ["nox -s index -- artifacts/none --site _site"]
+    assert not json.loads((tmp_path / "_site/index.json").read_text())["wheels"]
+    _smoke_report(tmp_path / "artifacts/smoke/report.json", {wheel: "passed"})
+    runner.run(script, {"SITE": "_site"})
+    assert (
+        json.loads((tmp_path / "_site/index.json").read_text())["wheels"][0]["filename"]
+        == wheel.name
+    )
+
+
+def test_restore_site_over_http(tmp_path: Path) -> None:
+    """A published site served over HTTP comes back whole; a missing one is a first publish."""
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    wheel = _wheel(
+        tmp_path / "w", "0.1.0+pt213cpu", "2.13.0", "cpu", "cp312-cp312-manylinux_2_28_x86_64"
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "buildtools",
+            "index",
+            str(wheel),
+            "--site",
+            str(served / "whl"),
+            "--no-matrix",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        for url, site, expect in (
+            (f"{base}/whl", tmp_path / "pages", "restored 1 published wheel(s)"),
+            (f"{base}/nothing", tmp_path / "pages2", "first publish"),
+        ):
+            out = tmp_path / f"out-{site.name}"
+            proc = subprocess.run(
+                [
+                    sys.executable, "-m", "buildtools", "ci", "restore-site", "--site", str(site),
+                    "--base-url", url, "--github-output", str(out), "--repository", "a/b",
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            assert expect in proc.stdout
+        restored = tmp_path / "pages" / "whl"
+        assert (restored / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+        assert out.read_text() == f"path={tmp_path / 'pages2' / 'nothing'}\n"
+    finally:
+        server.shutdown()
