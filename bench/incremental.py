@@ -158,6 +158,25 @@ def environments(only: str, *, shared_envs: Path, env: dict[str, str]) -> dict[s
     }
 
 
+def environments_cuda(*, shared_envs: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The same for the CUDA cell (torch 2.11 cu130 + the CUDA 13.0 compiler wheels, ~5 GB
+    installed) from the docker backend's prefetched wheels, offline; skipped without them."""
+    wheels = shared_envs.parent / "prefetch"
+    if not any(wheels.glob("torch-2.11.0-cp312-*.whl")):
+        return {"skipped": f"no torch 2.11.0 cp312 wheels prefetched in {wheels}"}
+    job = _job(CUDA_CELL)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-envs-cuda-", dir=shared_envs.parent))
+    offline = {**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    offline["UV_CACHE_DIR"] = str(scratch / "uv-cache")
+    try:
+        first = _env_time(job, scratch / "first", offline)
+        second = _env_time(job, scratch / "second", offline)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"  envs ({CUDA_CELL}): first {first:.1f} s, second {second:.1f} s")
+    return {"cell": CUDA_CELL, "first_s": first, "second_s": second, "ratio": second / first}
+
+
 def _cuda_env_cached(shared_envs: Path, env: dict[str, str]) -> bool:
     try:
         job = _job(CUDA_CELL)
@@ -201,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             "skipped": f"no cached environment for {CUDA_CELL} (--cuda yes makes one)"
         }
     results["environments"] = environments(args.only, shared_envs=shared_envs, env=env)
+    if args.cuda == "no":
+        results["environments_cuda"] = {"skipped": "--cuda no"}
+    else:
+        results["environments_cuda"] = environments_cuda(shared_envs=shared_envs, env=env)
     print(json.dumps({k: v.get("median_s", v) for k, v in results.items()}, indent=1))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -203,6 +203,18 @@ def rows_for(raw: dict[str, Any]) -> list[Row]:
                 envs["ratio"] <= 0.10,
             )
         )
+        cenv = inc.get("environments_cuda", {})
+        if "ratio" in cenv:
+            add(
+                Row(
+                    f"second environment / first ({cenv['cell']}, ~5 GB)",
+                    _s(cenv["second_s"]),
+                    _s(cenv["first_s"]),
+                    cenv["ratio"],
+                    "≤ 0.10",
+                    cenv["ratio"] <= 0.10,
+                )
+            )
         add(
             Row(
                 "second environment (uv) / first environment with pip",
