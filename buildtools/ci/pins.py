@@ -5,13 +5,16 @@ from __future__ import annotations
 __all__ = [
     "ActionPin",
     "CiPins",
+    "PinUpdate",
     "load_pins",
     "newest_release",
     "parse_ls_remote",
+    "stale_pins",
 ]
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -45,7 +48,7 @@ class ActionPin(_Strict):
 
     sha: str
     version: str
-    released: str
+    released: str | None = None  # the tag's commit date, when known
     source: str = Field(min_length=1)
 
     @field_validator("sha")
@@ -132,3 +135,35 @@ def newest_release(tags: Mapping[str, str], *, major: int | None = None) -> tupl
         if best is None or key > best[0]:
             best = (key, name, sha)
     return (best[1], best[2]) if best else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class PinUpdate:
+    """A pin whose action has a newer release tag."""
+
+    action: str
+    old_version: str
+    new_version: str
+    new_sha: str
+
+
+def stale_pins(
+    pins: CiPins, tags: Mapping[str, Mapping[str, str]], *, same_major: bool = False
+) -> list[PinUpdate]:
+    """The pins behind the newest vX.Y.Z tag of their action (`tags`: action → tag → sha).
+
+    A tag that moved to another commit under the same name is reported too.
+    """
+    updates = []
+    for action, pin in sorted(pins.actions.items()):
+        m = _VERSION_RE.match(pin.version)
+        assert m is not None
+        newest = newest_release(tags.get(action, {}), major=int(m.group(1)) if same_major else None)
+        if newest is None:
+            continue
+        version, sha = newest
+        if (version, sha) != (pin.version, pin.sha):
+            updates.append(
+                PinUpdate(action=action, old_version=pin.version, new_version=version, new_sha=sha)
+            )
+    return updates

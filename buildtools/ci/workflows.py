@@ -276,7 +276,8 @@ def _build_job(ctx: _Ctx, profile: str) -> dict[str, Any]:
                 "name": "Cache downloads (torch, toolkits)",
                 "uses": ctx.pins.uses("actions/cache"),
                 "with": {
-                    "path": "~/.cache/pip",
+                    # pip's and uv's download caches (uv: the toolchain environments')
+                    "path": "~/.cache/pip\n~/.cache/torch-buildtools/envs/uv-cache",
                     # the key hashes the job's plan: torch, CUDA/ROCm pins, image, buildtools
                     "key": "${{ matrix.cache_key }}",
                     "restore-keys": "${{ matrix.cache_restore }}",

@@ -806,3 +806,23 @@ def test_yaml_writer_round_trips(data: dict[str, Any]) -> None:
         yaml = YAML(typ="safe", pure=True)
         yaml.version = version
         assert yaml.load(text) == (data or None), text
+
+
+def test_stale_pins_report_newer_releases() -> None:
+    from buildtools.ci.pins import stale_pins
+
+    checkout = PINS.actions["actions/checkout"]
+    newer = "f" * 40
+    tags = {
+        "actions/checkout": {checkout.version: checkout.sha, "v7.1.0": newer, "v8.0.0": "e" * 40},
+        "actions/cache": {PINS.actions["actions/cache"].version: PINS.actions["actions/cache"].sha},
+    }
+    updates = stale_pins(PINS, tags)
+    assert [(u.action, u.new_version) for u in updates] == [("actions/checkout", "v8.0.0")]
+    same = stale_pins(PINS, tags, same_major=True)
+    assert [(u.action, u.new_version, u.new_sha) for u in same] == [
+        ("actions/checkout", "v7.1.0", newer)
+    ]
+    # a release tag moved to another commit is stale too
+    moved = {"actions/cache": {PINS.actions["actions/cache"].version: "d" * 40}}
+    assert [u.action for u in stale_pins(PINS, moved)] == ["actions/cache"]
