@@ -10,6 +10,7 @@ an index preview artifact. `actionlint.yaml`: the custom runner labels, for acti
 Safe by construction: actions pinned by commit SHA (`data/actions.yaml`), `permissions: {}`
 at the top and the least each job needs, no `${{ }}` inside a `run:` script (values reach
 scripts through `env:`), checkouts without persisted credentials, a timeout on every job.
+Uploads overwrite: re-running a failed job uploads its artifacts again under the same name.
 """
 
 from __future__ import annotations
@@ -243,7 +244,12 @@ def _plan_job(ctx: _Ctx, profile: str, *, dispatch: bool, needs: str | None) -> 
                 {
                     "name": "Upload the plan",
                     "uses": ctx.pins.uses("actions/upload-artifact"),
-                    "with": {"name": "plan", "path": "plan.json", "if-no-files-found": "error"},
+                    "with": {
+                        "name": "plan",
+                        "path": "plan.json",
+                        "if-no-files-found": "error",
+                        "overwrite": True,
+                    },
                 },
             ],
         }
@@ -300,6 +306,7 @@ def _build_job(ctx: _Ctx, profile: str) -> dict[str, Any]:
                     "name": "wheels-${{ matrix.id }}",
                     "path": f"{layout.WHEELHOUSE}/*.whl",
                     "if-no-files-found": "error",
+                    "overwrite": True,
                 },
             },
             {
@@ -312,6 +319,7 @@ def _build_job(ctx: _Ctx, profile: str) -> dict[str, Any]:
                         f"{layout.WHEELHOUSE}/{p}" for p in ("report.json", "logs/", "rejected/")
                     ),
                     "if-no-files-found": "ignore",
+                    "overwrite": True,
                 },
             },
         ],
@@ -360,6 +368,7 @@ def _smoke_job(ctx: _Ctx, family: str, label: Label, *, forks: bool) -> dict[str
                     "name": "smoke-${{ matrix.id }}",
                     "path": f"{layout.SMOKE_OUT}/",
                     "if-no-files-found": "ignore",
+                    "overwrite": True,
                 },
             },
         ],
@@ -448,6 +457,7 @@ def _index_job(ctx: _Ctx, families: list[str], *, preview: bool) -> dict[str, An
                 "path": layout.SITE,
                 "include-hidden-files": True,
                 "if-no-files-found": "error",
+                "overwrite": True,
             },
         }
     )
