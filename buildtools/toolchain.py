@@ -86,7 +86,39 @@ for dist in md.distributions():
     name = (dist.metadata["Name"] or "").lower().replace("_", "-")
     if name.startswith(("nvidia-", "cuda-", "torch")):
         info["dists"][name] = dist.version
-if "--torch" in sys.argv:
+if "--torch" in sys.argv and "--no-import" in sys.argv:
+    # a reused environment: read what the import would say from torch's files (~50 ms
+    # instead of ~2 s); the C++ ABI comes from the marker written when it was created
+    try:
+        import ast, importlib.util
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.origin:
+            raise ImportError("No module named 'torch'")
+        values = {{}}
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py"), encoding="utf-8") as fh:
+            for node in ast.parse(fh.read()).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    target, value = node.targets[0], node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    target, value = node.target, node.value
+                else:
+                    continue
+                if isinstance(target, ast.Name):
+                    try:
+                        values[target.id] = ast.literal_eval(value)
+                    except ValueError:
+                        pass
+        info["torch"] = {{
+            "version": values["__version__"],
+            "cuda": values.get("cuda"),
+            "hip": values.get("hip"),
+            "cxx11_abi": None,
+            "requires": md.requires("torch") or [],
+            "file": os.path.abspath(spec.origin),
+        }}
+    except Exception as exc:
+        info["torch_error"] = f"{{type(exc).__name__}}: {{exc}}"
+elif "--torch" in sys.argv:
     try:
         import torch
         info["torch"] = {{
@@ -410,9 +442,19 @@ def _child_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _probe(
-    python: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str], torch: bool
+    python: Path,
+    *,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+    torch: bool,
+    no_import: bool = False,
 ) -> EnvProbe | None:
+    """What `python` reports; with `torch`, its torch: imported, or with `no_import` read
+    from torch's files (version.py, metadata; no C++ ABI)."""
     argv = [str(python), "-I", "-c", _PROBE] + (["--torch"] if torch else [])
+    if torch and no_import:
+        argv.append("--no-import")
     result = runner.run(argv, env=_child_env(env), log=log, capture=True, timeout=300)
     if not result.ok:
         log.write(f"[toolchain] {python} does not run (exit {result.returncode})\n")
@@ -840,11 +882,22 @@ def _reuse(
     log: IO[str],
     env: Mapping[str, str],
 ) -> Toolchain | None:
-    """The cached env as a Toolchain, or None when it is no longer what its marker says."""
-    probe = _probe(root / "bin" / "python", runner=runner, log=log, env=env, torch=True)
+    """The cached env as a Toolchain, or None when it is no longer what its marker says.
+
+    torch is imported when the environment is created (that proves it imports); a reuse
+    reads torch's version files instead, and the C++ ABI from the marker, when it has it.
+    """
+    abi_known = isinstance(marker.get("cxx11_abi"), bool)
+    probe = _probe(
+        root / "bin" / "python", runner=runner, log=log, env=env, torch=True, no_import=abi_known
+    )
     cuda = _cuda_from_marker(marker)
     if probe is None or probe.torch_version != marker.get("torch_version"):
         return None
+    if not abi_known and isinstance(probe.cxx11_abi, bool):
+        # a marker from before the ABI was recorded: record it, the next reuse is quicker
+        marker = {**marker, "cxx11_abi": probe.cxx11_abi}
+        _write_marker(root, marker)
     if marker.get("torch_dir") and str(probe.torch_dir) != marker["torch_dir"]:
         return None
     if cuda is not None and not (cuda.home / "bin" / "nvcc").is_file():
@@ -906,6 +959,7 @@ def _create(
         "fields": fields,
         "base_python": str(base_python),
         "torch_version": probe.torch_version,
+        "cxx11_abi": probe.cxx11_abi,
         "cuda": _cuda_to_marker(cuda),
         "rocm_home": str(rocm_home) if rocm_home else None,
         "create_seconds": round(seconds, 1),
@@ -937,7 +991,7 @@ def _toolchain(
         torch_version=probe.torch_version or "",
         cuda_version=probe.cuda_version,
         hip_version=probe.hip_version,
-        cxx11_abi=bool(probe.cxx11_abi),
+        cxx11_abi=bool(probe.cxx11_abi if probe.cxx11_abi is not None else marker.get("cxx11_abi")),
         site_packages=site_packages or probe.site_packages,
         cuda_home=cuda.home if cuda else None,
         build_env=_build_env(root, env, cuda, rocm_home),
@@ -1074,6 +1128,7 @@ def _prepare_current(
             "fields": fields,
             "base_python": str(base_python),
             "torch_version": probe.torch_version,
+            "cxx11_abi": probe.cxx11_abi,
             "torch_dir": str(torch.package_dir),
             "torch_site": str(torch.site),
             "cuda": _cuda_to_marker(cuda),
