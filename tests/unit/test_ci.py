@@ -826,3 +826,24 @@ def test_stale_pins_report_newer_releases() -> None:
     # a release tag moved to another commit is stale too
     moved = {"actions/cache": {PINS.actions["actions/cache"].version: "d" * 40}}
     assert [u.action for u in stale_pins(PINS, moved)] == ["actions/cache"]
+
+
+def test_drift_check_on_the_large_matrix(tmp_path: Path) -> None:
+    matrix = project(tmp_path, FIXTURES / "matrix-large.yaml")
+    write_files(generate(matrix))
+    assert check_files(generate(matrix)) == []
+    # the ROCm GPU runner gets another label: release.yml, pull-request.yml and the
+    # actionlint config are stale
+    matrix.write_text(matrix.read_text().replace("gpu-mi300x", "gpu-mi355x"))
+    stale = check_files(generate(matrix))
+    assert [p.split(":")[0] for p in stale] == [
+        layout.RELEASE_WORKFLOW,
+        layout.PR_WORKFLOW,
+        layout.ACTIONLINT_CONFIG,
+    ]
+    # a torch release more changes the plan, and so the header of both workflows
+    write_files(generate(matrix))
+    matrix.write_text(matrix.read_text().replace('"2.13.0"]', '"2.12.0", "2.13.0"]', 1))
+    stale = check_files(generate(matrix))
+    assert [p.split(":")[0] for p in stale] == [layout.RELEASE_WORKFLOW]
+    assert "cell(s) in" in stale[0]
