@@ -13,8 +13,6 @@ from __future__ import annotations
 
 __all__ = ["DOCKER_INSTALL_HINT", "ENGINE_START_HINT", "DockerBackend"]
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.resources
 import importlib.util
@@ -23,7 +21,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -46,6 +44,7 @@ from .images import (
     validate_image_ref,
 )
 from .knowledge import Knowledge
+from .locks import file_lock
 from .model import BuildJob
 from .runner import Runner, which
 from .toolchain import Toolchain
@@ -61,17 +60,6 @@ ENGINE_START_HINT = (
     "(containers, CI machines): `dockerd >/var/log/dockerd.log 2>&1 &` as root, then wait "
     "for `docker info` to answer"
 )
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _cibw_constraints(version: str) -> Path | None:
@@ -165,7 +153,7 @@ class DockerBackend:
         """Run one `pip download` unless the same one already completed into `dest`."""
         key = hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:20]
         marker = dest / ".prefetched" / key
-        with _locked(dest / ".prefetched" / ".lock"):
+        with file_lock(dest / ".prefetched" / ".lock"):
             if marker.is_file():
                 log.write(f"# prefetch: already done ({marker})\n")
                 return
@@ -184,7 +172,7 @@ class DockerBackend:
         base = self.image_for(job).base
         image = self.image_for(job, base_id=self._local_id(base, runner))
         key = image.tag.rsplit(":", 1)[1]
-        with _locked(self.cache_dir / "docker" / ".locks" / key):
+        with file_lock(self.cache_dir / "docker" / ".locks" / key):
             if runner.run(["docker", "image", "inspect", image.tag], env=self.env, capture=True).ok:
                 log.write(f"# builder image {image.tag} (FROM {image.base}): present, reused\n")
                 return image.tag

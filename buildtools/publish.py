@@ -30,7 +30,6 @@ __all__ = [
 import contextlib
 import ctypes
 import errno
-import fcntl
 import hashlib
 import os
 import shutil
@@ -41,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import PublishError
+from .locks import file_lock
 
 Fault = Callable[[str], None]
 """Called with a stage name at each step of a publish; tests raise (or exit) there."""
@@ -177,19 +177,9 @@ def _recover(site: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _locked(site: Path) -> Iterator[None]:
+def _locked(site: Path) -> contextlib.AbstractContextManager[None]:
     lock = site.parent / f".{site.name}.lock"
-    with lock.open("a") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            sys.stderr.write(f"waiting for another publisher of {site} ({lock})\n")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return file_lock(lock, waiting=f"waiting for another publisher of {site} ({lock})")
 
 
 def _site_mode(site: Path) -> int:

@@ -33,7 +33,6 @@ __all__ = [
 
 import argparse
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -44,7 +43,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +53,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .errors import BuildtoolsError, ConfigError, SmokeFailedError
+from .locks import file_lock
 from .runner import CommandResult, Runner, SubprocessRunner
 from .smokechild import (
     CHILD_SCRIPT,
@@ -207,17 +207,6 @@ def _describe_torch(torch: str | None, cuda: str | None, hip: str | None) -> str
     return f"torch {torch} ({build})"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _timed_out(result: CommandResult) -> bool:
     # SubprocessRunner's answer when it killed a command at its timeout
     return result.returncode == 124 and result.output == "timed out"
@@ -286,7 +275,7 @@ def _index_torch_env(
         base = find_python(target.python, env=opts.env, home=home)
     except BuildtoolsError as exc:
         return Stage(name="env", returncode=1, output=f"ERROR: {exc}\n")
-    with _locked(root.parent / f".{root.name}.lock"):
+    with file_lock(root.parent / f".{root.name}.lock"):
         ready = root / ".buildtools-ready"
         if ready.is_file():
             log.note(f"reusing the torch env {root}")

@@ -30,15 +30,13 @@ __all__ = [
     "toolchain_key",
 ]
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from shlex import join as shlex_join
@@ -56,6 +54,7 @@ from .installer import (
     uv_options,
     uv_venv_argv,
 )
+from .locks import file_lock
 from .model import Accelerator, BuildJob
 from .pythons import find_python
 from .runner import Runner
@@ -502,18 +501,6 @@ def _find_rocm(env: Mapping[str, str], site_packages: Path) -> Path | None:
     )
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise work on one environment between processes (parallel jobs, CI retries)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _read_marker(root: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((root / MARKER).read_text(encoding="utf-8"))
@@ -847,7 +834,7 @@ def prepare_toolchain(
     envs = cache_dir / "toolchains"
     root = envs / _env_name(job, ident.python_version, key)
 
-    with _locked(envs / ".locks" / f"{root.name}.lock"):
+    with file_lock(envs / ".locks" / f"{root.name}.lock"):
         marker = _read_marker(root)
         if marker is not None and marker.get("key") == key and marker.get("fields") == fields:
             reused = _reuse(key, root, marker, runner=runner, log=log, env=env)
@@ -1053,7 +1040,7 @@ def _prepare_current(
     )
     envs = cache_dir / "toolchains"
     root = envs / _env_name(job, snap.python_version, key)
-    with _locked(envs / ".locks" / f"{root.name}.lock"):
+    with file_lock(envs / ".locks" / f"{root.name}.lock"):
         marker = _read_marker(root)
         if marker is not None and marker.get("key") == key and marker.get("fields") == fields:
             if marker.get("torch_dir") == str(torch.package_dir):
