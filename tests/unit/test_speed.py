@@ -321,19 +321,28 @@ def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> Non
     assert "CCACHE_DIR" not in dict(without.container_env)
 
 
-def test_a_reused_environment_is_not_imported_again(tmp_path: Path) -> None:
+def test_torch_is_imported_once_per_identical_install(tmp_path: Path) -> None:
     from tests.unit.test_toolchain import FakeWorld, make_job, prepare
     from tests.unit.test_toolchain import home as make_home
 
     home = make_home.__wrapped__(tmp_path)  # type: ignore[attr-defined]
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[], cxx11_abi=True)
     the_job = make_job("cpu", torch="2.13.0")
+
+    def torch_probes() -> list[list[str]]:
+        probes = [c for c in world.calls if "--torch" in c]
+        world.calls.clear()
+        return probes
+
     created, _ = prepare(world, the_job, home)
     assert not created.reused
-    probes = [c for c in world.calls if "--torch" in c]
-    assert probes and all("--no-import" not in c for c in probes)  # creation imports torch
-    world.calls.clear()
+    quick, imported = torch_probes()  # a new install: read, then imported once
+    assert quick[-1] == "--no-import" and "--no-import" not in imported
     reused, _ = prepare(world, the_job, home)
     assert reused.reused and reused.cxx11_abi is True
-    (probe,) = [c for c in world.calls if "--torch" in c]
-    assert probe[-1] == "--no-import"  # the ABI is the marker's
+    assert [p[-1] for p in torch_probes()] == ["--no-import"]  # the ABI is the marker's
+    # a second environment with the same torch (here: torch only, for checks) is not imported
+    second, log = prepare(world, the_job, home, with_toolkit=False)
+    assert not second.reused and second.root != created.root and second.cxx11_abi is True
+    assert [p[-1] for p in torch_probes()] == ["--no-import"]
+    assert "already imported here" in log
