@@ -929,7 +929,14 @@ def _create(
     _make_venv(base_python, root, runner=runner, log=log, env=env)
     requirements = [job.torch_requirement, *(BUILD_REQUIREMENTS if with_toolkit else ())]
     _pip(venv_python, requirements, job, runner=runner, log=log, env=env)
-    probe = _verified_probe(venv_python, base_python, runner=runner, log=log, env=env)
+    probe = _verified_probe(
+        venv_python,
+        base_python,
+        record_path=_imported_record(root, env),
+        runner=runner,
+        log=log,
+        env=env,
+    )
     if probe is None:
         raise ToolchainError(f"{venv_python} does not run after installing torch")
     check_torch(job, probe, env_root=root)
@@ -959,7 +966,15 @@ def _create(
     )
 
 
-VERIFIED = ".imported.json"  # beside the environments: torch installs known to import
+VERIFIED = "buildtools-imported.json"  # torch installs known to import on this machine
+
+
+def _imported_record(root: Path, env: Mapping[str, str]) -> Path:
+    """Where the imports are recorded: with uv's package cache (restored with it, e.g. in
+    CI), else beside the environments."""
+    if select_installer(env).uv is not None:
+        return uv_cache_dir(root.parent.parent, env) / VERIFIED
+    return root.parent / VERIFIED
 
 
 def _verified_key(base_python: Path, probe: EnvProbe) -> str:
@@ -971,7 +986,13 @@ def _verified_key(base_python: Path, probe: EnvProbe) -> str:
 
 
 def _verified_probe(
-    python: Path, base_python: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str]
+    python: Path,
+    base_python: Path,
+    *,
+    record_path: Path,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
 ) -> EnvProbe | None:
     """The new environment's torch, imported once per identical install on this machine.
 
@@ -979,7 +1000,6 @@ def _verified_probe(
     torch's version files instead (~0.3 s instead of ~3 s: the first import compiles every
     module); what the import reported the first time (the C++ ABI) is taken from the record.
     """
-    record_path = python.parents[2] / VERIFIED  # <envs>/toolchains/.imported.json
     try:
         records = json.loads(record_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -1001,6 +1021,7 @@ def _verified_probe(
             "env": python.parents[1].name,
         }
         with contextlib.suppress(OSError):
+            record_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = record_path.with_name(f"{VERIFIED}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(records, indent=1, sort_keys=True), encoding="utf-8")
             tmp.replace(record_path)
