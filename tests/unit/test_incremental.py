@@ -29,7 +29,7 @@ from buildtools.report import Status
 from buildtools.runner import CommandResult
 from buildtools.scheduler import HostResources
 from buildtools.toolchain import Toolchain
-from tests.fixtures.crafted import make_wheel
+from fixtures.crafted import make_wheel
 
 TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
 
