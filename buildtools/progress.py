@@ -39,7 +39,8 @@ def estimate_remaining(
     *,
     concurrent: int,
 ) -> float | None:
-    """Seconds until every job is done (pure): None while nothing tells how long a job takes.
+    """Seconds until every job is done (pure): None while nothing tells how long a job takes,
+    or once a job runs longer than it was expected to.
 
     `expected` holds every job still to finish (its known duration or None); `elapsed` the
     running ones' time so far; `finished` the durations of jobs done in this run.
@@ -50,7 +51,10 @@ def estimate_remaining(
         duration = known if known is not None else fallback
         if duration is None:
             return None
-        work += max(duration - elapsed.get(job, 0.0), duration * 0.05)
+        spent = elapsed.get(job, 0.0)
+        if spent > duration:  # the estimate was wrong: say so rather than count down to 0
+            return None
+        work += max(duration - spent, duration * 0.05)
     return work / max(1, concurrent)
 
 

@@ -222,6 +222,7 @@ def test_eta_from_known_durations_and_the_run_so_far() -> None:
     assert estimate_remaining({"a": 100.0, "b": 100.0}, {"a": 40.0}, {}, concurrent=2) == 80.0
     assert estimate_remaining({"a": None}, {}, {}, concurrent=1) is None
     assert estimate_remaining({"a": None}, {}, {"z": 30.0}, concurrent=1) == 30.0
+    assert estimate_remaining({"a": None}, {"a": 31.0}, {"z": 30.0}, concurrent=1) is None
     assert format_seconds(None) == "?" and format_seconds(200) == "3 min 20 s"
 
 
@@ -322,8 +323,8 @@ def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> Non
 
 
 def test_torch_is_imported_once_per_identical_install(tmp_path: Path) -> None:
-    from tests.unit.test_toolchain import FakeWorld, make_job, prepare
-    from tests.unit.test_toolchain import home as make_home
+    from unit.test_toolchain import FakeWorld, make_job, prepare
+    from unit.test_toolchain import home as make_home
 
     home = make_home.__wrapped__(tmp_path)  # type: ignore[attr-defined]
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[], cxx11_abi=True)
