@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from fixtures.crafted import make_wheel
 
 from buildtools.build import BuildOptions, build_plan
 from buildtools.fingerprint import (
@@ -29,7 +30,6 @@ from buildtools.report import Status
 from buildtools.runner import CommandResult
 from buildtools.scheduler import HostResources
 from buildtools.toolchain import Toolchain
-from fixtures.crafted import make_wheel
 
 TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
 
