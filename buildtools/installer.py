@@ -18,6 +18,8 @@ __all__ = [
     "INSTALLERS",
     "Installer",
     "parse_pip_config",
+    "pip_config_files",
+    "read_pip_config",
     "select_installer",
     "uv_cache_dir",
     "uv_install_argv",
@@ -26,13 +28,23 @@ __all__ = [
 ]
 
 import ast
+import configparser
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 INSTALLERS = ("auto", "uv", "pip")
-_PIP_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "cert", "timeout")
+_PIP_KEYS = (
+    "index-url",
+    "extra-index-url",
+    "find-links",
+    "no-index",
+    "cert",
+    "timeout",
+    "default-timeout",
+)
 _RANK = {"global": 0, "install": 1, ":env:": 2}
 
 
@@ -87,6 +99,43 @@ def parse_pip_config(output: str) -> dict[str, str]:
     return {option: value for option, (_, value) in sorted(ranked.items())}
 
 
+def pip_config_files(
+    env: Mapping[str, str], *, prefix: Path, etc: Path = Path("/etc")
+) -> list[Path]:
+    """pip's configuration files, lowest priority first (global, user, site, PIP_CONFIG_FILE).
+
+    The same places `pip config list` reads, without starting pip (~0.5 s a process).
+    """
+    if env.get("PIP_CONFIG_FILE") == os.devnull:
+        return []
+    home = Path(env.get("HOME") or Path.home())
+    xdg = env.get("XDG_CONFIG_DIRS") or str(etc / "xdg")
+    xdg_dirs = [d for d in xdg.split(os.pathsep) if d]
+    config_home = Path(env.get("XDG_CONFIG_HOME") or home / ".config")
+    files = [Path(d) / "pip" / "pip.conf" for d in reversed(xdg_dirs)]
+    files += [etc / "pip.conf", home / ".pip" / "pip.conf", config_home / "pip" / "pip.conf"]
+    files.append(prefix / "pip.conf")
+    if env.get("PIP_CONFIG_FILE"):
+        files.append(Path(env["PIP_CONFIG_FILE"]))
+    return files
+
+
+def read_pip_config(env: Mapping[str, str], *, prefix: Path, etc: Path = Path("/etc")) -> str:
+    """pip's configuration from its files, in `pip config list`'s format (for uv_options)."""
+    ranked: dict[str, str] = {}
+    for path in pip_config_files(env, prefix=prefix, etc=etc):
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (OSError, configparser.Error):
+            continue
+        for section in ("global", "install"):
+            if parser.has_section(section):
+                for option, value in parser.items(section):
+                    ranked[f"{section}.{option}"] = " ".join(value.split())
+    return "".join(f"{key}={value!r}\n" for key, value in sorted(ranked.items()))
+
+
 def _pip_env(env: Mapping[str, str]) -> dict[str, str]:
     """PIP_* variables as pip config options (pip config list may not have run with them)."""
     out: dict[str, str] = {}
@@ -114,8 +163,9 @@ def uv_options(
         args += ["--find-links", link]
     if config.get("cert"):
         extra_env.append(("SSL_CERT_FILE", config["cert"]))
-    if config.get("timeout", "").strip().isdigit():
-        extra_env.append(("UV_HTTP_TIMEOUT", config["timeout"].strip()))
+    timeout = (config.get("timeout") or config.get("default-timeout") or "").strip()
+    if timeout.isdigit():
+        extra_env.append(("UV_HTTP_TIMEOUT", timeout))
     return tuple(args), tuple(extra_env)
 
 

@@ -272,7 +272,7 @@ def test_uv_gets_pips_indexes_links_cert_and_timeout() -> None:
         "--find-links",
         "/override",
     )
-    assert extra == (("SSL_CERT_FILE", "/etc/ssl/certs/ca.crt"),)
+    assert extra == (("SSL_CERT_FILE", "/etc/ssl/certs/ca.crt"), ("UV_HTTP_TIMEOUT", "180"))
     argv = uv_install_argv(
         Path("/bin/uv"), Path("/v/bin/python"), ["torch==2.13.0"], options=args, extra_index=None
     )
@@ -286,6 +286,34 @@ def test_uv_gets_pips_indexes_links_cert_and_timeout() -> None:
         "hardlink",
     ]
     assert argv[-1] == "torch==2.13.0"
+
+
+def test_pip_config_read_from_its_files_in_pips_order(tmp_path: Path) -> None:
+    from buildtools.installer import read_pip_config
+
+    home = tmp_path / "home"
+    (home / ".config" / "pip").mkdir(parents=True)
+    (home / ".config" / "pip" / "pip.conf").write_text(
+        "[global]\nfind-links = /user/wheels\nextra-index-url =\n  file:///a\n  file:///b\n"
+    )
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / "pip.conf").write_text("[install]\nfind-links = /site/wheels\n")
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "pip.conf").write_text("[global]\nindex-url = https://mirror/simple\n")
+    env = {"HOME": str(home)}
+    text = read_pip_config(env, prefix=tmp_path / "venv", etc=tmp_path / "etc")
+    args, _ = uv_options(text, {})
+    assert args[2:] == (
+        "--index-url",
+        "https://mirror/simple",
+        "--extra-index-url",
+        "file:///a",
+        "--extra-index-url",
+        "file:///b",
+        "--find-links",
+        "/site/wheels",  # [install] of the site file wins over the user's [global]
+    )
+    assert read_pip_config({**env, "PIP_CONFIG_FILE": os.devnull}, prefix=tmp_path) == ""
 
 
 def test_installer_choice(tmp_path: Path) -> None:
