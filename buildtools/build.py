@@ -47,7 +47,7 @@ from .ccache import (
 from .checks import Expectation, TorchTarget, check_wheel, load_torch_target
 from .errors import BuildFailedError, BuildtoolsError, CheckFailedError, PlanError
 from .fingerprint import source_fingerprint
-from .incremental import PriorWheels, Unchanged, job_fingerprints
+from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .knowledge import Knowledge, load_knowledge
 from .model import Accelerator, BuildJob, Finding, Severity
 from .planner import Plan
@@ -56,7 +56,7 @@ from .repair import repair_against_torch
 from .report import CellResult, RunReport, Status, write_atomic
 from .runner import Runner, SubprocessRunner
 from .scheduler import HostResources, Slots, host_resources, plan_slots
-from .toolchain import Toolchain, prepare_toolchain, toolchain_identity
+from .toolchain import Toolchain, prepare_toolchain
 from .wheelmeta import make_build_record, relabel_wheel
 
 SHIMS = Path(__file__).parent / "data" / "shims"
@@ -528,55 +528,6 @@ def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:
     return None
 
 
-def _backend_inputs(backend: Backend, job: BuildJob) -> dict[str, str]:
-    """What the backend adds to a job's fingerprint: its name, and a builder image's tag
-    (which hashes the Dockerfile, the pins and the base)."""
-    inputs = {"backend": backend.name}
-    image_for: Callable[[BuildJob], Any] | None = getattr(backend, "image_for", None)
-    if image_for is not None:
-        inputs["image"] = str(image_for(job).tag)
-    return inputs
-
-
-def compute_fingerprints(
-    plan: Plan, *, opts: BuildOptions, backend: Backend, runner: Runner, log: IO[str]
-) -> dict[str, str | None]:
-    """Every job's fingerprint, without creating any environment (see incremental.py)."""
-
-    backend_inputs: dict[str, dict[str, str]] = {}
-    for job in plan.jobs:
-        try:
-            backend_inputs[job.id] = _backend_inputs(backend, job)
-        except (BuildtoolsError, OSError) as exc:  # no fingerprint: the job is built
-            log.write(f"{job.id}: no fingerprint: {exc}\n")
-
-    def toolchain(job: BuildJob) -> Mapping[str, Any] | None:
-        if job.id not in backend_inputs:
-            return None
-        try:
-            ident = toolchain_identity(
-                job,
-                job.build_python,
-                runner=runner,
-                log=log,
-                env=opts.env,
-                cuda_home=opts.cuda_home,
-                with_toolkit=backend.needs_host_toolkit,
-            )
-        except BuildtoolsError as exc:  # the build names it properly; no skip
-            log.write(f"{job.id}: no fingerprint: {exc}\n")
-            return None
-        return ident.fields
-
-    return job_fingerprints(
-        plan.jobs,
-        sources=source_fingerprint(opts.project_dir),
-        toolchain=toolchain,
-        backend=lambda job: backend_inputs[job.id],
-        host_env=opts.env,
-    )
-
-
 def _compiler_cache(
     opts: BuildOptions, plan: Plan, report_note: Callable[[str], None]
 ) -> CompilerCache | None:
@@ -602,24 +553,6 @@ def _read_timings(opts: BuildOptions) -> dict[str, float]:
     except (OSError, ValueError):
         return {}
     return {k: float(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
-
-def _skipped(job: BuildJob, prior: Unchanged, log_dir: Path) -> list[CellResult]:
-    log = log_dir / f"{job.id}.log"
-    return [
-        CellResult(
-            cell=cell.id,
-            job=job.id,
-            status=Status.SKIPPED_UNCHANGED,
-            wheel=prior.wheel,
-            sha256=prior.sha256,
-            size=prior.size,
-            log=str(log) if log.is_file() else None,
-            reason=f"unchanged: the {prior.where} has a wheel with this job's fingerprint "
-            "(--force rebuilds)",
-        )
-        for cell in job.cells
-    ]
 
 
 def build_plan(
@@ -671,7 +604,7 @@ def build_plan(
     for job in plan.jobs:
         found = None if opts.force else prior.find(fingerprints.get(job.id))
         if found is not None:
-            results[job.id] = _skipped(job, found, logs)
+            results[job.id] = skipped_results(job, found, logs)
         else:
             todo.append(job)
     if todo:

@@ -10,19 +10,33 @@ version string.
 
 from __future__ import annotations
 
-__all__ = ["PriorWheels", "Unchanged", "job_fingerprints"]
+__all__ = [
+    "PriorWheels",
+    "Unchanged",
+    "backend_inputs",
+    "compute_fingerprints",
+    "job_fingerprints",
+    "skipped_results",
+]
 
 import hashlib
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from .errors import PublishError
-from .fingerprint import fingerprint_inputs, job_fingerprint
+from .errors import BuildtoolsError, PublishError
+from .fingerprint import fingerprint_inputs, job_fingerprint, source_fingerprint
 from .model import BuildJob
+from .report import CellResult, Status
+from .runner import Runner
+from .toolchain import toolchain_identity
 from .wheelmeta import read_build_record
+
+if TYPE_CHECKING:
+    from .build import Backend, BuildOptions
+    from .planner import Plan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,3 +141,71 @@ class PriorWheels:
         if self._published is None:
             self._published = self._scan_site()
         return self._published.get(fingerprint)
+
+
+def backend_inputs(backend: Backend, job: BuildJob) -> dict[str, str]:
+    """What the backend adds to a job's fingerprint: its name, and a builder image's tag
+    (which hashes the Dockerfile, the pins and the base)."""
+    inputs = {"backend": backend.name}
+    image_for: Callable[[BuildJob], Any] | None = getattr(backend, "image_for", None)
+    if image_for is not None:
+        inputs["image"] = str(image_for(job).tag)
+    return inputs
+
+
+def compute_fingerprints(
+    plan: Plan, *, opts: BuildOptions, backend: Backend, runner: Runner, log: IO[str]
+) -> dict[str, str | None]:
+    """Every job's fingerprint, without creating any environment (one probe of each base
+    interpreter: the environment's key)."""
+    extras: dict[str, dict[str, str]] = {}
+    for job in plan.jobs:
+        try:
+            extras[job.id] = backend_inputs(backend, job)
+        except (BuildtoolsError, OSError) as exc:  # no fingerprint: the job is built
+            log.write(f"{job.id}: no fingerprint: {exc}\n")
+
+    def toolchain(job: BuildJob) -> Mapping[str, Any] | None:
+        if job.id not in extras:
+            return None
+        try:
+            ident = toolchain_identity(
+                job,
+                job.build_python,
+                runner=runner,
+                log=log,
+                env=opts.env,
+                cuda_home=opts.cuda_home,
+                with_toolkit=backend.needs_host_toolkit,
+            )
+        except BuildtoolsError as exc:  # the build names it properly; no skip
+            log.write(f"{job.id}: no fingerprint: {exc}\n")
+            return None
+        return ident.fields
+
+    return job_fingerprints(
+        plan.jobs,
+        sources=source_fingerprint(opts.project_dir),
+        toolchain=toolchain,
+        backend=lambda job: extras[job.id],
+        host_env=opts.env,
+    )
+
+
+def skipped_results(job: BuildJob, prior: Unchanged, log_dir: Path) -> list[CellResult]:
+    """The report of a skipped job: the existing wheel, and the log of the build that made it."""
+    log = log_dir / f"{job.id}.log"
+    return [
+        CellResult(
+            cell=cell.id,
+            job=job.id,
+            status=Status.SKIPPED_UNCHANGED,
+            wheel=prior.wheel,
+            sha256=prior.sha256,
+            size=prior.size,
+            log=str(log) if log.is_file() else None,
+            reason=f"unchanged: the {prior.where} has a wheel with this job's fingerprint "
+            "(--force rebuilds)",
+        )
+        for cell in job.cells
+    ]
