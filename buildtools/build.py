@@ -615,7 +615,8 @@ def build_plan(
         max_jobs=_requested_max_jobs(plan, opts),
         concurrent=opts.jobs,
     )
-    report.notes.append(f"scheduler: {slots.reason}")
+    if todo:
+        report.notes.append(f"scheduler: {slots.reason}")
     compiler_cache = _compiler_cache(opts, plan, report.notes.append)
     _run_jobs(
         todo,
