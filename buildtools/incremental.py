@@ -106,6 +106,7 @@ class PriorWheels:
 
     def _scan_site(self) -> dict[str, Unchanged]:
         from .index import read_manifest
+        from .indexpages import WHEELS_DIR
 
         if self.index_site is None:
             return {}
@@ -115,7 +116,7 @@ class PriorWheels:
             return {}
         return {
             w.fingerprint: Unchanged(
-                wheel=w.url or str(self.index_site / w.filename),
+                wheel=w.url or str(self.index_site / WHEELS_DIR / w.filename),
                 sha256=w.sha256,
                 size=w.size,
                 where="index",

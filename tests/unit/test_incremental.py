@@ -232,7 +232,7 @@ def test_prior_wheels_find_a_published_wheel_in_index_json(tmp_path: Path) -> No
     (site / "index.json").write_text(json.dumps(manifest))
     found = PriorWheels(tmp_path / "empty-wheelhouse", index_site=site).find("sha256:pub")
     assert found is not None and found.where == "index" and found.size == 123
-    assert found.wheel == str(site / entry["filename"])
+    assert found.wheel == str(site / "wheels" / entry["filename"])
     assert PriorWheels(tmp_path / "x", index_site=site).find("sha256:nope") is None
 
 
