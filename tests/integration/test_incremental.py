@@ -158,3 +158,30 @@ def test_the_plan_json_names_the_compiler_cache(project: Project) -> None:
     )
     (job,) = json.loads(proc.stdout)["include"]
     assert job["ccache_key"] == job["id"]
+
+
+def test_a_wheel_published_with_the_same_fingerprint_is_not_rebuilt(project: Project) -> None:
+    assert project.build()["status"] == "skipped-unchanged"
+    site = project.root / "site"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "buildtools",
+            "index",
+            str(project.wheelhouse),
+            "--site",
+            str(site),
+            "--no-matrix",
+        ],
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    project.wheelhouse = project.root / "fresh-wheelhouse"  # nothing built here yet
+    cell = project.build("--index-site", str(site))
+    assert cell["status"] == "skipped-unchanged"
+    assert "the index has a wheel" in str(cell["reason"])
+    assert Path(str(cell["wheel"])).is_file()
+    assert Path(str(cell["wheel"])).parent == site / "wheels"
