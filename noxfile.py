@@ -89,11 +89,13 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) and mypy --strict."""
+    """ruff (lint + format check), mypy --strict, the layers (import-linter), module sizes."""
     session.install("-e", ".[lint,test]", "nox")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    session.run("lint-imports")
+    session.run("python", "ci/check-module-size.py")
 
 
 @nox.session

@@ -32,16 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools import toolchain as toolchain_module
-from buildtools.build import default_cache_dir
-from buildtools.cli import host_python
-from buildtools.config import load_matrix
-from buildtools.fingerprint import IGNORED_DIRS
+from buildtools.toolchain import envs as toolchain_module
+from buildtools.build.fingerprint import IGNORED_DIRS
+from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import load_matrix
 from buildtools.model import BuildJob
 from buildtools.planner import plan
+from buildtools.planning import host_python
 from buildtools.runner import SubprocessRunner
-from buildtools.toolchain import prepare_toolchain, toolchain_identity
+from buildtools.toolchain.envs import prepare_toolchain, toolchain_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_CELL = "torch2.11.0-cu130-cp312"

@@ -23,21 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildtools.build import (
-    BuildOptions,
-    LocalBackend,
-    build_job,
-    default_cache_dir,
-    job_environment,
-)
-from buildtools.cli import host_python
-from buildtools.config import load_matrix
-from buildtools.fingerprint import IGNORED_DIRS
+from buildtools.backends.local import LocalBackend
+from buildtools.build.environment import job_environment
+from buildtools.build.fingerprint import IGNORED_DIRS
+from buildtools.build.options import BuildOptions
+from buildtools.build.orchestrate import build_job
+from buildtools.build.report import Status
+from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import load_matrix
 from buildtools.planner import plan
-from buildtools.report import Status
+from buildtools.planning import host_python
 from buildtools.runner import SubprocessRunner
-from buildtools.toolchain import prepare_toolchain
+from buildtools.toolchain.envs import prepare_toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 

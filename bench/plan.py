@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildtools.config import load_matrix
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import load_matrix
 from buildtools.planner import plan
 
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")

@@ -27,14 +27,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from buildtools.errors import BuildFailedError, BuildtoolsError, ToolchainError
-from buildtools.repair import (
+from buildtools.runner import SubprocessRunner
+from buildtools.wheel.repair import (
     best_platform_tag,
     derive_excludes,
     plan_repair,
     run_repair,
     scan_torch_libs,
 )
-from buildtools.runner import SubprocessRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 NEVER_BUNDLE = ("libcuda.so.1", "libnvidia-ml.so.1")

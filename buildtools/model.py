@@ -17,7 +17,7 @@ __all__ = [
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 AbiMode = Literal["per-python", "abi3", "stable"]
 ABI_MODES: tuple[AbiMode, ...] = ("per-python", "abi3", "stable")
@@ -142,6 +142,37 @@ class BuildJob:
     @property
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan of one job as GitHub Actions' matrix consumes it (flat, JSON-serialisable)."""
+        return {
+            "id": self.id,
+            "cells": list(self.cell_ids),
+            "abi": self.abi,
+            "torch": self.torch,
+            "torch_versions": list(self.torch_versions),
+            "accelerator": self.accelerator,
+            "python": self.build_python,
+            "pythons": list(self.pythons),
+            "platform": self.platform,
+            "platform_tag": self.platform_tag,
+            "image": self.image,
+            "runner": list(self.runner) if isinstance(self.runner, tuple) else self.runner,
+            "smoke_runner": list(self.smoke_runner)
+            if isinstance(self.smoke_runner, tuple)
+            else self.smoke_runner,
+            "torch_requirement": self.torch_requirement,
+            "torch_source": self.torch_source,
+            "requires_dist": self.requires_dist,
+            "local_version": self.local_version,
+            "arch_list": self.toolkit.arch_list if self.toolkit else None,
+            "toolkit": list(self.toolkit.pip_packages) if self.toolkit else [],
+            "env": dict(self.env),
+            "repair": self.repair,
+            # the job's compiler cache is $BUILDTOOLS_CCACHE_DIR/<ccache_key> (else
+            # <cache dir>/ccache/<ccache_key>): what a CI job restores and saves; null: no cache
+            "ccache_key": self.id if self.ccache else None,
+        }
 
 
 class Severity(enum.Enum):

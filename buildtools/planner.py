@@ -21,7 +21,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from .config import (
+from .errors import ConfigError, PlanError
+from .knowledge import Knowledge
+from .matrix.config import (
     CELL_KEYS,
     CURRENT,
     HOST,
@@ -30,11 +32,9 @@ from .config import (
     MatrixFile,
     is_glob,
 )
-from .errors import ConfigError, PlanError
-from .hostenv import CurrentTorch
-from .knowledge import Knowledge
+from .matrix.yamlsource import Loc
 from .model import Accelerator, BuildJob, Cell, Toolkit, python_tag
-from .yamlsource import Loc
+from .probe.hostenv import CurrentTorch
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,7 @@
 #   docker build -f docker/cuda.Dockerfile --build-arg BASE=... <context made by buildtools>
 ARG BASE=pytorch/manylinux2_28-builder:cuda13.0
 FROM ${BASE}
-# The compiler is chosen per job inside the container (python -m buildtools.incontainer
+# The compiler is chosen per job inside the container (python -m buildtools.backends.docker.incontainer
 # before-build): the image's /usr/local/cuda-X.Y when its nvcc is torch's CUDA version,
 # else NVIDIA's PyPI toolkit pinned to torch's own CUDA pin — the same rule as the local
 # backend, so an image without CUDA (e.g. a local base) builds CUDA cells too.

@@ -8,17 +8,15 @@ fails (exit code 14) naming each stale file and the command that regenerates it.
 
 from __future__ import annotations
 
-__all__ = ["CiFiles", "add_github_parser", "check_files", "cmd_github", "generate", "repo_root"]
+__all__ = ["CiFiles", "check_files", "generate", "repo_root"]
 
-import argparse
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
 
-from ..config import MatrixFile, load_matrix
 from ..errors import CiDriftError, ConfigError
 from ..knowledge import Knowledge, load_knowledge
+from ..matrix.config import MatrixFile, load_matrix
 from ..planner import Plan, plan
 from . import layout
 from .pins import CiPins, load_pins
@@ -92,12 +90,12 @@ def generate(
     return CiFiles(root=root, matrix=rel, files=tuple(files))
 
 
-def _regen_command(matrix: str) -> str:
+def regen_command(matrix: str) -> str:
     margs = layout.matrix_args(matrix)
     return layout.join(["nox", "-s", "ci", *(["--", *margs] if margs else [])])
 
 
-def _check_command(matrix: str) -> str:
+def check_command(matrix: str) -> str:
     return layout.join(["nox", "-s", "ci", "--", *layout.matrix_args(matrix), "--check"])
 
 
@@ -157,51 +155,3 @@ def write_files(ci: CiFiles, *, force: bool = False) -> list[tuple[str, str]]:
         tmp.replace(path)
         done.append((gen.path, "wrote"))
     return done
-
-
-def add_github_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "github",
-        help="write .github/workflows/{release,pull-request}.yml from matrix.yaml (or --check)",
-    )
-    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml (default: ./matrix.yaml)")
-    p.add_argument(
-        "--root",
-        type=Path,
-        default=None,
-        help="repository root the workflows go under (default: the nearest parent of "
-        "matrix.yaml with .git)",
-    )
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="write nothing; exit 14 when the files in the repository differ",
-    )
-    p.add_argument("--force", action="store_true", help="replace files that were not generated")
-    p.set_defaults(handler=cmd_github)
-
-
-def cmd_github(args: argparse.Namespace, out: TextIO) -> int:
-    from ..cli import default_matrix_path
-
-    ci = generate(args.matrix or default_matrix_path(), root=args.root)
-    regen = _regen_command(ci.matrix)
-    if args.check:
-        problems = check_files(ci)
-        if problems:
-            raise CiDriftError(
-                f"the GitHub Actions workflows no longer match {ci.matrix}:\n"
-                + "\n".join(problems)
-                + f"\nregenerate them with `{regen}` (or `buildtools ci github`) and commit "
-                + ", ".join(g.path for g in ci.files)
-            )
-        out.write(
-            f"{len(ci.files)} file(s) match {ci.matrix}: "
-            + ", ".join(g.path for g in ci.files)
-            + "\n"
-        )
-        return 0
-    for path, what in write_files(ci, force=args.force):
-        out.write(f"  {what:9}  {path}\n")
-    out.write(f"commit them; `{_check_command(ci.matrix)}` checks they stay current\n")
-    return 0

@@ -12,22 +12,19 @@ from __future__ import annotations
 __all__ = [
     "MAX_MATRIX_JOBS",
     "MatrixEntry",
-    "cmd_matrix",
     "github_outputs",
     "job_globs",
     "matrix_entries",
     "summary_markdown",
 ]
 
-import argparse
 import fnmatch
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from .. import __version__
 from ..errors import PlanError
@@ -94,10 +91,8 @@ def job_globs(job: BuildJob, universe: Iterable[str]) -> tuple[str, ...]:
 
 
 def _cache_key(job: BuildJob, ci_python: str) -> tuple[str, str]:
-    from ..cli import job_json
-
     payload = json.dumps(
-        {"job": job_json(job), "buildtools": __version__, "python": ci_python}, sort_keys=True
+        {"job": job.to_json(), "buildtools": __version__, "python": ci_python}, sort_keys=True
     )
     digest = hashlib.sha256(payload.encode()).hexdigest()[:20]
     prefix = f"buildtools-{job.id}-"
@@ -208,7 +203,7 @@ def summary_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _append(path: str | None, text: str) -> None:
+def append_to(path: str | None, text: str) -> None:
     if path:
         with Path(path).open("a", encoding="utf-8") as fh:
             fh.write(text)
@@ -219,67 +214,4 @@ def write_outputs(path: str | None, outputs: Mapping[str, str]) -> None:
     for name, value in outputs.items():
         if "\n" in value:
             raise ValueError(f"output {name} spans lines")
-    _append(path, "".join(f"{name}={value}\n" for name, value in outputs.items()))
-
-
-def add_matrix_parser(sub: Any) -> None:
-    from ..cli import _add_plan_args
-
-    p = sub.add_parser(
-        "matrix",
-        help="the plan job: GitHub Actions matrices (one entry per BuildJob) for a profile",
-    )
-    _add_plan_args(p)
-    p.add_argument(
-        "--github-output",
-        default=None,
-        metavar="FILE",
-        help="append the outputs here (default: $GITHUB_OUTPUT; none: print only)",
-    )
-    p.add_argument(
-        "--summary",
-        default=None,
-        metavar="FILE",
-        help="append a Markdown summary here (default: $GITHUB_STEP_SUMMARY)",
-    )
-    p.add_argument(
-        "--plan-json",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="also write the plan as `buildtools plan --format json` prints it",
-    )
-    p.set_defaults(handler=cmd_matrix)
-
-
-def cmd_matrix(args: argparse.Namespace, out: TextIO) -> int:
-    from ..cli import host_python, job_json, make_plan
-
-    if args.profile is None:
-        raise PlanError("ci matrix: --profile is required (the workflows pass release or pr)")
-    if args.torch_axis is not None:
-        raise PlanError("ci matrix: --torch does not apply; CI builds the profile's torches")
-    env = dict(os.environ)
-    only = list(args.only)
-    args.only = []
-    full, _ = make_plan(args)
-    selected = full
-    if only:
-        args.only = only
-        selected, _ = make_plan(args)
-    matrix = str(args.matrix) if args.matrix else layout.DEFAULT_MATRIX
-    entries = matrix_entries(
-        selected, full, profile=args.profile, matrix=matrix, ci_python=host_python()
-    )
-    outputs = github_outputs(entries)
-    write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), outputs)
-    summary = summary_markdown(entries, profile=args.profile, matrix=matrix, only=only)
-    _append(args.summary or env.get("GITHUB_STEP_SUMMARY"), summary)
-    if args.plan_json is not None:
-        args.plan_json.write_text(
-            json.dumps({"include": [job_json(j) for j in selected.jobs]}, indent=2, sort_keys=True)
-            + "\n",
-            encoding="utf-8",
-        )
-    out.write(summary)
-    return 0
+    append_to(path, "".join(f"{name}={value}\n" for name, value in outputs.items()))

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import KnowledgeError
-from ..yamlsource import load_yaml
+from ..matrix.yamlsource import load_yaml
 from .yamlwriter import Pinned
 
 PINS_PATH = Path(__file__).resolve().parents[1] / "data" / "actions.yaml"

@@ -11,28 +11,21 @@ the job, so a publish never drops the wheels it could not read back.
 
 from __future__ import annotations
 
-__all__ = [
-    "Fetcher",
-    "UrllibFetcher",
-    "add_restore_parser",
-    "cmd_restore_site",
-    "pages_subpath",
-    "restore_site",
-]
+__all__ = ["Fetcher", "UrllibFetcher", "pages_subpath", "restore_site"]
 
-import argparse
 import hashlib
-import os
 import shutil
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Protocol
 from urllib.parse import quote, urlsplit
 
 from ..errors import PublishError
+from ..index.pages import WHEELS_DIR
+from ..index.site import MANIFEST_NAME, read_manifest
 
 
 class Fetcher(Protocol):
@@ -118,9 +111,6 @@ def _sha256(path: Path) -> str:
 
 def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
     """Download the site served at `base_url` into the empty directory `site`."""
-    from ..index import MANIFEST_NAME, read_manifest
-    from ..indexpages import WHEELS_DIR
-
     base = base_url.rstrip("/")
     if site.exists() and any(site.iterdir()):
         raise PublishError(f"{site}: not empty; restore the published site into a new directory")
@@ -149,53 +139,3 @@ def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
                     f"{url}: sha256 {got}, but {MANIFEST_NAME} records {want}; nothing is published"
                 )
     return Restored(site=site, wheels=len(hosted), first_publish=False)
-
-
-def add_restore_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "restore-site",
-        help="download the published site (index.base_url) so that a publish merges into it",
-    )
-    p.add_argument("--site", type=Path, required=True, help="the Pages artifact's root directory")
-    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml (for index.base_url)")
-    p.add_argument("--base-url", default=None, help="the published site (default: index.base_url)")
-    p.add_argument(
-        "--repository",
-        default=None,
-        help="OWNER/REPO deploying the site (default: $GITHUB_REPOSITORY)",
-    )
-    p.add_argument(
-        "--github-output",
-        default=None,
-        metavar="FILE",
-        help="append `path=<site dir>` here (default: $GITHUB_OUTPUT)",
-    )
-    p.set_defaults(handler=cmd_restore_site)
-
-
-def cmd_restore_site(
-    args: argparse.Namespace, out: TextIO, *, fetcher: Fetcher | None = None
-) -> int:
-    from ..cli import default_matrix_path
-    from ..config import load_matrix
-    from .matrix import write_outputs
-
-    env = dict(os.environ)
-    base_url = args.base_url
-    if base_url is None:
-        base_url = load_matrix(args.matrix or default_matrix_path()).matrix.index.base_url
-    if not base_url:
-        raise PublishError(
-            "no index.base_url in matrix.yaml (or --base-url): nothing tells where the "
-            "site is published"
-        )
-    repository = args.repository or env.get("GITHUB_REPOSITORY")
-    sub = pages_subpath(base_url, repository)
-    site = args.site / sub if sub else args.site
-    restored = restore_site(base_url, site, fetcher=fetcher or UrllibFetcher())
-    if restored.first_publish:
-        out.write(f"{base_url}: no index.json yet: this is the first publish\n")
-    else:
-        out.write(f"restored {restored.wheels} published wheel(s) from {base_url} into {site}\n")
-    write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), {"path": str(site)})
-    return 0

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import MatrixFile
+from ..matrix.config import MatrixFile
 from ..model import Accelerator
 from ..planner import Plan
 from . import layout

@@ -130,7 +130,7 @@ def _missing_python() -> str | None:
     """A Python torch 2.13 supports that this machine lacks (to make one job fail early)."""
     from buildtools.errors import ToolMissingError
     from buildtools.knowledge import load_knowledge
-    from buildtools.pythons import find_python
+    from buildtools.toolchain.pythons import find_python
 
     for python in reversed(load_knowledge().torch_release("2.13").python):
         try:
@@ -194,7 +194,7 @@ def cuda_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cuda_cell_builds_device_code_for_every_promised_arch(
     cuda_build: Path, tmp_path: Path
 ) -> None:
-    from buildtools.elf import inspect_elf
+    from buildtools.wheel.elf import inspect_elf
 
     report = json.loads((cuda_build / "report.json").read_text())
     (cell,) = [c for c in report["cells"] if c["cell"] == CUDA_CELL]

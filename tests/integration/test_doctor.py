@@ -25,9 +25,9 @@ from typing import IO, Any
 import pytest
 from fixtures.envs import TorchEnv, build_fixture_wheel, cache_dir, grafted_wheel, torch_env
 
-from buildtools.repair import best_platform_tag
 from buildtools.runner import CommandResult, SubprocessRunner
-from buildtools.wheelmeta import make_build_record, read_build_record, relabel_wheel
+from buildtools.wheel.meta import make_build_record, read_build_record, relabel_wheel
+from buildtools.wheel.repair import best_platform_tag
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = SubprocessRunner()

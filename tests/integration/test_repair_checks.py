@@ -17,17 +17,23 @@ from typing import IO
 import pytest
 from fixtures.envs import TorchEnv, build_env, build_fixture_wheel, grafted_wheel, torch_env
 
-from buildtools.checks import Expectation, TorchTarget, check_wheel, has_errors, load_torch_target
 from buildtools.errors import BuildFailedError
-from buildtools.repair import (
+from buildtools.runner import SubprocessRunner
+from buildtools.wheel.checks import (
+    Expectation,
+    TorchTarget,
+    check_wheel,
+    has_errors,
+    load_torch_target,
+)
+from buildtools.wheel.meta import make_build_record, platform_tag_satisfies, relabel_wheel
+from buildtools.wheel.repair import (
     best_platform_tag,
     derive_excludes,
     plan_repair,
     run_repair,
     scan_torch_libs,
 )
-from buildtools.runner import SubprocessRunner
-from buildtools.wheelmeta import make_build_record, platform_tag_satisfies, relabel_wheel
 
 TORCH = "2.13.0"
 PROMISED = "manylinux_2_28_x86_64"  # what torch >= 2.7 promises

@@ -28,12 +28,12 @@ from fixtures.envs import (
     torch_env,
 )
 
-from buildtools.repair import plan_repair, run_repair, scan_torch_libs
 from buildtools.runner import SubprocessRunner
-from buildtools.smoke import SmokeOptions, run_smoke
-from buildtools.smokereport import SmokeReport, SmokeResult, SmokeStatus
-from buildtools.smokewheels import WheelSource, collect_wheels, sha256_file
-from buildtools.wheelmeta import make_build_record, relabel_wheel
+from buildtools.smoke.report import SmokeReport, SmokeResult, SmokeStatus
+from buildtools.smoke.run import SmokeOptions, run_smoke
+from buildtools.smoke.wheels import WheelSource, collect_wheels, sha256_file
+from buildtools.wheel.meta import make_build_record, relabel_wheel
+from buildtools.wheel.repair import plan_repair, run_repair, scan_torch_libs
 
 TORCH = "2.13.0"
 SCRIPTS = FIXTURES / "smoke_scripts"

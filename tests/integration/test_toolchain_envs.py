@@ -24,9 +24,9 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from buildtools.model import BuildJob, Cell, Toolkit
-from buildtools.pythons import find_python
 from buildtools.runner import SubprocessRunner
-from buildtools.toolchain import Toolchain, prepare_toolchain
+from buildtools.toolchain.envs import Toolchain, prepare_toolchain
+from buildtools.toolchain.pythons import find_python
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "scatter"

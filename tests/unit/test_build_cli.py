@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildtools.build import reproduce_command
-from buildtools.cli import _extra_verbs, build_parser, main
+from buildtools.cli.build import reproduce_command
+from buildtools.cli.main import _extra_verbs, build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
 

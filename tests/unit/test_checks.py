@@ -23,17 +23,20 @@ from fixtures.crafted import (
     offload_bundle,
 )
 
-from buildtools.checks import (
+from buildtools.cli.check import cmd_check
+from buildtools.errors import ExitCode
+from buildtools.model import BuildJob, Finding, Severity, Toolkit
+from buildtools.runner import CommandResult
+from buildtools.wheel.checks import (
     CHECK_CODES,
     Expectation,
     TorchTarget,
     check_wheel,
-    cmd_check,
     expected_archs,
     has_errors,
     load_torch_target,
 )
-from buildtools.elf import (
+from buildtools.wheel.elf import (
     cxx_abi_of,
     demangle,
     inspect_elf,
@@ -41,10 +44,7 @@ from buildtools.elf import (
     parse_offload_bundles,
     strip_graft_hash,
 )
-from buildtools.errors import ExitCode
-from buildtools.model import BuildJob, Finding, Severity, Toolkit
-from buildtools.runner import CommandResult
-from buildtools.wheelmeta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
+from buildtools.wheel.meta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
 
 CUDA_FIXTURES = Path(__file__).parents[1] / "fixtures" / "cuda"
 EXT = "ext_ok.cpython-311-x86_64-linux-gnu.so"

@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from buildtools.build import reproduce_command
 from buildtools.ci import layout
 from buildtools.ci.github import check_files, generate, write_files
 from buildtools.ci.matrix import (
@@ -31,11 +30,12 @@ from buildtools.ci.pins import load_pins, newest_release, parse_ls_remote
 from buildtools.ci.site import pages_subpath, restore_site
 from buildtools.ci.workflows import GENERATED_MARKER, is_hosted
 from buildtools.ci.yamlwriter import Pinned, dump
-from buildtools.cli import _extra_verbs, build_parser, main
-from buildtools.config import load_matrix
+from buildtools.cli.build import reproduce_command
+from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import CiDriftError, ExitCode, KnowledgeError, PlanError, PublishError
-from buildtools.index import IndexSettings, publish, read_manifest, read_wheel
+from buildtools.index.site import IndexSettings, publish, read_manifest, read_wheel
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import load_matrix
 from buildtools.model import BuildJob, Cell
 from buildtools.planner import Plan, plan
 
@@ -563,7 +563,8 @@ def test_cmd_matrix_writes_outputs_and_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr("buildtools.cli.host_python", lambda: "3.12")
+    monkeypatch.setattr("buildtools.planning.host_python", lambda: "3.12")
+    monkeypatch.setattr("buildtools.cli.ci.host_python", lambda: "3.12")
     gh_out, summary, plan_json = tmp_path / "out", tmp_path / "summary.md", tmp_path / "plan.json"
     code = main(
         [
@@ -677,7 +678,7 @@ def test_restore_first_publish_and_damaged_sites(tmp_path: Path) -> None:
 def test_restore_site_command_writes_the_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from buildtools.ci.site import cmd_restore_site
+    from buildtools.cli.ci import cmd_restore_site
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("GITHUB_REPOSITORY", "example/bt-scatter")

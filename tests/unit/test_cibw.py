@@ -17,7 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from buildtools.cibw import (
+from buildtools.backends.docker.cibw import (
     CibwRun,
     Mount,
     compose_cibuildwheel,
@@ -28,12 +28,12 @@ from buildtools.cibw import (
     prefetch_platforms,
     quote_environment,
 )
-from buildtools.config import MatrixFile, parse_matrix
 from buildtools.errors import ConfigError
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import MatrixFile, parse_matrix
+from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob
 from buildtools.planner import plan
-from buildtools.yamlsource import SourceMap
 
 cibw_options = pytest.importorskip("cibuildwheel.options")
 from cibuildwheel.environment import parse_environment  # noqa: E402
@@ -88,7 +88,7 @@ def compose(job: BuildJob, *, offline: bool = True, **kw: Any) -> CibwRun:
 
 
 def incontainer(verb: str, *args: str) -> list[str]:
-    return [TOOLS, "-m", "buildtools.incontainer", verb, *args]
+    return [TOOLS, "-m", "buildtools.backends.docker.incontainer", verb, *args]
 
 
 def no_commands(command: Sequence[str], env: Any) -> str:

@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from buildtools import cli
-from buildtools.config import json_schema, load_matrix
+from buildtools.cli import main as cli
 from buildtools.errors import ConfigError, ExitCode, PlanError
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import json_schema, load_matrix
 from buildtools.planner import plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,15 +11,15 @@ from typing import IO, Any
 
 import pytest
 
-from buildtools.config import MatrixFile, parse_matrix
 from buildtools.errors import ConfigError, PlanError, ToolchainError
-from buildtools.hostenv import CurrentTorch
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import MatrixFile, parse_matrix
+from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob, Cell
 from buildtools.planner import arch_list_from_torch, current_local_version, plan
+from buildtools.probe.hostenv import CurrentTorch
 from buildtools.runner import CommandResult
-from buildtools.toolchain import prepare_toolchain
-from buildtools.yamlsource import SourceMap
+from buildtools.toolchain.envs import prepare_toolchain
 
 KB = load_knowledge()
 CPU_213 = CurrentTorch(
@@ -423,7 +423,7 @@ def test_toolchain_for_current_notices_a_changed_torch(tmp_path: Path) -> None:
 
 
 def test_current_torch_from_a_snapshot() -> None:
-    from buildtools.hostenv import EnvSnapshot, TorchInfo, current_torch
+    from buildtools.probe.hostenv import EnvSnapshot, TorchInfo, current_torch
 
     torch = TorchInfo(
         version="2.13.0a0+git1a2b3c4",

@@ -12,11 +12,11 @@ from typing import IO, Any
 
 import pytest
 
-from buildtools.dockerbackend import DockerBackend
+from buildtools.backends.docker.backend import DockerBackend
 from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError
 from buildtools.knowledge import load_knowledge
 from buildtools.runner import CommandResult
-from buildtools.toolchain import Toolchain
+from buildtools.toolchain.envs import Toolchain
 
 from .test_cibw import PROJECT, job_for
 

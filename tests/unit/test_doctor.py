@@ -22,20 +22,11 @@ from fixtures.crafted import (
     make_so,
 )
 
-from buildtools.doctor import (
-    DOCTOR_SCHEMA,
-    IndexSettings,
-    ProjectRef,
-    built_for,
-    cmd_doctor,
-    device_code_runs,
-    diagnose,
-    page_url,
-    parse_local_label,
-)
-from buildtools.elf import DeviceCode
+from buildtools.cli.doctor import cmd_doctor
+from buildtools.doctor.diagnose import DOCTOR_SCHEMA, IndexSettings, device_code_runs, diagnose
+from buildtools.doctor.matching import ProjectRef, built_for, page_url, parse_local_label
 from buildtools.errors import ExitCode
-from buildtools.hostenv import (
+from buildtools.probe.hostenv import (
     DistInfo,
     EnvSnapshot,
     GpuInfo,
@@ -46,7 +37,8 @@ from buildtools.hostenv import (
     torch_build_kind,
 )
 from buildtools.runner import CommandResult
-from buildtools.wheelmeta import make_build_record
+from buildtools.wheel.elf import DeviceCode
+from buildtools.wheel.meta import make_build_record
 
 AT_ADD = "_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE"
 DRIFTED = "_ZN3c1013getDtypeNamesB5cxx11ENS_10ScalarTypeE"  # in torch 2.11's libc10, not 2.13's

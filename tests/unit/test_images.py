@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools.errors import ConfigError, ToolMissingError
-from buildtools.images import (
+from buildtools.backends.docker.images import (
     BUILDER_REPOSITORY,
     builder_image,
     default_base,
@@ -18,6 +17,7 @@ from buildtools.images import (
     pinned,
     validate_image_ref,
 )
+from buildtools.errors import ConfigError, ToolMissingError
 from buildtools.knowledge import load_knowledge
 from buildtools.model import Accelerator
 

@@ -15,21 +15,22 @@ from typing import IO, Any
 import pytest
 from fixtures.crafted import make_wheel
 
-from buildtools.build import BuildOptions, build_plan
-from buildtools.fingerprint import (
+from buildtools.build.fingerprint import (
     build_vars,
     fingerprint_inputs,
     job_fingerprint,
     source_fingerprint,
 )
-from buildtools.incremental import PriorWheels, job_fingerprints
+from buildtools.build.incremental import PriorWheels, job_fingerprints
+from buildtools.build.options import BuildOptions
+from buildtools.build.orchestrate import build_plan
+from buildtools.build.report import Status
+from buildtools.build.scheduler import HostResources
 from buildtools.knowledge import load_knowledge
 from buildtools.model import BuildJob, Cell, Toolkit
 from buildtools.planner import Plan
-from buildtools.report import Status
 from buildtools.runner import CommandResult
-from buildtools.scheduler import HostResources
-from buildtools.toolchain import Toolchain
+from buildtools.toolchain.envs import Toolchain
 
 TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
 

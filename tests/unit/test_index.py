@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 from fixtures.crafted import make_wheel
 
-from buildtools.cli import main
-from buildtools.config import load_matrix
+from buildtools.cli.main import main
 from buildtools.errors import ExitCode, ImmutableWheelError, PublishError
-from buildtools.index import (
+from buildtools.index.gate import SmokeGate
+from buildtools.index.site import (
     IndexSettings,
-    SmokeGate,
     WheelSource,
     merge,
     publish,
@@ -26,6 +25,7 @@ from buildtools.index import (
     wheel_variants,
 )
 from buildtools.knowledge import Knowledge, load_knowledge
+from buildtools.matrix.config import load_matrix
 
 KB = load_knowledge()
 REL = IndexSettings()

@@ -11,13 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buildtools import cli
-from buildtools.config import MatrixFile, parse_matrix
+from buildtools.cli import main as cli
+from buildtools.planning import host_python
 from buildtools.errors import PlanError
 from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import MatrixFile, parse_matrix
+from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import Cell
 from buildtools.planner import _abi_reason, plan
-from buildtools.yamlsource import SourceMap
 
 REPO = Path(__file__).resolve().parents[2]
 KB = load_knowledge()
@@ -167,7 +168,7 @@ def test_accelerator_overrides_merge_family_glob_name() -> None:
 def test_reference_matrix_plans(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["plan", "--matrix", str(REPO / "matrix.yaml"), "--format", "ids"]) == 0
     ids = capsys.readouterr().out.split()
-    host = f"{cli.host_python().replace('.', '')}"
+    host = f"{host_python().replace('.', '')}"
     assert ids == [f"torch2.13.0-cpu-cp{host}"]
     assert (
         cli.main(

@@ -12,7 +12,8 @@ import pytest
 from fixtures.crafted import make_site_packages, make_so, make_wheel
 
 from buildtools.errors import BuildFailedError, ToolchainError
-from buildtools.repair import (
+from buildtools.runner import CommandResult
+from buildtools.wheel.repair import (
     PlatformTagReport,
     best_platform_tag,
     derive_excludes,
@@ -20,7 +21,6 @@ from buildtools.repair import (
     run_repair,
     scan_torch_libs,
 )
-from buildtools.runner import CommandResult
 
 NEVER = ("libcuda.so.1", "libnvidia-ml.so.1")
 PY = "/venv/bin/python"

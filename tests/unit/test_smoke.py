@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools.smoke import smoke_argv
-from buildtools.smokechild import (
+from buildtools.smoke.child import (
     CHILD_TAG,
     DUPLICATE_DIAGNOSIS,
     ChildReport,
@@ -23,7 +22,7 @@ from buildtools.smokechild import (
     output_tail,
     parse_child_report,
 )
-from buildtools.smokereport import (
+from buildtools.smoke.report import (
     ReportPaths,
     RunnerInfo,
     SmokeReport,
@@ -34,7 +33,8 @@ from buildtools.smokereport import (
     publish,
     step_summary,
 )
-from buildtools.smokewheels import (
+from buildtools.smoke.run import smoke_argv
+from buildtools.smoke.wheels import (
     SmokeTarget,
     WheelSource,
     bundled_torch_libs,

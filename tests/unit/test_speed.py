@@ -11,14 +11,16 @@ from typing import IO, Any
 
 import pytest
 
-from buildtools.build import BuildOptions, LocalBackend, job_environment
-from buildtools.ccache import CompilerCache, ccache_dir, make_masquerade
-from buildtools.installer import select_installer, uv_install_argv, uv_options
+from buildtools.backends.local import LocalBackend
+from buildtools.build.ccache import CompilerCache, ccache_dir, make_masquerade
+from buildtools.build.environment import job_environment
+from buildtools.build.options import BuildOptions
+from buildtools.build.progress import Progress, estimate_remaining, format_seconds
+from buildtools.build.scheduler import HostResources, plan_slots
 from buildtools.model import BuildJob, Cell, Toolkit
-from buildtools.progress import Progress, estimate_remaining, format_seconds
 from buildtools.runner import CommandResult
-from buildtools.scheduler import HostResources, plan_slots
-from buildtools.toolchain import Toolchain
+from buildtools.toolchain.envs import Toolchain
+from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
 
 
 def job(accelerator: str = "cpu", job_id: str | None = None, **kw: Any) -> BuildJob:
@@ -289,7 +291,7 @@ def test_uv_gets_pips_indexes_links_cert_and_timeout() -> None:
 
 
 def test_pip_config_read_from_its_files_in_pips_order(tmp_path: Path) -> None:
-    from buildtools.installer import read_pip_config
+    from buildtools.toolchain.installer import read_pip_config
 
     home = tmp_path / "home"
     (home / ".config" / "pip").mkdir(parents=True)
@@ -326,7 +328,7 @@ def test_installer_choice(tmp_path: Path) -> None:
 
 
 def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> None:
-    from buildtools.cibw import CONTAINER_CCACHE_DIR, compose_cibuildwheel
+    from buildtools.backends.docker.cibw import CONTAINER_CCACHE_DIR, compose_cibuildwheel
 
     def run(ccache: Path | None) -> Any:
         return compose_cibuildwheel(

@@ -16,7 +16,7 @@ import pytest
 from buildtools.errors import ToolchainError, ToolMissingError
 from buildtools.model import BuildJob, Cell, Toolkit
 from buildtools.runner import CommandResult
-from buildtools.toolchain import (
+from buildtools.toolchain.envs import (
     MARKER,
     EnvProbe,
     check_torch,

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from buildtools.wheelmeta import (
+from buildtools.wheel.meta import (
     BUILD_RECORD_NAME,
     PlatformTag,
     WheelName,

@@ -1,0 +1,1 @@
+"""Where a job's raw wheel is compiled: the local venv, or a container (docker/)."""

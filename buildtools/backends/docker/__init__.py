@@ -1,0 +1,1 @@
+"""The docker backend: cibuildwheel in a builder image, and the steps run inside it."""

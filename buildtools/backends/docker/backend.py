@@ -1,0 +1,358 @@
+"""The docker backend: each BuildJob is one cibuildwheel run in a builder image.
+
+It shares every step of `buildtools build` with the local backend except where the
+compiler runs: the host prepares torch only (for the checks), the container installs the
+job's exact torch and toolkit, builds, repairs with the derived excludes and import-tests;
+the host then relabels and checks the wheel as for a local build. The options come from
+`buildtools.backends.docker.cibw` (pure); this module only executes: it makes the builder image when it is
+missing, prefetches wheels for `--offline`, reads the host's pip configuration, and runs
+cibuildwheel, every process through the Runner.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DOCKER_INSTALL_HINT", "ENGINE_START_HINT", "DockerBackend"]
+
+import hashlib
+import importlib.resources
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+from ...errors import BuildFailedError, ToolchainError, ToolMissingError
+from ...knowledge import Knowledge
+from ...locks import file_lock
+from ...model import BuildJob
+from ...runner import Runner, which
+from ...toolchain.envs import Toolchain
+from ...toolchain.envs import _index_reachable as index_reachable
+from .cibw import (
+    CibwRun,
+    PipPassthrough,
+    compose_cibuildwheel,
+    job_files,
+    pip_passthrough,
+    prefetch_commands,
+    prefetch_platforms,
+)
+from .images import (
+    CONTEXT_FILES,
+    BuilderImage,
+    builder_image,
+    docker_dir,
+    load_pins,
+    validate_image_ref,
+)
+
+JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
+DOCKER_INSTALL_HINT = (
+    "apt-get install -y docker.io (Debian/Ubuntu; https://docs.docker.com/engine/install/ "
+    "elsewhere), then start the engine"
+)
+ENGINE_START_HINT = (
+    "start the Docker engine: `systemctl start docker`, or where systemd does not run "
+    "(containers, CI machines): `dockerd >/var/log/dockerd.log 2>&1 &` as root, then wait "
+    "for `docker info` to answer"
+)
+
+
+def _cibw_constraints(version: str) -> Path | None:
+    """cibuildwheel's own pins for its test venv's virtualenv on that Python."""
+    try:
+        files = importlib.resources.files("cibuildwheel")
+    except ModuleNotFoundError:
+        return None
+    path = Path(str(files / "resources" / f"constraints-python{version.replace('.', '')}.txt"))
+    return path if path.is_file() else None
+
+
+class DockerBackend:
+    """Builds each job with cibuildwheel in `torch-buildtools/builder:<kind>-<hash>`."""
+
+    name = "docker"
+    repairs_inside = True  # the wheel comes back repaired against the container's torch
+    needs_host_toolkit = False  # the host only needs torch, for the checks
+
+    def __init__(
+        self,
+        *,
+        kb: Knowledge,
+        cache_dir: Path,
+        env: Mapping[str, str],
+        offline: bool = False,
+        max_jobs: int | None = None,
+        base_image: str | None = None,
+        python: str = sys.executable,
+    ) -> None:
+        self.kb = kb
+        self.cache_dir = cache_dir
+        self.env = dict(env)
+        self.offline = offline
+        self.max_jobs = max_jobs
+        self.base_image = (
+            validate_image_ref(base_image, what="--base-image") if base_image else None
+        )
+        self.python = python
+        self._pip: PipPassthrough | None = None
+
+    # ---------------------------------------------------------------- engine and tools
+
+    def preflight(self, runner: Runner) -> None:
+        """Fail before any job when the engine, cibuildwheel or the Dockerfiles are missing."""
+        docker = which("docker", install_hint=DOCKER_INSTALL_HINT, path=self.env.get("PATH"))
+        result = runner.run(
+            [docker, "info", "--format", "{{.ServerVersion}}"],
+            env=self.env,
+            capture=True,
+            timeout=60,
+        )
+        if not result.ok:
+            tail = result.output.strip().splitlines()[-1:] or ["(no output)"]
+            raise ToolMissingError(
+                f"Docker engine: not running or not reachable (`docker info`: {tail[0]}); "
+                + ENGINE_START_HINT
+            )
+        if importlib.util.find_spec("cibuildwheel") is None:
+            raise ToolMissingError(
+                "cibuildwheel: not installed in this environment; install it with: "
+                "pip install 'cibuildwheel>=3' (or pip install -e '.[docker]')"
+            )
+        docker_dir(self.env)
+
+    # ------------------------------------------------------------------ builder image
+
+    def image_for(self, job: BuildJob, *, base_id: str | None = None) -> BuilderImage:
+        """The builder image of `job` (name and inputs; nothing is built)."""
+        directory = docker_dir(self.env)
+        return builder_image(
+            job,
+            docker=directory,
+            pins=load_pins(directory / "pins.yaml"),
+            base_override=self.base_image,
+            base_id=base_id,
+        )
+
+    def _local_id(self, image: str, runner: Runner) -> str | None:
+        result = runner.run(
+            ["docker", "image", "inspect", "--format", "{{.Id}}", image],
+            env=self.env,
+            capture=True,
+        )
+        lines = result.output.strip().splitlines() if result.ok else []
+        return lines[-1] if lines and lines[-1].startswith("sha256:") else None
+
+    def _pip_download(
+        self, argv: list[str] | tuple[str, ...], *, dest: Path, runner: Runner, log: IO[str]
+    ) -> None:
+        """Run one `pip download` unless the same one already completed into `dest`."""
+        key = hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:20]
+        marker = dest / ".prefetched" / key
+        with file_lock(dest / ".prefetched" / ".lock"):
+            if marker.is_file():
+                log.write(f"# prefetch: already done ({marker})\n")
+                return
+            result = runner.run(argv, env=self._child_env(), log=log)
+            if not result.ok:
+                raise ToolchainError(
+                    f"prefetching wheels failed (exit {result.returncode}): {shlex.join(argv)}; "
+                    "every requirement needs a wheel for the container's Python and platform "
+                    "(see pip's reason in the log)"
+                )
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(shlex.join(argv) + "\n")
+
+    def ensure_image(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> str:
+        """Build the job's builder image unless an image with its tag exists already."""
+        base = self.image_for(job).base
+        image = self.image_for(job, base_id=self._local_id(base, runner))
+        key = image.tag.rsplit(":", 1)[1]
+        with file_lock(self.cache_dir / "docker" / ".locks" / key):
+            if runner.run(["docker", "image", "inspect", image.tag], env=self.env, capture=True).ok:
+                log.write(f"# builder image {image.tag} (FROM {image.base}): present, reused\n")
+                return image.tag
+            self._build_image(job, image, key, runner=runner, log=log)
+        return image.tag
+
+    def _build_image(
+        self, job: BuildJob, image: BuilderImage, key: str, *, runner: Runner, log: IO[str]
+    ) -> None:
+        context = self.cache_dir / "docker" / "context" / key
+        shutil.rmtree(context, ignore_errors=True)
+        context.mkdir(parents=True)
+        shutil.copy2(image.dockerfile, context / "Dockerfile")
+        for path in image.context_files:
+            shutil.copy2(path, context / path.name)
+        wheels = self.cache_dir / "docker" / "tools-wheels"
+        arch = job.platform.removeprefix("linux_")
+        download = [self.python, "-m", "pip", "download", "--dest", str(wheels)]
+        download += ["--only-binary=:all:", "--python-version", "3.10"]
+        for plat in prefetch_platforms(f"manylinux_2_17_{arch}"):
+            download += ["--platform", plat]
+        # the checkout's file, not the context copy: the same pins are downloaded only once
+        requirements = next(p for p in image.context_files if p.name == CONTEXT_FILES[1])
+        download += ["-r", str(requirements)]
+        self._pip_download(download, dest=wheels, runner=runner, log=log)
+        shutil.copytree(wheels, context / "wheels", ignore=shutil.ignore_patterns(".*"))
+        argv = [
+            "docker",
+            "build",
+            "--network=none",
+            "--build-arg",
+            f"BASE={image.base}",
+            "--label",
+            f"org.torch-buildtools.base={image.base}",
+            "--tag",
+            image.tag,
+            "--file",
+            str(context / "Dockerfile"),
+            str(context),
+        ]
+        result = runner.run(argv, env=self.env, log=log)
+        shutil.rmtree(context, ignore_errors=True)
+        if not result.ok:
+            raise BuildFailedError(
+                f"building the builder image {image.tag} FROM {image.base} failed (exit "
+                f"{result.returncode}); if the base cannot be pulled (no registry reachable), "
+                "make a local one with docker/local-base.sh and pass it with --base-image"
+            )
+
+    # ------------------------------------------------------------------ wheels and pip
+
+    def _child_env(self) -> dict[str, str]:
+        env = {k: v for k, v in self.env.items() if k not in ("PYTHONPATH", "PIP_USER")}
+        env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+        env["PIP_NO_INPUT"] = "1"
+        return env
+
+    def _torch_index(self, job: BuildJob, runner: Runner, log: IO[str]) -> str | None:
+        if job.torch_index and index_reachable(
+            job.torch_index, Path(self.python), runner=runner, log=log, env=self.env
+        ):
+            return job.torch_index
+        return None
+
+    def prefetch(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> Path:
+        """Download every wheel the job's container installs into the shared prefetch dir."""
+        dest = self.cache_dir / "prefetch"
+        for argv in prefetch_commands(
+            job,
+            python=self.python,
+            dest=dest,
+            torch_index=self._torch_index(job, runner, log),
+            cibw_constraints=_cibw_constraints,
+        ):
+            self._pip_download(argv, dest=dest, runner=runner, log=log)
+        return dest
+
+    def pip_config(self, runner: Runner) -> PipPassthrough:
+        """The host's pip configuration for the container (read once per run)."""
+        if self._pip is None:
+            result = runner.run(
+                [self.python, "-m", "pip", "config", "list"], env=self.env, capture=True
+            )
+            self._pip = pip_passthrough(
+                result.output if result.ok else "",
+                host_env=self.env,
+                is_file=Path.is_file,
+                is_dir=Path.is_dir,
+            )
+        return self._pip
+
+    # ------------------------------------------------------------------------- build
+
+    def compose(
+        self,
+        job: BuildJob,
+        *,
+        image: str,
+        project_dir: Path,
+        out_dir: Path,
+        job_dir: Path,
+        wheels_dir: Path | None,
+        pip: PipPassthrough | None,
+        torch_index: str | None,
+        ccache_dir: Path | None = None,
+    ) -> CibwRun:
+        """The cibuildwheel run for `job` with this backend's settings."""
+        return compose_cibuildwheel(
+            job,
+            image=image,
+            project_dir=project_dir,
+            output_dir=out_dir,
+            buildtools_dir=Path(__file__).resolve().parents[2],
+            job_dir=job_dir,
+            max_jobs=self.max_jobs or os.cpu_count() or 1,
+            offline=self.offline,
+            wheels_dir=wheels_dir,
+            pip=pip,
+            torch_index=torch_index,
+            host_python=self.python,
+            ccache_dir=ccache_dir,
+        )
+
+    def build_raw(
+        self,
+        job: BuildJob,
+        toolchain: Toolchain,
+        *,
+        project_dir: Path,
+        out_dir: Path,
+        build_dir: Path,
+        env: Mapping[str, str],
+        runner: Runner,
+        log: IO[str],
+    ) -> list[Path]:
+        """One cibuildwheel run; returns the wheel it built, repaired and import-tested."""
+        image = self.ensure_image(job, runner=runner, log=log)
+        job_dir = build_dir / "container"
+        job_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in job_files(job, never_bundle=self.kb.never_bundle).items():
+            (job_dir / name).write_text(text, encoding="utf-8")
+        if self.offline:
+            wheels: Path | None = self.prefetch(job, runner=runner, log=log)
+            pip, index = None, None
+        else:
+            wheels, pip, index = None, self.pip_config(runner), self._torch_index(job, runner, log)
+        run = self.compose(
+            job,
+            image=image,
+            project_dir=project_dir,
+            out_dir=out_dir,
+            job_dir=job_dir,
+            wheels_dir=wheels,
+            pip=pip,
+            torch_index=index,
+            # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
+            ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
+        )
+        cibw_env = {k: v for k, v in env.items() if not k.startswith("CIBW_")}
+        ignored = sorted(k for k in env if k.startswith("CIBW_"))
+        if ignored:
+            log.write(f"# ignoring the host's {', '.join(ignored)}: the plan sets the options\n")
+        cibw_env.update(run.options)
+        log.write(
+            "# the container build by hand:\n# cd "
+            + shlex.quote(str(run.cwd))
+            + " && "
+            + " ".join(f"{k}={shlex.quote(v)}" for k, v in run.options)
+            + " "
+            + shlex.join(run.argv)
+            + "\n"
+        )
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result = runner.run(run.argv, cwd=run.cwd, env=cibw_env, log=log)
+        if not result.ok:
+            raise BuildFailedError(
+                f"cibuildwheel exited {result.returncode} in {image}; the log has the step "
+                "that failed (before-build, build, repair or import test)"
+            )
+        wheels_out = sorted(out_dir.glob("*.whl"))
+        if not wheels_out:
+            raise BuildFailedError("cibuildwheel finished but produced no wheel")
+        return wheels_out

@@ -1,0 +1,476 @@
+"""cibuildwheel options for one BuildJob: the docker backend's plan, composed purely.
+
+One job is one cibuildwheel run (`python -m cibuildwheel --platform linux`) configured
+only through `CIBW_*` environment variables, so the exact configuration is a value tests
+can assert on. Every matrix value that reaches a shell or docker is validated or quoted:
+
+- CIBW_BUILD gets identifiers made from validated Python versions and platforms;
+- CIBW_ENVIRONMENT values are double-quoted with backslash, quote, dollar and backtick
+  escaped (cibuildwheel evaluates it with bashlex, where an unquoted `$(…)` would run
+  inside the container);
+- before-build, repair and test commands are `shlex.join`ed argv lists;
+- image references are validated (a leading `-` would be an option to `docker create`);
+- mount sources must be absolute paths without `:` or `,` (docker's volume syntax).
+
+In the container (see `buildtools.backends.docker.incontainer`): /buildtools/lib holds this package
+(read-only), /buildtools/job the job's files (pip constraints, setuptools build dir),
+/buildtools/wheels the prefetched wheels (offline), /buildtools/pip/N the host's pip
+configuration files (online).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONTAINER_JOB_DIR",
+    "CONTAINER_LIB_DIR",
+    "CONTAINER_WHEELS_DIR",
+    "TOOLS_PYTHON",
+    "CibwRun",
+    "Mount",
+    "PipPassthrough",
+    "compose_cibuildwheel",
+    "identifiers",
+    "job_files",
+    "pip_passthrough",
+    "prefetch_commands",
+    "prefetch_platforms",
+    "quote_environment",
+]
+
+import ast
+import json
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from ...errors import ConfigError
+from ...model import PLATFORMS, Accelerator, BuildJob, python_tag
+from ...toolchain.envs import BUILD_REQUIREMENTS
+from .images import validate_image_ref
+from .incontainer import CUDA_LINK, LIB_LINK_DIR
+
+TOOLS_PYTHON = "/opt/buildtools/venv/bin/python"
+# the build interpreter inside the container: cibuildwheel puts the job's Python first on PATH
+BUILD_PYTHON = "python"
+CONTAINER_LIB_DIR = "/buildtools/lib"
+CONTAINER_JOB_DIR = "/buildtools/job"
+CONTAINER_WHEELS_DIR = "/buildtools/wheels"
+CONTAINER_PIP_DIR = "/buildtools/pip"
+CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
+CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
+
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
+_TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
+_LEGACY_TAGS = {"manylinux2014": 17, "manylinux2010": 12, "manylinux1": 5}
+_URL_RE = re.compile(r"^(https?|file)://[^\s'\"]+$")
+# pip options passed into the container (online mode); anything else stays on the host
+_PIP_KEYS = (
+    "index-url",
+    "extra-index-url",
+    "find-links",
+    "trusted-host",
+    "cert",
+    "client-cert",
+    "proxy",
+    "timeout",
+    "default-timeout",
+    "retries",
+    "prefer-binary",
+    "only-binary",
+    "no-binary",
+    "pre",
+    "disable-pip-version-check",
+    "progress-bar",
+)
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mount:
+    """A host path mounted read-only into the build container."""
+
+    source: Path
+    target: str
+
+    def __post_init__(self) -> None:
+        text = str(self.source)
+        if not self.source.is_absolute() or any(c in text for c in ":,\n\r\0"):
+            raise ConfigError(
+                f"{text!r} cannot be mounted into the build container: it must be an absolute "
+                "path without ':' or ',' (docker's --volume syntax)"
+            )
+
+    @property
+    def arg(self) -> str:
+        return f"--volume={self.source}:{self.target}:ro"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipPassthrough:
+    """The host's pip configuration as container environment, and the files it names."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CibwRun:
+    """Exactly what the docker backend runs for one job."""
+
+    argv: tuple[str, ...]
+    cwd: Path
+    options: tuple[tuple[str, str], ...]  # the CIBW_* variables
+    container_env: tuple[tuple[str, str], ...]  # what CIBW_ENVIRONMENT sets, unquoted
+    create_args: tuple[str, ...]
+
+    @property
+    def options_dict(self) -> dict[str, str]:
+        return dict(self.options)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _env_name(name: str, where: str) -> str:
+    if not _ENV_NAME_RE.match(name):
+        raise ConfigError(f"{where}: {name!r} is not an environment variable name")
+    return name
+
+
+def _requirement(text: str, where: str) -> str:
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise ConfigError(f"{where}: {text!r} is not a pip requirement: {exc}") from None
+    if text.lstrip().startswith("-"):
+        raise ConfigError(f"{where}: {text!r} is not a pip requirement")
+    return text
+
+
+def _url(text: str, where: str) -> str:
+    if not _URL_RE.match(text):
+        raise ConfigError(f"{where}: {text!r} is not an http(s):// or file:// URL")
+    return text
+
+
+def _arch(job: BuildJob) -> str:
+    if job.platform not in PLATFORMS:
+        raise ConfigError(f"{job.id}: platform {job.platform!r}; allowed: {', '.join(PLATFORMS)}")
+    return job.platform.removeprefix("linux_")
+
+
+def identifiers(job: BuildJob) -> tuple[str, ...]:
+    """cibuildwheel build identifiers of the job: cp312-manylinux_x86_64, …"""
+    arch = _arch(job)
+    out = []
+    for python in job.pythons:
+        if not _PYTHON_RE.match(python):
+            raise ConfigError(f"{job.id}: python {python!r} is not a version such as '3.12'")
+        out.append(f"{python_tag(python)}-manylinux_{arch}")
+    return tuple(out)
+
+
+def _bash_quote(value: str) -> str:
+    # Not shlex.quote: cibuildwheel's bashlex evaluator does not join its '"'"' back and
+    # fails on a ` even inside single quotes; and not bare words either (a value such as
+    # `else` is a parse error). Double quotes with \ " $ ` escaped read back exactly
+    # (tests/unit/test_cibw.py checks arbitrary text).
+    return '"' + "".join("\\" + c if c in '\\"$`' else c for c in value) + '"'
+
+
+def quote_environment(env: Sequence[tuple[str, str]]) -> str:
+    """CIBW_ENVIRONMENT text assigning exactly these values (no expansion, no substitution)."""
+    return " ".join(f"{_env_name(k, 'environment')}={_bash_quote(v)}" for k, v in env)
+
+
+# ------------------------------------------------------------------------------ prefetch
+
+
+def prefetch_platforms(platform_tag: str) -> tuple[str, ...]:
+    """pip `--platform` values a manylinux image for `platform_tag` can install, newest first.
+
+    pip does not expand `manylinux_2_28_x86_64` to older glibc versions by itself.
+    """
+    m = _TAG_RE.match(platform_tag)
+    if m is None:
+        legacy = platform_tag.split("_", 1)
+        if legacy[0] in _LEGACY_TAGS and len(legacy) == 2:
+            m = _TAG_RE.match(f"manylinux_2_{_LEGACY_TAGS[legacy[0]]}_{legacy[1]}")
+    if m is None or m[1] != "2":
+        raise ConfigError(f"platform tag {platform_tag!r}: expected manylinux_2_Y_<arch>")
+    top, arch = int(m[2]), m[3]
+    tags = [f"manylinux_2_{y}_{arch}" for y in range(top, 4, -1)]
+    tags += [f"{name}_{arch}" for name, y in _LEGACY_TAGS.items() if y <= top]
+    return tuple(tags)
+
+
+def prefetch_commands(
+    job: BuildJob,
+    *,
+    python: str,
+    dest: Path,
+    torch_index: str | None,
+    cibw_constraints: Callable[[str], Path | None],
+) -> tuple[tuple[str, ...], ...]:
+    """`pip download` commands that put every wheel the job's container needs into `dest`.
+
+    Per Python of the job: torch at the job's pin, the build requirements and the toolkit
+    (for the build, and torch again for cibuildwheel's test venv), and virtualenv at
+    cibuildwheel's own pin (its test step installs it).
+    """
+    commands = []
+    toolkit = job.toolkit.pip_packages if job.toolkit else ()
+    identifiers(job)  # validates the Python versions
+    for version in job.pythons:
+        tag = python_tag(version)
+        base = [python, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:"]
+        base += ["--python-version", version, "--implementation", "cp", "--abi", tag]
+        for plat in prefetch_platforms(job.platform_tag):
+            base += ["--platform", plat]
+        reqs = [_requirement(job.torch_requirement, f"{job.id}: torch requirement")]
+        reqs += list(BUILD_REQUIREMENTS)
+        reqs += [_requirement(r, f"{job.id}: toolkit") for r in toolkit]
+        index = (
+            ["--extra-index-url", _url(torch_index, f"{job.id}: torch_index")]
+            if torch_index
+            else []
+        )
+        commands.append(tuple(base + index + reqs))
+        constraints = cibw_constraints(version)
+        extra = ["-c", str(constraints)] if constraints is not None else []
+        commands.append(tuple([*base, "virtualenv", *extra]))
+    return tuple(commands)
+
+
+# ------------------------------------------------------------------------------ pip config
+
+
+def _pip_config(output: str) -> dict[str, str]:
+    """`pip config list` output → {option: value}, environment over install over global."""
+    ranked: dict[str, tuple[int, str]] = {}
+    rank = {"global": 0, "download": 1, "install": 2, ":env:": 3}
+    for line in output.splitlines():
+        key, sep, raw = line.partition("=")
+        section, dot, option = key.strip().rpartition(".")
+        if not sep or not dot or section not in rank or option not in _PIP_KEYS:
+            continue
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            continue
+        if not isinstance(value, str):
+            continue
+        if option not in ranked or rank[section] >= ranked[option][0]:
+            ranked[option] = (rank[section], value)
+    return {option: value for option, (_, value) in sorted(ranked.items())}
+
+
+def pip_passthrough(
+    config_list: str,
+    *,
+    host_env: Mapping[str, str],
+    is_file: Callable[[Path], bool],
+    is_dir: Callable[[Path], bool],
+) -> PipPassthrough:
+    """The host's pip configuration for the container (online mode).
+
+    `config_list` is the output of `pip config list` (files and PIP_* variables). Files it
+    names (the CA bundle, local find-links and file:// indexes) are mounted read-only under
+    /buildtools/pip/N and the values rewritten to point there; proxies pass as they are.
+    """
+    mounts: dict[Path, Mount] = {}
+
+    def mount(path: Path, name: str = "") -> str:
+        if path not in mounts:
+            target = f"{CONTAINER_PIP_DIR}/{len(mounts)}" + (f"/{name}" if name else "")
+            mounts[path] = Mount(source=path, target=target)
+        return mounts[path].target
+
+    env: list[tuple[str, str]] = []
+    for option, raw in _pip_config(config_list).items():
+        value = raw
+        name = "PIP_" + option.upper().replace("-", "_")
+        if option in ("cert", "client-cert"):
+            path = Path(raw)
+            if not is_file(path):
+                continue
+            value = mount(path, path.name)
+        elif option in ("find-links", "index-url", "extra-index-url"):
+            entries = []
+            for entry in raw.split():
+                local = (
+                    Path(entry.removeprefix("file://"))
+                    if entry.startswith(("/", "file://"))
+                    else None
+                )
+                if local is None:
+                    entries.append(entry)
+                elif option == "find-links" and is_dir(local):
+                    entries.append(mount(local))
+                elif option != "find-links" and is_dir(local):
+                    # a PEP 503 tree links its files relative to the index (../../files/…)
+                    entries.append(f"file://{mount(local.parent)}/{local.name}")
+            if not entries:
+                continue
+            value = " ".join(entries)
+        env.append((name, value))
+    env += [(k, host_env[k]) for k in _PROXY_VARS if host_env.get(k)]
+    return PipPassthrough(env=tuple(env), mounts=tuple(mounts.values()))
+
+
+# ------------------------------------------------------------------------------- compose
+
+
+def job_files(job: BuildJob, *, never_bundle: Sequence[str]) -> dict[str, str]:
+    """Files of the job's mounted directory (/buildtools/job), by name."""
+    return {
+        # keeps every pip in the container (before-build, the test venv) on the job's torch
+        "constraints.txt": _requirement(job.torch_requirement, f"{job.id}: torch") + "\n",
+        # the project is copied in as is: build in a clean tree, not in a copied build/
+        "setup.cfg": f"[build]\nbuild_base = {CONTAINER_BUILD_DIR}\n",
+        # the knowledge base's never-bundle patterns, read by `incontainer repair`
+        "never-bundle.txt": "".join(f"{p}\n" for p in never_bundle),
+    }
+
+
+def _incontainer(verb: str, *args: str) -> list[str]:
+    return [TOOLS_PYTHON, "-m", "buildtools.backends.docker.incontainer", verb, *args]
+
+
+def compose_cibuildwheel(
+    job: BuildJob,
+    *,
+    image: str,
+    project_dir: Path,
+    output_dir: Path,
+    buildtools_dir: Path,
+    job_dir: Path,
+    max_jobs: int,
+    offline: bool,
+    wheels_dir: Path | None = None,
+    pip: PipPassthrough | None = None,
+    torch_index: str | None = None,
+    host_python: str = "python",
+    ccache_dir: Path | None = None,
+) -> CibwRun:
+    """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
+
+    `buildtools_dir` is the `buildtools` package directory (mounted at
+    /buildtools/lib/buildtools); `job_dir` holds `job_files(job, …)`; `wheels_dir` the prefetched
+    wheels (offline); `pip` the host pip configuration (online); `torch_index` is used
+    only online. `host_python` runs cibuildwheel on the host.
+    """
+    accel = Accelerator.parse(job.accelerator)
+    arch = _arch(job)
+    image = validate_image_ref(image, what=f"{job.id}: builder image")
+    if offline and wheels_dir is None:
+        raise ValueError("offline builds need the prefetched wheels_dir")
+
+    mounts = [
+        Mount(source=buildtools_dir, target=f"{CONTAINER_LIB_DIR}/buildtools"),
+        Mount(source=job_dir, target=CONTAINER_JOB_DIR),
+    ]
+    create_args: list[str] = []
+    if offline:
+        assert wheels_dir is not None
+        create_args.append("--network=none")
+        mounts.append(Mount(source=wheels_dir, target=CONTAINER_WHEELS_DIR))
+    elif pip is not None:
+        mounts += pip.mounts
+    create_args += [m.arg for m in mounts]
+    if ccache_dir is not None:
+        Mount(source=ccache_dir, target=CONTAINER_CCACHE_DIR)  # the same path rules
+        create_args.append(f"--volume={ccache_dir}:{CONTAINER_CCACHE_DIR}")
+
+    container_env: list[tuple[str, str]] = []
+    if accel.kind == "cuda":
+        container_env += [
+            ("CUDA_HOME", str(CUDA_LINK)),
+            ("CPATH", f"{CUDA_LINK}/include"),
+            ("LIBRARY_PATH", str(LIB_LINK_DIR)),
+        ]
+    container_env.append(("DIST_EXTRA_CONFIG", f"{CONTAINER_JOB_DIR}/setup.cfg"))
+    # Byte-compiling torch's thousands of modules costs ~8 s per install (measured), in a
+    # container that is thrown away. pip reads a `no-` option's variable inverted:
+    # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
+    container_env.append(("PIP_NO_COMPILE", "0"))
+    if ccache_dir is not None:
+        # torch >= 2.13 puts a ccache installed in the image in front of c++ and nvcc by
+        # itself; these make it use the job's cache, mounted from the host between runs
+        container_env += [
+            ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
+            ("CCACHE_BASEDIR", "/project"),
+            ("CCACHE_NOHASHDIR", "1"),
+        ]
+    container_env += [(_env_name(k, f"{job.id}: build_env"), v) for k, v in job.env]
+    if "MAX_JOBS" not in dict(job.env):
+        container_env.append(("MAX_JOBS", str(max_jobs)))
+    if offline:
+        container_env += [("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", CONTAINER_WHEELS_DIR)]
+    elif pip is not None:
+        container_env += list(pip.env)
+    container_env.append(("PIP_CONSTRAINT", f"{CONTAINER_JOB_DIR}/constraints.txt"))
+
+    before = ["--python", BUILD_PYTHON]
+    before += ["--torch", _requirement(job.torch_requirement, f"{job.id}: torch requirement")]
+    before += ["--kind", accel.kind]
+    if torch_index and not offline:
+        before += ["--index-url", _url(torch_index, f"{job.id}: torch_index")]
+    if accel.kind == "cuda":
+        assert accel.version is not None
+        before += ["--cuda", accel.version]
+        toolkit = job.toolkit.pip_packages if job.toolkit else ()
+        before += [f"--toolkit={_requirement(r, f'{job.id}: toolkit')}" for r in toolkit]
+    before += ["--", *BUILD_REQUIREMENTS]
+
+    repair = ["--python", BUILD_PYTHON, "--plat", job.platform_tag]
+    if job.repair == "command":
+        repair += ["--command-json", json.dumps(list(job.repair_command))]
+    else:
+        repair += ["--policy", job.repair]
+    repair += ["--never-bundle-file", f"{CONTAINER_JOB_DIR}/never-bundle.txt"]
+    repair += [f"--exclude={p}" for p in job.repair_excludes]
+    repair += ["-w", "{dest_dir}", "{wheel}"]
+
+    options = [
+        ("CIBW_BUILD", " ".join(identifiers(job))),
+        ("CIBW_ARCHS_LINUX", arch),
+        (f"CIBW_MANYLINUX_{arch.upper()}_IMAGE", image),
+        (
+            "CIBW_CONTAINER_ENGINE",
+            "docker; create_args: "
+            + " ".join(shlex.quote(a) for a in create_args)
+            + "; disable_host_mount: true",
+        ),
+        ("CIBW_BUILD_FRONTEND", "build; args: --no-isolation"),
+        ("CIBW_BEFORE_BUILD", shlex.join(_incontainer("before-build", *before))),
+        ("CIBW_ENVIRONMENT", quote_environment(container_env)),
+        ("CIBW_REPAIR_WHEEL_COMMAND", shlex.join(_incontainer("repair", *repair))),
+        (
+            "CIBW_TEST_COMMAND",
+            shlex.join(_incontainer("import-test", "--python", BUILD_PYTHON, "{wheel}")),
+        ),
+        ("CIBW_BUILD_VERBOSITY", "1"),
+    ]
+    argv = (
+        host_python,
+        "-m",
+        "cibuildwheel",
+        "--platform",
+        "linux",
+        "--output-dir",
+        str(output_dir),
+        ".",
+    )
+    return CibwRun(
+        argv=argv,
+        cwd=project_dir,
+        options=tuple(options),
+        container_env=tuple(container_env),
+        create_args=tuple(create_args),
+    )

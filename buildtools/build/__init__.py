@@ -1,0 +1,1 @@
+"""`buildtools build`: orchestration, incremental skipping, scheduling, progress, the run report."""

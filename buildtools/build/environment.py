@@ -1,0 +1,81 @@
+"""A job's build environment and build tree: what the compiler sees, and where its objects live."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..model import BuildJob
+from ..toolchain.envs import Toolchain
+from .ccache import CompilerCache, ccache_env, no_ccache_env
+from .options import BuildOptions
+
+__all__ = ["SHIMS", "build_tree", "job_environment"]
+
+
+SHIMS = Path(__file__).resolve().parents[1] / "data" / "shims"
+
+
+def build_tree(
+    job: BuildJob, toolchain: Toolchain, project_dir: Path, env: Mapping[str, str], cache_dir: Path
+) -> Path:
+    """The job's persistent build tree: one per project × toolchain × job environment.
+
+    Object files are reused only by a build that would compile them the same way.
+    """
+    digest = hashlib.sha256()
+    for part in (
+        str(project_dir.resolve()),
+        toolchain.key,
+        *(f"{k}={v}" for k, v in sorted(job.env)),
+    ):
+        digest.update(part.encode() + b"\0")
+    for key in ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS"):
+        digest.update(f"{key}={env.get(key, '')}".encode() + b"\0")
+    return cache_dir / "build" / f"{job.id}-{digest.hexdigest()[:16]}"
+
+
+def job_environment(
+    job: BuildJob,
+    toolchain: Toolchain,
+    opts: BuildOptions,
+    *,
+    compiler_cache: CompilerCache | None = None,
+) -> dict[str, str]:
+    """The exact environment of a job's build: host env + toolchain + job vars + MAX_JOBS,
+    then the compiler cache (`compiler_cache`), or none at all when it is None.
+
+    `opts.max_jobs` is the scheduler's share for this job and wins over any other MAX_JOBS
+    (the host's, the matrix's): N concurrent jobs x MAX_JOBS never exceed the machine.
+    """
+    env = dict(opts.env)
+    for key, value in toolchain.build_env:
+        if key == "PATH" and env.get("PATH"):
+            env[key] = f"{value}{os.pathsep}{env['PATH']}"
+        else:
+            env[key] = value
+    env.update(job.env)
+    if job.toolkit is not None and env.get("BUILDTOOLS_FORCE_CUDA_AVAILABLE", "1") == "1":
+        # setup.py files that ask torch.cuda.is_available() still build device code here
+        env["BUILDTOOLS_FORCE_CUDA_AVAILABLE"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SHIMS), env.get("PYTHONPATH")) if p)
+    if opts.max_jobs is not None:
+        env["MAX_JOBS"] = str(opts.max_jobs)
+    elif "MAX_JOBS" not in env:
+        env["MAX_JOBS"] = str(os.cpu_count() or 1)
+    env["PYTHONNOUSERSITE"] = "1"
+    if compiler_cache is not None:
+        env.update(
+            ccache_env(
+                job,
+                compiler_cache,
+                project_dir=opts.project_dir,
+                cuda_home=toolchain.cuda_home,
+                path=env.get("PATH", ""),
+            )
+        )
+    else:
+        env.update(no_ccache_env())
+    return env

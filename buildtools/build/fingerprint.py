@@ -1,0 +1,178 @@
+"""Fingerprints: of a project's sources, and of a whole BuildJob (what its wheel is a function of).
+
+A job's fingerprint hashes the content of every source file the build reads, the job's
+resolved configuration (torch requirement, accelerator, arch list, build_env, labels, repair
+settings, …), its environment's key (Python full version, torch requirement and index,
+toolkit pins), the backend, the build-relevant host variables and buildtools' own version
+and code. A wheel whose build record carries the same fingerprint is what this build would
+produce again, so the build is skipped (`skipped-unchanged`); any change gives a new
+fingerprint, so a stale wheel is never reused.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BUILD_VARS",
+    "BUILD_VAR_PREFIXES",
+    "FINGERPRINT_SCHEMA",
+    "IGNORED_DIRS",
+    "build_vars",
+    "buildtools_digest",
+    "fingerprint_inputs",
+    "job_config",
+    "job_fingerprint",
+    "source_files",
+    "source_fingerprint",
+]
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..model import BuildJob
+
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".nox",
+        ".tox",
+        ".venv",
+        "venv",
+        "build",
+        "dist",
+        "__pycache__",
+        "wheelhouse",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".hypothesis",
+    }
+)
+
+
+def source_files(root: Path) -> list[Path]:
+    """Every file under root that a build may read, sorted; build outputs and VCS dirs skipped."""
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info")
+        )
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".so", ".o")):
+                continue
+            found.append(Path(dirpath) / name)
+    return found
+
+
+def source_fingerprint(root: Path) -> str:
+    """sha256 over (relative path, content) of every source file: 'sha256:<hex>'."""
+    digest = hashlib.sha256()
+    for path in source_files(root):
+        rel = path.relative_to(root).as_posix()
+        digest.update(rel.encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return "sha256:" + digest.hexdigest()
+
+
+# ------------------------------------------------------------------------ job fingerprints
+
+FINGERPRINT_SCHEMA = 1
+# Host variables that change what a build compiles: these names, and names with these
+# prefixes. Anything else a project's setup.py reads belongs in project.build_env (which is
+# part of the job), or needs --force.
+BUILD_VARS = frozenset(
+    {
+        "CC",
+        "CXX",
+        "CPP",
+        "LD",
+        "LDSHARED",
+        "AR",
+        "CFLAGS",
+        "CXXFLAGS",
+        "CPPFLAGS",
+        "LDFLAGS",
+        "CPATH",
+        "C_INCLUDE_PATH",
+        "CPLUS_INCLUDE_PATH",
+        "LIBRARY_PATH",
+        "DIST_EXTRA_CONFIG",
+        "SETUPTOOLS_USE_DISTUTILS",
+        "_GLIBCXX_USE_CXX11_ABI",
+    }
+)
+BUILD_VAR_PREFIXES = ("TORCH_", "PYTORCH_", "FORCE_", "CUDA", "NVCC", "ROCM", "HIP", "USE_")
+# Job fields that say where a build or test runs or how fast, not what it produces.
+_NOT_IN_FINGERPRINT = frozenset({"runner", "smoke_runner", "smoke", "ccache"})
+# Variables of the job that change how fast it builds, not what it builds.
+_SPEED_VARS = frozenset({"MAX_JOBS"})
+
+
+def build_vars(env: Mapping[str, str]) -> dict[str, str]:
+    """The host variables a build's output may depend on (see BUILD_VARS)."""
+    return {
+        k: v
+        for k, v in sorted(env.items())
+        if (k in BUILD_VARS or k.startswith(BUILD_VAR_PREFIXES)) and k not in _SPEED_VARS
+    }
+
+
+def job_config(job: BuildJob) -> dict[str, Any]:
+    """The job's resolved configuration as JSON-able data, less where it runs and MAX_JOBS."""
+    data = dataclasses.asdict(job)
+    for key in _NOT_IN_FINGERPRINT:
+        data.pop(key, None)
+    data["env"] = [[k, v] for k, v in job.env if k not in _SPEED_VARS]
+    return data
+
+
+@functools.lru_cache(maxsize=1)
+def buildtools_digest() -> str:
+    """sha256 of buildtools' own code and data: repair, relabel and checks shape the wheel."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".yaml", ".json"):
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def fingerprint_inputs(
+    job: BuildJob,
+    *,
+    sources: str,
+    toolchain: Mapping[str, Any],
+    backend: Mapping[str, str],
+    host_env: Mapping[str, str],
+) -> dict[str, Any]:
+    """Everything a job's wheel is a function of, as one JSON-able mapping (pure).
+
+    `sources` is `source_fingerprint(project_dir)`; `toolchain` the environment's key fields
+    (`toolchain_key`: Python full version, torch requirement and index, accelerator, toolkit
+    pins, system CUDA); `backend` what the backend adds (its name, a builder image).
+    """
+    from .. import __version__
+
+    return {
+        "schema": FINGERPRINT_SCHEMA,
+        "buildtools": __version__,
+        "buildtools_code": buildtools_digest(),
+        "sources": sources,
+        "job": job_config(job),
+        "toolchain": dict(toolchain),
+        "backend": dict(sorted(backend.items())),
+        "host_env": build_vars(host_env),
+    }
+
+
+def job_fingerprint(inputs: Mapping[str, Any]) -> str:
+    """'sha256:<hex>' of `fingerprint_inputs(...)`."""
+    blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()

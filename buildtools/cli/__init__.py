@@ -1,0 +1,1 @@
+"""The command line: every verb's arguments and dispatch. Nothing in buildtools imports it."""

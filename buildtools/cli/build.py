@@ -1,0 +1,174 @@
+"""`buildtools build`: its options, and the run that plans, builds and reports."""
+
+from __future__ import annotations
+
+__all__ = ["add_build_parser"]
+
+import argparse
+import os
+import shlex
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..backends.base import Backend
+from ..backends.local import LocalBackend
+from ..build.options import BuildOptions
+from ..build.orchestrate import build_plan
+from ..cachedir import default_cache_dir
+from ..errors import BuildFailedError, CheckFailedError, PlanError
+from ..knowledge import load_knowledge
+from .common import add_plan_args, plan_from_args
+
+
+def add_build_parser(sub: Any) -> None:
+
+    p = sub.add_parser("build", help="build, repair and check the wheels of the plan")
+    add_plan_args(p)
+    p.add_argument(
+        "--project", type=Path, default=None, help="extension source dir (overrides project.path)"
+    )
+    p.add_argument("--wheelhouse", type=Path, default=Path("wheelhouse"))
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="envs and build trees (default: ~/.cache/torch-buildtools)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="where the compiler runs: local venvs, or cibuildwheel in builder images",
+    )
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="docker: prefetch every wheel on the host, build with the network off",
+    )
+    p.add_argument(
+        "--base-image",
+        default=None,
+        metavar="IMAGE",
+        help="docker: build every job FROM this image instead of the plan's (e.g. a "
+        "local base from docker/local-base.sh where no registry is reachable)",
+    )
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed job")
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=None,
+        help="compiler processes per job (MAX_JOBS; default: the machine's cores split "
+        "between the jobs that run at once)",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=None,
+        help="jobs that compile at once (default: as many as cores and memory allow)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild every job, even one whose wheel (same fingerprint) is already built",
+    )
+    p.add_argument(
+        "--index-site",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a published site (with index.json): a job whose fingerprint it lists is skipped",
+    )
+    p.add_argument(
+        "--no-ccache",
+        action="store_true",
+        help="no compiler cache (default: ccache when installed; matrix build.ccache: false)",
+    )
+    p.add_argument(
+        "--cuda-home",
+        type=Path,
+        default=None,
+        help="a system CUDA to use when it matches torch's CUDA",
+    )
+    p.add_argument("--no-live", action="store_true", help="plain progress lines even in a terminal")
+    p.set_defaults(handler=cmd_build)
+
+
+def reproduce_command(args: argparse.Namespace) -> str:
+    """The nox command that runs this build again (what a CI job for a cell runs)."""
+    argv = ["nox", "-s", "build", "--"]
+    if args.matrix:
+        argv += ["--matrix", str(args.matrix)]
+    if args.profile:
+        argv += ["--profile", args.profile]
+    argv += [a for g in args.only for a in ("--only", g)]
+    argv += [a for t in args.torch_axis or () for a in ("--torch", t)]
+    if args.backend != "local":
+        argv += ["--backend", args.backend]
+    if args.offline:
+        argv += ["--offline"]
+    if args.base_image:
+        argv += ["--base-image", args.base_image]
+    if getattr(args, "project", None):
+        argv += ["--project", str(args.project)]
+    return shlex.join(argv if len(argv) > 4 else argv[:3])
+
+
+def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
+
+    result, project_dir = plan_from_args(args)
+    env = dict(os.environ)
+    if args.project is not None:
+        project_dir = args.project.resolve()
+    if not project_dir.is_dir():
+        raise BuildFailedError(
+            f"project directory {project_dir} does not exist; set project.path in matrix.yaml or pass --project"
+        )
+    opts = BuildOptions(
+        project_dir=project_dir,
+        wheelhouse=args.wheelhouse.resolve(),
+        cache_dir=(args.cache_dir or default_cache_dir(env)).resolve(),
+        env=env,
+        fail_fast=args.fail_fast,
+        max_jobs=args.max_jobs,
+        cuda_home=args.cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None),
+        live=not args.no_live,
+        reproduce=reproduce_command(args),
+        matrix=str(args.matrix or "matrix.yaml"),
+        force=args.force,
+        index_site=args.index_site.resolve() if args.index_site else None,
+        ccache=not args.no_ccache,
+        jobs=args.jobs,
+    )
+    kb = load_knowledge()
+    backend: Backend = LocalBackend()
+    current = [j.id for j in result.jobs if j.torch_source == "current"]
+    if args.backend != "local" and current:
+        raise PlanError(
+            f"{', '.join(current)}: torch: current builds against a torch on this host, so only "
+            "with --backend local; select the other cells with --only for the docker backend"
+        )
+    if args.backend == "docker":
+        from ..backends.docker.backend import DockerBackend
+
+        backend = DockerBackend(
+            kb=kb,
+            cache_dir=opts.cache_dir,
+            env=env,
+            offline=args.offline,
+            max_jobs=args.max_jobs,
+            base_image=args.base_image,
+        )
+    elif args.offline or args.base_image:
+        raise BuildFailedError("--offline and --base-image apply to --backend docker only")
+    report = build_plan(result, kb=kb, opts=opts, backend=backend, out=out)
+    report.print_table(out)
+    out.write(f"report: {opts.wheelhouse / 'report.json'}\n")
+    out.write(f"reproduce: {opts.reproduce}\n")
+    failed = report.failed
+    if failed:
+        lines = "\n".join(f"  {c.cell}: {c.reason} (log: {c.log})" for c in failed)
+        check_only = all(c.failure == "check" for c in failed)
+        cls = CheckFailedError if check_only else BuildFailedError
+        raise cls(f"{len(failed)} cell(s) failed:\n{lines}")
+    return 0

@@ -1,0 +1,113 @@
+"""`buildtools check WHEEL… --torch SITE_PACKAGES…`: the static checks on built wheels."""
+
+from __future__ import annotations
+
+__all__ = ["add_check_parser"]
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ExitCode, ToolMissingError
+from ..wheel.checks import Expectation, check_wheel, has_errors, load_torch_target
+from ..wheel.meta import read_build_record
+
+
+def add_check_parser(sub: Any) -> None:
+    """`buildtools check WHEEL… --torch SITE_PACKAGES…`: the static checks on built wheels."""
+    p = sub.add_parser("check", help="static checks of built wheels against target torch installs")
+    p.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    p.add_argument(
+        "--torch",
+        dest="torch_sites",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="SITE_PACKAGES",
+        help="site-packages of a target torch (repeatable: check against each; "
+        "default: the torch of the Python running buildtools)",
+    )
+    p.add_argument(
+        "--accelerator",
+        default=None,
+        help="cpu, cuXYZ or rocmX.Y (default: from the wheel's build record, else cpu)",
+    )
+    p.add_argument("--arch-list", default=None, help="promised archs, e.g. '8.0;9.0;12.0+PTX'")
+    p.add_argument("--platform-tag", default=None, help="promised tag, e.g. manylinux_2_28_x86_64")
+    p.add_argument(
+        "--weaker-platform-tag",
+        choices=("error", "warning"),
+        default="error",
+        help="severity of a tag weaker than promised (default: error)",
+    )
+    p.add_argument("--local-version", default=None, help="expected local label, e.g. pt211cu130")
+    p.add_argument("--requires-torch", default=None, help="expected pin, e.g. 'torch==2.11.*'")
+    p.add_argument("--no-build-record", action="store_true", help="do not require buildtools.json")
+    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.set_defaults(handler=cmd_check)
+
+
+def _running_torch_site() -> Path:
+    """site-packages of the torch importable here (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise ToolMissingError(
+            "no torch is importable here; pass --torch SITE_PACKAGES of the target torch"
+        )
+    return Path(spec.origin).parents[1]
+
+
+def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
+    """Explicit options win; otherwise what the wheel's build record says it promised."""
+    try:
+        record = read_build_record(wheel) or {}
+    except ValueError:
+        record = {}
+
+    def recorded(key: str) -> str | None:
+        value = record.get(key)
+        return value if isinstance(value, str) else None
+
+    return Expectation(
+        accelerator=args.accelerator or recorded("accelerator") or "cpu",
+        arch_list=args.arch_list or recorded("arch_list"),
+        platform_tag=args.platform_tag or recorded("promised_platform_tag"),
+        weaker_platform_tag=args.weaker_platform_tag,
+        local_version=args.local_version,
+        requires_dist_torch=args.requires_torch or recorded("torch_requirement"),
+        build_record=not args.no_build_record,
+    )
+
+
+def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error."""
+    sites = args.torch_sites or [_running_torch_site()]
+    targets = [load_torch_target(site) for site in sites]
+    report: dict[str, list[dict[str, object]]] = {}
+    failed = False
+    for wheel in args.wheels:
+        findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
+        failed |= has_errors(findings)
+        report[wheel.name] = [
+            {
+                "code": f.code,
+                "severity": f.severity.value,
+                "message": f.message,
+                "path": f.path,
+                "details": list(f.details),
+            }
+            for f in findings
+        ]
+        if not args.json:
+            status = "FAIL" if has_errors(findings) else "ok"
+            out.write(f"{status}  {wheel.name}\n")
+            for f in findings:
+                out.write(f"  {f.severity.value:<7} {f.code}: {f.message}\n")
+                for line in f.details:
+                    out.write(f"            {line}\n")
+    if args.json:
+        out.write(json.dumps(report, indent=2) + "\n")
+    return int(ExitCode.CHECK_FAILED) if failed else int(ExitCode.OK)

@@ -1,0 +1,62 @@
+"""What several verbs share: the plan options and the plan they select."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..planner import Plan
+from ..planning import PlanRequest, load_plan
+
+
+def add_plan_args(p: argparse.ArgumentParser) -> None:
+    """The options of every verb that plans (plan, build, ci matrix)."""
+    p.add_argument(
+        "--matrix", type=Path, default=None, help="matrix.yaml to read (default: ./matrix.yaml)"
+    )
+    p.add_argument(
+        "--profile", default=None, help="named profile to select (default: default_profile)"
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="select cells by id glob (repeatable)",
+    )
+    p.add_argument("--strict", action="store_true", help="fail when a requested cell never existed")
+    p.add_argument(
+        "--torch",
+        dest="torch_axis",
+        action="append",
+        default=None,
+        metavar="VERSION",
+        help="replace axes.torch (repeatable): a release, or 'current' for the torch of the "
+        "running environment (then the default profile is not applied)",
+    )
+    p.add_argument(
+        "--torch-python",
+        type=Path,
+        default=None,
+        metavar="PYTHON",
+        help="the interpreter whose torch 'current' means (default: $BUILDTOOLS_TORCH_PYTHON, "
+        "else the one running buildtools)",
+    )
+
+
+def plan_request(args: argparse.Namespace) -> PlanRequest:
+    """The PlanRequest of parsed `add_plan_args` options."""
+    torch_axis = getattr(args, "torch_axis", None)
+    return PlanRequest(
+        matrix=args.matrix,
+        profile=args.profile,
+        only=tuple(args.only),
+        strict=args.strict,
+        torch_axis=tuple(torch_axis) if torch_axis is not None else None,
+        torch_python=getattr(args, "torch_python", None),
+    )
+
+
+def plan_from_args(args: argparse.Namespace) -> tuple[Plan, Path]:
+    """The plan the options select, and the project directory."""
+    return load_plan(plan_request(args))

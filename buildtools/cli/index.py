@@ -1,0 +1,120 @@
+"""`buildtools index`: publish wheels as a static find-links site and PEP 503 index."""
+
+from __future__ import annotations
+
+__all__ = ["add_index_parser"]
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import PublishError
+from ..index.gate import SmokeGate
+from ..index.site import (
+    IndexSettings,
+    collect_wheels,
+    publish,
+    read_wheel,
+)
+from ..knowledge import Knowledge, load_knowledge
+from ..matrix.config import IndexConfig, load_matrix
+from ..planning import default_matrix_path
+
+
+def _settings(args: argparse.Namespace, kb: Knowledge) -> IndexSettings:
+    from pydantic import ValidationError
+
+    config = IndexConfig()
+    matrix_path: Path | None = args.matrix
+    if matrix_path is None:
+        default = default_matrix_path()
+        matrix_path = default if default.is_file() else None
+    if matrix_path is not None and not args.no_matrix:
+        config = load_matrix(matrix_path, knowledge=kb).matrix.index
+    wheel_url_template = args.wheel_url if args.wheel_url is not None else config.wheel_url
+    if args.wheel_url:
+        try:
+            IndexConfig(wheel_url=args.wheel_url)
+        except ValidationError as exc:
+            msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise PublishError(f"--wheel-url: {msg}") from None
+    return IndexSettings(
+        base_url=args.base_url if args.base_url is not None else config.base_url,
+        wheel_url=wheel_url_template or None,
+        alias_patches=config.alias_patches if args.alias_patches is None else args.alias_patches,
+        aliases={k: tuple(v) for k, v in sorted(config.aliases.items())},
+    )
+
+
+def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
+    """`buildtools index`: read wheels, gate them, merge, and publish the site."""
+    kb = load_knowledge()
+    settings = _settings(args, kb)
+    paths = collect_wheels(args.paths or [Path("wheelhouse")])
+    sources = [read_wheel(p, wheel_url_template=settings.wheel_url) for p in paths]
+    gate = SmokeGate.load(args.require_smoke) if args.require_smoke else None
+    result = publish(args.site, sources, settings, kb, gate=gate, dry_run=args.dry_run)
+    for name in result.added:
+        out.write(f"  new        {name}\n")
+    for name in result.unchanged:
+        out.write(f"  unchanged  {name}\n")
+    for name, reason in result.held_back:
+        out.write(f"  held back  {name} ({reason})\n")
+    verb = "would publish" if args.dry_run else "published"
+    links = settings.base_url or "relative links"
+    out.write(
+        f"{verb} {len(result.added)} new wheel(s) into {result.site} ({links}); "
+        f"{len(result.unchanged)} already published, {len(result.held_back)} held back; "
+        f"the site lists {result.wheels} wheel(s) on {len(result.pages)} find-links page(s)\n"
+    )
+    if not paths:
+        out.write("note: no wheels given (pages regenerated from index.json)\n")
+    return 0
+
+
+def add_index_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "index",
+        help="publish wheels as a static find-links site and PEP 503 index",
+        description="Merge wheels into a static site: one find-links page per torch × "
+        "accelerator, PEP 503 indexes with PEP 658 metadata, a landing page. Published "
+        "wheels are immutable; the site is replaced atomically.",
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="WHEEL_OR_DIR",
+        help="wheels, or directories of wheels (default: wheelhouse)",
+    )
+    p.add_argument("--site", type=Path, default=Path("site"), help="site directory (default: site)")
+    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml for `index:` settings")
+    p.add_argument("--no-matrix", action="store_true", help="ignore matrix.yaml's settings")
+    p.add_argument(
+        "--base-url",
+        default=None,
+        help="URL the site is served from; links become absolute ('' for relative links)",
+    )
+    p.add_argument(
+        "--wheel-url",
+        default=None,
+        metavar="TEMPLATE",
+        help="wheels live elsewhere: URL template with {filename} (also {project}, {version}, "
+        "{public_version}); they are not copied into the site",
+    )
+    p.add_argument(
+        "--alias-patches",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="list a wheel on every patch release of its torch minor (default: on)",
+    )
+    p.add_argument(
+        "--require-smoke",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="REPORT",
+        help="publish only wheels a smoke report (JSON) marks passed; repeatable",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    p.set_defaults(handler=cmd_index)

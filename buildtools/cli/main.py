@@ -1,0 +1,147 @@
+"""Command line: `buildtools <verb>`; every user mistake ends in a message and an exit code."""
+
+from __future__ import annotations
+
+__all__ = ["main"]
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from .. import __version__
+from ..errors import BuildtoolsError, ExitCode
+from ..knowledge import load_knowledge
+from ..matrix.config import json_schema
+from ..planner import Plan
+from .build import add_build_parser
+from .check import add_check_parser
+from .ci import add_ci_parser
+from .common import add_plan_args, plan_from_args
+from .doctor import add_doctor_parser
+from .index import add_index_parser
+from .smoke import add_smoke_parser
+
+Handler = Callable[[argparse.Namespace, TextIO], int]
+
+
+def _print_plan_table(result: Plan, out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=out, highlight=False, width=max(Console(file=out).width, 120))
+    grouped = any(len(job.cells) > 1 for job in result.jobs)
+    table = Table(title=f"plan (profile: {result.profile or 'all cells'})")
+    table.add_column("job", no_wrap=True)
+    if grouped:
+        table.add_column("cells", no_wrap=True)
+    for col in ("python", "archs", "image", "requires"):
+        table.add_column(col, overflow="fold")
+    for job in result.jobs:
+        archs = job.toolkit.arch_list.split(";") if job.toolkit else []
+        arch_text = (
+            f"{archs[0]} … {archs[-1]} ({len(archs)})" if len(archs) > 3 else ";".join(archs) or "-"
+        )
+        row = [job.id]
+        if grouped:
+            row.append("\n".join(job.cell_ids))
+        row += [", ".join(job.pythons), arch_text, job.image, job.requires_dist]
+        table.add_row(*row)
+    console.print(table)
+    console.print(
+        f"{len(result.cells)} cell(s) in {len(result.jobs)} job(s); "
+        f"{result.builds_saved} build(s) saved by the ABI mode; "
+        f"{result.excluded} excluded by rules; {len(result.removed)} removed as impossible"
+    )
+    for removed in result.removed:
+        console.print(f"  removed {removed.cell.id}: {removed.reason}")
+
+
+def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    result, _ = plan_from_args(args)
+    if args.format == "json":
+        out.write(
+            json.dumps({"include": [j.to_json() for j in result.jobs]}, indent=2, sort_keys=True)
+        )
+        out.write("\n")
+    elif args.format == "ids":
+        for cell in result.cells:
+            out.write(cell.id + "\n")
+    else:
+        _print_plan_table(result, out)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
+    out.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def cmd_knowledge(args: argparse.Namespace, out: TextIO) -> int:
+    kb = load_knowledge()
+    for minor, rel in sorted(
+        kb.torch.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))
+    ):
+        cuda = ", ".join(rel.cuda) or "-"
+        rocm = ", ".join(rel.rocm) or "-"
+        flag = "" if rel.confirmed else "  (unconfirmed: " + (rel.note or "") + ")"
+        out.write(
+            f"torch {minor}: patches {', '.join(rel.patches)}; python {', '.join(rel.python)}; "
+            f"cuda {cuda} (PyPI: {rel.pypi_cuda or 'cpu'}); rocm {rocm}; {rel.platform_tag}; "
+            f"cxx11 {'yes' if rel.cxx11_abi else 'no'}; {rel.cxx_std}; "
+            f"stable ABI {'yes' if rel.stable_abi else 'no'}{flag}\n"
+        )
+    return 0
+
+
+def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="buildtools", description="Plan, build, repair and check PyTorch extension wheels."
+    )
+    parser.add_argument("--version", action="version", version=f"torch-buildtools {__version__}")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = sub.add_parser("plan", help="print the plan: cells, jobs, builds saved, removed cells")
+    add_plan_args(p)
+    p.add_argument("--format", choices=("table", "json", "ids"), default="table")
+    p.set_defaults(handler=cmd_plan)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")
+    p.set_defaults(handler=cmd_schema)
+
+    p = sub.add_parser("knowledge", help="print the torch compatibility knowledge base")
+    p.set_defaults(handler=cmd_knowledge)
+
+    for add in extra:
+        add(sub)
+    return parser
+
+
+def _extra_verbs() -> list[Callable[[Any], None]]:
+    return [
+        add_build_parser,
+        add_check_parser,
+        add_ci_parser,
+        add_doctor_parser,
+        add_index_parser,
+        add_smoke_parser,
+    ]
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    out = out if out is not None else sys.stdout
+    parser = build_parser(_extra_verbs())
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args, out)
+    except BuildtoolsError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return int(ExitCode.OK)

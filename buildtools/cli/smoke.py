@@ -1,0 +1,175 @@
+"""`buildtools smoke`: install each wheel in a fresh env and run its smoke test."""
+
+from __future__ import annotations
+
+__all__ = ["add_smoke_parser"]
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..cachedir import default_cache_dir
+from ..errors import ConfigError, SmokeFailedError
+from ..matrix.config import load_matrix
+from ..planning import default_matrix_path
+from ..runner import SubprocessRunner
+from ..smoke.report import (
+    ReportPaths,
+    SmokeStatus,
+    publish,
+)
+from ..smoke.run import (
+    PYTORCH_INDEX,
+    SmokeOptions,
+    run_smoke,
+)
+from ..smoke.wheels import (
+    collect_wheels,
+    detect_accelerator,
+)
+
+
+def add_smoke_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "smoke",
+        help="install each wheel in a fresh env with its torch and run the smoke test in a child",
+    )
+    p.add_argument(
+        "wheels",
+        nargs="*",
+        type=Path,
+        metavar="WHEEL_OR_DIR",
+        help="wheel files or wheelhouse directories (default: wheelhouse/)",
+    )
+    p.add_argument(
+        "--find-links",
+        action="append",
+        default=[],
+        metavar="PAGE",
+        help="a find-links page (URL or file): test the published wheels, installed from it",
+    )
+    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml (for project.smoke)")
+    p.add_argument(
+        "--smoke-command", default=None, help="overrides project.smoke, e.g. 'python smoke.py'"
+    )
+    p.add_argument(
+        "--project", type=Path, default=None, help="project dir (overrides project.path)"
+    )
+    p.add_argument(
+        "--accelerator",
+        choices=("auto", "cpu", "cuda", "rocm"),
+        default="auto",
+        help="what this runner has (auto: nvidia-smi or /dev/nvidiactl → cuda, /dev/kfd → rocm)",
+    )
+    p.add_argument(
+        "--torch-source",
+        choices=("auto", "system", "index"),
+        default="auto",
+        help="system: reuse --torch-python's torch (offline runners); index: pip install the "
+        "cell's torch; auto: system when it is the cell's torch",
+    )
+    p.add_argument(
+        "--system-torch",
+        dest="torch_source",
+        action="store_const",
+        const="system",
+        help="same as --torch-source system",
+    )
+    p.add_argument(
+        "--torch-python",
+        type=Path,
+        default=None,
+        help="the interpreter whose torch `system` reuses (default: $BUILDTOOLS_TORCH_PYTHON, "
+        "else the one running buildtools)",
+    )
+    p.add_argument(
+        "--torch-index",
+        default=None,
+        help=f"index for torch (default: {PYTORCH_INDEX}/<accelerator>)",
+    )
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    p.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="modules to import (default: the wheel's top-level modules)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("smoke-results"),
+        help="report.json, junit.xml and logs/ go here (default: smoke-results/)",
+    )
+    p.add_argument("--cache-dir", type=Path, default=None)
+    p.add_argument("--keep-envs", action="store_true", help="keep each wheel's venv")
+    p.set_defaults(handler=cmd_smoke)
+
+
+def _smoke_command(args: argparse.Namespace) -> tuple[str | None, Path | None]:
+    if args.smoke_command is not None:
+        return args.smoke_command, (args.project.resolve() if args.project else None)
+    path = args.matrix or default_matrix_path()
+    if not path.is_file():
+        if args.matrix is not None:
+            raise ConfigError(f"{path}: no such file")
+        return None, (args.project.resolve() if args.project else None)
+    mf = load_matrix(path)
+    project = args.project.resolve() if args.project else mf.project_dir
+    return mf.matrix.project.smoke, project
+
+
+def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
+    env = dict(os.environ)
+    smoke_command, project_dir = _smoke_command(args)
+    cache_dir = (args.cache_dir or default_cache_dir(env)).resolve()
+    paths: list[Path] = args.wheels or ([] if args.find_links else [Path("wheelhouse")])
+    out_dir = args.out.resolve()
+    sources = collect_wheels(paths, args.find_links, download_dir=out_dir / "downloads")
+    if not sources:
+        raise ConfigError(
+            f"no wheels found in {', '.join(map(str, paths + args.find_links))}; build some with "
+            "`buildtools build`, or name wheel files, directories or --find-links pages"
+        )
+    accelerator = args.accelerator
+    if accelerator == "auto":
+        accelerator = detect_accelerator(exists=os.path.exists, which=shutil.which)
+    opts = SmokeOptions(
+        out_dir=out_dir,
+        cache_dir=cache_dir,
+        env=env,
+        smoke_command=smoke_command,
+        project_dir=project_dir,
+        torch_source=args.torch_source,
+        torch_python=args.torch_python
+        or Path(env.get("BUILDTOOLS_TORCH_PYTHON") or sys.executable),
+        torch_index=args.torch_index,
+        timeout=args.timeout,
+        modules=tuple(args.modules),
+        keep_envs=args.keep_envs,
+        command=shlex.join(["buildtools", "smoke", *sys.argv[2:]]),
+    )
+    if smoke_command is None:
+        out.write("smoke: no project.smoke command (matrix.yaml) or --smoke-command: import only\n")
+    report = run_smoke(
+        sources, opts=opts, runner=SubprocessRunner(), accelerator=accelerator, out=out
+    )
+    paths_out = ReportPaths(json=out_dir / "report.json", junit=out_dir / "junit.xml")
+    report.print_table(out)
+    publish(report, paths=paths_out, env=env, out=out)
+    out.write(f"report: {paths_out.json}\njunit: {paths_out.junit}\n")
+    failed = report.failed
+    if failed:
+        lines = "\n".join(f"  {r.wheel}: {r.status.value}: {r.diagnosis}" for r in failed)
+        raise SmokeFailedError(f"{len(failed)} wheel(s) failed the smoke test:\n{lines}")
+    if all(r.status is SmokeStatus.SKIPPED for r in report.results):
+        raise SmokeFailedError(
+            f"no wheel was tested: all {len(report.results)} were skipped on this {accelerator} "
+            "runner (see the report); pass --accelerator or run on the matching runner"
+        )
+    return 0

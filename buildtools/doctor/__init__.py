@@ -1,0 +1,1 @@
+"""`buildtools doctor`: why an installed extension fails beside this torch."""

@@ -1,0 +1,1 @@
+"""`buildtools index`: the find-links site and PEP 503 index, published atomically."""

@@ -1,0 +1,74 @@
+"""The smoke gate of `buildtools index --require-smoke`: which wheels may be published.
+
+A wheel goes out only when a smoke report (`buildtools smoke`, schema
+`torch-buildtools/smoke-report/v1`) has a `passed` result for its exact sha256, and no
+failing result for it: a wheel that passed on one GPU and crashed on another stays back.
+The sha256, not the file name, identifies the wheel, so a rebuilt wheel of the same name
+is never let through on an older wheel's report.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SMOKE_SCHEMA", "SmokeGate"]
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PublishError
+
+SMOKE_SCHEMA = "torch-buildtools/smoke-report/v1"
+_FAILING = frozenset({"failed", "aborted", "segfault", "timeout", "wrong-result", "import-error"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeGate:
+    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen."""
+
+    statuses: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def load(cls, reports: Sequence[Path]) -> SmokeGate:
+        seen: dict[str, list[str]] = defaultdict(list)
+        for path in reports:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise PublishError(f"{path}: cannot read the smoke report: {exc}") from exc
+            schema = data.get("schema") if isinstance(data, dict) else None
+            if schema != SMOKE_SCHEMA:
+                raise PublishError(
+                    f"{path}: schema is {schema!r}, expected {SMOKE_SCHEMA!r} "
+                    "(a report written by `buildtools smoke`)"
+                )
+            results = data.get("results")
+            if not isinstance(results, list):
+                raise PublishError(f"{path}: results: expected a list")
+            for i, result in enumerate(results):
+                if not isinstance(result, dict):
+                    raise PublishError(f"{path}: results[{i}]: expected an object")
+                sha, status = result.get("sha256"), result.get("status")
+                if sha is None:
+                    continue  # a wheel that was never read cannot vouch for any file
+                if not isinstance(sha, str) or not isinstance(status, str):
+                    raise PublishError(
+                        f"{path}: results[{i}]: needs a string sha256 and a string status"
+                    )
+                seen[sha.lower()].append(status)
+        return cls(statuses={sha: tuple(v) for sha, v in seen.items()})
+
+    def verdict(self, sha256: str) -> str | None:
+        """None when the wheel may be published, else why not.
+
+        It needs a `passed` result for its exact sha256 and no failing one (a wheel that
+        passed on one GPU and crashed on another does not go out).
+        """
+        statuses = self.statuses.get(sha256, ())
+        bad = sorted({s for s in statuses if s in _FAILING})
+        if bad:
+            return "smoke " + ", ".join(bad)
+        if "passed" not in statuses:
+            return "smoke " + (", ".join(sorted(set(statuses))) if statuses else "not run")
+        return None

@@ -1,0 +1,220 @@
+"""Replace a static site directory all at once: stage next to it, then swap.
+
+A published site is what users' `pip install -f …` reads; it must never be seen half
+written, and a crash must leave the old site in place. So a new site is built in a
+staging directory next to the target (same filesystem, so renames are atomic), the
+old site's files that stay are hard-linked into it (wheels can be GBs; their content
+is immutable, so sharing inodes is safe), and then the two directories are swapped:
+
+- on Linux with `renameat2(RENAME_EXCHANGE)` (kernel ≥ 3.15, glibc ≥ 2.28): one atomic
+  system call; at every instant the target path holds either the complete old or the
+  complete new site;
+- elsewhere with two renames (old → `.NAME.old-*`, staged → NAME): between them the
+  target path is briefly missing; a crash right there is recovered by the next run,
+  which moves the old site back before doing anything else.
+
+A lock file next to the site (`.NAME.lock`, `flock`) serialises publishers, so two CI
+jobs publishing at once cannot lose each other's wheels.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Exchange",
+    "Fault",
+    "SiteTransaction",
+    "exchange_dirs",
+    "site_transaction",
+]
+
+import contextlib
+import ctypes
+import errno
+import hashlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import PublishError
+from ..locks import file_lock
+
+Fault = Callable[[str], None]
+"""Called with a stage name at each step of a publish; tests raise (or exit) there."""
+
+Exchange = Callable[[Path, Path], bool]
+"""Atomically swap two directories; return False when the system cannot."""
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange_dirs(a: Path, b: Path) -> bool:
+    """Swap directories `a` and `b` in one atomic step (Linux renameat2); False if unsupported."""
+    if sys.platform != "linux":
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]
+    renameat2.argtypes += [ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    rc = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False  # old kernel, or a filesystem without RENAME_EXCHANGE
+    raise OSError(err, os.strerror(err), f"{a} <-> {b}")
+
+
+def _no_fault(stage: str) -> None:
+    return None
+
+
+@dataclass(kw_only=True)
+class SiteTransaction:
+    """A staged copy of a site; `commit()` swaps it in, leaving the context discards it."""
+
+    site: Path
+    staging: Path
+    exchange: Exchange
+    fault: Fault
+    committed: bool = False
+
+    def carry_over(self, keep: Callable[[str], bool]) -> list[str]:
+        """Hard-link (or copy) the old site's files for which `keep(relpath)` holds; sorted."""
+        kept: list[str] = []
+        if not self.site.is_dir():
+            return kept
+        for path in sorted(_files(self.site)):
+            rel = path.relative_to(self.site).as_posix()
+            if not keep(rel):
+                continue
+            dest = self.staging / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, dest)
+            except OSError:
+                shutil.copyfile(path, dest)
+            kept.append(rel)
+        return kept
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Write one file of the new site (the staging directory is private: no temp files)."""
+        dest = self.staging / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+
+    def copy_in(self, rel: str, source: Path, *, sha256: str) -> None:
+        """Copy a file into the new site, checking it still has the sha256 it was published with.
+
+        A copy, not a link: the source may change later. The check catches a file that
+        changed between being read and being copied (a build writing into the wheelhouse).
+        """
+        dest = self.staging / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with source.open("rb") as src, dest.open("wb") as out:
+            while chunk := src.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise PublishError(
+                f"{source} changed while publishing (sha256 {digest.hexdigest()}, read as "
+                f"{sha256}); nothing was published, run again"
+            )
+
+    def commit(self) -> None:
+        """Swap the staged site in; the old one is removed afterwards."""
+        self.fault("commit")
+        if not self.site.exists():
+            self.staging.rename(self.site)
+            self.committed = True
+            return
+        if self.exchange(self.staging, self.site):
+            self.committed = True
+            self.fault("exchanged")
+            shutil.rmtree(self.staging, ignore_errors=True)
+            return
+        old = Path(tempfile.mkdtemp(prefix=f".{self.site.name}.old-", dir=self.site.parent))
+        old.rmdir()
+        self.site.rename(old)
+        try:
+            self.fault("between-renames")  # a hard crash here is recovered by the next run
+            self.staging.rename(self.site)
+        except BaseException:
+            if not self.site.exists():
+                old.rename(self.site)
+            raise
+        self.committed = True
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            yield Path(dirpath) / name
+
+
+def _leftovers(site: Path, kind: str) -> Iterable[Path]:
+    return sorted(site.parent.glob(f".{site.name}.{kind}-*"))
+
+
+def _recover(site: Path) -> None:
+    """Undo what a crashed publisher left: restore a moved-away site, drop staging dirs."""
+    olds = list(_leftovers(site, "old"))
+    if not site.exists() and olds:
+        olds[-1].rename(site)  # the crash came between the two renames of a commit
+        olds = olds[:-1]
+    for path in [*olds, *_leftovers(site, "staging")]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _locked(site: Path) -> contextlib.AbstractContextManager[None]:
+    lock = site.parent / f".{site.name}.lock"
+    return file_lock(lock, waiting=f"waiting for another publisher of {site} ({lock})")
+
+
+def _site_mode(site: Path) -> int:
+    if site.is_dir():
+        return site.stat().st_mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o777 & ~umask
+
+
+@contextlib.contextmanager
+def site_transaction(
+    site: Path, *, exchange: Exchange = exchange_dirs, fault: Fault | None = None
+) -> Iterator[SiteTransaction]:
+    """Lock `site`, recover from a crashed publisher, and stage a new site next to it.
+
+    Leaving the block without `commit()` (an exception, a conflict found late) removes
+    the staging directory; the old site is untouched either way.
+    """
+    site = site.absolute()
+    if site.exists() and not site.is_dir():
+        raise PublishError(f"{site} exists and is not a directory; --site must be a directory")
+    try:
+        site.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PublishError(f"cannot create {site.parent}: {exc.strerror}") from exc
+    with _locked(site):
+        _recover(site)
+        staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.staging-", dir=site.parent))
+        staging.chmod(_site_mode(site))  # mkdtemp makes 0700; a web server must read it
+        txn = SiteTransaction(
+            site=site, staging=staging, exchange=exchange, fault=fault or _no_fault
+        )
+        try:
+            yield txn
+        finally:
+            if not txn.committed:
+                shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""matrix.yaml: loading with locations, validation, the model and its JSON Schema."""

@@ -1,0 +1,1 @@
+"""What a Python environment has installed, as its own interpreter reports it."""

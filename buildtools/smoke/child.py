@@ -1,0 +1,262 @@
+"""The child side of `buildtools smoke`: the import check it runs, and what an ending means.
+
+The import check runs in the environment under test and announces each step on a tagged
+line (`BUILDTOOLS_SMOKE {json}`) before taking it, so even a process killed by an abort
+tells how far it got. `classify` turns how a stage ended (exit status, signal, timeout,
+output, the libraries mapped) into a status and a sentence a maintainer can act on.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CHILD_SCRIPT",
+    "CHILD_TAG",
+    "DUPLICATE_DIAGNOSIS",
+    "ChildReport",
+    "Stage",
+    "StageName",
+    "classify",
+    "duplicate_libs",
+    "key_line",
+    "output_tail",
+    "parse_child_report",
+]
+
+import json
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .report import SmokeStatus
+
+CHILD_TAG = "BUILDTOOLS_SMOKE "
+StageName = Literal["env", "install", "import", "smoke"]
+DUPLICATE_DIAGNOSIS = (
+    "duplicate libtorch: the wheel bundles its own libc10/libtorch; repair with excludes "
+    "(`buildtools build` derives them from torch: auditwheel repair --exclude 'libtorch*.so' "
+    "--exclude 'libc10*.so' …)"
+)
+_OUTPUT_TAIL_LINES = 60
+_OUTPUT_TAIL_CHARS = 6000
+
+# The import stage, run as a script in the env under test (cwd: an empty directory).
+# Every step is announced before it is taken, so an abort still says where it happened.
+CHILD_SCRIPT = r"""
+import importlib, json, os, re, sys
+TAG = "BUILDTOOLS_SMOKE "
+PAT = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
+def say(**kw):
+    sys.stdout.write(TAG + json.dumps(kw) + "\n")
+    sys.stdout.flush()
+def mapped():
+    libs = {}
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.rstrip("\n").split(None, 5)
+            if len(parts) < 6 or not parts[5].startswith("/"):
+                continue
+            path = parts[5]
+            if path.endswith(" (deleted)"):
+                path = path[: -len(" (deleted)")]
+            m = PAT.match(os.path.basename(path))
+            if m:
+                libs.setdefault(m.group(1), set()).add(os.path.realpath(path))
+    return {k: sorted(v) for k, v in sorted(libs.items())}
+say(event="import", module="torch")
+import torch
+say(event="imported", module="torch", version=torch.__version__, cuda=torch.version.cuda,
+    hip=getattr(torch.version, "hip", None), file=torch.__file__)
+for name in sys.argv[1:]:
+    say(event="import", module=name)
+    mod = importlib.import_module(name)
+    say(event="imported", module=name, file=getattr(mod, "__file__", None))
+try:
+    say(event="maps", libs=mapped())
+except OSError as exc:
+    say(event="maps", libs=None, error=str(exc))
+"""
+
+
+# --------------------------------------------------------------------------- classification
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """How one step ended: exit status (negative: killed by that signal), output."""
+
+    name: StageName
+    returncode: int
+    output: str
+    timed_out: bool = False
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildReport:
+    """What the import stage announced before it ended (or died)."""
+
+    torch: Mapping[str, Any] | None = None
+    imported: tuple[str, ...] = ()
+    importing: str | None = None  # the module being imported when output stopped
+    maps: Mapping[str, Sequence[str]] | None = None
+
+
+def parse_child_report(output: str) -> ChildReport:
+    torch: Mapping[str, Any] | None = None
+    imported: list[str] = []
+    importing: str | None = None
+    maps: Mapping[str, Sequence[str]] | None = None
+    for line in output.splitlines():
+        if not line.startswith(CHILD_TAG):
+            continue
+        try:
+            data = json.loads(line[len(CHILD_TAG) :])
+        except ValueError:
+            continue
+        event = data.get("event")
+        if event == "import":
+            importing = data.get("module")
+        elif event == "imported":
+            importing = None
+            imported.append(str(data.get("module")))
+            if data.get("module") == "torch":
+                torch = data
+        elif event == "maps":
+            maps = data.get("libs")
+    return ChildReport(torch=torch, imported=tuple(imported), importing=importing, maps=maps)
+
+
+def duplicate_libs(maps: Mapping[str, Sequence[str]] | None) -> list[str]:
+    """One finding per libc10/libtorch library mapped from more than one file."""
+    out = []
+    for name, paths in sorted((maps or {}).items()):
+        if len(paths) > 1:
+            out.append(f"{name} is mapped {len(paths)} times: {' and '.join(paths)}")
+    return out
+
+
+_SIGNALS = {int(signal.SIGABRT): "SIGABRT", int(signal.SIGSEGV): "SIGSEGV"}
+_DUPLICATE_MARKERS = (
+    "Tried to register multiple backend fallbacks",
+    "registered at the same time",
+    "PyTorch was compiled without Python support",
+    "Duplicated key",
+)
+_ABORT_MARKERS = ("terminate called", "what():", "Fatal Python error")
+_IMPORT_MARKERS = (
+    "ImportError",
+    "ModuleNotFoundError",
+    "undefined symbol",
+    "cannot open shared object file",
+)
+
+
+def _signal_of(returncode: int) -> int | None:
+    """The signal that ended a process: -N from Python, 128+N when a shell reported it."""
+    if returncode < 0:
+        return -returncode
+    if returncode > 128 and returncode - 128 in _SIGNALS:
+        return returncode - 128
+    return None
+
+
+def key_line(output: str, markers: Sequence[str] = ()) -> str | None:
+    lines = [
+        ln.strip()
+        for ln in output.splitlines()
+        if ln.strip() and not ln.startswith((CHILD_TAG, "$ "))
+    ]
+    for marker in markers:
+        for line in lines:
+            if marker in line:
+                return line[:300]
+    for line in reversed(lines):
+        if not line.startswith(("frame #", "File ", "Traceback", "[buildtools]")):
+            return line[:300]
+    return None
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def classify(
+    stage: Stage,
+    *,
+    child: ChildReport | None = None,
+    bundled: Sequence[str] = (),
+) -> tuple[SmokeStatus, str | None, list[str]]:
+    """(status, diagnosis, findings) of the stage where a wheel's smoke test ended."""
+    findings = duplicate_libs(child.maps if child else None)
+    mapped_twice = bool(findings)
+    duplicate = mapped_twice or any(m in stage.output for m in _DUPLICATE_MARKERS)
+    if bundled:
+        findings.append("the wheel bundles " + ", ".join(bundled))
+
+    def dup(prefix: str) -> str:
+        where = f" ({'; '.join(findings)})" if findings else ""
+        return f"{prefix}{DUPLICATE_DIAGNOSIS}{where}"
+
+    where: str = stage.name
+    if child is not None and child.importing:
+        where = f"import of {child.importing}"
+    if stage.timed_out:
+        return (
+            SmokeStatus.TIMEOUT,
+            f"{where}: killed after {stage.timeout:g} s without finishing; last output: "
+            f"{key_line(stage.output) or '(none)'}",
+            findings,
+        )
+    sig = _signal_of(stage.returncode)
+    if sig == signal.SIGABRT:
+        reason = key_line(stage.output, ("what():", "terminate called", "Assertion", "abort"))
+        if duplicate or bundled:
+            return SmokeStatus.ABORTED, dup(f"{where}: SIGABRT ({reason}): "), findings
+        return SmokeStatus.ABORTED, f"{where}: SIGABRT: {reason or 'aborted'}", findings
+    if sig == signal.SIGSEGV:
+        hint = f" (likely cause: {DUPLICATE_DIAGNOSIS})" if duplicate or bundled else ""
+        return SmokeStatus.SEGFAULT, f"{where}: SIGSEGV: segmentation fault{hint}", findings
+    if sig is not None:
+        return SmokeStatus.FAILED, f"{where}: killed by {_signal_name(sig)}", findings
+    if stage.name in ("env", "install"):
+        if stage.returncode == 0:
+            return SmokeStatus.PASSED, None, findings
+        what = (
+            "no environment with the cell's torch"
+            if stage.name == "env"
+            else "pip could not install the wheel"
+        )
+        reason = key_line(stage.output, ("ERROR:", "error:"))
+        return SmokeStatus.FAILED, f"{stage.name}: {what}: {reason or 'failed'}", findings
+    if stage.returncode != 0 and mapped_twice:
+        # the root cause, whatever the smoke command made of it
+        reason = key_line(stage.output, ("FAIL", "Error", "error"))
+        return SmokeStatus.FAILED, dup(f"{where} exited {stage.returncode} ({reason}); "), findings
+    if stage.returncode != 0:
+        if stage.name == "import" or any(m in stage.output for m in _IMPORT_MARKERS[2:]):
+            reason = key_line(stage.output, _IMPORT_MARKERS)
+            return SmokeStatus.IMPORT_ERROR, f"{where}: {reason or 'import failed'}", findings
+        reason = key_line(stage.output, ("FAIL", "Error", "error"))
+        return (
+            SmokeStatus.WRONG_RESULT,
+            f"smoke command exited {stage.returncode}: {reason or '(no output)'}",
+            findings,
+        )
+    if duplicate and findings:
+        prefix = "the smoke command passed, but " if stage.name == "smoke" else f"{where}: "
+        return SmokeStatus.FAILED, dup(prefix), findings
+    return SmokeStatus.PASSED, None, findings
+
+
+def output_tail(text: str) -> str:
+    """The last lines of `text`; the line that explains a crash stays in front of them."""
+    keep = key_line(text, _ABORT_MARKERS)
+    lines = text.rstrip().splitlines()[-_OUTPUT_TAIL_LINES:]
+    tail = "\n".join(lines)[-_OUTPUT_TAIL_CHARS:]
+    if keep and keep not in tail:
+        tail = f"{keep}\n[…]\n{tail}"
+    return tail

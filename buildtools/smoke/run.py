@@ -1,0 +1,519 @@
+"""`buildtools smoke`: install each wheel the way users get it and prove it works (decision 5).
+
+For every wheel (from wheelhouse directories, wheel files, or a find-links page, so the
+published artefact itself is tested) whose accelerator matches the runner:
+
+1. **env**: a fresh venv with exactly the torch of the wheel's cell. Either the runner's
+   own torch (`system`: `--system-site-packages`, plus a `.pth` to torch's site-packages
+   when the runner's Python is itself a venv; what an offline GPU runner does), or a
+   torch installed from an index into a cached torch-only env (`index`). The per-wheel
+   venv lies over the torch env, so a wheel never pollutes the torch it is tested with.
+2. **install**: `pip install` of the wheel file, or `pip install -f PAGE name==version`.
+3. **import** (child process, timeout): import torch and the extension, then read
+   /proc/self/maps: two distinct files of one libc10/libtorch library (the auditwheel
+   hash ignored) is a duplicate libtorch.
+4. **smoke** (child process, timeout): the project's smoke command (`project.smoke`),
+   run from an empty directory with script paths made absolute, so it exercises the
+   installed package and not the source tree.
+
+A crash is an outcome, not an exception: SIGABRT (the duplicate-libtorch `Tried to
+register multiple backend fallbacks … Conjugate`), SIGSEGV, a hang, a non-zero exit of
+the smoke command and an import failure are each classified and reported with the tail
+of their output.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SmokeOptions", "run_smoke", "smoke_argv"]
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any, Literal, TextIO
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from ..errors import BuildtoolsError
+from ..locks import file_lock
+from ..runner import CommandResult, Runner
+from ..toolchain.pythons import find_python
+from ..wheel.meta import WheelName
+from .child import (
+    CHILD_SCRIPT,
+    CHILD_TAG,
+    ChildReport,
+    Stage,
+    StageName,
+    classify,
+    output_tail,
+    parse_child_report,
+)
+from .report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
+from .wheels import SmokeTarget, WheelSource, plan_targets
+
+TorchSource = Literal["auto", "system", "index"]
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+# Variables that would leak the runner's environment into the one under test.
+_DROPPED_VARS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_USER")
+
+# What the runner's own interpreter has: Python, torch, the GPU torch sees.
+_RUNNER_PROBE = r"""
+import json, os, platform, sys
+info = {"python": platform.python_version(), "executable": sys.executable}
+try:
+    import torch
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    info["hip"] = getattr(torch.version, "hip", None)
+    info["site"] = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+except Exception as exc:
+    info["torch_error"] = f"{type(exc).__name__}: {exc}"
+print("BUILDTOOLS_SMOKE " + json.dumps(info))
+"""
+
+
+# --------------------------------------------------------------------------- execution
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeOptions:
+    """Everything one `buildtools smoke` run needs; the world comes in through these."""
+
+    out_dir: Path
+    cache_dir: Path
+    env: Mapping[str, str]
+    smoke_command: str | None = None
+    project_dir: Path | None = None
+    torch_source: TorchSource = "auto"
+    torch_python: Path = field(default_factory=lambda: Path(sys.executable))
+    torch_index: str | None = None
+    timeout: float = 600.0
+    modules: tuple[str, ...] = ()
+    keep_envs: bool = False
+    command: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class _RunnerTorch:
+    python: str  # "3.12.3"
+    torch: str | None
+    cuda: str | None
+    hip: str | None
+    site: Path | None
+    gpu: str | None
+    error: str | None = None
+
+    @property
+    def python_xy(self) -> str:
+        return ".".join(self.python.split(".")[:2])
+
+
+def _child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, str]:
+    out = {k: v for k, v in env.items() if k not in _DROPPED_VARS}
+    out["PYTHONUNBUFFERED"] = "1"
+    out["PYTHONFAULTHANDLER"] = "1"  # a segfault prints the Python stack too
+    out["PYTHONDONTWRITEBYTECODE"] = "1"
+    out["PYTHONNOUSERSITE"] = "1"
+    out["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    if venv is not None:
+        out["VIRTUAL_ENV"] = str(venv)
+        out["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return out
+
+
+def _probe_runner_torch(python: Path, runner: Runner, env: Mapping[str, str]) -> _RunnerTorch:
+    result = runner.run(
+        [str(python), "-c", _RUNNER_PROBE], env=_child_env(env), capture=True, timeout=300
+    )
+    data: dict[str, Any] = {}
+    for line in result.output.splitlines():
+        if line.startswith(CHILD_TAG):
+            with contextlib.suppress(ValueError):
+                data = json.loads(line[len(CHILD_TAG) :])
+    return _RunnerTorch(
+        python=str(data.get("python") or platform.python_version()),
+        torch=data.get("torch"),
+        cuda=data.get("cuda"),
+        hip=data.get("hip"),
+        site=Path(data["site"]) if data.get("site") else None,
+        gpu=data.get("gpu"),
+        error=data.get("torch_error") or (None if data else result.output[-500:]),
+    )
+
+
+def _gpu_driver(kind: str, runner: Runner, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(GPU name, driver version) from nvidia-smi, or amdgpu's module version."""
+    if kind == "cuda" and shutil.which("nvidia-smi", path=env.get("PATH")):
+        result = runner.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            env=_child_env(env),
+            capture=True,
+            timeout=60,
+        )
+        if result.ok and result.output.strip():
+            name, _, driver = result.output.strip().splitlines()[0].rpartition(",")
+            return name.strip() or None, driver.strip() or None
+    if kind == "rocm":
+        version = Path("/sys/module/amdgpu/version")
+        with contextlib.suppress(OSError):
+            return None, version.read_text().strip() or None
+    return None, None
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def _torch_matches(
+    target: SmokeTarget, torch: str | None, cuda: str | None, hip: str | None
+) -> bool:
+    """The same torch build: version (with its local label when the record has one), CUDA/HIP."""
+    if torch is None:
+        return False
+    # a record with a local label ("2.11.0+cu130") names the exact build
+    same = torch == target.torch if "+" in target.torch else _public(torch) == _public(target.torch)
+    return (
+        same and (cuda or None) == (target.cuda or None) and (hip or None) == (target.hip or None)
+    )
+
+
+def _describe_torch(torch: str | None, cuda: str | None, hip: str | None) -> str:
+    if torch is None:
+        return "no torch"
+    build = f"CUDA {cuda}" if cuda else f"HIP {hip}" if hip else "CPU"
+    return f"torch {torch} ({build})"
+
+
+def _timed_out(result: CommandResult) -> bool:
+    # SubprocessRunner's answer when it killed a command at its timeout
+    return result.returncode == 124 and result.output == "timed out"
+
+
+class _Log:
+    """One wheel's log file; each stage's output is read back from it."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.fh: IO[str] = path.open("w", encoding="utf-8")
+
+    def run(
+        self,
+        runner: Runner,
+        name: StageName,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path | None = None,
+        timeout: float | None = None,
+    ) -> Stage:
+        self.fh.flush()
+        start = self.path.stat().st_size
+        result = runner.run(argv, cwd=cwd, env=env, log=self.fh, timeout=timeout)
+        self.fh.flush()
+        with self.path.open("r", encoding="utf-8", errors="replace") as fh:
+            fh.seek(start)
+            output = fh.read()
+        if not output and result.output and not _timed_out(result):
+            output = result.output
+        return Stage(
+            name=name,
+            returncode=result.returncode,
+            output=output,
+            timed_out=_timed_out(result),
+            timeout=timeout,
+        )
+
+    def note(self, text: str) -> None:
+        self.fh.write(f"[buildtools] {text}\n")
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def _site_packages(venv: Path, python_xy: str) -> Path:
+    return venv / "lib" / f"python{python_xy}" / "site-packages"
+
+
+def _index_torch_env(
+    target: SmokeTarget, opts: SmokeOptions, runner: Runner, log: _Log
+) -> tuple[Path, Path] | Stage:
+    """(base Python, torch site-packages) of a cached torch-only env from an index."""
+    home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
+    index = opts.torch_index or f"{PYTORCH_INDEX}/{target.accelerator.name}"
+    key = hashlib.sha256(
+        f"{target.python}|{target.torch}|{target.accelerator.name}|{index}".encode()
+    ).hexdigest()[:12]
+    root = opts.cache_dir / "smoke" / "torch" / f"py{target.python}-torch{target.torch}-{key}"
+    try:
+        base = find_python(target.python, env=opts.env, home=home)
+    except BuildtoolsError as exc:
+        return Stage(name="env", returncode=1, output=f"ERROR: {exc}\n")
+    with file_lock(root.parent / f".{root.name}.lock"):
+        ready = root / ".buildtools-ready"
+        if ready.is_file():
+            log.note(f"reusing the torch env {root}")
+            return base, _site_packages(root, target.python)
+        if root.exists():
+            shutil.rmtree(root)
+        env = _child_env(opts.env)
+        stage = log.run(runner, "env", [str(base), "-m", "venv", str(root)], env=env)
+        if stage.returncode != 0:
+            return stage
+        spec = f"torch=={_public(target.torch)}"
+        stage = log.run(
+            runner,
+            "env",
+            [
+                str(root / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--extra-index-url",
+                index,
+                spec,
+            ],
+            env=env,
+        )
+        if stage.returncode != 0:
+            return stage
+        probe = _probe_runner_torch(root / "bin" / "python", runner, opts.env)
+        if not _torch_matches(target, probe.torch, probe.cuda, probe.hip):
+            return Stage(
+                name="env",
+                returncode=1,
+                output=(
+                    f"ERROR: pip installed {_describe_torch(probe.torch, probe.cuda, probe.hip)}"
+                    f" from {index} and pip's indexes; the cell needs "
+                    f"{_describe_torch(target.torch, target.cuda, target.hip)}: pass the right "
+                    "--torch-index\n"
+                ),
+            )
+        ready.write_text(json.dumps({"torch": probe.torch, "cuda": probe.cuda}) + "\n")
+    return base, _site_packages(root, target.python)
+
+
+def _pip_targets_other_pythons(python: Path, runner: Runner, env: Mapping[str, str]) -> bool:
+    """True when `python -m pip` is pip >= 22.3, which installs into another env (--python)."""
+    result = runner.run(
+        [str(python), "-m", "pip", "--version"], env=_child_env(env), capture=True, timeout=120
+    )
+    m = re.match(r"pip (\d+)\.(\d+)", result.output.strip()) if result.ok else None
+    return m is not None and (int(m[1]), int(m[2])) >= (22, 3)
+
+
+def smoke_argv(command: str, *, python: Path, project_dir: Path | None) -> list[str]:
+    """The smoke command with `python` → the env's interpreter and relative paths made absolute."""
+    argv = shlex.split(command)
+    if argv and re.fullmatch(r"python(\d(\.\d+)?)?", argv[0]):
+        argv[0] = str(python)
+    if project_dir is not None:
+        for i, arg in enumerate(argv[1:], start=1):
+            if (
+                not arg.startswith("-")
+                and not Path(arg).is_absolute()
+                and (project_dir / arg).exists()
+            ):
+                argv[i] = str((project_dir / arg).resolve())
+    return argv
+
+
+def _smoke_one(
+    number: int,
+    target: SmokeTarget,
+    rt: _RunnerTorch,
+    opts: SmokeOptions,
+    runner: Runner,
+    out: TextIO,
+) -> SmokeResult:
+    started = time.monotonic()
+    src = target.source
+    log = _Log(opts.out_dir / "logs" / f"{number:02d}-{src.name}.log")
+    work = Path(tempfile.mkdtemp(prefix="smoke-", dir=_mkdir(opts.cache_dir / "smoke" / "work")))
+    torch_source: str = "system"
+    stages: list[Stage] = []
+
+    def result(stage: Stage, child: ChildReport | None = None) -> SmokeResult:
+        status, diagnosis, findings = classify(stage, child=child, bundled=target.bundled)
+        return SmokeResult(
+            wheel=src.name,
+            sha256=target.sha256,
+            cell=target.cell,
+            status=status,
+            diagnosis=diagnosis,
+            output=output_tail(stage.output),
+            duration=time.monotonic() - started,
+            stage=stage.name,
+            source=src.origin,
+            torch_source=torch_source,
+            findings=tuple(findings),
+            log=str(log.path),
+        )
+
+    try:
+        log.note(f"smoke {src.origin} (cell {target.cell}, sha256 {target.sha256})")
+        # 1. env
+        system_ok = (
+            _torch_matches(target, rt.torch, rt.cuda, rt.hip) and rt.python_xy == target.python
+        )
+        if opts.torch_source == "system" or (opts.torch_source == "auto" and system_ok):
+            if not system_ok:
+                return SmokeResult(
+                    wheel=src.name,
+                    sha256=target.sha256,
+                    cell=target.cell,
+                    status=SmokeStatus.SKIPPED,
+                    diagnosis=(
+                        f"needs {_describe_torch(target.torch, target.cuda, target.hip)} on "
+                        f"Python {target.python}; {opts.torch_python} has "
+                        f"{_describe_torch(rt.torch, rt.cuda, rt.hip)} on Python {rt.python_xy}"
+                    ),
+                    source=src.origin,
+                    torch_source="system",
+                    duration=time.monotonic() - started,
+                )
+            base_python, torch_site = opts.torch_python, rt.site
+        else:
+            torch_source = "index"
+            got = _index_torch_env(target, opts, runner, log)
+            if isinstance(got, Stage):
+                return result(got)
+            base_python, torch_site = got
+        out.write(f"smoke {src.name}: env (torch from {torch_source})\n")
+        venv = work / "env"
+        argv = [str(base_python), "-m", "venv"]
+        if torch_source == "system":
+            argv.append("--system-site-packages")
+        python = venv / "bin" / "python"
+        # A venv seeded with its own pip also gets Python 3.11's setuptools 65, which would
+        # shadow the torch env's and make pip try to upgrade it (offline: fail). So: no seed
+        # packages, and the base Python's pip pointed at the venv, where that pip can.
+        if _pip_targets_other_pythons(base_python, runner, opts.env):
+            argv.append("--without-pip")
+            pip_cmd = [str(base_python), "-m", "pip", "--python", str(python)]
+        else:
+            pip_cmd = [str(python), "-m", "pip"]
+        stage = log.run(runner, "env", [*argv, str(venv)], env=_child_env(opts.env))
+        if stage.returncode != 0:
+            return result(stage)
+        if torch_site is not None:
+            # The runner's Python may itself be a venv whose site-packages
+            # --system-site-packages does not reach: point at torch's directly.
+            site = _site_packages(venv, target.python)
+            site.mkdir(parents=True, exist_ok=True)
+            (site / "_buildtools_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
+            log.note(f"torch from {torch_site}")
+        env = _child_env(opts.env, venv)
+
+        # 2. install, from where users get it
+        out.write(f"smoke {src.name}: install\n")
+        pip = [*pip_cmd, "install", "--no-cache-dir"]
+        if torch_source == "system":
+            pip.append("--no-index")  # an offline runner: torch is there, nothing to fetch
+        if src.find_links is not None:
+            wname = WheelName.parse(src.name)
+            version = wname.version.replace("_", "-")
+            pip += ["--find-links", src.find_links, f"{canonicalize_name(wname.name)}=={version}"]
+        else:
+            pip.append(str(src.path.resolve()))
+        stage = log.run(runner, "install", pip, env=env, timeout=opts.timeout)
+        stages.append(stage)
+        if stage.returncode != 0:
+            return result(stage)
+
+        # 3. import torch and the extension; read the maps
+        modules = opts.modules or target.modules
+        out.write(f"smoke {src.name}: import {', '.join(modules) or '(nothing)'}\n")
+        cwd = _mkdir(work / "cwd")
+        script = _mkdir(work / "child") / "buildtools_import_check.py"
+        script.write_text(CHILD_SCRIPT, encoding="utf-8")
+        stage = log.run(
+            runner,
+            "import",
+            [str(python), str(script), *modules],
+            env=env,
+            cwd=cwd,
+            timeout=opts.timeout,
+        )
+        child = parse_child_report(stage.output)
+        # A second libtorch that imported cleanly is already a failure; the smoke command
+        # still runs, to show what it leads to (often an abort at the first op).
+        if stage.returncode != 0 or stage.timed_out or opts.smoke_command is None:
+            return result(stage, child)
+
+        # 4. the project's smoke command against the installed package
+        out.write(f"smoke {src.name}: {opts.smoke_command}\n")
+        argv = smoke_argv(opts.smoke_command, python=python, project_dir=opts.project_dir)
+        stage = log.run(runner, "smoke", argv, env=env, cwd=cwd, timeout=opts.timeout)
+        return result(stage, ChildReport(maps=child.maps))
+    finally:
+        log.close()
+        if not opts.keep_envs:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_smoke(
+    sources: Sequence[WheelSource],
+    *,
+    opts: SmokeOptions,
+    runner: Runner,
+    accelerator: str,
+    out: TextIO,
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> SmokeReport:
+    """Smoke-test every wheel that matches this runner; never raises for a wheel's failure."""
+    rt = _probe_runner_torch(opts.torch_python, runner, opts.env)
+    gpu, driver = _gpu_driver(accelerator, runner, opts.env)
+    info = RunnerInfo(
+        accelerator=accelerator,
+        gpu=gpu or rt.gpu,
+        driver=driver,
+        torch=rt.torch,
+        torch_cuda=rt.cuda,
+        python=rt.python,
+        date=now().isoformat(timespec="seconds"),
+        host=platform.node(),
+    )
+    results: list[SmokeResult] = []
+    for number, planned in enumerate(plan_targets(sources, runner_accelerator=accelerator), 1):
+        if isinstance(planned, SmokeResult):
+            out.write(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
+            results.append(planned)
+            continue
+        res = _smoke_one(number, planned, rt, opts, runner, out)
+        out.write(
+            f"smoke {res.wheel}: {res.status.value.upper()} in {res.duration:.1f} s"
+            + (f": {res.diagnosis}" if res.diagnosis else "")
+            + "\n"
+        )
+        results.append(res)
+    return SmokeReport(
+        runner=info,
+        results=tuple(results),
+        command=opts.command,
+        smoke_command=opts.smoke_command,
+    )

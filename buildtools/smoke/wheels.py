@@ -1,0 +1,310 @@
+"""Which wheels `buildtools smoke` tests: from directories, files and find-links pages.
+
+Each wheel's build record says what it needs (torch build, accelerator, Python); a wheel
+for another accelerator than the runner's is skipped with the reason, CPU wheels run
+anywhere.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TORCH_LIB",
+    "SmokeTarget",
+    "WheelSource",
+    "bundled_torch_libs",
+    "collect_wheels",
+    "detect_accelerator",
+    "import_names",
+    "parse_find_links",
+    "plan_targets",
+    "sha256_file",
+]
+
+import hashlib
+import html.parser
+import re
+import shutil
+import sys
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from packaging.utils import parse_wheel_filename
+
+from ..errors import ConfigError
+from ..model import Accelerator, Cell
+from ..wheel.meta import read_build_record
+from .report import SmokeResult, SmokeStatus
+
+# libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
+TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
+
+
+# --------------------------------------------------------------------------- wheels
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelSource:
+    """A wheel to test: a local file (downloaded when it came from a page) and its origin."""
+
+    path: Path
+    origin: str  # the local path, or the URL the page links to
+    find_links: str | None = None  # the page pip installs from, when given
+    expected_sha256: str | None = None  # from the link's #sha256= fragment
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+class _LinkParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            href = dict(attrs).get("href")
+            if href:
+                self.links.append(href)
+
+
+def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
+    """(absolute URL or path, sha256 or None) of every wheel linked from a find-links page."""
+    parser = _LinkParser()
+    parser.feed(page)
+    out: list[tuple[str, str | None]] = []
+    for href in parser.links:
+        url, _, fragment = href.partition("#")
+        if not urllib.parse.unquote(url).endswith(".whl"):
+            continue
+        digest = None
+        if fragment.startswith("sha256="):
+            digest = fragment.removeprefix("sha256=").lower()
+        out.append((urllib.parse.urljoin(base, url), digest))
+    return out
+
+
+def _is_url(text: str) -> bool:
+    return urllib.parse.urlparse(text).scheme in ("http", "https", "file")
+
+
+def _read_page(page: str) -> tuple[str, str]:
+    """The page's text and the base its links resolve against."""
+    if _is_url(page):
+        with urllib.request.urlopen(page, timeout=60) as resp:
+            text = resp.read().decode("utf-8", errors="replace")
+        return text, page
+    path = Path(page).resolve()
+    return path.read_text(encoding="utf-8"), path.as_uri()
+
+
+def _fetch(url: str, dest_dir: Path) -> Path:
+    name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
+    dest = dest_dir / name
+    if urllib.parse.urlparse(url).scheme == "file":
+        shutil.copyfile(urllib.request.url2pathname(urllib.parse.urlparse(url).path), dest)
+        return dest
+    with urllib.request.urlopen(url, timeout=300) as resp, dest.open("wb") as fh:
+        shutil.copyfileobj(resp, fh, 1 << 20)
+    return dest
+
+
+def collect_wheels(
+    paths: Sequence[Path], find_links: Sequence[str], *, download_dir: Path
+) -> list[WheelSource]:
+    """Wheels named on the command line, in directories, and on find-links pages."""
+    out: list[WheelSource] = []
+    for path in paths:
+        if path.is_dir():
+            out += [WheelSource(path=p, origin=str(p)) for p in sorted(path.glob("*.whl"))]
+        elif path.is_file() and path.name.endswith(".whl"):
+            out.append(WheelSource(path=path, origin=str(path)))
+        else:
+            raise ConfigError(f"{path}: neither a wheel file nor a directory of wheels")
+    for page in find_links:
+        try:
+            text, base = _read_page(page)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"find-links page {page}: cannot read it: {exc}") from exc
+        for url, digest in parse_find_links(text, base):
+            download_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                local = _fetch(url, download_dir)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"{url} (linked from {page}): cannot download: {exc}") from exc
+            out.append(WheelSource(path=local, origin=url, find_links=page, expected_sha256=digest))
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def bundled_torch_libs(names: Sequence[str]) -> tuple[str, ...]:
+    """Archive members that are a copy of libc10/libtorch (what a naive repair grafts)."""
+    return tuple(sorted(n for n in names if TORCH_LIB.match(n.rsplit("/", 1)[-1])))
+
+
+def import_names(names: Sequence[str], top_level: str | None = None) -> tuple[str, ...]:
+    """The top-level modules a wheel installs (top_level.txt when present)."""
+    if top_level is not None:
+        found = [line.strip() for line in top_level.splitlines() if line.strip()]
+        if found:
+            return tuple(dict.fromkeys(found))
+    out: list[str] = []
+    for name in names:
+        top, sep, _ = name.partition("/")
+        if top.endswith((".dist-info", ".data", ".libs")):
+            continue
+        module = top if sep else top.split(".", 1)[0]
+        if not sep and not top.endswith((".py", ".so")):
+            continue
+        if module.isidentifier():
+            out.append(module)
+    return tuple(dict.fromkeys(sorted(out)))
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeTarget:
+    """A wheel with what its build record says it needs."""
+
+    source: WheelSource
+    sha256: str
+    accelerator: Accelerator
+    torch: str  # the torch it was built against, as torch.__version__ ("2.11.0+cu130")
+    cuda: str | None
+    hip: str | None
+    python: str  # "3.12"
+    cell: str
+    modules: tuple[str, ...]
+    bundled: tuple[str, ...]
+
+
+def detect_accelerator(
+    *, exists: Callable[[str], bool], which: Callable[[str], str | None]
+) -> Literal["cpu", "cuda", "rocm"]:
+    """cuda where an NVIDIA driver is visible, rocm where /dev/kfd exists, else cpu."""
+    if which("nvidia-smi") or exists("/dev/nvidiactl"):
+        return "cuda"
+    if exists("/dev/kfd"):
+        return "rocm"
+    return "cpu"
+
+
+def _wheel_python(wheel: str, record: Mapping[str, object]) -> str:
+    rec = record.get("python")
+    if isinstance(rec, str) and rec:
+        return ".".join(rec.split(".")[:2])
+    _, _, _, tags = parse_wheel_filename(wheel)
+    for tag in sorted(str(t.interpreter) for t in tags):
+        m = re.fullmatch(r"cp(\d)(\d+)", tag)
+        if m:
+            return f"{m[1]}.{m[2]}"
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _cell_id(record: Mapping[str, object], accel: str, torch: str, python: str) -> str:
+    pytag = "cp" + python.replace(".", "")
+    listed = record.get("cells")
+    cells = [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
+    for cell in cells:
+        if cell.endswith(f"-{pytag}") or f"-{pytag}-" in cell:
+            return cell
+    if cells:
+        return cells[0]
+    return Cell(torch=torch.split("+", maxsplit=1)[0], accelerator=accel, python=python).id
+
+
+def plan_targets(
+    sources: Sequence[WheelSource], *, runner_accelerator: str
+) -> list[SmokeTarget | SmokeResult]:
+    """A target per wheel to test on this runner, or a `skipped` result saying why not."""
+    out: list[SmokeTarget | SmokeResult] = []
+    for src in sources:
+        digest = sha256_file(src.path)
+
+        def skipped(
+            why: str, cell: str | None = None, digest: str = digest, src: WheelSource = src
+        ) -> SmokeResult:
+            return SmokeResult(
+                wheel=src.name,
+                sha256=digest,
+                cell=cell,
+                status=SmokeStatus.SKIPPED,
+                diagnosis=why,
+                source=src.origin,
+            )
+
+        if src.expected_sha256 and src.expected_sha256 != digest:
+            out.append(
+                SmokeResult(
+                    wheel=src.name,
+                    sha256=digest,
+                    cell=None,
+                    status=SmokeStatus.FAILED,
+                    stage="env",
+                    diagnosis=f"sha256 mismatch: the page says {src.expected_sha256}",
+                    source=src.origin,
+                )
+            )
+            continue
+        try:
+            record = read_build_record(src.path)
+            with zipfile.ZipFile(src.path) as zf:
+                names = zf.namelist()
+                top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
+                top_text = zf.read(top).decode("utf-8", "replace") if top else None
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            out.append(skipped(f"not a readable wheel: {exc}"))
+            continue
+        if record is None:
+            out.append(
+                skipped("no build record (.dist-info/buildtools.json): not built by buildtools")
+            )
+            continue
+        try:
+            accel = Accelerator.parse(str(record.get("accelerator")))
+        except ValueError as exc:
+            out.append(skipped(f"build record: {exc}"))
+            continue
+        torch = str(record.get("torch") or "")
+        python = _wheel_python(src.name, record)
+        cell = _cell_id(record, accel.name, torch, python)
+        if accel.kind not in ("cpu", runner_accelerator):
+            out.append(
+                skipped(
+                    f"built for {accel.name}; this runner is {runner_accelerator} "
+                    "(CPU wheels run anywhere, device wheels on their own GPU runners)",
+                    cell,
+                )
+            )
+            continue
+        cuda = record.get("cuda")
+        hip = record.get("hip")
+        out.append(
+            SmokeTarget(
+                source=src,
+                sha256=digest,
+                accelerator=accel,
+                torch=torch,
+                cuda=cuda if isinstance(cuda, str) else None,
+                hip=hip if isinstance(hip, str) else None,
+                python=python,
+                cell=cell,
+                modules=import_names(names, top_text),
+                bundled=bundled_torch_libs(names),
+            )
+        )
+    return out

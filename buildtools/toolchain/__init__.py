@@ -1,0 +1,1 @@
+"""Per-job build environments: Python, the cell's torch, CUDA/ROCm toolkits, installers."""

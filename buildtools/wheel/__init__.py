@@ -1,0 +1,1 @@
+"""One wheel: its metadata and build record, its ELF files, selective repair, static checks."""
