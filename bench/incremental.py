@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools.toolchain import envs as toolchain_module
 from buildtools.build.fingerprint import IGNORED_DIRS
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
@@ -41,6 +40,7 @@ from buildtools.model import BuildJob
 from buildtools.planner import plan
 from buildtools.planning import host_python
 from buildtools.runner import SubprocessRunner
+from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.envs import prepare_toolchain, toolchain_identity
 
 ROOT = Path(__file__).resolve().parents[1]

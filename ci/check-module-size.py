@@ -20,7 +20,9 @@ def main() -> int:
         if lines > LIMIT:
             too_long.append((path.relative_to(ROOT.parent), lines))
     for path, lines in too_long:
-        print(f"{path}: {lines} lines (limit {LIMIT}): split it by concept, see docs/architecture.md")
+        print(
+            f"{path}: {lines} lines (limit {LIMIT}): split it by concept, see docs/architecture.md"
+        )
     return 1 if too_long else 0
 
 

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from buildtools.cli import main as cli
-from buildtools.planning import host_python
 from buildtools.errors import PlanError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import Cell
 from buildtools.planner import _abi_reason, plan
+from buildtools.planning import host_python
 
 REPO = Path(__file__).resolve().parents[2]
 KB = load_knowledge()
