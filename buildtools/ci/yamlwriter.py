@@ -5,6 +5,8 @@ always gives the same bytes: block style only, a string is plain where YAML (1.1
 reads it back as the same string and quoted otherwise, a multi-line string is a literal
 block (`run:` scripts stay readable), and a `Pinned` value carries its version comment
 (`uses: actions/checkout@<sha> # v7.0.1`). The tests read every file back and compare.
+Comments are kept on their line: a control character in one is written escaped, so no
+value can end a comment and start a key.
 """
 
 from __future__ import annotations
@@ -117,10 +119,16 @@ def _inline_empty(value: Any) -> str | None:
     return None
 
 
+def _comment(text: str) -> str:
+    """Comment text on one line: a line break (or any control character) cannot end the
+    comment and start a key, whatever the caller passed."""
+    return "".join(ch if ch.isprintable() else f"\\u{ord(ch):04x}" for ch in text)
+
+
 def _value_lines(value: Any, indent: str) -> tuple[str, list[str]]:
     """(text after `key:` or `- `, following lines) for a non-collection value."""
     if isinstance(value, Pinned):
-        return f"{_scalar(value.value)} # {value.comment}", []
+        return f"{_scalar(value.value)} # {_comment(value.comment)}", []
     if isinstance(value, str) and "\n" in value and _literal_ok(value):
         head, *rest = _literal(value, indent)
         return head, rest
@@ -168,7 +176,7 @@ def _node(value: Any, indent: str) -> list[str]:
 def dump(data: Mapping[str, Any], *, header: Sequence[str] = (), gaps: Sequence[str] = ()) -> str:
     """`data` as YAML text; `header` lines become `# …` comments, keys in `gaps` get blank
     lines between their entries (jobs), and top-level keys are separated by blank lines."""
-    lines = [f"# {h}".rstrip() for h in header]
+    lines = [f"# {_comment(h)}".rstrip() for h in header]
     if lines:
         lines.append("")
     for i, (key, value) in enumerate(data.items()):

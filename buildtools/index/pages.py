@@ -124,7 +124,7 @@ def render_landing(
     title: str, rows: Sequence[LandingRow], *, base_url: str | None, total_wheels: int
 ) -> str:
     """Every torch × accelerator with the exact install commands."""
-    site = base_url or "&lt;site-url&gt;"
+    site = escape(base_url) if base_url else "&lt;site-url&gt;"
     lines = _head(title, simple=False)
     lines.append(
         f"<p>{total_wheels} wheel(s). Pick the line of the torch and accelerator you have "

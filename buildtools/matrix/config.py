@@ -23,6 +23,7 @@ import re
 import string
 import types
 import typing
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,11 @@ class AcceleratorOverride(_Strict):
 
     _env = field_validator("build_env")(classmethod(lambda cls, v: _check_env(v)))
 
+    @field_validator("torch_index")
+    @classmethod
+    def _torch_index(cls, value: str | None) -> str | None:
+        return _check_url(value, schemes=("https", "http", "file")) if value else value
+
     @field_validator("arch_list")
     @classmethod
     def _arch(cls, value: str | None) -> str | None:
@@ -217,7 +223,36 @@ class AcceleratorOverride(_Strict):
         return value
 
 
-RunnerLabel = Union[str, list[str]]  # noqa: UP007 (pydantic needs a runtime union here)
+# GitHub runner labels: letters, digits and `._-` (a self-hosted label cannot hold spaces or
+# commas, and anything else could break out of the generated YAML or shell); at most 100.
+_LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def _check_label(value: str) -> str:
+    if not _LABEL_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a runner label; allowed: letters, digits, '.', '_' and '-' "
+            "(at most 100, e.g. ubuntu-24.04 or [self-hosted, linux, gpu-h100])"
+        )
+    return value
+
+
+Label = Annotated[str, AfterValidator(_check_label)]
+RunnerLabel = Union[Label, list[Label]]  # noqa: UP007 (pydantic needs a runtime union here)
+
+
+def _check_url(value: str, *, schemes: tuple[str, ...]) -> str:
+    """An absolute URL of one of `schemes` that no HTML attribute, YAML or shell can be broken
+    out of with: no whitespace, quotes, angle brackets or backslashes."""
+    parsed = urllib.parse.urlsplit(value)
+    if parsed.scheme not in schemes or not (parsed.netloc or parsed.scheme == "file"):
+        raise ValueError(
+            f"{value!r} is not an absolute {' or '.join(s + '://' for s in schemes)} URL"
+        )
+    bad = next((ch for ch in value if ch.isspace() or ch in "\"'<>\\`"), None)
+    if bad is not None:
+        raise ValueError(f"{value!r} contains {bad!r}; percent-encode it (e.g. %20 for a space)")
+    return value
 
 
 Family = Literal["cpu", "cuda", "rocm"]
@@ -265,6 +300,12 @@ class IndexConfig(_Strict):
     aliases: dict[PageKey, list[PageKey]] = Field(default_factory=dict)
     wheel_url: str | None = None
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        # '' is allowed: relative links (a site served from anywhere)
+        return _check_url(value, schemes=("https", "http")) if value else value
+
     @field_validator("wheel_url")
     @classmethod
     def _wheel_url(cls, value: str | None) -> str | None:
@@ -279,9 +320,7 @@ class IndexConfig(_Strict):
             )
         if "filename" not in names:
             raise ValueError("the template must use {filename} (the wheel's file name)")
-        if not re.match(r"^(https?|file)://", value):
-            raise ValueError(f"{value!r} is not an absolute http(s):// or file:// URL template")
-        return value
+        return _check_url(value, schemes=("https", "http", "file"))
 
     @field_validator("local_version")
     @classmethod

@@ -184,8 +184,28 @@ def _bash_quote(value: str) -> str:
 
 
 def quote_environment(env: Sequence[tuple[str, str]]) -> str:
-    """CIBW_ENVIRONMENT text assigning exactly these values (no expansion, no substitution)."""
-    return " ".join(f"{_env_name(k, 'environment')}={_bash_quote(v)}" for k, v in env)
+    """CIBW_ENVIRONMENT text assigning exactly these values (no expansion, no substitution).
+
+    A value cibuildwheel's parser (bashlex) cannot read even when quoted (it takes `<(` inside
+    double quotes for a process substitution) is refused here, naming the variable, rather
+    than failing later inside cibuildwheel.
+    """
+    items = [(_env_name(k, "environment"), v) for k, v in env]
+    text = " ".join(f"{k}={_bash_quote(v)}" for k, v in items)
+    try:
+        from cibuildwheel.environment import EnvironmentParseError, split_env_items
+    except ImportError:  # the docker extra is not installed: nothing will parse it here
+        return text
+    for name, value in items:
+        try:
+            split_env_items(f"{name}={_bash_quote(value)}")
+        except EnvironmentParseError:
+            raise ConfigError(
+                f"environment variable {name}: the value {value!r} cannot be passed to the "
+                "container (cibuildwheel's environment parser rejects it); drop `<(`, `>(` or "
+                "write the value another way"
+            ) from None
+    return text
 
 
 # ------------------------------------------------------------------------------ prefetch

@@ -1,0 +1,191 @@
+"""Hostile matrix.yaml values: each attack ends in one clear ConfigError, never in a traceback, a
+hang, unbounded memory, or text that breaks out of a generated workflow or page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from buildtools.ci.yamlwriter import Pinned, dump
+from buildtools.errors import ConfigError
+from buildtools.index.pages import LandingRow, render_landing
+from buildtools.matrix.config import load_matrix
+from buildtools.matrix.yamlsource import MAX_NODES, load_yaml
+
+GOOD = """\
+version: 1
+project:
+  path: examples/scatter
+axes:
+  torch: ["2.13.0"]
+  accelerator: [cpu]
+  python: ["3.11"]
+"""
+
+
+def _load_error(tmp_path: Path, content: bytes | str) -> str:
+    path = tmp_path / "matrix.yaml"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        load_matrix(path)
+    return str(info.value)
+
+
+def _billion_laughs(levels: int = 9) -> str:
+    text = "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    for i in range(1, levels):
+        prev, name = chr(96 + i), chr(97 + i)
+        text += f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]\n"
+    return text
+
+
+def test_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    # 9**9 = 387 million scalars once expanded; it must stop at the node bound
+    message = _load_error(tmp_path, _billion_laughs())
+    assert f"expands to more than {MAX_NODES:,} values" in message
+    assert message.startswith("matrix.yaml:")
+
+
+def test_merge_key_is_refused(tmp_path: Path) -> None:
+    text = "version: 1\nbase: &b {path: x}\nproject:\n  <<: *b\n  name: y\n"
+    assert _load_error(tmp_path, text) == (
+        "matrix.yaml:3: project: merge keys (`<<:`) are not supported; write the keys out in full"
+    )
+
+
+def test_python_object_tag_is_refused(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, "version: 1\nproject: !!python/object:os.system {}\n")
+    assert message.startswith("matrix.yaml:2: project: YAML tags are not allowed")
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("version: 1\n".encode("utf-16"), "the file is UTF-16; save it as UTF-8"),
+        (b"version: 1\nproject: {name: \xff}\n", "matrix.yaml:2: not UTF-8 (byte 0xff)"),
+        (b"version: 1\x00\n", "matrix.yaml:1: invalid YAML: character U+0000 is not allowed"),
+        (b"x" * (2 << 20), "larger than 1024 KiB"),
+    ],
+    ids=["utf16", "latin1-byte", "nul", "too-large"],
+)
+def test_undecodable_matrix_names_the_problem(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    assert expected in _load_error(tmp_path, content)
+
+
+def test_directory_as_matrix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_matrix(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "label",
+    ['"ubuntu-24.04\\ndefaults: {run: {shell: evil}}"', '"ubuntu-24.04\\r"', '"a\\u2028b"'],
+    ids=["newline", "carriage-return", "line-separator"],
+)
+def test_label_newline_cannot_add_workflow_keys(tmp_path: Path, label: str) -> None:
+    message = _load_error(tmp_path, GOOD + f"runners:\n  smoke: {{cpu: {label}}}\n")
+    assert message.startswith("matrix.yaml:9: runners.smoke.cpu: contains the control character")
+
+
+@pytest.mark.parametrize("label", ["gpu h100", "a,b", "${{ github.token }}", "-x", "x" * 101])
+def test_runner_labels_follow_githubs_rules(tmp_path: Path, label: str) -> None:
+    message = _load_error(tmp_path, GOOD + f"runners:\n  build: {{cpu: '{label}'}}\n")
+    assert "is not a runner label; allowed: letters, digits" in message
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "javascript:alert(1)",
+        'https://x.io/"><script>alert(1)</script>',
+        "https://x.io/a b",
+        "ftp://x.io/whl",
+        "//x.io/whl",
+    ],
+)
+def test_base_url_is_an_http_url_that_cannot_break_out(tmp_path: Path, url: str) -> None:
+    message = _load_error(tmp_path, GOOD + f"index:\n  base_url: '{url}'\n")
+    assert message.startswith("matrix.yaml:9: index.base_url: ")
+
+
+def test_torch_index_must_be_a_url(tmp_path: Path) -> None:
+    message = _load_error(
+        tmp_path, GOOD + "accelerators:\n  cpu:\n    torch_index: 'javascript:x'\n"
+    )
+    assert "is not an absolute https:// or http:// or file:// URL" in message
+
+
+def test_landing_page_escapes_base_url() -> None:
+    # the model refuses such a URL; the page escapes it all the same (defence in depth)
+    page = render_landing(
+        "t",
+        [
+            LandingRow(
+                torch="2.13.0",
+                accelerator="cpu",
+                project="p",
+                versions=("1",),
+                pythons=("3.11",),
+                page="p.html",
+                index="simple",
+            )
+        ],
+        base_url='https://x.io/"><script>alert(1)</script>',
+        total_wheels=1,
+    )
+    assert "<script>" not in page
+    assert "&lt;script&gt;" in page
+
+
+def test_writer_keeps_comments_on_their_line() -> None:
+    text = dump(
+        {"a": Pinned("x", "v1\ndefaults: {run: {shell: evil}}")},
+        header=["title\nname: evil"],
+    )
+    assert text.splitlines()[0].startswith("# ")
+    assert "\nname:" not in text
+    assert "\ndefaults:" not in text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(max_size=400))
+def test_random_documents_load_or_fail_clearly(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    path = tmp_path_factory.mktemp("random") / "matrix.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        load_matrix(path)
+    except ConfigError as exc:
+        assert str(exc) and "Traceback" not in str(exc)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [":", " ", "\n", "- ", "&a ", "*a", "[", "]", "{", "}", "!!", "<<: ", '"']
+            ),
+            st.text(alphabet="abcxyz019.", max_size=5),
+        ),
+        max_size=60,
+    )
+)
+def test_yaml_syntax_soup_loads_or_fails_clearly(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[tuple[str, str]]
+) -> None:
+    path = tmp_path_factory.mktemp("soup") / "matrix.yaml"
+    path.write_text("".join(a + b for a, b in parts), encoding="utf-8")
+    try:
+        load_yaml(path)
+    except ConfigError as exc:
+        assert str(exc).startswith(("matrix.yaml", str(path)))
