@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "UnsafeArtefactError",
     "BuildFailedError",
     "BuildtoolsError",
     "CheckFailedError",
@@ -39,6 +40,7 @@ class ExitCode(enum.IntEnum):
     SMOKE_FAILED = 12
     DOCTOR_BROKEN = 13  # `buildtools doctor` found a broken torch or extension package
     CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
+    UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
 
 
 class BuildtoolsError(Exception):
@@ -111,3 +113,10 @@ class CiDriftError(BuildtoolsError):
     """The generated CI workflows in the repository no longer match matrix.yaml."""
 
     exit_code = ExitCode.CI_DRIFT
+
+
+class UnsafeArtefactError(BuildtoolsError):
+    """An artefact (wheel member, manifest entry, RECORD or build record) names a path that
+    would land outside its directory, or a file name that is not what it must be."""
+
+    exit_code = ExitCode.UNSAFE_ARTEFACT

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 __all__ = ["Fetcher", "UrllibFetcher", "pages_subpath", "restore_site"]
 
-import hashlib
 import shutil
 import time
 import urllib.error
@@ -24,6 +23,7 @@ from typing import Protocol
 from urllib.parse import quote, urlsplit
 
 from ..errors import PublishError
+from ..files import check_wheel_filename, safe_join, sha256_file
 from ..index.pages import WHEELS_DIR
 from ..index.site import MANIFEST_NAME, read_manifest
 
@@ -101,14 +101,6 @@ class Restored:
     first_publish: bool
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
     """Download the site served at `base_url` into the empty directory `site`."""
     base = base_url.rstrip("/")
@@ -123,16 +115,18 @@ def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
     hosted = [w for w in manifest.wheels if w.url is None]
     (site / WHEELS_DIR).mkdir(exist_ok=True)
     for wheel in hosted:
+        # the manifest comes back from the published site: its names are not trusted
+        check_wheel_filename(wheel.filename, what=f"{MANIFEST_NAME} entry")
         for name, sha in ((wheel.filename, wheel.sha256), (f"{wheel.filename}.metadata", None)):
             url = f"{base}/{WHEELS_DIR}/{quote(name)}"
-            dest = site / WHEELS_DIR / name
+            dest = safe_join(site / WHEELS_DIR, name, what=f"{MANIFEST_NAME} entry")
             if not fetcher.fetch(url, dest):
                 raise PublishError(
                     f"{url}: not found, but {MANIFEST_NAME} lists {wheel.filename}; the "
                     "published site is damaged, so nothing is published (restore the file, "
                     "or remove the wheel from the manifest by hand)"
                 )
-            got = _sha256(dest)
+            got = sha256_file(dest)
             want = sha or wheel.metadata_sha256
             if got != want:
                 raise PublishError(
