@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 __all__ = [
-    "UnsafeArtefactError",
     "BuildFailedError",
     "BuildtoolsError",
     "CheckFailedError",
@@ -17,6 +16,7 @@ __all__ = [
     "SmokeFailedError",
     "ToolMissingError",
     "ToolchainError",
+    "UnsafeArtefactError",
 ]
 
 import enum

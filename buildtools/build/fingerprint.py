@@ -16,11 +16,13 @@ __all__ = [
     "BUILD_VAR_PREFIXES",
     "FINGERPRINT_SCHEMA",
     "IGNORED_DIRS",
+    "SourceScan",
     "build_vars",
     "buildtools_digest",
     "fingerprint_inputs",
     "job_config",
     "job_fingerprint",
+    "scan_sources",
     "source_files",
     "source_fingerprint",
 ]
@@ -30,6 +32,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -56,9 +59,33 @@ IGNORED_DIRS = frozenset(
 )
 
 
-def source_files(root: Path) -> list[Path]:
-    """Every file under root that a build may read, sorted; build outputs and VCS dirs skipped."""
+@dataclasses.dataclass(frozen=True)
+class SourceScan:
+    """The files a build may read, and what was passed over (relative path, why)."""
+
+    files: tuple[Path, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _special(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def scan_sources(root: Path) -> SourceScan:
+    """Regular files under root that a build may read, sorted; build outputs and VCS dirs
+    skipped. A FIFO, socket or device would hang or fail a read, and a symbolic link that
+    dangles or leads out of the project is not part of it: they are skipped and named."""
     found: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    base = root.resolve()
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(
             d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info")
@@ -66,8 +93,32 @@ def source_files(root: Path) -> list[Path]:
         for name in sorted(filenames):
             if name.endswith((".pyc", ".so", ".o")):
                 continue
-            found.append(Path(dirpath) / name)
-    return found
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            try:
+                mode = path.lstat().st_mode
+                if stat.S_ISLNK(mode):
+                    target = path.resolve()
+                    if not target.exists():
+                        skipped.append((rel, "a dangling symbolic link"))
+                        continue
+                    if not target.is_relative_to(base):
+                        skipped.append((rel, "a symbolic link out of the project"))
+                        continue
+                    mode = target.stat().st_mode
+            except OSError as exc:
+                skipped.append((rel, f"unreadable ({exc.strerror or exc})"))
+                continue
+            if not stat.S_ISREG(mode):
+                skipped.append((rel, _special(mode)))
+                continue
+            found.append(path)
+    return SourceScan(files=tuple(found), skipped=tuple(skipped))
+
+
+def source_files(root: Path) -> list[Path]:
+    """Every regular file under root that a build may read, sorted (see scan_sources)."""
+    return list(scan_sources(root).files)
 
 
 def source_fingerprint(root: Path) -> str:

@@ -47,7 +47,7 @@ from .ccache import (
     find_ccache,
     make_masquerade,
 )
-from .fingerprint import source_fingerprint
+from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
 from .report import CellResult, RunReport, Status
@@ -397,6 +397,8 @@ def build_plan(
     (opts.cache_dir / "staging").mkdir(parents=True, exist_ok=True)
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    for rel, why in scan_sources(opts.project_dir).skipped:
+        out.write(f"note: {rel} is {why}: not part of the build's sources (skipped)\n")
     report = RunReport(
         matrix=opts.matrix,
         profile=plan.profile,
