@@ -2,6 +2,11 @@
 
 Executors receive a `Runner`; tests pass a recording fake and assert on the exact argv
 and environment instead of monkeypatching `subprocess`.
+
+Every process has a deadline: the caller's `timeout`, else the runner's default
+(`DEFAULT_TIMEOUT`, or $BUILDTOOLS_TIMEOUT seconds). Each child starts in a process group of
+its own, so a timeout (or Ctrl-C) ends the compilers and nvcc it started too, not only the
+direct child; the result then says `timed_out` and the log says after how long.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ __all__ = ["CommandResult", "Runner", "SubprocessRunner", "which"]
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +33,7 @@ class CommandResult:
     argv: tuple[str, ...]
     returncode: int
     output: str = ""
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:
@@ -56,8 +63,36 @@ def which(program: str, *, install_hint: str, path: str | None = None) -> str:
     return found
 
 
+DEFAULT_TIMEOUT = 6 * 3600.0  # a cold CUDA build of a large extension stays well inside
+TIMEOUT_EXIT = 124  # what timeout(1) returns; CommandResult.timed_out says it for sure
+
+
+def _has_fileno(stream: IO[str]) -> bool:
+    try:
+        stream.fileno()
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+        return False
+    return True
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
 class SubprocessRunner:
-    """The real runner: echoes the command into the log, never uses a shell."""
+    """The real runner: echoes the command into the log, never uses a shell, always has a
+    deadline (`timeout`, else `default_timeout`, else $BUILDTOOLS_TIMEOUT, else 6 hours)."""
+
+    def __init__(self, *, default_timeout: float | None = None) -> None:
+        env_value = os.environ.get("BUILDTOOLS_TIMEOUT", "")
+        try:
+            from_env = float(env_value) if env_value else None
+        except ValueError:
+            from_env = None
+        self.default_timeout = default_timeout or from_env or DEFAULT_TIMEOUT
 
     def run(
         self,
@@ -70,40 +105,50 @@ class SubprocessRunner:
         timeout: float | None = None,
     ) -> CommandResult:
         args = [os.fspath(a) for a in argv]
+        limit = timeout if timeout is not None else self.default_timeout
         if log is not None:
             log.write(f"$ {shlex.join(args)}\n")
             log.flush()
+        piped = capture or log is None or not _has_fileno(log)
         try:
-            if capture or log is None:
-                proc = subprocess.run(
-                    args,
-                    cwd=cwd,
-                    env=dict(env) if env is not None else None,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                    timeout=timeout,
-                    check=False,
-                )
-                out = proc.stdout or ""
-                if log is not None:
-                    log.write(out)
-                    log.flush()
-                return CommandResult(argv=tuple(args), returncode=proc.returncode, output=out)
-            streamed = subprocess.run(
+            proc = subprocess.Popen(
                 args,
                 cwd=cwd,
                 env=dict(env) if env is not None else None,
-                stdout=log,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if piped else log,
                 stderr=subprocess.STDOUT,
-                timeout=timeout,
-                check=False,
+                text=True,
+                errors="replace",
+                start_new_session=True,  # its own process group: a timeout ends it all
             )
-            return CommandResult(argv=tuple(args), returncode=streamed.returncode)
         except FileNotFoundError as exc:
             raise ToolMissingError(f"{args[0]}: cannot run ({exc.strerror})") from exc
-        except subprocess.TimeoutExpired:
-            if log is not None:
-                log.write(f"\n[buildtools] timed out after {timeout} s\n")
-            return CommandResult(argv=tuple(args), returncode=124, output="timed out")
+        except PermissionError as exc:
+            raise ToolMissingError(f"{args[0]}: cannot run ({exc.strerror})") from exc
+        with proc:
+            try:
+                out, _ = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                partial, _ = proc.communicate()
+                message = f"timed out after {limit:g} s"
+                if log is not None:
+                    if piped and partial:
+                        log.write(partial)
+                    log.write(f"\n[buildtools] {message}\n")
+                    log.flush()
+                return CommandResult(
+                    argv=tuple(args),
+                    returncode=TIMEOUT_EXIT,
+                    output=(partial or "") + f"\n{message}" if piped else message,
+                    timed_out=True,
+                )
+            except BaseException:  # Ctrl-C or an error here: leave no compiler running
+                _kill_group(proc)
+                raise
+        text = out or "" if piped else ""
+        if piped and log is not None:
+            log.write(text)
+            log.flush()
+        return CommandResult(argv=tuple(args), returncode=proc.returncode, output=text)

@@ -204,7 +204,7 @@ def _describe_torch(torch: str | None, cuda: str | None, hip: str | None) -> str
 
 def _timed_out(result: CommandResult) -> bool:
     # SubprocessRunner's answer when it killed a command at its timeout
-    return result.returncode == 124 and result.output == "timed out"
+    return result.timed_out
 
 
 class _Log:
