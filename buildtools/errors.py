@@ -41,6 +41,7 @@ class ExitCode(enum.IntEnum):
     DOCTOR_BROKEN = 13  # `buildtools doctor` found a broken torch or extension package
     CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
     UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
+    FILESYSTEM = 16  # a file or directory cannot be read or written (read-only, full, missing)
 
 
 class BuildtoolsError(Exception):

@@ -8,11 +8,21 @@ refused with `UnsafeArtefactError` (exit code 15), never joined.
 
 from __future__ import annotations
 
-__all__ = ["check_wheel_filename", "safe_join", "sha256_file", "write_atomic"]
+__all__ = [
+    "check_wheel_filename",
+    "copy_atomic",
+    "describe_os_error",
+    "fsync_dir",
+    "safe_join",
+    "sha256_file",
+    "write_atomic",
+]
 
+import errno
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 
@@ -63,17 +73,52 @@ def check_wheel_filename(name: str, *, what: str = "wheel") -> str:
     return name
 
 
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or new entry in `directory` durable (best effort where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write text to path via a temporary file and rename: readers never see half a file."""
+    """Write text to path via a unique temporary file, fsync, rename: readers never see half a
+    file, a crash leaves the old or the new one, and a failure (a full disk) leaves nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    fsync_dir(path.parent)
+
+
+def copy_atomic(src: Path, dest: Path) -> None:
+    """Copy src to dest the same way: unique temporary name, fsync, rename, or nothing."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
+            shutil.copyfileobj(inp, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        shutil.copystat(src, tmp)
+        Path(tmp).replace(dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(dest.parent)
 
 
 def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
@@ -83,3 +128,24 @@ def sha256_file(path: Path, *, chunk: int = 1 << 20) -> str:
         for block in iter(lambda: fh.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+_REMEDIES = {
+    errno.ENOSPC: "free some disk space (or point the option at another disk) and run again",
+    errno.EDQUOT: "free some of your disk quota and run again",
+    errno.EROFS: "the file system is read-only; choose a writable directory",
+    errno.EACCES: "permission denied; choose a directory you can write, or fix its permissions",
+    errno.EPERM: "not permitted; choose a directory you can write, or fix its permissions",
+    errno.ENOTDIR: "a path component is a file, not a directory; choose a directory",
+    errno.EISDIR: "it is a directory; name a file",
+    errno.ENOENT: "no such file or directory; check the path",
+    errno.EEXIST: "it exists already; remove it or choose another path",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """'PATH: what the OS said; what to do' for an error the file system raised."""
+    where = exc.filename if exc.filename is not None else "(a file)"
+    what = exc.strerror or str(exc)
+    remedy = _REMEDIES.get(exc.errno or 0, "check the path and the disk, then run again")
+    return f"{where}: {what}; {remedy}"

@@ -31,7 +31,7 @@ from typing import IO, Any, TextIO
 
 from .. import __version__
 from ..errors import BuildFailedError, BuildtoolsError, CheckFailedError
-from ..files import write_atomic
+from ..files import copy_atomic, describe_os_error, write_atomic
 from ..knowledge import Knowledge
 from ..model import Accelerator, BuildJob, Finding, Severity
 from ..planner import Plan
@@ -204,15 +204,16 @@ def build_job(
                         sorted({f.code for f in errors})
                     )
                     raise CheckFailedError(reason + f" (wheel kept in {rejected / final.name})")
-                opts.wheelhouse.mkdir(parents=True, exist_ok=True)
-                tmp = opts.wheelhouse / f".{final.name}.tmp"
-                shutil.copy2(final, tmp)
-                tmp.replace(opts.wheelhouse / final.name)
+                copy_atomic(final, opts.wheelhouse / final.name)
                 wheel = opts.wheelhouse / final.name
             except BuildtoolsError as exc:
                 reason = str(exc)
                 failure = "check" if isinstance(exc, CheckFailedError) else type(exc).__name__
                 log.write(f"\n# FAILED: {exc}\n")
+            except OSError as exc:  # a full disk, a read-only wheelhouse: the cell fails, named
+                reason = describe_os_error(exc)
+                failure = "filesystem"
+                log.write(f"\n# FAILED: {reason}\n")
             except Exception as exc:  # a bug must not take the other cells down
                 reason = f"internal error: {exc!r}"
                 failure = "internal"

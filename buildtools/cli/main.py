@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode
+from ..files import describe_os_error
 from ..knowledge import load_knowledge
 from ..matrix.config import json_schema
 from ..planner import Plan
@@ -145,3 +146,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 130
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except OSError as exc:  # the file system said no: one line naming the path and the remedy
+        sys.stderr.write(f"error: {describe_os_error(exc)}\n")
+        return int(ExitCode.FILESYSTEM)
