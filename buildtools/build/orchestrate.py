@@ -33,6 +33,7 @@ from .. import __version__
 from ..errors import BuildFailedError, BuildtoolsError, CheckFailedError
 from ..files import copy_atomic, describe_os_error, write_atomic
 from ..knowledge import Knowledge
+from ..locks import file_lock
 from ..model import Accelerator, BuildJob, Finding, Severity
 from ..planner import Plan
 from ..runner import Runner, SubprocessRunner
@@ -119,6 +120,40 @@ def build_job(
     """
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    # two runs of the same job into one wheelhouse would share its log and its wheel: the
+    # second waits, then builds (or finds the first one's wheel unchanged next time)
+    with file_lock(
+        logs / f".{job.id}.lock",
+        waiting=f"{job.id}: another buildtools run is building it into {opts.wheelhouse}; "
+        "waiting for it to finish",
+    ):
+        return _build_job_locked(
+            job,
+            kb=kb,
+            opts=opts,
+            backend=backend,
+            runner=runner,
+            stage=stage,
+            fingerprint=fingerprint,
+            compile_slot=compile_slot,
+            compiler_cache=compiler_cache,
+            logs=logs,
+        )
+
+
+def _build_job_locked(
+    job: BuildJob,
+    *,
+    kb: Knowledge,
+    opts: BuildOptions,
+    backend: Backend,
+    runner: Runner,
+    stage: Any,
+    fingerprint: str | None,
+    compile_slot: contextlib.AbstractContextManager[Any] | None,
+    compiler_cache: CompilerCache | None,
+    logs: Path,
+) -> list[CellResult]:
     run = _JobRun(job=job, log_path=logs / f"{job.id}.log")
     staging = Path(tempfile.mkdtemp(prefix=f"{job.id}.", dir=opts.cache_dir / "staging"))
     wheel: Path | None = None
@@ -272,16 +307,22 @@ def _compile(
             f"# compiler cache: ccache {compiler_cache.program}, "
             f"CCACHE_DIR={compiler_cache.dir_for(job)}\n"
         )
-    return backend.build_raw(
-        job,
-        toolchain,
-        project_dir=opts.project_dir,
-        out_dir=staging / "raw",
-        build_dir=build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir),
-        env=env,
-        runner=runner,
-        log=log,
-    )
+    build_dir = build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir)
+    # two runs building the same job share its build tree: ninja must not run twice in it
+    with file_lock(
+        build_dir.with_name(build_dir.name + ".lock"),
+        waiting=f"{job.id}: another build uses {build_dir}; waiting for it to finish",
+    ):
+        return backend.build_raw(
+            job,
+            toolchain,
+            project_dir=opts.project_dir,
+            out_dir=staging / "raw",
+            build_dir=build_dir,
+            env=env,
+            runner=runner,
+            log=log,
+        )
 
 
 def _repair(
