@@ -9,6 +9,7 @@ refused with `UnsafeArtefactError` (exit code 15), never joined.
 from __future__ import annotations
 
 __all__ = [
+    "check_member_names",
     "check_wheel_filename",
     "copy_atomic",
     "describe_os_error",
@@ -24,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -59,6 +61,14 @@ def safe_join(root: Path, member: str, *, what: str = "path") -> Path:
         else:
             return target
     raise UnsafeArtefactError(f"{what} {member!r} {problem}; refusing to write or read it")
+
+
+def check_member_names(names: Iterable[str], *, what: str) -> None:
+    """UnsafeArtefactError when any archive member name could land outside its root (what a
+    zip-slip wheel holds): one bad member makes the whole archive untrusted."""
+    root = Path("/nonexistent-root")
+    for name in names:
+        safe_join(root, name.removesuffix("/") or name, what=f"{what}: member")
 
 
 def check_wheel_filename(name: str, *, what: str = "wheel") -> str:

@@ -20,6 +20,17 @@ from ..knowledge import load_knowledge
 from .common import add_plan_args, plan_from_args
 
 
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    return value
+
+
 def add_build_parser(sub: Any) -> None:
 
     p = sub.add_parser("build", help="build, repair and check the wheels of the plan")
@@ -55,7 +66,7 @@ def add_build_parser(sub: Any) -> None:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed job")
     p.add_argument(
         "--max-jobs",
-        type=int,
+        type=positive_int,
         default=None,
         help="compiler processes per job (MAX_JOBS; default: the machine's cores split "
         "between the jobs that run at once)",
@@ -63,7 +74,7 @@ def add_build_parser(sub: Any) -> None:
     p.add_argument(
         "--jobs",
         "-j",
-        type=int,
+        type=positive_int,
         default=None,
         help="jobs that compile at once (default: as many as cores and memory allow)",
     )

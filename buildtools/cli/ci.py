@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import ValidationError
+
 from ..ci import layout
 from ..ci.github import check_command, check_files, generate, regen_command, write_files
 from ..ci.matrix import (
@@ -21,7 +23,7 @@ from ..ci.matrix import (
 )
 from ..ci.site import Fetcher, UrllibFetcher, pages_subpath, restore_site
 from ..errors import CiDriftError, PlanError, PublishError
-from ..matrix.config import load_matrix
+from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path, host_python
 from .common import add_plan_args, plan_from_args
 
@@ -169,6 +171,11 @@ def cmd_restore_site(
             "site is published"
         )
     repository = args.repository or env.get("GITHUB_REPOSITORY")
+    try:
+        IndexConfig.model_validate({"base_url": base_url})
+    except ValidationError as exc:
+        msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise PublishError(f"--base-url: {msg}") from None
     sub = pages_subpath(base_url, repository)
     site = args.site / sub if sub else args.site
     restored = restore_site(base_url, site, fetcher=fetcher or UrllibFetcher())

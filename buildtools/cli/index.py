@@ -32,12 +32,17 @@ def _settings(args: argparse.Namespace, kb: Knowledge) -> IndexSettings:
     if matrix_path is not None and not args.no_matrix:
         config = load_matrix(matrix_path, knowledge=kb).matrix.index
     wheel_url_template = args.wheel_url if args.wheel_url is not None else config.wheel_url
-    if args.wheel_url:
-        try:
-            IndexConfig(wheel_url=args.wheel_url)
-        except ValidationError as exc:
-            msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-            raise PublishError(f"--wheel-url: {msg}") from None
+    # the options meet the same rules as matrix.yaml's index: settings
+    for option, field, value in (
+        ("--wheel-url", "wheel_url", args.wheel_url),
+        ("--base-url", "base_url", args.base_url),
+    ):
+        if value:
+            try:
+                IndexConfig.model_validate({field: value})
+            except ValidationError as exc:
+                msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+                raise PublishError(f"{option}: {msg}") from None
     return IndexSettings(
         base_url=args.base_url if args.base_url is not None else config.base_url,
         wheel_url=wheel_url_template or None,

@@ -49,6 +49,7 @@ __all__ = [
 
 import hashlib
 import json
+import re
 import zipfile
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -64,6 +65,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ImmutableWheelError, PublishError
+from ..files import check_member_names, check_wheel_filename, safe_join
 from ..knowledge import Knowledge
 from ..model import Accelerator
 from ..wheel.meta import BUILD_RECORD_NAME, WheelName, validate_build_record
@@ -83,6 +85,8 @@ from .publish import Exchange, Fault, exchange_dirs, site_transaction
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_SAFE_URL_RE = re.compile(r"https?://[^\s\"'<>\\`]+")
 SIMPLE_DIR = "simple"
 
 
@@ -196,8 +200,18 @@ class IndexedWheel:
         if not isinstance(versions, list) or not all(isinstance(v, str) for v in versions):
             raise ValueError(f"{raw['filename']}: torch_versions: expected a list of strings")
         size = raw.get("size")
-        if not isinstance(size, int) or isinstance(size, bool):
-            raise ValueError(f"{raw['filename']}: size: expected an integer")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"{raw['filename']}: size: expected a whole number")
+        # the manifest may come back from a published site: nothing in it is trusted
+        check_wheel_filename(raw["filename"], what=f"{MANIFEST_NAME} entry")
+        for key in ("sha256", "metadata_sha256"):
+            if not _SHA256_RE.fullmatch(raw[key]):
+                raise ValueError(f"{raw['filename']}: {key}: expected 64 hexadecimal digits")
+        url = raw.get("url")
+        if url is not None and not _SAFE_URL_RE.fullmatch(url):
+            raise ValueError(
+                f"{raw['filename']}: url: {url!r} is not an http(s) URL without quotes or spaces"
+            )
         return cls(
             filename=raw["filename"],
             sha256=raw["sha256"],
@@ -293,6 +307,7 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
         wname = WheelName.parse(path.name)
         sha, size = _sha256(path)
         with zipfile.ZipFile(path) as zf:
+            check_member_names(zf.namelist(), what=path.name)  # a zip-slip wheel is refused
             dist_info = _dist_info(zf.namelist())
             if dist_info is None:
                 raise ValueError("no single top-level *.dist-info/METADATA; is it a wheel?")
@@ -406,6 +421,8 @@ def read_manifest(site: Path) -> Manifest:
         generated = data.get("generated", [])
         if not isinstance(generated, list) or not all(isinstance(g, str) for g in generated):
             raise ValueError("generated: expected a list of paths")
+        for rel in generated:
+            safe_join(site, rel, what=f"{MANIFEST_NAME} generated file")
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     return Manifest(wheels=wheels, generated=tuple(generated))

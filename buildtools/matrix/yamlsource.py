@@ -206,6 +206,12 @@ def load_yaml(path: Path) -> YamlDocument:
         char = getattr(exc, "character", None)
         what = f"character U+{char:04X} is not allowed" if isinstance(char, int) else str(exc)
         raise ConfigError(f"{path.name}:{line}: invalid YAML: {what.splitlines()[0]}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting too deep
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ConfigError(f"{path.name}: invalid YAML: {reason.splitlines()[0]}") from None
     expander = _Expander(path)
-    data = expander.plain(node, ()) if node is not None else {}
+    try:
+        data = expander.plain(node, ()) if node is not None else {}
+    except RecursionError:
+        raise ConfigError(f"{path.name}: invalid YAML: nested too deeply") from None
     return YamlDocument(data=data, source=SourceMap(path=path, lines=expander.lines))

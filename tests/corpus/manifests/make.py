@@ -1,0 +1,70 @@
+"""Regenerate the hostile manifests (`index.json` of a published site) of this directory:
+`python tests/corpus/manifests/make.py`. Each is a real manifest with one thing changed;
+the corpus test serves each as a published site (restore-site over HTTP on loopback) and
+merges a wheel into it (`buildtools index`); expect.tsv says what each must end in."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+NAME = "bt_scatter-0.1.0+pt213cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
+ENTRY: dict[str, Any] = {
+    "accelerator": "cpu",
+    "filename": NAME,
+    "fingerprint": None,
+    "metadata_sha256": "a" * 64,
+    "name": "bt-scatter",
+    "requires_python": None,
+    "sha256": "b" * 64,
+    "size": 1234,
+    "torch": "2.13.0+cpu",
+    "torch_specifier": "==2.13.*",
+    "torch_versions": ["2.13.0"],
+    "url": None,
+    "version": "0.1.0+pt213cpu",
+}
+GOOD: dict[str, Any] = {
+    "schema": "torch-buildtools/index/v1",
+    "wheels": [ENTRY],
+    "generated": ["index.html", "index.json"],
+}
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(GOOD)
+    data["wheels"][0].update(changes)
+    return data
+
+
+CASES: dict[str, Any] = {
+    "filename-traversal": _with(filename="../../escaped-1.0-py3-none-any.whl"),
+    "filename-absolute": _with(filename="/tmp/escaped-1.0-py3-none-any.whl"),
+    "filename-subdirectory": _with(filename="sub/escaped-1.0-py3-none-any.whl"),
+    "filename-not-a-wheel": _with(filename="index.html"),
+    "filename-backslash": _with(filename="..\\..\\escaped-1.0-py3-none-any.whl"),
+    "sha256-traversal": _with(sha256="../../../etc/passwd"),
+    "sha256-short": _with(sha256="abc"),
+    "url-javascript": _with(url="javascript:alert(document.cookie)"),
+    "url-quote": _with(url='https://x.io/a.whl"><script>alert(1)</script>'),
+    "size-negative": _with(size=-1),
+    "size-string": _with(size="big"),
+    "missing-sha256": {**GOOD, "wheels": [{k: v for k, v in ENTRY.items() if k != "sha256"}]},
+    "wheels-not-a-list": {**GOOD, "wheels": {"a": 1}},
+    "wrong-schema": {**GOOD, "schema": "someone-else/v9"},
+    "generated-traversal": {**GOOD, "generated": ["../../../etc/passwd"]},
+    "top-level-list": [GOOD],
+}
+
+
+def main() -> None:
+    for n, (slug, data) in enumerate(CASES.items(), 1):
+        (HERE / f"{n:03d}-{slug}.json").write_text(json.dumps(data, indent=1) + "\n")
+    (HERE / f"{len(CASES) + 1:03d}-not-json.json").write_text('{"schema": "torch-buildtools/\n')
+
+
+if __name__ == "__main__":
+    main()
