@@ -189,3 +189,59 @@ def test_yaml_syntax_soup_loads_or_fails_clearly(
         load_yaml(path)
     except ConfigError as exc:
         assert str(exc).startswith(("matrix.yaml", str(path)))
+
+
+REFERENCE = Path(__file__).resolve().parents[2] / "matrix.yaml"
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**6), max_value=10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.lists(st.text(max_size=10), max_size=3),
+    st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=2),
+)
+
+
+def _paths(node: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += _paths(value, (*prefix, i))
+    return out
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_mutations_of_the_reference_plan_or_fail_clearly(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    import json
+
+    from buildtools.errors import PlanError
+    from buildtools.knowledge import load_knowledge
+    from buildtools.planner import plan
+
+    doc = load_yaml(REFERENCE).data
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        paths = [p for p in _paths(doc) if p]
+        where = data.draw(st.sampled_from(paths))
+        parent = doc
+        for key in where[:-1]:
+            parent = parent[key]  # type: ignore[index]
+        parent[where[-1]] = data.draw(_VALUES)  # type: ignore[index]
+    directory = tmp_path_factory.mktemp("mutated")
+    path = directory / "matrix.yaml"
+    path.write_text(json.dumps(doc), encoding="utf-8")  # JSON is YAML
+    (directory / "examples" / "scatter").mkdir(parents=True)
+    try:
+        mf = load_matrix(path)
+        for profile in [None, *mf.matrix.profiles]:
+            plan(mf, load_knowledge(), host_python="3.11", profile=profile)
+    except (ConfigError, PlanError) as exc:
+        message = str(exc)
+        assert message and "Traceback" not in message
+        assert message.splitlines()[0].startswith(("matrix.yaml", "--", "error"))
