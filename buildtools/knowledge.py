@@ -177,8 +177,19 @@ class NeverBundle(_Row):
     """A library (fnmatch pattern on the SONAME) that a wheel must never bundle, and why."""
 
     pattern: str = Field(min_length=1)
-    group: Literal["torch", "cuda", "driver", "rocm"]
+    # who provides it: torch (any build, or only its CUDA/ROCm builds), the GPU runtime, the driver
+    group: Literal["torch", "torch-cuda", "torch-rocm", "cuda", "rocm", "driver"]
     reason: str = Field(min_length=1)
+
+    @property
+    def torch_own(self) -> bool:
+        """Part of torch itself: an extension that needs it links torch."""
+        return self.group in ("torch", "torch-cuda", "torch-rocm")
+
+    @property
+    def device(self) -> bool:
+        """Only a CUDA/ROCm torch or a GPU machine has it: a CPU build must not need it."""
+        return self.group != "torch"
 
 
 def _accelerator(accelerator: Accelerator | str) -> Accelerator:
@@ -425,12 +436,17 @@ class Knowledge:
             for r in cuda.toolkit
         )
 
-    def never_bundle_reason(self, soname: str) -> str | None:
-        """Why a library must not be bundled, or None when no rule matches its SONAME."""
+    def never_bundle_rule(self, soname: str) -> NeverBundle | None:
+        """The first rule whose pattern matches `soname` (the data lists narrow rows first)."""
         for rule in self.never_bundle_rules:
             if fnmatch.fnmatchcase(soname, rule.pattern):
-                return rule.reason
+                return rule
         return None
+
+    def never_bundle_reason(self, soname: str) -> str | None:
+        """Why a library must not be bundled, or None when no rule matches its SONAME."""
+        rule = self.never_bundle_rule(soname)
+        return rule.reason if rule is not None else None
 
     def unconfirmed(self) -> tuple[str, ...]:
         """One line per fact marked confirmed: false, with its note."""
@@ -504,7 +520,7 @@ def _read(path: Path) -> tuple[Any, Any]:
 
 
 def _cross_check(files: Mapping[str, Any], raws: Mapping[str, Any], data_dir: Path) -> list[str]:
-    """Facts that span files: every CUDA/ROCm version a torch row names must have a row."""
+    """Facts across rows and files: torch rows name known CUDA/ROCm; no shadowed never_bundle."""
     problems: list[str] = []
     cuda = {c.version for c in files["cuda.yaml"]}
     rocm = {r.version for r in files["rocm.yaml"]}
@@ -524,6 +540,16 @@ def _cross_check(files: Mapping[str, Any], raws: Mapping[str, Any], data_dir: Pa
                 problems.append(
                     f"{data_dir / 'torch.yaml'}:{line}: {where}: {what} {', '.join(bad)}"
                 )
+    # never_bundle_rule takes the first match: 'libtorch_cuda*.so*' must precede 'libtorch*.so*'
+    rules = files["never_bundle.yaml"]
+    for i, rule in enumerate(rules):
+        broader = [r.pattern for r in rules[:i] if fnmatch.fnmatchcase(rule.pattern, r.pattern)]
+        if broader:
+            line, where = _where(raws["never_bundle.yaml"], ("patterns", i, "pattern"))
+            problems.append(
+                f"{data_dir / 'never_bundle.yaml'}:{line}: {where}: shadowed by the earlier "
+                f"{broader[0]!r}; list the narrower pattern first"
+            )
     return problems
 
 

@@ -39,7 +39,6 @@ __all__ = [
 ]
 
 import contextlib
-import fnmatch
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -51,10 +50,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ExitCode, ToolchainError
+from ..knowledge import load_knowledge
 from ..model import Finding, Severity
 from ..probe.hostenv import BUILD_WORDS, DistInfo, EnvSnapshot, GpuInfo, TorchInfo
 from ..wheel.checks import (
-    TORCH_RUNTIME_PATTERNS,
     TorchTarget,
     check_binaries,
     is_grafted,
@@ -76,10 +75,6 @@ from .matching import (
 DOCTOR_SCHEMA = "torch-buildtools/doctor/v1"
 Verdict = Literal["healthy", "broken", "unknown"]
 
-# A shared object that NEEDs one of these is a torch extension.
-_TORCH_NEEDED = ("libtorch*.so*", "libc10*.so*", "libshm.so*")
-# torch's own libraries: a missing one is certain to fail the import.
-_TORCH_OWN = ("libtorch*.so*", "libc10*.so*", "libshm.so*", "libcaffe2_nvrtc.so*")
 _SKIP_DIRS = {
     ".git",
     ".nox",
@@ -312,10 +307,6 @@ def _finding(
     return Finding(code=code, severity=severity, message=message, path=path, details=tuple(details))
 
 
-def _matches_any(name: str, patterns: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
 def _source_shared_objects(root: Path) -> list[Path]:
     """The .so files of an editable install's source tree (skipping VCS, envs and dists)."""
     found: list[Path] = []
@@ -356,7 +347,8 @@ def _binaries(dist: DistInfo) -> list[tuple[str, ElfInfo]]:
 
 def _links_torch(binaries: Sequence[tuple[str, ElfInfo]]) -> bool:
     return any(
-        _matches_any(strip_graft_hash(n), _TORCH_NEEDED)
+        (rule := load_knowledge().never_bundle_rule(strip_graft_hash(n))) is not None
+        and rule.torch_own
         for _, info in binaries
         for n in info.needed
     )
@@ -374,10 +366,11 @@ def _check_needed(
         for needed in info.needed:
             if needed in own or strip_graft_hash(needed) in torch_sonames:
                 continue
-            base = strip_graft_hash(needed)
-            if not _matches_any(base, TORCH_RUNTIME_PATTERNS):
+            # data/never_bundle.yaml says which libraries are torch's or its GPU runtime's
+            rule = load_knowledge().never_bundle_rule(strip_graft_hash(needed))
+            if rule is None:
                 continue  # a system library: the loader's business, not torch's
-            if _matches_any(base, _TORCH_OWN):
+            if rule.torch_own:
                 findings.append(
                     _finding(
                         "missing-library",

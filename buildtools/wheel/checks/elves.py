@@ -1,0 +1,61 @@
+"""The shared objects a check looks at: extracted from a wheel, or handed in by doctor."""
+
+from __future__ import annotations
+
+__all__ = ["WheelElf", "extract_elves", "is_grafted"]
+
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..elf import ELF_MAGIC, ElfInfo, inspect_elf, strip_graft_hash
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelElf:
+    """One ELF shared object, by its path inside the wheel (or the install root)."""
+
+    arcname: str
+    info: ElfInfo
+    grafted: bool  # in a top-level *.libs/ dir, or renamed with auditwheel's hash
+
+    @property
+    def basename(self) -> str:
+        return PurePosixPath(self.arcname).name
+
+
+def is_grafted(arcname: str) -> bool:
+    """True for a library auditwheel grafted: in a top-level `*.libs/`, or hash-renamed."""
+    parts = PurePosixPath(arcname).parts
+    base = parts[-1]
+    return (len(parts) > 1 and parts[0].endswith(".libs")) or strip_graft_hash(base) != base
+
+
+def _is_so_name(name: str) -> bool:
+    base = PurePosixPath(name).name
+    return base.endswith(".so") or ".so." in base
+
+
+def extract_elves(wheel: Path, into: Path) -> list[WheelElf]:
+    """Every ELF `*.so*` in `wheel`, unpacked under `into` (pyelftools reads files, not zips)."""
+    out: list[WheelElf] = []
+    with zipfile.ZipFile(wheel) as zf:
+        for member in sorted(zf.infolist(), key=lambda i: i.filename):
+            if member.is_dir() or not _is_so_name(member.filename):
+                continue
+            with zf.open(member) as fh:
+                if fh.read(4) != ELF_MAGIC:
+                    continue
+            dest = into / member.filename
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(member) as fh, dest.open("wb") as out_fh:
+                shutil.copyfileobj(fh, out_fh, 1 << 20)
+            out.append(
+                WheelElf(
+                    arcname=member.filename,
+                    info=inspect_elf(dest),
+                    grafted=is_grafted(member.filename),
+                )
+            )
+    return out

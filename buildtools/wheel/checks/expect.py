@@ -1,0 +1,37 @@
+"""What the job promised about the wheel it built: the checks compare the wheel with this."""
+
+from __future__ import annotations
+
+__all__ = ["Expectation"]
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ...model import BuildJob
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expectation:
+    """What the job promised about the wheel it built."""
+
+    accelerator: str = "cpu"
+    arch_list: str | None = None  # TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH
+    platform_tag: str | None = None
+    weaker_platform_tag: Literal["error", "warning"] = "error"
+    local_version: str | None = None  # e.g. "pt211cu130"
+    requires_dist_torch: str | None = None  # e.g. "torch==2.11.*"
+    build_record: bool = True
+
+    @classmethod
+    def from_job(
+        cls, job: BuildJob, *, weaker_platform_tag: Literal["error", "warning"] = "error"
+    ) -> Expectation:
+        """What `job` promised (accelerator, archs, tag, local label, torch pin)."""
+        return cls(
+            accelerator=job.accelerator,
+            arch_list=job.toolkit.arch_list if job.toolkit else None,
+            platform_tag=job.platform_tag,
+            weaker_platform_tag=weaker_platform_tag,
+            local_version=job.local_version or None,
+            requires_dist_torch=job.requires_dist or None,
+        )
