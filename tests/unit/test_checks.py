@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import io
 import os
 from dataclasses import replace
@@ -25,17 +26,23 @@ from fixtures.crafted import (
 
 from buildtools.cli.check import cmd_check
 from buildtools.errors import ExitCode
+from buildtools.knowledge import load_knowledge
 from buildtools.model import BuildJob, Finding, Severity, Toolkit
 from buildtools.runner import CommandResult
+from buildtools.wheel import checks
 from buildtools.wheel.checks import (
     CHECK_CODES,
+    CHECKS,
     Expectation,
     TorchTarget,
+    check_binaries,
     check_wheel,
     expected_archs,
     has_errors,
     load_torch_target,
 )
+from buildtools.wheel.checks.abi import ABI_MISMATCH
+from buildtools.wheel.checks.registry import BinaryCheck, Subject
 from buildtools.wheel.elf import (
     cxx_abi_of,
     demangle,
@@ -45,6 +52,7 @@ from buildtools.wheel.elf import (
     strip_graft_hash,
 )
 from buildtools.wheel.meta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
+from buildtools.wheel.repair import derive_excludes
 
 CUDA_FIXTURES = Path(__file__).parents[1] / "fixtures" / "cuda"
 EXT = "ext_ok.cpython-311-x86_64-linux-gnu.so"
@@ -482,6 +490,27 @@ def test_cpu_cell_linking_cuda(tmp_path: Path, target: TorchTarget) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("needed", "flagged"),
+    [
+        ("libcublas.so.13", True),
+        ("libtorch_cuda_linalg.so", True),
+        ("libtorch_hip.so", True),
+        ("libamdhip64.so.6", True),
+        ("libnvidia-ml.so.1", True),
+        ("libcudart-1a2b3c4d.so.13", True),  # a grafted runtime is still the runtime
+        ("libtorch_cpu.so", False),
+        ("libgomp.so.1", False),
+    ],
+)
+def test_cpu_cell_needs_follow_the_never_bundle_groups(
+    tmp_path: Path, target: TorchTarget, needed: str, flagged: bool
+) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext(needed=["libc10.so", needed, "libc.so.6"])})
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert ("cpu-links-cuda" in codes(findings)) is flagged
+
+
 def test_abi_mismatch(tmp_path: Path, site: Path) -> None:
     old_abi = [u for u in CLEAN_UNDEFINED if u != C10_ERROR_CXX11 and not isinstance(u, Undef)]
     wheel = wheel_with(tmp_path, {EXT: ext(undefined=[*old_abi, C10_ERROR_OLD])})
@@ -583,19 +612,73 @@ def test_platform_tag(
     assert has_errors(findings) is (severity is Severity.ERROR)
 
 
-def test_every_code_has_a_test() -> None:
-    tested = {
-        "bundled-torch-lib",
-        "undefined-symbol",
-        "no-device-code",
-        "cpu-links-cuda",
-        "abi-mismatch",
-        "metadata-pin",
-        "local-version",
-        "platform-tag",
-        "build-record",
-    }
-    assert set(CHECK_CODES) == tested
+def _documented_codes() -> dict[str, str]:
+    """The codes table of the checks package docstring: code → what it catches."""
+    lines = (checks.__doc__ or "").splitlines()
+    rules = [i for i, line in enumerate(lines) if line.startswith("====")]
+    width = lines[rules[0]].index(" ")
+    table: dict[str, str] = {}
+    code = ""
+    for row in lines[rules[1] + 1 : rules[2]]:
+        name, text = row[:width].strip(), row[width:].strip()
+        code = name or code
+        table[code] = f"{table[code]} {text}" if not name else text
+    return table
+
+
+def test_every_registered_code_is_unique_and_documented() -> None:
+    registered = [code for check in CHECKS for code in check.codes]
+    names = [code.name for code in registered]
+    assert len(set(names)) == len(names), names
+    assert tuple(names) == CHECK_CODES
+    assert len({check.name for check in CHECKS}) == len(CHECKS)
+    assert _documented_codes() == {code.name: code.summary for code in registered}
+
+
+def test_a_check_reporting_a_code_it_did_not_register_is_refused(
+    monkeypatch: pytest.MonkeyPatch, target: TorchTarget
+) -> None:
+    def stray(subject: Subject) -> list[Finding]:
+        return [Finding(code="made-up", severity=Severity.ERROR, message="x", path=None)]
+
+    bogus = BinaryCheck(name="bogus", codes=(ABI_MISMATCH,), run=stray)
+    monkeypatch.setattr(checks, "CHECKS", (*CHECKS, bogus))
+    with pytest.raises(RuntimeError, match=r"check 'bogus' reported codes .*\['made-up'\]"):
+        check_binaries([], targets=[target])
+
+
+def _concrete(pattern: str) -> str:
+    """A SONAME `pattern` matches: 'libcublas*.so*' → 'libcublas_x.so.1'."""
+    return pattern.replace("*.so*", "_x.so.1").replace(".so*", ".so.1").replace("*", "x")
+
+
+def _grafted(soname: str) -> str:
+    """What auditwheel renames a grafted library to: 'libfoo.so.1' → 'libfoo-1a2b3c4d.so.1'."""
+    stem, dot, rest = soname.partition(".so")
+    return f"{stem}-1a2b3c4d{dot}{rest}"
+
+
+def test_every_library_repair_excludes_is_flagged_when_grafted(tmp_path: Path) -> None:
+    """Repair and check read one list: whatever repair keeps out, the check catches."""
+    site = make_site_packages(
+        tmp_path / "site", version="2.11.0+cu130", cuda="13.0", with_nvidia=True
+    )
+    target = load_torch_target(site)
+    excludes = derive_excludes(site, load_knowledge().never_bundle)
+    sonames = sorted({_concrete(e) for e in excludes})
+    assert all(any(fnmatch.fnmatchcase(s, e) for s in sonames) for e in excludes)
+    binaries = []
+    for soname in sonames:
+        grafted = _grafted(soname)
+        so = write(tmp_path / "libs" / grafted, make_so(soname=grafted))
+        binaries.append((f"ext_ok.libs/{grafted}", inspect_elf(so)))
+    findings = check_binaries(binaries, targets=[target])
+    flagged = {f.path for f in findings if f.code == "bundled-torch-lib"}
+    assert sorted({a for a, _ in binaries} - flagged) == []
+    # the group from the data decides the consequence named
+    by_path = {f.path: f.message for f in findings}
+    assert "aborts at import" in by_path["ext_ok.libs/libtorch_cuda_x-1a2b3c4d.so.1"]
+    assert "second CUDA/ROCm runtime" in by_path["ext_ok.libs/librocsolver-1a2b3c4d.so.1"]
 
 
 def test_cmd_check(tmp_path: Path, site: Path) -> None:

@@ -319,6 +319,26 @@ def test_never_bundle_covers_torch_cuda_rocm_and_driver_libs(soname: str) -> Non
     assert KB.never_bundle_reason(soname)
 
 
+@pytest.mark.parametrize(
+    ("soname", "group", "torch_own", "device"),
+    [
+        ("libtorch_cpu.so", "torch", True, False),
+        ("libc10.so", "torch", True, False),
+        ("libtorch_cuda.so", "torch-cuda", True, True),
+        ("libc10_cuda.so", "torch-cuda", True, True),
+        ("libcaffe2_nvrtc.so", "torch-cuda", True, True),
+        ("libc10_hip.so", "torch-rocm", True, True),
+        ("libcudart.so.13", "cuda", False, True),
+        ("librocsolver.so.0", "rocm", False, True),
+        ("libcuda.so.1", "driver", False, True),
+    ],
+)
+def test_never_bundle_rule_groups(soname: str, group: str, torch_own: bool, device: bool) -> None:
+    rule = KB.never_bundle_rule(soname)
+    assert rule is not None
+    assert (rule.group, rule.torch_own, rule.device) == (group, torch_own, device)
+
+
 @pytest.mark.parametrize("soname", ["libstdc++.so.6", "libpython3.12.so.1.0", "libmyext.so"])
 def test_never_bundle_leaves_other_libs_alone(soname: str) -> None:
     assert KB.never_bundle_reason(soname) is None
@@ -382,6 +402,19 @@ def test_inconsistent_row_is_reported(data_copy: Path) -> None:
     with pytest.raises(
         KnowledgeError,
         match=r"cuda\.yaml:\d+: releases\[5\] \(version 12\.8\): toolkit: .* must be pinned",
+    ):
+        load_knowledge(data_copy)
+
+
+def test_a_shadowed_never_bundle_row_is_rejected(data_copy: Path) -> None:
+    # a broad libtorch*.so* above the torch-cuda row would claim libtorch_cuda.so from it
+    corrupt(
+        data_copy / "never_bundle.yaml", 'pattern: "libtorch_cuda*.so*"', 'pattern: "libtorch*.so*"'
+    )
+    with pytest.raises(
+        KnowledgeError,
+        match=r"never_bundle\.yaml:\d+: patterns\[4\] \(pattern libtorch\*\.so\*\): pattern: "
+        r"shadowed by the earlier 'libtorch\*\.so\*'",
     ):
         load_knowledge(data_copy)
 
