@@ -225,6 +225,7 @@ def _build_job_locked(
                         final,
                         targets=targets,
                         expect=Expectation.from_job(job, weaker_platform_tag="warning"),
+                        knowledge=kb,  # the never_bundle list repair excluded
                     )
                 )
                 _timed(run, "check", started)
