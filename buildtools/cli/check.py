@@ -6,12 +6,15 @@ __all__ = ["add_check_parser"]
 
 import argparse
 import json
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ExitCode, ToolMissingError
+from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
+from ..model import Finding
 from ..wheel.checks import Expectation, check_wheel, has_errors, load_torch_target
-from ..wheel.meta import read_build_record
+from ..wheel.meta import WheelName, read_build_record
 
 
 def add_check_parser(sub: Any) -> None:
@@ -82,14 +85,48 @@ def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
     )
 
 
+def _unreadable(wheel: Path) -> str | None:
+    """Why `wheel` cannot be checked at all (missing, misnamed, not a zip), or None."""
+    if not wheel.exists():
+        return f"{wheel}: no such file"
+    if not wheel.is_file():
+        return f"{wheel}: not a file"
+    try:
+        WheelName.parse(wheel.name)
+    except ValueError as exc:
+        return str(exc)
+    if not zipfile.is_zipfile(wheel):
+        return f"{wheel.name}: not a zip archive (truncated, or not a wheel)"
+    return None
+
+
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
-    """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error."""
+    """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error.
+
+    A wheel that cannot be read (missing, misnamed, not a zip, a corrupt shared object) fails
+    with its reason and the others are still checked; one whose members would unpack
+    outside the extraction directory fails with UNSAFE_ARTEFACT (nothing is unpacked).
+    """
     sites = args.torch_sites or [_running_torch_site()]
     targets = [load_torch_target(site) for site in sites]
-    report: dict[str, list[dict[str, object]]] = {}
-    failed = False
+    report: dict[str, object] = {}
+    failed = unsafe = False
     for wheel in args.wheels:
-        findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
+        problem = _unreadable(wheel)
+        findings: list[Finding] = []
+        if problem is None:
+            try:
+                findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
+            except UnsafeArtefactError as exc:
+                problem, unsafe = str(exc), True
+            except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
+                problem = f"{wheel.name}: cannot be read ({exc})"
+        if problem is not None:
+            failed = True
+            report[wheel.name] = {"error": problem}
+            if not args.json:
+                out.write(f"FAIL  {wheel.name}\n  error   {problem}\n")
+            continue
         failed |= has_errors(findings)
         report[wheel.name] = [
             {
@@ -110,4 +147,6 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
                     out.write(f"            {line}\n")
     if args.json:
         out.write(json.dumps(report, indent=2) + "\n")
+    if unsafe:
+        return int(ExitCode.UNSAFE_ARTEFACT)
     return int(ExitCode.CHECK_FAILED) if failed else int(ExitCode.OK)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fixtures.crafted import make_wheel
+from fixtures.crafted import make_site_packages, make_wheel
 
 from buildtools.cli.main import main
 
@@ -42,11 +42,11 @@ def _table(path: Path) -> list[list[str]]:
     return rows
 
 
-def _run(argv: list[str]) -> tuple[int, str]:
+def _run(argv: list[str], *, report: io.StringIO | None = None) -> tuple[int, str]:
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            code = main(argv, out=io.StringIO())
+            code = main(argv, out=report if report is not None else io.StringIO())
         except SystemExit as exc:  # argparse: usage errors exit 2
             code = int(exc.code or 0)
     return code, err.getvalue()
@@ -118,6 +118,12 @@ def test_wheel_case(case: str, verb: str, code: str, fragment: str, tmp_path: Pa
         site = tmp_path / "site"
         got, err = _run(["index", str(wheel), "--no-matrix", "--site", str(site)])
         assert not site.exists() or not any(site.rglob("*.whl")), "a bad wheel was published"
+    elif verb == "check":  # findings and unreadable wheels are reported on stdout
+        site = make_site_packages(tmp_path / "torch-site")
+        report = io.StringIO()
+        got, err = _run(["check", str(wheel), "--torch", str(site)], report=report)
+        assert not err, err
+        err = report.getvalue().replace("FAIL  ", "error: FAIL ", 1)
     else:
         raise AssertionError(f"unknown verb {verb}")
     _assert_clear(got, err, int(code), fragment, case)

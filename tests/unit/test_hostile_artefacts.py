@@ -113,3 +113,25 @@ def test_random_member_names_never_leave_the_root(parts: list[str]) -> None:
 def test_wheel_file_names_follow_the_grammar(name: str) -> None:
     with pytest.raises(UnsafeArtefactError, match="is not a wheel file name"):
         check_wheel_filename(name)
+
+
+@pytest.mark.parametrize(
+    "member", ["../../escaped.so", "/tmp/escaped.so"], ids=["zip-slip", "absolute"]
+)
+def test_check_refuses_zip_slip_member(tmp_path: Path, member: str) -> None:
+    from fixtures.crafted import make_site_packages, make_so
+
+    from buildtools.wheel.checks import Expectation, check_wheel, load_torch_target
+
+    wheel = make_wheel(
+        tmp_path / "w",
+        name="hostile",
+        version="1.0",
+        tag="cp312-cp312-manylinux_2_28_x86_64",
+        files={"hostile/__init__.py": b"", member: make_so(soname="x.so")},
+    )
+    target = load_torch_target(make_site_packages(tmp_path / "site"))
+    with pytest.raises(UnsafeArtefactError, match="member"):
+        check_wheel(wheel, targets=[target], expect=Expectation(accelerator="cpu"))
+    assert not list(tmp_path.rglob("escaped.so"))
+    assert not Path("/tmp/escaped.so").exists()

@@ -9,6 +9,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ...files import check_member_names, safe_join
 from ..elf import ELF_MAGIC, ElfInfo, inspect_elf, strip_graft_hash
 
 
@@ -41,13 +42,14 @@ def extract_elves(wheel: Path, into: Path) -> list[WheelElf]:
     """Every ELF `*.so*` in `wheel`, unpacked under `into` (pyelftools reads files, not zips)."""
     out: list[WheelElf] = []
     with zipfile.ZipFile(wheel) as zf:
+        check_member_names(zf.namelist(), what=wheel.name)  # a zip-slip wheel: nothing unpacked
         for member in sorted(zf.infolist(), key=lambda i: i.filename):
             if member.is_dir() or not _is_so_name(member.filename):
                 continue
             with zf.open(member) as fh:
                 if fh.read(4) != ELF_MAGIC:
                     continue
-            dest = into / member.filename
+            dest = safe_join(into, member.filename, what=f"{wheel.name}: member")
             dest.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(member) as fh, dest.open("wb") as out_fh:
                 shutil.copyfileobj(fh, out_fh, 1 << 20)
