@@ -13,7 +13,7 @@ from typing import IO, Any
 import pytest
 
 from buildtools.backends.docker.backend import DockerBackend
-from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError
+from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, UnsafeArtefactError
 from buildtools.knowledge import load_knowledge
 from buildtools.runner import CommandResult
 from buildtools.toolchain.envs import Toolchain
@@ -327,3 +327,26 @@ def test_a_rebuilt_base_gets_a_new_builder_image(tmp_path: Path) -> None:
         tags.append(runner.calls[1].argv[-1])
         assert tags[-1] == b.image_for(job, base_id=base_id).tag
     assert tags[0] != tags[1] != b.image_for(job).tag
+
+
+@pytest.mark.parametrize("kind", ["symlink", "misnamed"])
+def test_container_output_that_is_no_wheel_is_refused(tmp_path: Path, kind: str) -> None:
+    """The container runs the project's build code and writes the output directory: a link
+    to a host file posing as a wheel, or a name that is no wheel's, is never taken."""
+    secret = tmp_path / "host-secret"
+    secret.write_text("host file\n")
+
+    def plant(argv: tuple[str, ...]) -> CommandResult | None:
+        if argv[1:3] == ("-m", "cibuildwheel"):
+            out = Path(argv[argv.index("--output-dir") + 1])
+            out.mkdir(parents=True, exist_ok=True)
+            if kind == "symlink":
+                name = "bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+                (out / name).symlink_to(secret)
+            else:
+                (out / "evil.whl").write_bytes(b"")
+            return CommandResult(argv=argv, returncode=0)
+        return None
+
+    with pytest.raises(UnsafeArtefactError, match="container output"):
+        build(backend(tmp_path), FakeRunner(respond=plant), tmp_path)

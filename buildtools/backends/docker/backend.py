@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from ...errors import BuildFailedError, ToolchainError, ToolMissingError
+from ...errors import BuildFailedError, ToolchainError, ToolMissingError, UnsafeArtefactError
+from ...files import check_wheel_filename
 from ...knowledge import Knowledge
 from ...locks import file_lock
 from ...model import BuildJob
@@ -355,4 +356,12 @@ class DockerBackend:
         wheels_out = sorted(out_dir.glob("*.whl"))
         if not wheels_out:
             raise BuildFailedError("cibuildwheel finished but produced no wheel")
+        for wheel in wheels_out:
+            # the container (running the project's own build code) wrote this directory: a
+            # link to a host file, or a name that is no wheel's, is not taken as a wheel
+            check_wheel_filename(wheel.name, what="container output")
+            if wheel.is_symlink() or not wheel.is_file():
+                raise UnsafeArtefactError(
+                    f"container output {wheel.name} is not a regular file; refusing to use it"
+                )
         return wheels_out
