@@ -21,6 +21,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from .ecosystem import load_ecosystem
 from .errors import ConfigError, PlanError
 from .knowledge import Knowledge
 from .matrix.config import (
@@ -341,7 +342,7 @@ def _make_current_job(
         ),
         cxx11_abi=current.cxx11_abi,
         env=tuple(sorted(env.items())),
-        runner=_label(m.runners.build.get(accel.kind)) or "ubuntu-24.04",
+        runner=_label(m.runners.build.get(accel.kind)) or load_ecosystem().default_runner,
         smoke_runner=_label(m.runners.smoke.get(accel.kind)),
         repair="command" if not isinstance(repair, str) else repair,
         repair_command=tuple(repair.command) if not isinstance(repair, str) else (),
@@ -426,7 +427,7 @@ def _make_job(mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], *, job_id: s
         local_version=local,
         cxx11_abi=kb.cxx11_abi(build_torch, accel, first.platform),
         env=tuple(sorted(env.items())),
-        runner=_label(m.runners.build.get(accel.kind)) or "ubuntu-24.04",
+        runner=_label(m.runners.build.get(accel.kind)) or load_ecosystem().default_runner,
         smoke_runner=_label(m.runners.smoke.get(accel.kind)),
         repair="command" if not isinstance(repair, str) else repair,
         repair_command=tuple(repair.command) if not isinstance(repair, str) else (),

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..ecosystem import load_ecosystem
 from ..matrix.config import MatrixFile
 from ..model import Accelerator
 from ..planner import Plan
@@ -50,9 +51,9 @@ class Generated:
     text: str
 
 
-def _runner(label: str | list[str] | None, default: str = "ubuntu-24.04") -> Label:
+def _runner(label: str | list[str] | None) -> Label:
     if label is None:
-        return default
+        return load_ecosystem().default_runner
     return tuple(label) if isinstance(label, list) else label
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..cachedir import default_cache_dir
+from ..ecosystem import load_ecosystem
 from ..errors import ConfigError, SmokeFailedError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path
@@ -23,7 +24,6 @@ from ..smoke.report import (
     publish,
 )
 from ..smoke.run import (
-    PYTORCH_INDEX,
     SmokeOptions,
     run_smoke,
 )
@@ -89,7 +89,7 @@ def add_smoke_parser(sub: Any) -> None:
     p.add_argument(
         "--torch-index",
         default=None,
-        help=f"index for torch (default: {PYTORCH_INDEX}/<accelerator>)",
+        help=f"index for torch (default: {load_ecosystem().pytorch_index}/<accelerator>)",
     )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
     p.add_argument(

@@ -36,11 +36,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..ecosystem import load_ecosystem
+from ..matrix.config import DEFAULT_LOCAL_VERSION
 from ..planner import current_local_version, local_version
 from ..probe.hostenv import BUILD_WORDS, DistInfo, EnvSnapshot
 
-DEFAULT_LABEL = "pt{torch_major}{torch_minor}{accelerator}"
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
+DEFAULT_LABEL = DEFAULT_LOCAL_VERSION
 BuiltForSource = Literal["build-record", "requires-dist", "local-version", "unknown"]
 _LABEL_TORCH_RES = (
     re.compile(r"(?:^|[^a-z])pt(?P<major>\d)(?P<minor>\d{1,2})(?![0-9])"),
@@ -227,7 +228,8 @@ def fix_for(
     if torch is None:
         if bf.torch:
             spec = f"torch=={bf.torch}" if bf.torch.count(".") >= 2 else f"torch=={bf.torch}.*"
-            accel = f" --index-url {PYTORCH_INDEX}/{bf.accelerator}" if bf.accelerator else ""
+            torch_index = load_ecosystem().pytorch_index
+            accel = f" --index-url {torch_index}/{bf.accelerator}" if bf.accelerator else ""
             return Fix(
                 summary=f"install the torch {name} was built for",
                 commands=(f"{pip} install {_req(spec)}{accel}",),

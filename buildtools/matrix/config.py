@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "DEFAULT_LOCAL_VERSION",
     "AcceleratorOverride",
     "Axes",
     "CellRule",
@@ -41,6 +42,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..ecosystem import load_ecosystem
 from ..errors import ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..model import PLATFORMS, AbiMode, Accelerator
@@ -256,10 +258,13 @@ def _check_url(value: str, *, schemes: tuple[str, ...]) -> str:
 
 
 Family = Literal["cpu", "cuda", "rocm"]
+# the local version label of a wheel when matrix.yaml's index.local_version is not set
+DEFAULT_LOCAL_VERSION = "pt{torch_major}{torch_minor}{accelerator}"
 
 
 def _default_build_runners() -> dict[Family, RunnerLabel]:
-    return {"cpu": "ubuntu-24.04", "cuda": "ubuntu-24.04", "rocm": "ubuntu-24.04"}
+    label = load_ecosystem().default_runner
+    return {"cpu": label, "cuda": label, "rocm": label}
 
 
 class Runners(_Strict):
@@ -295,7 +300,7 @@ class IndexConfig(_Strict):
     """Settings of `buildtools index` (the find-links pages and PEP 503 index)."""
 
     base_url: str | None = None
-    local_version: str = "pt{torch_major}{torch_minor}{accelerator}"
+    local_version: str = DEFAULT_LOCAL_VERSION
     alias_patches: bool = True
     aliases: dict[PageKey, list[PageKey]] = Field(default_factory=dict)
     wheel_url: str | None = None

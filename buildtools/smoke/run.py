@@ -46,6 +46,7 @@ from typing import IO, Any, Literal, TextIO
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..ecosystem import load_ecosystem
 from ..errors import BuildtoolsError
 from ..locks import file_lock
 from ..runner import CommandResult, Runner
@@ -65,9 +66,6 @@ from .report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from .wheels import SmokeTarget, WheelSource, plan_targets
 
 TorchSource = Literal["auto", "system", "index"]
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
-# Variables that would leak the runner's environment into the one under test.
-_DROPPED_VARS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_USER")
 
 # What the runner's own interpreter has: Python, torch, the GPU torch sees.
 _RUNNER_PROBE = r"""
@@ -124,7 +122,9 @@ class _RunnerTorch:
 
 
 def _child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, str]:
-    out = {k: v for k, v in env.items() if k not in _DROPPED_VARS}
+    # variables that would leak the runner's environment into the one under test
+    dropped = load_ecosystem().dropped_env
+    out = {k: v for k, v in env.items() if k not in dropped}
     out["PYTHONUNBUFFERED"] = "1"
     out["PYTHONFAULTHANDLER"] = "1"  # a segfault prints the Python stack too
     out["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -259,7 +259,7 @@ def _index_torch_env(
 ) -> tuple[Path, Path] | Stage:
     """(base Python, torch site-packages) of a cached torch-only env from an index."""
     home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
-    index = opts.torch_index or f"{PYTORCH_INDEX}/{target.accelerator.name}"
+    index = opts.torch_index or f"{load_ecosystem().pytorch_index}/{target.accelerator.name}"
     key = hashlib.sha256(
         f"{target.python}|{target.torch}|{target.accelerator.name}|{index}".encode()
     ).hexdigest()[:12]

@@ -47,6 +47,7 @@ from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from ..ecosystem import load_ecosystem
 from ..errors import ToolchainError, ToolMissingError
 from ..locks import file_lock
 from ..model import Accelerator, BuildJob
@@ -63,7 +64,6 @@ from .pythons import find_python
 
 SCHEMA_VERSION = 1
 BUILD_REQUIREMENTS: tuple[str, ...] = ("setuptools", "wheel", "ninja", "build")
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
 MARKER = "buildtools-toolchain.json"
 # Components of NVIDIA's `cuda-toolkit` metapackage that make a complete nvcc: the driver,
 # its CRT headers, CCCL (thrust/cub), the runtime and NVVM (pinned: an unpinned nvidia-nvvm
@@ -134,8 +134,6 @@ elif "--torch" in sys.argv:
         info["torch_error"] = f"{{type(exc).__name__}}: {{exc}}"
 print({_PROBE_TAG!r} + json.dumps(info))
 """
-# Variables that would leak another environment into the venv's interpreter.
-_DROPPED_VARS = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PIP_USER")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,7 +305,7 @@ def toolchain_key(
 
 
 def _index_hint(accelerator: Accelerator) -> str:
-    return f"{PYTORCH_INDEX}/{accelerator.name}"
+    return f"{load_ecosystem().pytorch_index}/{accelerator.name}"
 
 
 def _torch_build(probe: EnvProbe) -> str:
@@ -436,7 +434,9 @@ def _link_dir(root: Path) -> Path:
 
 
 def _child_env(env: Mapping[str, str]) -> dict[str, str]:
-    out = {k: v for k, v in env.items() if k not in _DROPPED_VARS}
+    # variables that would leak another environment into the venv's interpreter
+    dropped = load_ecosystem().dropped_env
+    out = {k: v for k, v in env.items() if k not in dropped}
     out["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     out["PIP_NO_INPUT"] = "1"
     return out

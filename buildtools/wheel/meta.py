@@ -54,6 +54,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from ..ecosystem import load_ecosystem
+
 BUILD_RECORD_NAME = "buildtools.json"
 BUILD_RECORD_SCHEMA = 1
 
@@ -470,7 +472,6 @@ def validate_build_record(record: Mapping[str, object]) -> list[str]:
     return problems
 
 
-_LEGACY_MANYLINUX = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
 _POLICY_TAG_RE = re.compile(
     r"^(?P<family>manylinux|musllinux)_(?P<major>\d+)_(?P<minor>\d+)_(?P<arch>.+)$"
 )
@@ -490,8 +491,9 @@ class PlatformTag:
         if m:
             return cls(family=m["family"], libc=(int(m["major"]), int(m["minor"])), arch=m["arch"])
         base, _, arch = tag.partition("_")
-        if base in _LEGACY_MANYLINUX and arch:
-            return cls(family="manylinux", libc=_LEGACY_MANYLINUX[base], arch=arch)
+        legacy = load_ecosystem().manylinux_aliases
+        if base in legacy and arch:
+            return cls(family="manylinux", libc=legacy[base], arch=arch)
         if base == "linux" and arch:
             return cls(family="linux", libc=None, arch=arch)
         raise ValueError(

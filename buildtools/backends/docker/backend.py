@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from ...ecosystem import load_ecosystem
 from ...errors import BuildFailedError, ToolchainError, ToolMissingError, UnsafeArtefactError
 from ...files import check_wheel_filename
 from ...knowledge import Knowledge
@@ -226,7 +227,8 @@ class DockerBackend:
     # ------------------------------------------------------------------ wheels and pip
 
     def _child_env(self) -> dict[str, str]:
-        env = {k: v for k, v in self.env.items() if k not in ("PYTHONPATH", "PIP_USER")}
+        dropped = load_ecosystem().dropped_env
+        env = {k: v for k, v in self.env.items() if k not in dropped}
         env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
         env["PIP_NO_INPUT"] = "1"
         return env

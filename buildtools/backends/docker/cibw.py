@@ -47,6 +47,7 @@ from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ...ecosystem import load_ecosystem
 from ...errors import ConfigError
 from ...model import PLATFORMS, Accelerator, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
@@ -66,7 +67,6 @@ CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-wr
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
 _TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
-_LEGACY_TAGS = {"manylinux2014": 17, "manylinux2010": 12, "manylinux1": 5}
 _URL_RE = re.compile(r"^(https?|file)://[^\s'\"]+$")
 # pip options passed into the container (online mode); anything else stays on the host
 _PIP_KEYS = (
@@ -216,16 +216,19 @@ def prefetch_platforms(platform_tag: str) -> tuple[str, ...]:
 
     pip does not expand `manylinux_2_28_x86_64` to older glibc versions by itself.
     """
+    aliases = load_ecosystem().manylinux_aliases  # newest first
     m = _TAG_RE.match(platform_tag)
     if m is None:
         legacy = platform_tag.split("_", 1)
-        if legacy[0] in _LEGACY_TAGS and len(legacy) == 2:
-            m = _TAG_RE.match(f"manylinux_2_{_LEGACY_TAGS[legacy[0]]}_{legacy[1]}")
+        if legacy[0] in aliases and len(legacy) == 2:
+            major, minor = aliases[legacy[0]]
+            m = _TAG_RE.match(f"manylinux_{major}_{minor}_{legacy[1]}")
     if m is None or m[1] != "2":
         raise ConfigError(f"platform tag {platform_tag!r}: expected manylinux_2_Y_<arch>")
     top, arch = int(m[2]), m[3]
-    tags = [f"manylinux_2_{y}_{arch}" for y in range(top, 4, -1)]
-    tags += [f"{name}_{arch}" for name, y in _LEGACY_TAGS.items() if y <= top]
+    oldest = min(y for _, y in aliases.values())  # manylinux1's glibc 2.5
+    tags = [f"manylinux_2_{y}_{arch}" for y in range(top, oldest - 1, -1)]
+    tags += [f"{name}_{arch}" for name, (_, y) in aliases.items() if y <= top]
     return tuple(tags)
 
 
