@@ -93,6 +93,11 @@ def cmd_knowledge(args: argparse.Namespace, out: TextIO) -> int:
             f"cxx11 {'yes' if rel.cxx11_abi else 'no'}; {rel.cxx_std}; "
             f"stable ABI {'yes' if rel.stable_abi else 'no'}{flag}\n"
         )
+    # The notes cite source tags (R27, V1, …): say where those are explained.
+    out.write(
+        "sources: the `source` of each row in buildtools/data/*.yaml; tags such as R1 or V1 "
+        "are listed in docs/sources.md of the torch-buildtools repository\n"
+    )
     return 0
 
 

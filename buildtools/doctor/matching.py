@@ -1,9 +1,9 @@
 """Which wheel matches a torch: what an installed package was built for, and how to get one.
 
-An installed extension says what it was built for in one of three ways (research
-torch-abi.md §5): our build record in its dist-info, an exact `Requires-Dist: torch==X`
-(torchvision, xformers, vLLM), or a local version label (`+pt211cu130` ours and PyG's,
-`+cu12torch2.6cxx11abiFALSE` flash-attn's, `+cu130` torchvision's, accelerator only).
+An installed extension says what it was built for in one of three ways: our build record
+in its dist-info, an exact `Requires-Dist: torch==X` (torchvision, xformers, vLLM: R18, R19
+in docs/sources.md), or a local version label (`+pt211cu130` ours and PyG's,
+`+cu12torch2.6cxx11abiFALSE` flash-attn's: R22, R35; `+cu130` torchvision's, accelerator only).
 Going the other way, the wheel that matches an installed torch is named by the same
 label template the planner uses and served from the find-links page of that torch
 (`<base>/torch-2.11.0+cu130.html`); where no such wheel can exist (a source, nightly or

@@ -1,4 +1,7 @@
-"""`buildtools smoke`: install each wheel the way users get it and prove it works (decision 5).
+"""`buildtools smoke`: install each wheel the way users get it and prove it works.
+
+The import runs in a child process: a duplicate libtorch aborts the process rather than
+raising, so only a parent can observe it and report it.
 
 For every wheel (from wheelhouse directories, wheel files, or a find-links page, so the
 published artefact itself is tested) whose accelerator matches the runner:

@@ -1,6 +1,6 @@
 """Rewrite a wheel's metadata: local version label, torch pin, build record, platform tag.
 
-A wheel says what it was built for (DESIGN decision 6):
+A wheel says what it was built for, so that `doctor` and the index can read it back:
 
 - its version carries a local label, `1.2.0+pt211cu130` (an existing label is replaced);
 - METADATA has exactly one unconditional `Requires-Dist: torch…`, the job's spec;

@@ -2,7 +2,7 @@
 
 Plain `auditwheel repair` grafts libc10/libtorch/libcudart… into the wheel (1.7 GB,
 and a second libtorch that aborts at import). The exclude list is therefore derived
-from the torch the job builds against (DESIGN decision 2): every SONAME shipped by torch
+from the torch the job builds against: every SONAME shipped by torch
 and by the packages torch depends on (nvidia-*, cuda-toolkit, triton…), plus a small
 fixed never-bundle set (libcuda.so.1 and friends), plus the user's own patterns.
 

@@ -294,7 +294,7 @@ def test_toolkit_requirements_pin_every_component_to_torchs_cuda() -> None:
     assert KB.toolkit_requirements("2.11", "rocm7.2") == ()
     for cuda in KB.cuda_releases.values():
         if cuda.version.startswith("13."):
-            assert cuda.pip_complete and "nvvm" in cuda.toolkit[0]  # FACTS.md pitfall 1
+            assert cuda.pip_complete and "nvvm" in cuda.toolkit[0]  # M1 in docs/sources.md
         else:
             assert not cuda.pip_complete  # the cu11/cu12 nvcc wheels have no nvcc driver
 
