@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from buildtools.cli.main import main
-from buildtools.ecosystem import ECOSYSTEM_FILE, load_ecosystem
-from buildtools.knowledge import DATA_DIR, load_knowledge
+from buildtools.knowledge import DATA_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "docs" / "sources.md"
@@ -62,21 +61,6 @@ def test_every_source_tag_used_in_data_code_and_docs_is_defined() -> None:
         if m[1] not in defined
     ]
     assert not missing, "tags not defined in docs/sources.md:\n" + "\n".join(missing)
-
-
-def test_every_fact_cites_a_defined_source() -> None:
-    kb = load_knowledge()
-    rows: list[tuple[str, str]] = []
-    for r in kb.torch.values():
-        rows += [(f"torch {r.minor}", r.source), (f"torch {r.minor} aarch64", r.aarch64.source)]
-    rows += [(f"CUDA {c.version}", c.source) for c in kb.cuda_releases.values()]
-    rows += [(f"ROCm {r.version}", r.source) for r in kb.rocm_releases.values()]
-    rows += [(f"image {i.image}", i.source) for i in kb.images]
-    rows += [(f"never_bundle {n.pattern}", n.source) for n in kb.never_bundle_rules]
-    rows += [(f"{ECOSYSTEM_FILE.name} {k}", s) for k, s in load_ecosystem().sources.items()]
-    defined = set(defined_tags())
-    bare = [name for name, source in rows if not set(TAG_RE.findall(source)) & defined]
-    assert not bare, f"these facts cite no tag of docs/sources.md: {bare}"
 
 
 def test_no_file_points_at_notes_outside_the_repository() -> None:
