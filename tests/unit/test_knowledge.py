@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from buildtools.ecosystem import ECOSYSTEM_FILE, load_ecosystem
 from buildtools.errors import KnowledgeError
 from buildtools.knowledge import DATA_DIR, Knowledge, load_knowledge
 from buildtools.model import PLATFORMS, Accelerator, Cell
@@ -429,3 +430,40 @@ def test_missing_file_names_the_file(data_copy: Path) -> None:
     (data_copy / "never_bundle.yaml").unlink()
     with pytest.raises(KnowledgeError, match=r"never_bundle\.yaml: cannot read"):
         load_knowledge(data_copy)
+
+
+# -- ecosystem facts (data/ecosystem.json, read with the standard library only) ----------------
+def test_ecosystem_facts_load_and_are_cached() -> None:
+    eco = load_ecosystem()
+    assert load_ecosystem() is eco
+    assert eco.pytorch_index == "https://download.pytorch.org/whl"
+    assert list(eco.manylinux_aliases) == ["manylinux2014", "manylinux2010", "manylinux1"]
+    assert eco.manylinux_aliases["manylinux2014"] == (2, 17)
+    assert {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_USER"} <= set(eco.dropped_env)
+    assert eco.default_runner == "ubuntu-24.04"
+    assert all(source.strip() for source in eco.sources.values())
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('"manylinux2010": "2.12"', '"manylinux2010": "2.20"', "newest glibc first"),
+        ('"label": "ubuntu-24.04"', '"label": "ubuntu 24"', "default_runner.label: expected"),
+        ('"source": "R38', '"sauce": "R38', "manylinux_aliases.sauce: unknown key"),
+        ('"url": "https://download.pytorch.org/whl"', '"url": "http://x/"', "pytorch_index.url"),
+        ('"PIP_USER": "makes', '"PIP USER": "makes', "each variable needs a name"),
+    ],
+)
+def test_broken_ecosystem_data_is_reported(
+    data_copy: Path, old: str, new: str, message: str
+) -> None:
+    corrupt(data_copy / ECOSYSTEM_FILE.name, old, new)
+    with pytest.raises(KnowledgeError, match=re.escape(message)) as err:
+        load_ecosystem(data_copy / ECOSYSTEM_FILE.name)
+    assert "ecosystem.json" in str(err.value)
+
+
+def test_ecosystem_data_that_is_not_json_names_the_file_and_line(data_copy: Path) -> None:
+    (data_copy / ECOSYSTEM_FILE.name).write_text('{\n  "about": [\n', encoding="utf-8")
+    with pytest.raises(KnowledgeError, match=r"ecosystem\.json:\d+: not valid JSON"):
+        load_ecosystem(data_copy / ECOSYSTEM_FILE.name)
