@@ -12,11 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..doctor.diagnose import DOCTOR_SCHEMA, DoctorReport, diagnose
-from ..doctor.matching import (
-    IndexSettings,
-    ProjectRef,
-)
+from ..doctor.diagnose import diagnose
+from ..doctor.matching import IndexSettings, ProjectRef
+from ..doctor.report import DOCTOR_SCHEMA, DoctorReport
 from ..errors import ConfigError
 from ..matrix.config import load_matrix
 from ..probe.hostenv import probe_environment

@@ -23,8 +23,16 @@ from fixtures.crafted import (
 )
 
 from buildtools.cli.doctor import cmd_doctor
-from buildtools.doctor.diagnose import DOCTOR_SCHEMA, IndexSettings, device_code_runs, diagnose
-from buildtools.doctor.matching import ProjectRef, built_for, page_url, parse_local_label
+from buildtools.doctor.devices import device_code_runs
+from buildtools.doctor.diagnose import diagnose
+from buildtools.doctor.matching import (
+    IndexSettings,
+    ProjectRef,
+    built_for,
+    page_url,
+    parse_local_label,
+)
+from buildtools.doctor.report import DOCTOR_SCHEMA
 from buildtools.errors import ExitCode
 from buildtools.probe.hostenv import (
     DistInfo,
