@@ -17,7 +17,7 @@ SITE/
 The steps are separate: `read_wheel` (I/O), `SmokeGate` (which wheels may go out),
 `merge` (pure: the published set plus the new wheels, or an `ImmutableWheelError`),
 `render_site` (pure: path → bytes) and `publish` (the only writer: stages the new site
-next to the old one and swaps it in, see `publish.py`). Everything is decided before
+next to the old one and swaps it in, see `transaction.py`). Everything is decided before
 anything is written, so a conflict leaves the site untouched.
 
 Published wheels are immutable: merging reads `index.json` (never the HTML), keeps every
@@ -81,7 +81,7 @@ from .pages import (
     render_simple_root,
     wheels_prefix,
 )
-from .publish import Exchange, Fault, exchange_dirs, site_transaction
+from .transaction import Exchange, Fault, exchange_dirs, site_transaction
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
