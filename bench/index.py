@@ -34,7 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from buildtools.cli.main import main as cli_main
-from buildtools.index.site import IndexSettings, read_wheel, render_site
+from buildtools.index.settings import IndexSettings
+from buildtools.index.site import render_site
+from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 
 TORCH = ("2.8.0", "2.9.0", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.15.0")

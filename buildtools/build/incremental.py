@@ -28,8 +28,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..backends.base import Backend
 from ..errors import BuildtoolsError, PublishError
+from ..index.manifest import read_manifest
 from ..index.pages import WHEELS_DIR
-from ..index.site import read_manifest
 from ..model import BuildJob
 from ..runner import Runner
 from ..toolchain.envs import toolchain_identity

@@ -24,8 +24,8 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import PublishError
 from ..files import check_wheel_filename, safe_join, sha256_file
+from ..index.manifest import MANIFEST_NAME, read_manifest
 from ..index.pages import WHEELS_DIR
-from ..index.site import MANIFEST_NAME, read_manifest
 
 
 class Fetcher(Protocol):

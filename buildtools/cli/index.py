@@ -10,12 +10,9 @@ from typing import Any, TextIO
 
 from ..errors import PublishError
 from ..index.gate import SmokeGate
-from ..index.site import (
-    IndexSettings,
-    collect_wheels,
-    publish,
-    read_wheel,
-)
+from ..index.publish import publish
+from ..index.settings import IndexSettings
+from ..index.wheels import collect_wheels, read_wheel
 from ..knowledge import Knowledge, load_knowledge
 from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path

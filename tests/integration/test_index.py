@@ -296,7 +296,9 @@ def test_matrix_settings_are_used(wheelhouse: Path, tmp_path: Path) -> None:
 _CRASH = textwrap.dedent("""\
     import os, sys
     from pathlib import Path
-    from buildtools.index.site import IndexSettings, collect_wheels, publish, read_wheel
+    from buildtools.index.publish import publish
+    from buildtools.index.settings import IndexSettings
+    from buildtools.index.wheels import collect_wheels, read_wheel
     from buildtools.knowledge import load_knowledge
 
     site, stage, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]

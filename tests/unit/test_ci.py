@@ -33,7 +33,10 @@ from buildtools.ci.yamlwriter import Pinned, dump
 from buildtools.cli.build import reproduce_command
 from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import CiDriftError, ExitCode, KnowledgeError, PlanError, PublishError
-from buildtools.index.site import IndexSettings, publish, read_manifest, read_wheel
+from buildtools.index.manifest import read_manifest
+from buildtools.index.publish import publish
+from buildtools.index.settings import IndexSettings
+from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.model import BuildJob, Cell

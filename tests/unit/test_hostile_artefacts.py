@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 from buildtools.ci.site import restore_site
 from buildtools.errors import ExitCode, UnsafeArtefactError
 from buildtools.files import check_wheel_filename, safe_join
-from buildtools.index.site import IndexSettings, publish, read_wheel
+from buildtools.index.publish import publish
+from buildtools.index.settings import IndexSettings
+from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 
 KB = load_knowledge()

@@ -14,16 +14,13 @@ from fixtures.crafted import make_wheel
 from buildtools.cli.main import main
 from buildtools.errors import ExitCode, ImmutableWheelError, PublishError
 from buildtools.index.gate import SmokeGate
-from buildtools.index.site import (
-    IndexSettings,
-    WheelSource,
-    merge,
-    publish,
-    read_manifest,
-    read_wheel,
-    render_site,
-    wheel_variants,
-)
+from buildtools.index.manifest import read_manifest
+from buildtools.index.merge import merge
+from buildtools.index.publish import publish
+from buildtools.index.settings import IndexSettings
+from buildtools.index.site import render_site
+from buildtools.index.variants import wheel_variants
+from buildtools.index.wheels import WheelSource, read_wheel
 from buildtools.knowledge import Knowledge, load_knowledge
 from buildtools.matrix.config import load_matrix
 

@@ -1,0 +1,63 @@
+"""Merging new wheels into a published site: everything stays, nothing changes its bytes.
+
+Pure: the result is decided before anything is written, so a conflict leaves the site
+untouched.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MergeResult", "merge"]
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import ImmutableWheelError
+from .manifest import IndexedWheel
+from .wheels import WheelSource
+
+
+@dataclass(frozen=True, kw_only=True)
+class MergeResult:
+    wheels: tuple[IndexedWheel, ...]  # everything the new site lists, sorted by file name
+    added: tuple[WheelSource, ...]
+    unchanged: tuple[str, ...]
+
+
+def merge(published: Sequence[IndexedWheel], new: Sequence[WheelSource]) -> MergeResult:
+    """The published wheels plus the new ones; the same name with other bytes is an error."""
+    by_name = {w.filename: w for w in published}
+    added: dict[str, WheelSource] = {}
+    unchanged: set[str] = set()
+    conflicts: list[str] = []
+    for src in new:
+        name, sha = src.wheel.filename, src.wheel.sha256
+        old = by_name.get(name)
+        if old is not None:
+            if old.sha256 != sha:
+                conflicts.append(
+                    f"{name}: published with sha256 {old.sha256}, the new file ({src.path}) "
+                    f"has sha256 {sha}"
+                )
+            else:
+                unchanged.add(name)
+            continue
+        other = added.get(name)
+        if other is not None and other.wheel.sha256 != sha:
+            conflicts.append(
+                f"{name}: two inputs differ: {other.path} has sha256 {other.wheel.sha256}, "
+                f"{src.path} has sha256 {sha}"
+            )
+            continue
+        added.setdefault(name, src)
+    if conflicts:
+        raise ImmutableWheelError(
+            "published wheels are immutable; nothing was written:\n  "
+            + "\n  ".join(conflicts)
+            + "\n(bump the version, or rebuild exactly the published wheel)"
+        )
+    merged = sorted([*published, *(s.wheel for s in added.values())], key=lambda w: w.filename)
+    return MergeResult(
+        wheels=tuple(merged),
+        added=tuple(added[n] for n in sorted(added)),
+        unchanged=tuple(sorted(unchanged)),
+    )

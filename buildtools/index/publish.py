@@ -1,0 +1,130 @@
+"""Publishing: the gate, the merge and the pages decided, then one atomic swap of the site.
+
+The only writer of the index. Everything is decided (under the site's lock) before the
+first file is written; the new site is staged next to the old one and swapped in by
+`transaction`, so a crash at any point leaves the old site byte-identical.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PublishResult", "publish"]
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ImmutableWheelError, PublishError
+from ..files import sha256_file
+from ..knowledge import Knowledge
+from .gate import SmokeGate
+from .manifest import MANIFEST_NAME, Manifest, read_manifest
+from .merge import MergeResult, merge
+from .pages import WHEELS_DIR
+from .settings import IndexSettings
+from .site import render_site
+from .transaction import Exchange, Fault, exchange_dirs, site_transaction
+from .wheels import WheelSource
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishResult:
+    site: Path
+    added: tuple[str, ...]
+    unchanged: tuple[str, ...]
+    held_back: tuple[tuple[str, str], ...]  # (file name, reason)
+    pages: tuple[str, ...]  # find-links pages
+    wheels: int  # wheels the site lists now
+    written: bool
+
+
+def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:
+    """A new hosted wheel must not replace a file the site serves outside the manifest."""
+    clashes = []
+    for src in added:
+        if src.wheel.url is not None:
+            continue
+        existing = site / WHEELS_DIR / src.wheel.filename
+        if existing.is_file():
+            sha = sha256_file(existing)
+            if sha != src.wheel.sha256:
+                clashes.append(
+                    f"{existing}: served (not in {MANIFEST_NAME}) with sha256 {sha}, "
+                    f"the new file ({src.path}) has sha256 {src.wheel.sha256}"
+                )
+    if clashes:
+        raise ImmutableWheelError(
+            "published files are immutable; nothing was written:\n  " + "\n  ".join(clashes)
+        )
+
+
+def publish(
+    site: Path,
+    sources: Sequence[WheelSource],
+    settings: IndexSettings,
+    kb: Knowledge,
+    *,
+    gate: SmokeGate | None = None,
+    dry_run: bool = False,
+    exchange: Exchange = exchange_dirs,
+    fault: Fault | None = None,
+) -> PublishResult:
+    """Merge `sources` into the site at `site` and swap the new site in atomically."""
+    held: list[tuple[str, str]] = []
+    passing: list[WheelSource] = []
+    for src in sources:
+        reason = gate.verdict(src.wheel.sha256) if gate is not None else None
+        if reason is None:
+            passing.append(src)
+        else:
+            held.append((src.wheel.filename, reason))
+    site = site.absolute()
+
+    def decide() -> tuple[Manifest, MergeResult, dict[str, bytes], PublishResult]:
+        manifest = read_manifest(site)
+        result = merge(manifest.wheels, passing)
+        _check_foreign(site, result.added)
+        files = render_site(result.wheels, settings, kb)
+        outcome = PublishResult(
+            site=site,
+            added=tuple(s.wheel.filename for s in result.added),
+            unchanged=result.unchanged,
+            held_back=tuple(sorted(held)),
+            pages=tuple(p for p in files if p.startswith("torch-") and "/" not in p),
+            wheels=len(result.wheels),
+            written=not dry_run,
+        )
+        return manifest, result, files, outcome
+
+    if dry_run:
+        return decide()[3]
+    with site_transaction(site, exchange=exchange, fault=fault) as txn:
+        manifest, result, files, outcome = decide()  # under the lock: nobody else publishes
+        replaced = set(manifest.generated) | set(files)
+        new_hosted = {f"{WHEELS_DIR}/{s.wheel.filename}" for s in result.added if not s.wheel.url}
+        replaced |= new_hosted | {f"{p}.metadata" for p in new_hosted}
+        kept = set(txn.carry_over(lambda rel: rel not in replaced))
+        txn.fault("carried-over")
+        missing = [
+            rel
+            for w in manifest.wheels
+            if w.url is None
+            for rel in (f"{WHEELS_DIR}/{w.filename}", f"{WHEELS_DIR}/{w.filename}.metadata")
+            if rel not in kept
+        ]
+        if missing:
+            raise PublishError(
+                f"{site} is damaged: {MANIFEST_NAME} lists files that are missing: "
+                + ", ".join(missing[:5])
+                + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            )
+        for src in result.added:
+            if src.wheel.url is None:
+                rel = f"{WHEELS_DIR}/{src.wheel.filename}"
+                txn.copy_in(rel, src.path, sha256=src.wheel.sha256)
+                txn.write(f"{rel}.metadata", src.metadata)
+        txn.fault("wheels-copied")
+        for rel, data in files.items():
+            txn.write(rel, data)
+        txn.fault("pages-written")
+        txn.commit()
+    return outcome

@@ -1,0 +1,22 @@
+"""How the index's pages link and alias: matrix.yaml `index:`, overridden by CLI options."""
+
+from __future__ import annotations
+
+__all__ = ["IndexSettings"]
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexSettings:
+    """How pages link and alias (matrix.yaml `index:`, overridden by CLI options)."""
+
+    base_url: str | None = None
+    wheel_url: str | None = None
+    alias_patches: bool = True
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.base_url is not None:
+            object.__setattr__(self, "base_url", self.base_url.rstrip("/") or None)

@@ -1,0 +1,114 @@
+"""Which find-links pages list a wheel: its torch versions, their patch aliases, extra aliases.
+
+A page is one torch release × one accelerator (`torch-2.11.0+cu130.html`). A wheel built
+against 2.11.0 also serves 2.11.1 when its own `Requires-Dist: torch…` admits it, so users
+find it from the page of the torch they have.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Aliases", "Variant", "wheel_variants"]
+
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ..knowledge import Knowledge
+from ..model import Accelerator
+from .manifest import IndexedWheel
+from .settings import IndexSettings
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    """One find-links page: a torch release × an accelerator ('2.11.0+cu130')."""
+
+    torch: str
+    accelerator: str
+
+    @classmethod
+    def parse(cls, key: str) -> Variant:
+        torch, sep, accelerator = key.partition("+")
+        if not sep:
+            raise ValueError(f"{key!r} is not TORCH+ACCELERATOR, e.g. '2.11.0+cu130'")
+        return cls(torch=torch, accelerator=accelerator)
+
+    @property
+    def key(self) -> str:
+        return f"{self.torch}+{self.accelerator}"
+
+    @property
+    def page(self) -> str:
+        """The find-links page, relative to the site root."""
+        return f"torch-{self.key}.html"
+
+    @property
+    def index_dir(self) -> str:
+        """The per-variant PEP 503 root, relative to the site root."""
+        return f"torch-{self.key}"
+
+    def sort_key(self) -> tuple[Any, ...]:
+        try:
+            torch: Any = (0, Version(self.torch))
+        except InvalidVersion:
+            torch = (1, self.torch)
+        try:
+            acc = Accelerator.parse(self.accelerator)
+            kind = ("cpu", "cuda", "rocm").index(acc.kind)
+            accel: Any = (kind, Version(acc.version) if acc.version else Version("0"))
+        except ValueError:
+            accel = (3, Version("0"), self.accelerator)
+        return (torch, accel, self.accelerator)
+
+
+class Aliases:
+    """Which pages list a wheel, with the knowledge look-ups and specifier checks cached."""
+
+    def __init__(self, settings: IndexSettings, kb: Knowledge) -> None:
+        self.settings = settings
+        self.kb = kb
+        self._patches: dict[str, tuple[str, ...]] = {}
+        self._admits: dict[tuple[str, str], bool] = {}
+
+    def patches(self, torch: str) -> tuple[str, ...]:
+        if torch not in self._patches:
+            try:
+                self._patches[torch] = self.kb.torch_release(torch).patches
+            except (LookupError, ValueError):
+                self._patches[torch] = ()
+        return self._patches[torch]
+
+    def admits(self, specifier: str, torch: str) -> bool:
+        key = (specifier, torch)
+        if key not in self._admits:
+            try:
+                spec = SpecifierSet(specifier)
+            except InvalidSpecifier:
+                spec = SpecifierSet()
+            self._admits[key] = spec.contains(torch, prereleases=True)
+        return self._admits[key]
+
+    def variants(self, wheel: IndexedWheel) -> set[Variant]:
+        found = {Variant(torch=t, accelerator=wheel.accelerator) for t in wheel.torch_versions}
+        if self.settings.alias_patches:
+            spec = wheel.torch_specifier or ""
+            for torch in wheel.torch_versions:
+                for patch in self.patches(torch):
+                    if self.admits(spec, patch):
+                        found.add(Variant(torch=patch, accelerator=wheel.accelerator))
+        for variant in list(found):
+            for target in self.settings.aliases.get(variant.key, ()):
+                found.add(Variant.parse(target))
+        return found
+
+
+def wheel_variants(
+    wheel: IndexedWheel, settings: IndexSettings, kb: Knowledge
+) -> tuple[Variant, ...]:
+    """The pages that list `wheel`: its torch versions, their patch aliases, extra aliases.
+
+    A patch alias is added only when the wheel's own `Requires-Dist: torch…` admits it.
+    """
+    return tuple(sorted(Aliases(settings, kb).variants(wheel), key=Variant.sort_key))
