@@ -17,7 +17,8 @@ from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import Cell
-from buildtools.planner import _abi_reason, plan
+from buildtools.planner import plan
+from buildtools.planner.cells import _abi_reason
 from buildtools.planning import host_python
 
 REPO = Path(__file__).resolve().parents[2]

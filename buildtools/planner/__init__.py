@@ -1,0 +1,86 @@
+"""The planner: Matrix → cells → BuildJobs. Pure: it never starts a process.
+
+`cells` decides which cells a plan builds, `jobs` groups them into BuildJobs per ABI
+mode and fills each job's fields, `derive` holds the small derivations both use (version
+labels, Requires-Dist, arch lists), which the doctor shares.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "Plan",
+    "RemovedCell",
+    "arch_list_from_torch",
+    "current_local_version",
+    "local_version",
+    "needs_current",
+    "plan",
+]
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..knowledge import Knowledge
+from ..matrix.config import MatrixFile
+from ..model import BuildJob, Cell
+from ..probe.hostenv import CurrentTorch
+from .cells import RemovedCell, needs_current, select_cells
+from .derive import arch_list_from_torch, current_local_version, local_version
+from .jobs import group_jobs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What will be built: the cells, the jobs covering them, and what was dropped."""
+
+    profile: str | None
+    cells: tuple[Cell, ...]
+    jobs: tuple[BuildJob, ...]
+    removed: tuple[RemovedCell, ...]
+    excluded: int
+
+    @property
+    def builds_saved(self) -> int:
+        return len(self.cells) - len(self.jobs)
+
+    def job_for(self, cell_id: str) -> BuildJob:
+        for job in self.jobs:
+            if cell_id in job.cell_ids:
+                return job
+        raise KeyError(cell_id)
+
+
+def plan(
+    mf: MatrixFile,
+    kb: Knowledge,
+    *,
+    host_python: str,
+    profile: str | None = None,
+    only: Iterable[str] = (),
+    strict: bool = False,
+    current: CurrentTorch | None = None,
+    torch_axis: Sequence[str] | None = None,
+) -> Plan:
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs.
+
+    `current` is the torch of the running environment (host facts, probed by the caller),
+    what `torch: current` stands for. `torch_axis` replaces `axes.torch` (`--torch`); then
+    the default profile is not applied and include rules naming another torch are skipped.
+    """
+    selected = select_cells(
+        mf,
+        kb,
+        host_python=host_python,
+        profile=profile,
+        only=only,
+        strict=strict,
+        current=current,
+        torch_axis=torch_axis,
+    )
+    return Plan(
+        profile=selected.profile,
+        cells=selected.cells,
+        jobs=tuple(group_jobs(mf, kb, selected.cells, current)),
+        removed=selected.removed,
+        excluded=selected.excluded,
+    )

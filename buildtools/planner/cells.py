@@ -1,0 +1,299 @@
+"""Which cells a plan builds: the axes expanded, include/exclude/profile/--only applied.
+
+A cell is one torch × accelerator × Python × platform. The axes give the product; an
+`exclude` rule removes cells, an `include` rule adds them (a glob only selects among the
+axes' values); a profile's `select` rules and `--only` narrow the result; a cell that
+never existed (the knowledge base, or the ABI mode) is removed with its reason.
+`torch: current` stands for exactly one cell, the running environment's.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CellSelection",
+    "RemovedCell",
+    "cell_key",
+    "needs_current",
+    "python_key",
+    "select_cells",
+]
+
+import difflib
+import fnmatch
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from ..errors import ConfigError, PlanError
+from ..knowledge import Knowledge
+from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob
+from ..model import Accelerator, Cell
+from ..probe.hostenv import CurrentTorch
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemovedCell:
+    """A requested cell that cannot exist, and why (from the knowledge base)."""
+
+    cell: Cell
+    reason: str
+
+
+def cell_key(cell: Cell) -> tuple[Any, ...]:
+    """The order of cells and jobs: torch, current last, accelerator, Python, platform."""
+    return (
+        Version(cell.torch),
+        cell.current,
+        Accelerator.parse(cell.accelerator),
+        tuple(int(p) for p in cell.python.split(".")),
+        cell.platform,
+    )
+
+
+def python_key(python: str) -> tuple[int, ...]:
+    """'3.10' after '3.9'."""
+    return tuple(int(p) for p in python.split("."))
+
+
+def _torch_matches(cell: Cell, pattern: str) -> bool:
+    """A current cell matches 'current', its exact version and its public version."""
+    if not cell.current:
+        return pattern != CURRENT and fnmatch.fnmatchcase(cell.torch, pattern)
+    if pattern == CURRENT:
+        return True
+    public = Version(cell.torch).public
+    return fnmatch.fnmatchcase(cell.torch, pattern) or fnmatch.fnmatchcase(public, pattern)
+
+
+def _matches(cell: Cell, rule: CellRule) -> bool:
+    for key, pattern in rule.values().items():
+        value = getattr(cell, key)
+        if pattern == HOST:
+            return False  # resolved before matching; an unresolved 'host' matches nothing
+        if key == "torch":
+            if not _torch_matches(cell, pattern):
+                return False
+        elif not fnmatch.fnmatchcase(value, pattern):
+            return False
+    return True
+
+
+def _current_cell(current: CurrentTorch) -> Cell:
+    """The one cell `torch: current` stands for: the environment fixes all four keys."""
+    return Cell(
+        torch=current.version,
+        accelerator=current.accelerator,
+        python=current.python_xy,
+        platform=current.platform,
+        current=True,
+    )
+
+
+def _resolve_host(rule: CellRule, host_python: str) -> CellRule:
+    if rule.python == HOST:
+        return rule.model_copy(update={"python": host_python})
+    return rule
+
+
+def _expand_include(
+    mf: MatrixFile, index: int, rule: CellRule, axes: dict[str, list[str]]
+) -> list[Cell]:
+    choices: dict[str, list[str]] = {}
+    for key in CELL_KEYS:
+        value = getattr(rule, key)
+        if value is None:
+            choices[key] = axes[key]
+        elif is_glob(value):
+            hits = [v for v in axes[key] if fnmatch.fnmatchcase(v, value)]
+            if not hits:
+                raise ConfigError(
+                    mf.error(
+                        ("include", index, key),
+                        f"{value!r} matches no value of axes.{key} ({', '.join(axes[key])}); "
+                        "a glob in include only selects among the axes' values — "
+                        "write the value itself to add a new one",
+                    )
+                )
+            choices[key] = hits
+        else:
+            choices[key] = [value]
+    return [
+        Cell(torch=t, accelerator=a, python=p, platform=pl)
+        for t, a, p, pl in itertools.product(
+            choices["torch"], choices["accelerator"], choices["python"], choices["platform"]
+        )
+    ]
+
+
+def _abi_reason(abi: str, cell: Cell) -> str | None:
+    v = Version(cell.torch)
+    if abi == "abi3" and v < Version("2.6"):
+        return f"abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); torch {cell.torch} is older"
+    if abi == "stable" and v < Version("2.10"):
+        return f"abi: stable needs torch >= 2.10 (LibTorch stable ABI with TORCH_TARGET_VERSION); torch {cell.torch} is older"
+    return None
+
+
+def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
+    known = kb.torch_versions()
+    for value in values:
+        if value != CURRENT and value not in known:
+            close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise PlanError(
+                f"--torch {value}: not a known torch release; allowed: 'current' (the torch of "
+                f"the running environment) or {known[0]} … {known[-1]}{hint}"
+            )
+    return list(dict.fromkeys(values))
+
+
+def _in_axis(pattern: str | None, values: Sequence[str]) -> bool:
+    if pattern is None:
+        return True
+    return any(v == pattern or (v != CURRENT and fnmatch.fnmatchcase(v, pattern)) for v in values)
+
+
+def needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
+    """Whether planning this matrix needs the running environment's torch."""
+    if torch_axis is not None:
+        return CURRENT in torch_axis
+    m = mf.matrix
+    return CURRENT in m.axes.torch or any(r.torch == CURRENT for r in m.include)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellSelection:
+    """The cells a plan builds, in build order, and what was dropped on the way."""
+
+    profile: str | None
+    cells: tuple[Cell, ...]
+    removed: tuple[RemovedCell, ...]
+    excluded: int
+
+
+def select_cells(
+    mf: MatrixFile,
+    kb: Knowledge,
+    *,
+    host_python: str,
+    profile: str | None,
+    only: Iterable[str],
+    strict: bool,
+    current: CurrentTorch | None,
+    torch_axis: Sequence[str] | None,
+) -> CellSelection:
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
+    m = mf.matrix
+    torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
+    if needs_current(mf, torch_axis) and current is None:
+        raise PlanError(
+            f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
+            "the running environment, and none was given; run buildtools with that "
+            "environment's interpreter or pass --torch-python PATH"
+        )
+    axes = {
+        "torch": [t for t in torch_values if t != CURRENT],
+        "accelerator": list(m.axes.accelerator),
+        "python": [host_python if p == HOST else p for p in m.axes.python],
+        "platform": list(m.axes.platform),
+    }
+    cells: dict[str, Cell] = {}
+    for t, a, p, pl in itertools.product(
+        axes["torch"], axes["accelerator"], axes["python"], axes["platform"]
+    ):
+        cell = Cell(torch=t, accelerator=a, python=p, platform=pl)
+        cells[cell.id] = cell
+    if CURRENT in torch_values and current is not None:
+        cell = _current_cell(current)
+        cells[cell.id] = cell
+    before = len(cells)
+    for raw_rule in m.exclude:
+        rule = _resolve_host(raw_rule, host_python)
+        for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
+            del cells[cid]
+    excluded = before - len(cells)
+
+    for i, rule in enumerate(m.include):
+        if torch_axis is not None and not _in_axis(rule.torch, torch_values):
+            continue  # --torch replaced the axis this rule adds to
+        if rule.torch == CURRENT:
+            assert current is not None
+            cell = _current_cell(current)
+            if not _matches(cell, _resolve_host(rule, host_python)):
+                raise ConfigError(
+                    mf.error(
+                        ("include", i),
+                        f"impossible include: torch: current is {cell.id} (the running "
+                        "environment fixes its accelerator, Python and platform); this rule "
+                        "asks for another",
+                    )
+                )
+            cells[cell.id] = cell
+            continue
+        for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
+            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+            if reason:
+                raise ConfigError(
+                    mf.error(("include", i), f"impossible include {cell.id}: {reason}")
+                )
+            cells[cell.id] = cell
+
+    if profile is None and torch_axis is None:
+        profile = m.default_profile
+    if profile is not None:
+        if profile not in m.profiles:
+            names = sorted(m.profiles)
+            close = difflib.get_close_matches(profile, names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise PlanError(
+                f"{mf.source.where(('profiles',))}: profiles: no profile named {profile!r}; "
+                f"defined: {', '.join(names) or '(none)'}{hint}"
+            )
+        rules = [_resolve_host(r, host_python) for r in m.profiles[profile].select]
+        if rules:
+            cells = {cid: c for cid, c in cells.items() if any(_matches(c, r) for r in rules)}
+
+    removed: list[RemovedCell] = []
+    for cid in sorted(cells, key=lambda k: cell_key(cells[k])):
+        cell = cells[cid]
+        # the running torch exists by definition; only the ABI mode can rule it out
+        known = None if cell.current else kb.cell_unavailable_reason(cell)
+        reason = known or _abi_reason(m.project.abi, cell)
+        if reason:
+            removed.append(RemovedCell(cell=cell, reason=reason))
+            del cells[cid]
+    if strict and removed:
+        lines = "\n".join(f"  {r.cell.id}: {r.reason}" for r in removed)
+        raise PlanError(
+            f"{mf.source.where(('axes',))}: axes: --strict: {len(removed)} requested cell(s) never "
+            f"existed:\n{lines}\nremove them with an `exclude:` rule or narrow the axes"
+        )
+
+    only = tuple(only)
+    if only:
+        selected = {
+            cid: c for cid, c in cells.items() if any(fnmatch.fnmatchcase(cid, g) for g in only)
+        }
+        if not selected:
+            sample = ", ".join(sorted(cells)[:6]) or "(none)"
+            raise PlanError(
+                f"--only {' '.join(only)}: matches no cell of this plan; cells: {sample}"
+            )
+        cells = selected
+
+    if not cells:
+        where = f"profile {profile!r}" if profile else "the matrix"
+        raise PlanError(
+            f"{mf.source.where(('profiles', profile) if profile else ('axes',))}: {where} "
+            "selects no buildable cell; check axes, exclude and the profile's select rules"
+            + (f" ({len(removed)} removed as impossible, see `buildtools plan`)" if removed else "")
+        )
+    return CellSelection(
+        profile=profile,
+        cells=tuple(sorted(cells.values(), key=cell_key)),
+        removed=tuple(removed),
+        excluded=excluded,
+    )
