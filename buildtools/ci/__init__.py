@@ -2,7 +2,9 @@
 
 - `buildtools ci github [--check]` writes (or checks) `.github/workflows/release.yml`,
   `.github/workflows/pull-request.yml` and `.github/actionlint.yaml` (`ci.github`,
-  `ci.workflows`, `ci.yamlwriter`, pins in `data/actions.yaml` via `ci.pins`);
+  `ci.workflows`: `ci.release` and `ci.pull_request` from the jobs of `ci.jobs`, their
+  scripts in `ci.scripts`, runner labels in `ci.runners`; `ci.yamlwriter`, pins in
+  `data/actions.yaml` via `ci.pins`);
 - `buildtools ci matrix` is the workflows' plan job (`ci.matrix`);
 - `buildtools ci restore-site` is the index job's first step (`ci.site`).
 

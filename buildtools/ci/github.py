@@ -20,7 +20,7 @@ from ..matrix.config import MatrixFile, load_matrix
 from ..planner import Plan, plan
 from . import layout
 from .pins import CiPins, load_pins
-from .workflows import GENERATED_MARKER, Generated, render_workflows
+from .workflows import Generated, render_workflows
 
 _DIFF_LINES = 40
 
@@ -104,7 +104,7 @@ def _foreign(path: Path) -> bool:
     if not path.is_file():
         return False
     head = path.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
-    return not head or GENERATED_MARKER not in head[0]
+    return not head or layout.GENERATED_MARKER not in head[0]
 
 
 def check_files(ci: CiFiles) -> list[str]:

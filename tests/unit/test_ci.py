@@ -19,6 +19,7 @@ from ruamel.yaml import YAML
 
 from buildtools.ci import layout
 from buildtools.ci.github import check_files, generate, write_files
+from buildtools.ci.layout import GENERATED_MARKER
 from buildtools.ci.matrix import (
     MAX_MATRIX_JOBS,
     github_outputs,
@@ -27,8 +28,8 @@ from buildtools.ci.matrix import (
     summary_markdown,
 )
 from buildtools.ci.pins import load_pins, newest_release, parse_ls_remote
+from buildtools.ci.runners import is_hosted
 from buildtools.ci.site import pages_subpath, restore_site
-from buildtools.ci.workflows import GENERATED_MARKER, is_hosted
 from buildtools.ci.yamlwriter import Pinned, dump
 from buildtools.cli.build import reproduce_command
 from buildtools.cli.main import _extra_verbs, build_parser, main
