@@ -20,9 +20,10 @@ The static checks cannot prove compatibility (struct layouts and inline code may
 differ), which is why a package whose symbols all resolve but whose target torch is
 unknown is `unknown`, not `healthy`.
 
-Here: steps 2-4 per package. torch itself is read in `torch_state`, the binaries and the
-libraries they need in `libraries`, device code in `devices`, the wheel that matches in
-`matching`; `report` holds the result and renders it.
+This module runs the steps and judges each package (3, 4). torch itself (1) is read in
+`torch_state`; an extension's binaries and the libraries they need (2, 3) in `libraries`;
+device code in `devices`; what it was built for and the wheel that matches in `matching`;
+`report` holds the result and renders it.
 """
 
 from __future__ import annotations

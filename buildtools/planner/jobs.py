@@ -35,7 +35,7 @@ from .derive import (
 )
 
 
-def _override_for(mf: MatrixFile, accelerator: Accelerator) -> tuple[AcceleratorOverride, Loc]:
+def _override_for(mf: MatrixFile, accelerator: Accelerator) -> AcceleratorOverride:
     """Merge `accelerators:` entries: family < glob < exact name (later wins per key)."""
     entries = mf.matrix.accelerators
     ranked: list[tuple[int, str]] = []
@@ -47,13 +47,16 @@ def _override_for(mf: MatrixFile, accelerator: Accelerator) -> tuple[Accelerator
         elif key == accelerator.name:
             ranked.append((2, key))
     merged: dict[str, Any] = {}
-    loc: Loc = ("accelerators",)
     for _, key in sorted(ranked):
         entry = entries[key]
         for name in entry.model_fields_set:
             merged[name] = getattr(entry, name)
-        loc = ("accelerators", key)
-    return AcceleratorOverride.model_validate(merged), loc
+    return AcceleratorOverride.model_validate(merged)
+
+
+def _arch_var(accel: Accelerator) -> str:
+    """The variable cpp_extension reads the arch list from."""
+    return "TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"
 
 
 def _arch_loc(mf: MatrixFile, accelerator: Accelerator) -> Loc:
@@ -77,13 +80,12 @@ def _current_arch_list(
     from_torch = arch_list_from_torch(current.arch_list, accel.kind)
     if from_torch:
         return from_torch
-    var = "TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"
     raise ConfigError(
         mf.error(
             ("accelerators",),
             f"torch: current is torch {current.version} ({accel.name}), which the knowledge "
             "base does not know, and it reported no arch list (torch.cuda.get_arch_list() is "
-            f"empty without a GPU); set accelerators.{accel.name}.arch_list ({var})",
+            f"empty without a GPU); set accelerators.{accel.name}.arch_list ({_arch_var(accel)})",
         )
     )
 
@@ -239,7 +241,7 @@ def _make_job(
     abi = m.project.abi
     first = cells[0]
     accel = Accelerator.parse(first.accelerator)
-    override, _ = _override_for(mf, accel)
+    override = _override_for(mf, accel)
     if current is None:
         built = _index_torch(mf, kb, cells, accel, override)
     else:
@@ -247,8 +249,7 @@ def _make_job(
     env: dict[str, str] = {}
     if built.toolkit is not None:
         env["FORCE_CUDA"] = "1"
-        arch_var = "TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"
-        env[arch_var] = built.toolkit.arch_list
+        env[_arch_var(accel)] = built.toolkit.arch_list
     env["BUILDTOOLS_ABI"] = abi
     if abi in ("abi3", "stable"):
         env["BUILDTOOLS_PY_LIMITED_API"] = python_tag(built.pythons[0])
