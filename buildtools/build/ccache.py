@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import Accelerator, BuildJob
+from ..model import BuildJob
 
 CCACHE_INSTALL_HINT = (
     "apt-get install -y ccache (Debian/Ubuntu), dnf install ccache (Fedora/RHEL/manylinux "
@@ -124,7 +124,7 @@ def ccache_env(
         "PATH": os.pathsep.join(p for p in (str(cache.masquerade), path) if p),
         "TORCH_NO_COMPILER_WRAPPER": "1",
     }
-    if Accelerator.parse(job.accelerator).kind == "cuda" and cuda_home is not None:
+    if job.accelerator.kind == "cuda" and cuda_home is not None:
         env["PYTORCH_NVCC"] = shlex.join([str(cache.program), str(cuda_home / "bin" / "nvcc")])
     return env
 

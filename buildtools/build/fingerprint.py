@@ -175,10 +175,10 @@ def build_vars(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def job_config(job: BuildJob) -> dict[str, Any]:
-    """The job's resolved configuration as JSON-able data, less where it runs and MAX_JOBS."""
-    data = dataclasses.asdict(job)
+    """The job's resolved configuration (`BuildJob.to_json`), less where it runs and MAX_JOBS."""
+    data = job.to_json()
     for key in _NOT_IN_FINGERPRINT:
-        data.pop(key, None)
+        del data[key]
     data["env"] = [[k, v] for k, v in job.env if k not in _SPEED_VARS]
     return data
 

@@ -102,9 +102,8 @@ class PriorWheels:
                 record = read_build_record(wheel)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile):  # unreadable: no candidate
                 continue
-            fingerprint = record.get("fingerprint") if record else None
-            if isinstance(fingerprint, str) and fingerprint:
-                found[fingerprint] = wheel
+            if record is not None and record.fingerprint:
+                found[record.fingerprint] = wheel
         return found
 
     def _scan_site(self) -> dict[str, Unchanged]:

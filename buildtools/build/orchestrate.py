@@ -34,12 +34,12 @@ from ..errors import BuildFailedError, BuildtoolsError, CheckFailedError
 from ..files import copy_atomic, describe_os_error, write_atomic
 from ..knowledge import Knowledge
 from ..locks import file_lock
-from ..model import Accelerator, BuildJob, Finding, Severity
+from ..model import BuildJob, BuildRecord, Finding, Severity
 from ..planner import Plan
 from ..runner import Runner, SubprocessRunner
 from ..toolchain.envs import Toolchain, prepare_toolchain
 from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
-from ..wheel.meta import make_build_record, relabel_wheel
+from ..wheel.meta import relabel_wheel
 from ..wheel.repair import repair_against_torch
 from .ccache import (
     CCACHE_INSTALL_HINT,
@@ -207,13 +207,22 @@ def _build_job_locked(
                         job, toolchain, raw[0], staging, kb, env=opts.env, runner=runner, log=log
                     )
                 )
-                record = _build_record(job, toolchain, opts, fingerprint=fingerprint)
+                record = BuildRecord.for_job(
+                    job,
+                    torch=toolchain.torch_version,
+                    cxx11_abi=toolchain.cxx11_abi,
+                    python=toolchain.python_version,
+                    cuda=toolchain.cuda_version,
+                    hip=toolchain.hip_version,
+                    fingerprint=fingerprint,
+                    source_fingerprint=source_fingerprint(opts.project_dir),
+                )
                 final = relabel_wheel(
                     repaired,
                     out_dir=staging / "final",
                     local_version=job.local_version,
                     requires_dist_torch=job.requires_dist,
-                    build_record=record,
+                    build_record=record.to_json(),
                 )
                 _timed(run, "repair", started)
 
@@ -348,37 +357,11 @@ def _repair(
         site_packages=toolchain.site_packages,
         promised=job.platform_tag,
         never_bundle=kb.never_bundle,
-        policy=job.repair_command if job.repair == "command" else job.repair,
-        user_excludes=job.repair_excludes,
+        repair=job.repair,
         runner=runner,
         env=env,
         log=log,
     )
-
-
-def _build_record(
-    job: BuildJob, toolchain: Toolchain, opts: BuildOptions, *, fingerprint: str | None = None
-) -> dict[str, object]:
-    accel = Accelerator.parse(job.accelerator)
-    record = make_build_record(
-        torch=toolchain.torch_version,
-        accelerator=job.accelerator,
-        cxx11_abi=toolchain.cxx11_abi,
-        cuda=toolchain.cuda_version if accel.kind == "cuda" else None,
-        hip=toolchain.hip_version if accel.kind == "rocm" else None,
-        arch_list=job.toolkit.arch_list if job.toolkit else None,
-        python=toolchain.python_version,
-        abi=job.abi,
-        torch_requirement=job.requires_dist,
-        fingerprint=fingerprint,
-        cells=job.cell_ids,
-    )
-    record["source_fingerprint"] = source_fingerprint(opts.project_dir)
-    record["job"] = job.id
-    record["torch_versions"] = list(job.torch_versions)
-    record["platform"] = job.platform
-    record["promised_platform_tag"] = job.platform_tag
-    return record
 
 
 def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..model import Accelerator, BuildJob
+from ..model import BuildJob
 
 # Peak resident memory of one compiler process, by the job's accelerator kind (measured on
 # the example: c++ on torch/extension.h ~1.2 GB; nvcc for six archs ~2.5 GB), with headroom.
@@ -75,7 +75,7 @@ def plan_slots(
     a torch extension has few translation units and long serial phases (setup.py importing
     torch, the link, repair, checks), so parallel jobs use cores better than parallel TUs.
     """
-    kinds = {Accelerator.parse(j.accelerator).kind for j in jobs} or {"cpu"}
+    kinds = {j.accelerator.kind for j in jobs} or {"cpu"}
     per_compile = max(GB_PER_COMPILE[k] for k in kinds)
     by_memory = int(host.memory_gb // per_compile)
     budget = max(1, min(host.cores, by_memory))

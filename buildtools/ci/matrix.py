@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import PlanError
-from ..model import Accelerator, BuildJob
+from ..model import BuildJob
 from ..planner import Plan
 from . import layout
 
@@ -92,7 +92,7 @@ def job_globs(job: BuildJob, universe: Iterable[str]) -> tuple[str, ...]:
 
 def _cache_key(job: BuildJob, ci_python: str) -> tuple[str, str]:
     payload = json.dumps(
-        {"job": job.to_json(), "buildtools": __version__, "python": ci_python}, sort_keys=True
+        {"job": job.to_plan_json(), "buildtools": __version__, "python": ci_python}, sort_keys=True
     )
     digest = hashlib.sha256(payload.encode()).hexdigest()[:20]
     prefix = f"buildtools-{job.id}-"
@@ -123,7 +123,7 @@ def matrix_entries(
     universe = [c.id for c in full.cells]
     entries = []
     for job in selected.jobs:
-        family = Accelerator.parse(job.accelerator).kind
+        family = job.accelerator.kind
         only = job_globs(job, universe)
         key, restore = _cache_key(job, ci_python)
         pythons = [p for p in job.pythons if p != ci_python] + [ci_python]
@@ -132,7 +132,7 @@ def matrix_entries(
             MatrixEntry(
                 id=job.id,
                 family=family,
-                accelerator=job.accelerator,
+                accelerator=job.accelerator.name,
                 cells=job.cell_ids,
                 runner=job.runner,
                 smoke_runner=smoke_runner,

@@ -20,7 +20,6 @@ __all__ = [
 
 from ..ecosystem import load_ecosystem
 from ..matrix.config import MatrixFile
-from ..model import Accelerator
 from ..planner import Plan
 from . import layout
 
@@ -56,14 +55,14 @@ def is_hosted(label: Label) -> bool:
 
 def smoke_families(mf: MatrixFile, plan: Plan) -> list[tuple[str, Label]]:
     """(family, smoke runner) for each family of the plan that has a smoke runner."""
-    present = {Accelerator.parse(j.accelerator).kind for j in plan.jobs}
+    present = {j.accelerator.kind for j in plan.jobs}
     smoke = mf.matrix.runners.smoke
     return [(f, runner_label(smoke[f])) for f in layout.FAMILIES if f in present and f in smoke]
 
 
 def unsmoked_families(mf: MatrixFile, plan: Plan) -> list[str]:
     """The families of the plan without a smoke runner: built, never published."""
-    present = {Accelerator.parse(j.accelerator).kind for j in plan.jobs}
+    present = {j.accelerator.kind for j in plan.jobs}
     return [f for f in layout.FAMILIES if f in present and f not in mf.matrix.runners.smoke]
 
 

@@ -66,21 +66,16 @@ def _running_torch_site() -> Path:
 def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
     """Explicit options win; otherwise what the wheel's build record says it promised."""
     try:
-        record = read_build_record(wheel) or {}
-    except ValueError:
-        record = {}
-
-    def recorded(key: str) -> str | None:
-        value = record.get(key)
-        return value if isinstance(value, str) else None
-
+        record = read_build_record(wheel)
+    except ValueError:  # the build-record check reports it
+        record = None
     return Expectation(
-        accelerator=args.accelerator or recorded("accelerator") or "cpu",
-        arch_list=args.arch_list or recorded("arch_list"),
-        platform_tag=args.platform_tag or recorded("promised_platform_tag"),
+        accelerator=args.accelerator or (record.accelerator.name if record else "cpu"),
+        arch_list=args.arch_list or (record.arch_list if record else None),
+        platform_tag=args.platform_tag or (record.promised_platform_tag if record else None),
         weaker_platform_tag=args.weaker_platform_tag,
         local_version=args.local_version,
-        requires_dist_torch=args.requires_torch or recorded("torch_requirement"),
+        requires_dist_torch=args.requires_torch or (record.torch_requirement if record else None),
         build_record=not args.no_build_record,
     )
 

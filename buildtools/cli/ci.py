@@ -128,7 +128,9 @@ def cmd_matrix(args: argparse.Namespace, out: TextIO) -> int:
     append_to(args.summary or env.get("GITHUB_STEP_SUMMARY"), summary)
     if args.plan_json is not None:
         args.plan_json.write_text(
-            json.dumps({"include": [j.to_json() for j in selected.jobs]}, indent=2, sort_keys=True)
+            json.dumps(
+                {"include": [j.to_plan_json() for j in selected.jobs]}, indent=2, sort_keys=True
+            )
             + "\n",
             encoding="utf-8",
         )

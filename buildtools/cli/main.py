@@ -63,7 +63,9 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     result, _ = plan_from_args(args)
     if args.format == "json":
         out.write(
-            json.dumps({"include": [j.to_json() for j in result.jobs]}, indent=2, sort_keys=True)
+            json.dumps(
+                {"include": [j.to_plan_json() for j in result.jobs]}, indent=2, sort_keys=True
+            )
         )
         out.write("\n")
     elif args.format == "ids":

@@ -24,7 +24,6 @@ __all__ = [
     "parse_local_label",
 ]
 
-import json
 import re
 import shlex
 from collections.abc import Iterable
@@ -38,8 +37,10 @@ from packaging.version import InvalidVersion, Version
 
 from ..ecosystem import load_ecosystem
 from ..matrix.config import DEFAULT_LOCAL_VERSION
+from ..model import BuildRecord
 from ..planner import current_local_version, local_version
 from ..probe.hostenv import BUILD_WORDS, DistInfo, EnvSnapshot
+from ..wheel.meta import parse_build_record
 
 DEFAULT_LABEL = DEFAULT_LOCAL_VERSION
 BuiltForSource = Literal["build-record", "requires-dist", "local-version", "unknown"]
@@ -156,14 +157,13 @@ def _exact_torch_pin(requires: Iterable[str]) -> str | None:
     return None
 
 
-def _record(dist: DistInfo) -> dict[str, Any] | None:
+def _record(dist: DistInfo) -> BuildRecord | None:
     if dist.build_record is None:
         return None
     try:
-        data = json.loads(dist.build_record)
-    except ValueError:
+        return parse_build_record(dist.build_record)
+    except ValueError:  # not ours, or damaged: the pin and the label still tell
         return None
-    return data if isinstance(data, dict) else None
 
 
 def built_for(dist: DistInfo) -> BuiltFor:
@@ -174,14 +174,12 @@ def built_for(dist: DistInfo) -> BuiltFor:
         local = None
     label_torch, label_accel = parse_local_label(local) if local else (None, None)
     record = _record(dist)
-    if record is not None and isinstance(record.get("torch"), str):
-        accel = record.get("accelerator")
-        abi = record.get("abi")
+    if record is not None:
         return BuiltFor(
-            torch=record["torch"],
-            accelerator=accel if isinstance(accel, str) else label_accel,
+            torch=record.torch,
+            accelerator=record.accelerator.name,
             source="build-record",
-            abi=abi if isinstance(abi, str) else None,
+            abi=record.abi,
             label=local,
         )
     pin = _exact_torch_pin(dist.requires)

@@ -9,7 +9,6 @@ from __future__ import annotations
 __all__ = ["WheelSource", "collect_wheels", "read_wheel", "wheel_url"]
 
 import hashlib
-import json
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -23,8 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import PublishError
 from ..files import check_member_names
-from ..model import Accelerator
-from ..wheel.meta import BUILD_RECORD_NAME, WheelName, validate_build_record
+from ..wheel.meta import BUILD_RECORD_NAME, WheelName, parse_build_record
 from .manifest import IndexedWheel
 
 
@@ -104,22 +102,18 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     try:
-        record = json.loads(raw_record)
+        record = parse_build_record(raw_record)
     except ValueError as exc:
-        raise PublishError(f"{path}: {BUILD_RECORD_NAME} is not valid JSON: {exc}") from exc
-    problems = validate_build_record(record) if isinstance(record, dict) else ["not an object"]
-    if problems:
-        raise PublishError(f"{path}: {BUILD_RECORD_NAME}: " + "; ".join(problems))
+        raise PublishError(f"{path}: {exc}") from exc
     headers = BytesHeaderParser().parsebytes(metadata)
     name, version = str(headers.get("Name", "")).strip(), str(headers.get("Version", "")).strip()
     try:
         consistent = canonicalize_name(name) == canonicalize_name(wname.name) and Version(
             version
         ) == Version(wname.version)
-        torch = Version(str(record["torch"])).public
-        versions = record.get("torch_versions") or [torch]
-        torch_versions = tuple(sorted({Version(str(v)).public for v in versions}, key=Version))
-        Accelerator.parse(str(record["accelerator"]))
+        torch = Version(record.torch).public
+        versions = record.torch_versions or [torch]
+        torch_versions = tuple(sorted({Version(v).public for v in versions}, key=Version))
     except (InvalidVersion, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     if not consistent:
@@ -139,8 +133,8 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
         torch=torch,
         torch_versions=torch_versions,
         torch_specifier=_torch_spec(str(v) for v in headers.get_all("Requires-Dist", [])),
-        accelerator=str(record["accelerator"]),
-        fingerprint=record["fingerprint"] if isinstance(record.get("fingerprint"), str) else None,
+        accelerator=record.accelerator.name,
+        fingerprint=record.fingerprint,
     )
     if wheel_url_template is not None:
         wheel = replace(wheel, url=wheel_url(wheel_url_template, wheel))

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..knowledge import Knowledge
 from ..matrix.config import AcceleratorOverride, MatrixFile, is_glob
 from ..matrix.yamlsource import Loc
-from ..model import Accelerator, BuildJob, Cell, Toolkit, python_tag
+from ..model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit, python_tag
 from ..probe.hostenv import CurrentTorch
 from .cells import cell_key, python_key
 from .derive import (
@@ -52,6 +52,14 @@ def _override_for(mf: MatrixFile, accelerator: Accelerator) -> AcceleratorOverri
         for name in entry.model_fields_set:
             merged[name] = getattr(entry, name)
     return AcceleratorOverride.model_validate(merged)
+
+
+def _repair_policy(override: AcceleratorOverride) -> RepairPolicy:
+    repair = override.repair
+    excludes = tuple(override.exclude_libs)
+    if isinstance(repair, str):
+        return RepairPolicy(mode=repair, excludes=excludes)
+    return RepairPolicy(mode="command", command=tuple(repair.command), excludes=excludes)
 
 
 def _arch_var(accel: Accelerator) -> str:
@@ -259,14 +267,13 @@ def _make_job(
         env["MAX_JOBS"] = str(m.build.max_jobs)
     env.update(m.project.build_env)
     env.update(override.build_env)
-    repair = override.repair
     return BuildJob(
         id=job_id,
         cells=tuple(cells),
         abi=abi,
         torch=built.torch,
         torch_versions=built.torch_versions,
-        accelerator=accel.name,
+        accelerator=accel,
         pythons=built.pythons,
         platform=first.platform,
         torch_requirement=f"torch=={built.torch}",
@@ -279,9 +286,7 @@ def _make_job(
         env=tuple(sorted(env.items())),
         runner=_label(m.runners.build.get(accel.kind)) or load_ecosystem().default_runner,
         smoke_runner=_label(m.runners.smoke.get(accel.kind)),
-        repair="command" if not isinstance(repair, str) else repair,
-        repair_command=tuple(repair.command) if not isinstance(repair, str) else (),
-        repair_excludes=tuple(override.exclude_libs),
+        repair=_repair_policy(override),
         torch_index=built.torch_index,
         smoke=m.project.smoke,
         torch_source=built.torch_source,

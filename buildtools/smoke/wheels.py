@@ -28,7 +28,7 @@ import sys
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -36,7 +36,7 @@ from typing import Literal
 from packaging.utils import parse_wheel_filename
 
 from ..errors import ConfigError
-from ..model import Accelerator, Cell
+from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.meta import read_build_record
 from .report import SmokeResult, SmokeStatus
 
@@ -203,10 +203,9 @@ def detect_accelerator(
     return "cpu"
 
 
-def _wheel_python(wheel: str, record: Mapping[str, object]) -> str:
-    rec = record.get("python")
-    if isinstance(rec, str) and rec:
-        return ".".join(rec.split(".")[:2])
+def _wheel_python(wheel: str, record: BuildRecord) -> str:
+    if record.python:
+        return ".".join(record.python.split(".")[:2])
     _, _, _, tags = parse_wheel_filename(wheel)
     for tag in sorted(str(t.interpreter) for t in tags):
         m = re.fullmatch(r"cp(\d)(\d+)", tag)
@@ -215,16 +214,16 @@ def _wheel_python(wheel: str, record: Mapping[str, object]) -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def _cell_id(record: Mapping[str, object], accel: str, torch: str, python: str) -> str:
+def _cell_id(record: BuildRecord, python: str) -> str:
     pytag = "cp" + python.replace(".", "")
-    listed = record.get("cells")
-    cells = [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
+    cells = record.cells
     for cell in cells:
         if cell.endswith(f"-{pytag}") or f"-{pytag}-" in cell:
             return cell
     if cells:
         return cells[0]
-    return Cell(torch=torch.split("+", maxsplit=1)[0], accelerator=accel, python=python).id
+    torch = record.torch.split("+", maxsplit=1)[0]
+    return Cell(torch=torch, accelerator=record.accelerator.name, python=python).id
 
 
 def plan_targets(
@@ -262,6 +261,13 @@ def plan_targets(
             continue
         try:
             record = read_build_record(src.path)
+        except BuildRecordError as exc:
+            out.append(skipped(f"build record: {'; '.join(exc.problems)}"))
+            continue
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            out.append(skipped(f"not a readable wheel: {exc}"))
+            continue
+        try:
             with zipfile.ZipFile(src.path) as zf:
                 names = zf.namelist()
                 top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
@@ -274,14 +280,9 @@ def plan_targets(
                 skipped("no build record (.dist-info/buildtools.json): not built by buildtools")
             )
             continue
-        try:
-            accel = Accelerator.parse(str(record.get("accelerator")))
-        except ValueError as exc:
-            out.append(skipped(f"build record: {exc}"))
-            continue
-        torch = str(record.get("torch") or "")
+        accel = record.accelerator
         python = _wheel_python(src.name, record)
-        cell = _cell_id(record, accel.name, torch, python)
+        cell = _cell_id(record, python)
         if accel.kind not in ("cpu", runner_accelerator):
             out.append(
                 skipped(
@@ -291,16 +292,14 @@ def plan_targets(
                 )
             )
             continue
-        cuda = record.get("cuda")
-        hip = record.get("hip")
         out.append(
             SmokeTarget(
                 source=src,
                 sha256=digest,
                 accelerator=accel,
-                torch=torch,
-                cuda=cuda if isinstance(cuda, str) else None,
-                hip=hip if isinstance(hip, str) else None,
+                torch=record.torch,
+                cuda=record.cuda,
+                hip=record.hip,
                 python=python,
                 cell=cell,
                 modules=import_names(names, top_text),

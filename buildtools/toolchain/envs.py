@@ -282,7 +282,7 @@ def toolchain_key(
         "python": python_version,
         "torch_requirement": job.torch_requirement,
         "torch_index": job.torch_index,
-        "accelerator": job.accelerator,
+        "accelerator": job.accelerator.name,
         "platform": job.platform,
         "toolkit": None
         if toolkit is None
@@ -319,7 +319,7 @@ def _torch_build(probe: EnvProbe) -> str:
 def check_torch(job: BuildJob, probe: EnvProbe, *, env_root: Path) -> None:
     """Raise ToolchainError unless the installed torch is the one the cell needs."""
     cells = ", ".join(job.cell_ids) or job.id
-    accel = Accelerator.parse(job.accelerator)
+    accel = job.accelerator
     source = f"the index {job.torch_index}" if job.torch_index else "pip's configured indexes"
     if probe.torch_version is None:
         raise ToolchainError(
@@ -708,7 +708,7 @@ def _install_cuda_wheels(
 def _env_name(job: BuildJob, python_version: str, key: str) -> str:
     torch = re.sub(r"[^A-Za-z0-9.]+", "", job.torch) or "torch"
     current = "-current" if job.torch_source == "current" else ""
-    return f"py{python_version}-torch{torch}{current}-{job.accelerator}-{key[:12]}"
+    return f"py{python_version}-torch{torch}{current}-{job.accelerator.name}-{key[:12]}"
 
 
 def _remove_env(root: Path, log: IO[str], why: str) -> None:
@@ -746,7 +746,7 @@ def toolchain_identity(
 
     Not for `torch: current` jobs, whose environment depends on the running torch.
     """
-    accel = Accelerator.parse(job.accelerator)
+    accel = job.accelerator
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     base_python = find_python(python, env=env, home=home)
     base = _probe(base_python, runner=runner, log=log, env=env, torch=False)
@@ -908,7 +908,7 @@ def _create(
     env: Mapping[str, str],
 ) -> Toolchain:
     """Create the venv, install torch (+ toolkit), verify, then write the marker last."""
-    accel = Accelerator.parse(job.accelerator)
+    accel = job.accelerator
     venv_python = root / "bin" / "python"
     started = time.monotonic()
     log.write(f"[toolchain] creating {root} for {', '.join(job.cell_ids) or job.id}\n")
@@ -1086,7 +1086,7 @@ def _prepare_current(
         )
     if snap.implementation != "cpython":
         raise ToolMissingError(f"{base_python} is {snap.implementation}, not CPython")
-    accel = Accelerator.parse(job.accelerator)
+    accel = job.accelerator
     system_cuda: CudaToolkit | None = None
     if accel.kind == "cuda" and with_toolkit:
         given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)

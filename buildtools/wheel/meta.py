@@ -25,6 +25,7 @@ __all__ = [
     "PlatformTag",
     "WheelName",
     "make_build_record",
+    "parse_build_record",
     "platform_tag_satisfies",
     "read_build_record",
     "read_metadata",
@@ -55,9 +56,15 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..ecosystem import load_ecosystem
+from ..model import (
+    BUILD_RECORD_SCHEMA,
+    Accelerator,
+    BuildRecord,
+    BuildRecordError,
+    build_record_problems,
+)
 
 BUILD_RECORD_NAME = "buildtools.json"
-BUILD_RECORD_SCHEMA = 1
 
 _LOCAL_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$", re.IGNORECASE)
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -374,10 +381,28 @@ def torch_requirements(wheel: Path) -> list[str]:
     return [v for v in read_metadata(wheel).get("requires-dist", []) if _is_torch_line(v)]
 
 
-def read_build_record(wheel: Path) -> dict[str, object] | None:
+def parse_build_record(raw: bytes | str, *, where: str = BUILD_RECORD_NAME) -> BuildRecord:
+    """The build record in `raw` (the bytes of a `buildtools.json`).
+
+    Raises ValueError when it is not JSON, and BuildRecordError (a ValueError) listing
+    every problem when it is JSON but not a valid record; `where` starts both messages.
+    """
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{where} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not a JSON object")
+    try:
+        return BuildRecord.from_json(data)
+    except BuildRecordError as exc:
+        raise BuildRecordError(exc.problems, where=where) from None
+
+
+def read_build_record(wheel: Path) -> BuildRecord | None:
     """The build record inside `wheel`, or None when it has none.
 
-    Raises ValueError when the record exists but is not a JSON object.
+    Raises ValueError (see `parse_build_record`) when the record exists but is invalid.
     """
     with zipfile.ZipFile(wheel) as zf:
         dist_info = _dist_info_dir(zf.namelist(), wheel)
@@ -385,31 +410,7 @@ def read_build_record(wheel: Path) -> dict[str, object] | None:
             raw = zf.read(f"{dist_info}/{BUILD_RECORD_NAME}")
         except KeyError:
             return None
-    try:
-        record = json.loads(raw)
-    except ValueError as exc:
-        raise ValueError(f"{dist_info}/{BUILD_RECORD_NAME} is not valid JSON: {exc}") from exc
-    if not isinstance(record, dict):
-        raise ValueError(f"{dist_info}/{BUILD_RECORD_NAME} is not a JSON object")
-    return record
-
-
-_RECORD_FIELDS: dict[str, tuple[type, ...]] = {
-    "schema": (int,),
-    "torch": (str,),
-    "accelerator": (str,),
-    "cxx11_abi": (bool,),
-    "cuda": (str, type(None)),
-    "hip": (str, type(None)),
-    "arch_list": (str, type(None)),
-    "python": (str, type(None)),
-    "abi": (str, type(None)),
-    "torch_requirement": (str, type(None)),
-    "fingerprint": (str, type(None)),
-    "cells": (list,),
-    "buildtools": (str,),
-}
-_REQUIRED = ("schema", "torch", "accelerator", "cxx11_abi")
+    return parse_build_record(raw, where=f"{dist_info}/{BUILD_RECORD_NAME}")
 
 
 def make_build_record(
@@ -426,50 +427,31 @@ def make_build_record(
     fingerprint: str | None = None,
     cells: Sequence[str] = (),
 ) -> dict[str, object]:
-    """A build record in the current schema (see `validate_build_record` for the fields)."""
+    """A build record in the current schema, as JSON data (`BuildRecord.to_json`)."""
     from .. import __version__
 
-    record: dict[str, object] = {
-        "schema": BUILD_RECORD_SCHEMA,
-        "buildtools": __version__,
-        "torch": torch,
-        "accelerator": accelerator,
-        "cxx11_abi": cxx11_abi,
-        "cuda": cuda,
-        "hip": hip,
-        "arch_list": arch_list,
-        "python": python,
-        "abi": abi,
-        "torch_requirement": torch_requirement,
-        "fingerprint": fingerprint,
-        "cells": list(cells),
-    }
-    return record
+    return BuildRecord(
+        buildtools=__version__,
+        torch=torch,
+        accelerator=Accelerator.parse(accelerator),
+        cxx11_abi=cxx11_abi,
+        cuda=cuda,
+        hip=hip,
+        arch_list=arch_list,
+        python=python,
+        abi=abi,
+        torch_requirement=torch_requirement,
+        fingerprint=fingerprint,
+        cells=tuple(cells),
+    ).to_json()
 
 
 def validate_build_record(record: Mapping[str, object]) -> list[str]:
     """Problems with a build record, as phrases ('torch: missing'); empty when valid.
 
-    Schema 1: required `schema` (1), `torch` (the torch version built against,
-    '2.11.0+cu130'), `accelerator` ('cpu', 'cu130', 'rocm6.4'), `cxx11_abi` (bool);
-    optional `cuda`, `hip`, `arch_list`, `python`, `abi`, `torch_requirement`,
-    `fingerprint`, `buildtools` (strings or null) and `cells` (list of cell ids).
-    Unknown keys are allowed (newer writers).
+    The schema is `model.build_record_problems`'.
     """
-    problems: list[str] = []
-    for key in _REQUIRED:
-        if key not in record:
-            problems.append(f"{key}: missing")
-    for key, types in _RECORD_FIELDS.items():
-        if key in record and not isinstance(record[key], types):
-            names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            problems.append(f"{key}: expected {names}, got {type(record[key]).__name__}")
-    schema = record.get("schema")
-    if isinstance(schema, int) and schema != BUILD_RECORD_SCHEMA:
-        problems.append(f"schema: {schema} is not supported (this buildtools reads 1)")
-    if isinstance(record.get("schema"), bool):
-        problems.append("schema: expected int, got bool")
-    return problems
+    return build_record_problems(record)
 
 
 _POLICY_TAG_RE = re.compile(

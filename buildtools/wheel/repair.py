@@ -51,6 +51,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from ..errors import BuildFailedError, ToolchainError
+from ..model import RepairPolicy
 from ..runner import Runner
 from .elf import inspect_elf, is_elf
 from .meta import PlatformTag, WheelName, platform_tag_satisfies, retag_wheel
@@ -465,8 +466,7 @@ def repair_against_torch(
     promised: str,
     never_bundle: Sequence[str],
     runner: Runner,
-    policy: str | Sequence[str] = "auto",
-    user_excludes: Sequence[str] = (),
+    repair: RepairPolicy,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
     log: IO[str] | None = None,
@@ -485,9 +485,9 @@ def repair_against_torch(
         raw,
         dest_dir=dest_dir,
         plat=tag.tag_to_use,
-        policy=policy,
+        policy=repair.policy,
         excludes=derive_excludes(site_packages, never_bundle),
-        user_excludes=user_excludes,
+        user_excludes=repair.excludes,
         library_dirs=libs.library_dirs,
         python=python,
         env=env,

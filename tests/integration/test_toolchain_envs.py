@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from buildtools.model import BuildJob, Cell, Toolkit
+from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
 from buildtools.runner import SubprocessRunner
 from buildtools.toolchain.envs import Toolchain, prepare_toolchain
 from buildtools.toolchain.pythons import find_python
@@ -59,7 +59,7 @@ def make_job(accelerator: str, torch: str, python: str) -> BuildJob:
         abi="per-python",
         torch=torch,
         torch_versions=(torch,),
-        accelerator=accelerator,
+        accelerator=Accelerator.parse(accelerator),
         pythons=(python,),
         platform="linux_x86_64",
         torch_requirement=f"torch=={torch}",
@@ -72,7 +72,7 @@ def make_job(accelerator: str, torch: str, python: str) -> BuildJob:
         env=(),
         runner="local",
         smoke_runner=None,
-        repair="auto",
+        repair=RepairPolicy(),
     )
 
 

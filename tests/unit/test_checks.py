@@ -27,7 +27,7 @@ from fixtures.crafted import (
 from buildtools.cli.check import cmd_check
 from buildtools.errors import ExitCode
 from buildtools.knowledge import load_knowledge
-from buildtools.model import BuildJob, Finding, Severity, Toolkit
+from buildtools.model import Accelerator, BuildJob, Finding, RepairPolicy, Severity, Toolkit
 from buildtools.runner import CommandResult
 from buildtools.wheel import checks
 from buildtools.wheel.checks import (
@@ -256,7 +256,7 @@ def test_expectation_from_job() -> None:
         abi="per-python",
         torch="2.11.0",
         torch_versions=("2.11.0",),
-        accelerator="cu130",
+        accelerator=Accelerator.parse("cu130"),
         pythons=("3.12",),
         platform="linux_x86_64",
         torch_requirement="torch==2.11.0",
@@ -269,7 +269,7 @@ def test_expectation_from_job() -> None:
         env=(),
         runner="ubuntu-latest",
         smoke_runner=None,
-        repair="auto",
+        repair=RepairPolicy(),
     )
     assert Expectation.from_job(job, weaker_platform_tag="warning") == Expectation(
         accelerator="cu130",

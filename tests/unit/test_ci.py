@@ -40,7 +40,7 @@ from buildtools.index.settings import IndexSettings
 from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.model import BuildJob, Cell
+from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy
 from buildtools.planner import Plan, plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -501,7 +501,7 @@ def _job(cells: tuple[Cell, ...], **kw: Any) -> BuildJob:
         "abi": "abi3",
         "torch": "2.13.0",
         "torch_versions": ("2.13.0",),
-        "accelerator": cells[0].accelerator,
+        "accelerator": Accelerator.parse(cells[0].accelerator),
         "pythons": tuple(c.python for c in cells),
         "platform": "linux_x86_64",
         "torch_requirement": "torch==2.13.0",
@@ -514,7 +514,7 @@ def _job(cells: tuple[Cell, ...], **kw: Any) -> BuildJob:
         "env": (),
         "runner": "ubuntu-24.04",
         "smoke_runner": None,
-        "repair": "auto",
+        "repair": RepairPolicy(),
     }
     base.update(kw)
     return BuildJob(**base)
@@ -600,7 +600,7 @@ def test_summary_says_which_wheels_are_never_published() -> None:
 
 def test_current_torch_never_reaches_ci() -> None:
     cell = Cell(torch="2.13.0+cpu", accelerator="cpu", python="3.12", current=True)
-    job = _job((cell,), torch_source="current", accelerator="cpu")
+    job = _job((cell,), torch_source="current")
     p = Plan(profile="release", cells=(cell,), jobs=(job,), removed=(), excluded=0)
     with pytest.raises(PlanError, match="torch: current"):
         matrix_entries(p, p, profile="release", matrix="matrix.yaml", ci_python="3.12")

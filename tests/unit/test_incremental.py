@@ -27,7 +27,7 @@ from buildtools.build.orchestrate import build_plan
 from buildtools.build.report import Status
 from buildtools.build.scheduler import HostResources
 from buildtools.knowledge import load_knowledge
-from buildtools.model import BuildJob, Cell, Toolkit
+from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
 from buildtools.planner import Plan
 from buildtools.runner import CommandResult
 from buildtools.toolchain.envs import Toolchain
@@ -43,7 +43,7 @@ def make_job(**kw: Any) -> BuildJob:
         "abi": "per-python",
         "torch": "2.11.0",
         "torch_versions": ("2.11.0",),
-        "accelerator": "cu130",
+        "accelerator": Accelerator.parse("cu130"),
         "pythons": ("3.12",),
         "platform": "linux_x86_64",
         "torch_requirement": "torch==2.11.0",
@@ -56,7 +56,7 @@ def make_job(**kw: Any) -> BuildJob:
         "env": (("TORCH_CUDA_ARCH_LIST", "8.0;9.0+PTX"),),
         "runner": "ubuntu-24.04",
         "smoke_runner": None,
-        "repair": "auto",
+        "repair": RepairPolicy(),
     }
     fields.update(kw)
     return BuildJob(**fields)
@@ -111,7 +111,7 @@ def test_same_inputs_same_fingerprint() -> None:
         ("the Python full version", {"toolchain": {**TOOLCHAIN, "python": "3.12.2"}}),
         ("the toolkit pins", {"toolchain": {**TOOLCHAIN, "toolkit": ["cuda-toolkit==13.0.2"]}}),
         ("the local version label", {"job": make_job(local_version="pt211cu130x")}),
-        ("the repair excludes", {"job": make_job(repair_excludes=("libfoo.so*",))}),
+        ("the repair excludes", {"job": make_job(repair=RepairPolicy(excludes=("libfoo.so*",)))}),
         ("the backend", {"backend": {"backend": "docker", "image": "b:1"}}),
         ("the host's CXX", {"host_env": {"CXX": "clang++"}}),
         ("the host's TORCH_CUDA_ARCH_LIST", {"host_env": {"TORCH_CUDA_ARCH_LIST": "9.0"}}),

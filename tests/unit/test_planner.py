@@ -157,11 +157,11 @@ def test_accelerator_overrides_merge_family_glob_name() -> None:
         "cu130": {"arch_list": "9.0;10.0", "repair": "skip"},
     }
     result = plan(matrix(data), KB, host_python="3.11", only=["torch2.13.0-*-cp312"])
-    jobs = {j.accelerator: j for j in result.jobs}
+    jobs = {j.accelerator.name: j for j in result.jobs}
     assert jobs["cu126"].toolkit is not None and jobs["cu126"].toolkit.arch_list == "8.0;9.0"
     assert jobs["cu130"].toolkit is not None and jobs["cu130"].toolkit.arch_list == "9.0;10.0"
-    assert jobs["cu130"].repair == "skip"
-    assert jobs["cu126"].repair == "auto"
+    assert jobs["cu130"].repair.mode == "skip"
+    assert jobs["cu126"].repair.mode == "auto"
     assert jobs["cu126"].torch_index == "https://download.pytorch.org/whl/cu126"
     assert jobs["cu126"].env_dict["A"] == "1"
 

@@ -17,7 +17,7 @@ from buildtools.build.environment import job_environment
 from buildtools.build.options import BuildOptions
 from buildtools.build.progress import Progress, estimate_remaining, format_seconds
 from buildtools.build.scheduler import HostResources, plan_slots
-from buildtools.model import BuildJob, Cell, Toolkit
+from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
 from buildtools.runner import CommandResult
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
@@ -31,7 +31,7 @@ def job(accelerator: str = "cpu", job_id: str | None = None, **kw: Any) -> Build
         "abi": "per-python",
         "torch": "2.13.0",
         "torch_versions": ("2.13.0",),
-        "accelerator": accelerator,
+        "accelerator": Accelerator.parse(accelerator),
         "pythons": ("3.12",),
         "platform": "linux_x86_64",
         "torch_requirement": "torch==2.13.0",
@@ -46,7 +46,7 @@ def job(accelerator: str = "cpu", job_id: str | None = None, **kw: Any) -> Build
         "env": (),
         "runner": "ubuntu-24.04",
         "smoke_runner": None,
-        "repair": "auto",
+        "repair": RepairPolicy(),
     }
     fields.update(kw)
     return BuildJob(**fields)

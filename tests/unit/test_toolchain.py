@@ -14,7 +14,7 @@ from typing import IO, Any
 import pytest
 
 from buildtools.errors import ToolchainError, ToolMissingError
-from buildtools.model import BuildJob, Cell, Toolkit
+from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
 from buildtools.runner import CommandResult
 from buildtools.toolchain.envs import (
     MARKER,
@@ -59,7 +59,7 @@ def make_job(
         "abi": "per-python",
         "torch": torch,
         "torch_versions": (torch,),
-        "accelerator": accelerator,
+        "accelerator": Accelerator.parse(accelerator),
         "pythons": (python,),
         "platform": "linux_x86_64",
         "torch_requirement": f"torch=={torch}",
@@ -72,7 +72,7 @@ def make_job(
         "env": (),
         "runner": "ubuntu-latest",
         "smoke_runner": None,
-        "repair": "auto",
+        "repair": RepairPolicy(),
     }
     fields.update(kw)
     return BuildJob(**fields)
@@ -242,7 +242,11 @@ def test_key_changes_with_every_input() -> None:
             python_version="3.12.1",
             system_cuda=None,
         ),
-        toolchain_key(replace(job, accelerator="cu128"), python_version="3.12.1", system_cuda=None),
+        toolchain_key(
+            replace(job, accelerator=Accelerator.parse("cu128")),
+            python_version="3.12.1",
+            system_cuda=None,
+        ),
         toolchain_key(replace(job, toolkit=None), python_version="3.12.1", system_cuda=None),
         toolchain_key(job, python_version="3.12.1", system_cuda=None, with_toolkit=False),
     ]

@@ -49,7 +49,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from ...ecosystem import load_ecosystem
 from ...errors import ConfigError
-from ...model import PLATFORMS, Accelerator, BuildJob, python_tag
+from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -388,7 +388,7 @@ def compose_cibuildwheel(
     wheels (offline); `pip` the host pip configuration (online); `torch_index` is used
     only online. `host_python` runs cibuildwheel on the host.
     """
-    accel = Accelerator.parse(job.accelerator)
+    accel = job.accelerator
     arch = _arch(job)
     image = validate_image_ref(image, what=f"{job.id}: builder image")
     if offline and wheels_dir is None:
@@ -452,12 +452,13 @@ def compose_cibuildwheel(
     before += ["--", *BUILD_REQUIREMENTS]
 
     repair = ["--python", BUILD_PYTHON, "--plat", job.platform_tag]
-    if job.repair == "command":
-        repair += ["--command-json", json.dumps(list(job.repair_command))]
+    policy = job.repair.policy
+    if isinstance(policy, tuple):
+        repair += ["--command-json", json.dumps(list(policy))]
     else:
-        repair += ["--policy", job.repair]
+        repair += ["--policy", policy]
     repair += ["--never-bundle-file", f"{CONTAINER_JOB_DIR}/never-bundle.txt"]
-    repair += [f"--exclude={p}" for p in job.repair_excludes]
+    repair += [f"--exclude={p}" for p in job.repair.excludes]
     repair += ["-w", "{dest_dir}", "{wheel}"]
 
     options = [

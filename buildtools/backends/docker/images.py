@@ -140,7 +140,7 @@ def builder_image(
     `base_id` is the local image ID of the base when the engine has it: a base rebuilt
     under the same name (a local base, a re-pulled tag) then gives a new builder tag.
     """
-    accel = Accelerator.parse(job.accelerator)
+    accel = job.accelerator
     base = validate_image_ref(base_override or job.image, what=f"{job.id}: base image")
     base = pinned(base, pins)
     dockerfile = docker / f"{accel.kind}.Dockerfile"

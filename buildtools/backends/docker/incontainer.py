@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from ...errors import BuildtoolsError, ToolchainError, ToolMissingError
+from ...model import RepairPolicy
 from ...runner import SubprocessRunner
 
 # The job's CUDA_HOME inside the container: a link to the toolkit before-build chose.
@@ -173,20 +174,19 @@ def _repair(args: argparse.Namespace) -> None:
     if args.never_bundle_file:
         text = Path(args.never_bundle_file).read_text(encoding="utf-8")
         never_bundle = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    policy: str | list[str] = args.policy
+    repair = RepairPolicy(mode=args.policy, excludes=tuple(args.exclude))
     if args.command_json:
         command = json.loads(args.command_json)
         if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
             raise ToolchainError("--command-json must be a JSON list of strings")
-        policy = command
+        repair = RepairPolicy(mode="command", command=tuple(command), excludes=repair.excludes)
     repaired = repair_against_torch(
         Path(args.wheel),
         dest_dir=Path(args.dest_dir),
         site_packages=site,
         promised=args.plat,
         never_bundle=never_bundle,
-        policy=policy,
-        user_excludes=args.exclude,
+        repair=repair,
         runner=SubprocessRunner(),
         env=dict(os.environ),
         log=sys.stdout,

@@ -28,7 +28,7 @@ class Expectation:
     ) -> Expectation:
         """What `job` promised (accelerator, archs, tag, local label, torch pin)."""
         return cls(
-            accelerator=job.accelerator,
+            accelerator=job.accelerator.name,
             arch_list=job.toolkit.arch_list if job.toolkit else None,
             platform_tag=job.platform_tag,
             weaker_platform_tag=weaker_platform_tag,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 __all__ = ["BUILD_RECORD", "CHECK"]
 
-from ...model import Finding
-from ..meta import read_build_record, validate_build_record
+from ...model import BuildRecordError, Finding
+from ..meta import read_build_record
 from .registry import Code, WheelCheck, WheelSubject, finding
 
 BUILD_RECORD = Code(
@@ -23,8 +23,11 @@ def _check(subject: WheelSubject) -> list[Finding]:
     if not expect.build_record:
         return []
     name = wheel.name
+    problems: list[str] = []
     try:
         record = read_build_record(wheel)
+    except BuildRecordError as exc:
+        record, problems = None, list(exc.problems)
     except ValueError as exc:
         return [
             finding(
@@ -33,7 +36,7 @@ def _check(subject: WheelSubject) -> list[Finding]:
                 path=name,
             )
         ]
-    if record is None:
+    if record is None and not problems:
         return [
             finding(
                 BUILD_RECORD,
@@ -42,10 +45,10 @@ def _check(subject: WheelSubject) -> list[Finding]:
                 path=name,
             )
         ]
-    problems = validate_build_record(record)
-    acc = record.get("accelerator")
-    if isinstance(acc, str) and acc != expect.accelerator:
-        problems.append(f"accelerator: {acc!r}, but the cell is {expect.accelerator!r}")
+    if record is not None and record.accelerator.name != expect.accelerator:
+        problems.append(
+            f"accelerator: {record.accelerator.name!r}, but the cell is {expect.accelerator!r}"
+        )
     if not problems:
         return []
     return [
