@@ -411,7 +411,7 @@ def test_build_against_the_current_source_torch(
     assert wheel.name.startswith(f"ext_ok-0.1.0+pt213cpu.git{rev}-cp311-cp311-")
     record = read_build_record(wheel)
     assert record is not None
-    assert record["torch"] == version and record["torch_requirement"] == "torch==2.13.0a0"
+    assert record.torch == version and record.torch_requirement == "torch==2.13.0a0"
     log = Path(cell["log"]).read_text()
     assert "nothing is installed into that environment" in log or "reusing" in log
     pip_args = [
