@@ -41,7 +41,7 @@ from buildtools.planner import plan
 from buildtools.planning import host_python
 from buildtools.runner import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
-from buildtools.toolchain.envs import prepare_toolchain, toolchain_identity
+from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_CELL = "torch2.11.0-cu130-cp312"

@@ -35,7 +35,7 @@ from buildtools.matrix.config import load_matrix
 from buildtools.planner import plan
 from buildtools.planning import host_python
 from buildtools.runner import SubprocessRunner
-from buildtools.toolchain.envs import prepare_toolchain
+from buildtools.toolchain.prepare import prepare_toolchain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         job, job.build_python, cache_dir=cache / "envs", runner=runner, log=log, env=env
     )
     print(
-        f"cell {job.id}: torch {toolchain.torch_version}, Python {toolchain.python_version}, {args.runs} runs each"
+        f"cell {job.id}: torch {toolchain.torch.version}, Python {toolchain.python_version}, {args.runs} runs each"
     )
 
     plain_times: list[float] = []

@@ -18,7 +18,7 @@ from pathlib import Path
 from .knowledge import load_knowledge
 from .matrix.config import load_matrix
 from .planner import Plan, needs_current, plan
-from .probe.hostenv import probe_current_torch
+from .probe.current import probe_current_torch
 from .runner import Runner, SubprocessRunner
 
 

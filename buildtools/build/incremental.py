@@ -32,7 +32,7 @@ from ..index.manifest import read_manifest
 from ..index.pages import WHEELS_DIR
 from ..model import BuildJob
 from ..runner import Runner
-from ..toolchain.envs import toolchain_identity
+from ..toolchain.prepare import toolchain_identity
 from ..wheel.meta import read_build_record
 from .fingerprint import fingerprint_inputs, job_fingerprint, source_fingerprint
 from .options import BuildOptions

@@ -37,7 +37,8 @@ from ..locks import file_lock
 from ..model import BuildJob, BuildRecord, Finding, Severity
 from ..planner import Plan
 from ..runner import Runner, SubprocessRunner
-from ..toolchain.envs import Toolchain, prepare_toolchain
+from ..toolchain.envs import Toolchain
+from ..toolchain.prepare import prepare_toolchain
 from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
 from ..wheel.meta import relabel_wheel
 from ..wheel.repair import repair_against_torch
@@ -209,11 +210,11 @@ def _build_job_locked(
                 )
                 record = BuildRecord.for_job(
                     job,
-                    torch=toolchain.torch_version,
-                    cxx11_abi=toolchain.cxx11_abi,
+                    torch=toolchain.torch.version,
+                    cxx11_abi=bool(toolchain.torch.cxx11_abi),
                     python=toolchain.python_version,
-                    cuda=toolchain.cuda_version,
-                    hip=toolchain.hip_version,
+                    cuda=toolchain.torch.cuda,
+                    hip=toolchain.torch.hip,
                     fingerprint=fingerprint,
                     source_fingerprint=source_fingerprint(opts.project_dir),
                 )

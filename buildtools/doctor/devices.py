@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from ..model import Finding, Severity
-from ..probe.hostenv import GpuInfo
+from ..torchinstall import GpuInfo
 from ..wheel.elf import DeviceCode, ElfInfo
 
 _ARCH_RE = re.compile(r"^(?P<kind>sm|compute|lto)_(?P<digits>\d{2,3})(?P<suffix>[af]?)$")

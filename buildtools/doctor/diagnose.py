@@ -37,7 +37,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..model import Finding, Severity
-from ..probe.hostenv import DistInfo, EnvSnapshot, TorchInfo
+from ..probe.hostenv import DistInfo, EnvSnapshot
+from ..torchinstall import TorchInstall
 from ..wheel.checks import TorchTarget, check_binaries, is_grafted
 from ..wheel.elf import ElfInfo
 from .devices import check_devices
@@ -104,7 +105,7 @@ def _is_exact_build(version: Version) -> bool:
     return version.is_prerelease or bool(local and not parse_local_label(local)[1])
 
 
-def _check_built_for(bf: BuiltFor, torch: TorchInfo) -> list[Finding]:
+def _check_built_for(bf: BuiltFor, torch: TorchInstall) -> list[Finding]:
     findings: list[Finding] = []
     installed_label = f"torch {torch.version}"
     if bf.torch is not None:

@@ -14,7 +14,8 @@ from typing import Any, Literal, TextIO
 
 from ..errors import ExitCode
 from ..model import Finding, Severity
-from ..probe.hostenv import BUILD_WORDS, EnvSnapshot, TorchInfo
+from ..probe.hostenv import BUILD_WORDS, EnvSnapshot
+from ..torchinstall import TorchInstall
 from .matching import BuiltFor, Fix
 
 DOCTOR_SCHEMA = "torch-buildtools/doctor/v1"
@@ -149,7 +150,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
     }
 
 
-def _torch_json(torch: TorchInfo, cxx11_abi: bool | None) -> dict[str, Any]:
+def _torch_json(torch: TorchInstall, cxx11_abi: bool | None) -> dict[str, Any]:
     return {
         "version": torch.version,
         "cuda": torch.cuda,
@@ -158,7 +159,7 @@ def _torch_json(torch: TorchInfo, cxx11_abi: bool | None) -> dict[str, Any]:
         "cxx11_abi": cxx11_abi,
         "build": torch.build,
         "git_version": torch.git_version,
-        "location": str(torch.site),
+        "location": str(torch.site_packages),
         "imported": torch.imported,
         "import_error": torch.import_error,
         "gpus": [
@@ -169,7 +170,7 @@ def _torch_json(torch: TorchInfo, cxx11_abi: bool | None) -> dict[str, Any]:
     }
 
 
-def _torch_line(torch: TorchInfo, cxx11_abi: bool | None) -> str:
+def _torch_line(torch: TorchInstall, cxx11_abi: bool | None) -> str:
     device = (
         f"CUDA {torch.cuda}" if torch.cuda else f"ROCm/HIP {torch.hip}" if torch.hip else "CPU only"
     )
@@ -177,5 +178,5 @@ def _torch_line(torch: TorchInfo, cxx11_abi: bool | None) -> str:
     git = f", git {torch.git_version[:12]}" if torch.git_version else ""
     return (
         f"torch {torch.version}: {device}, C++ ABI {abi}, {BUILD_WORDS[torch.build]}{git} "
-        f"(in {torch.site})"
+        f"(in {torch.site_packages})"
     )

@@ -39,14 +39,14 @@ def torch_state(snapshot: EnvSnapshot) -> TorchState:
         return TorchState(target=None, findings=(), notes=(), sonames=frozenset())
     target: TorchTarget | None = None
     try:
-        target = load_torch_target(torch.site)
+        target = load_torch_target(torch.site_packages)
     except ToolchainError as exc:
         findings.append(
             Finding(
                 code="torch-install",
                 severity=Severity.ERROR,
                 message=f"the torch installation is incomplete: {exc}; reinstall torch",
-                path=str(torch.site),
+                path=str(torch.site_packages),
             )
         )
     if torch.imported is False:
@@ -73,7 +73,7 @@ def torch_distributions(snapshot: EnvSnapshot) -> frozenset[str]:
     if torch is None:
         return frozenset({"torch"})
     try:
-        libs = scan_torch_libs(torch.site)
+        libs = scan_torch_libs(torch.site_packages)
     except ToolchainError:
         return frozenset({"torch"})
     return frozenset(canonicalize_name(d) for d in libs.distributions) | {"torch"}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..knowledge import Knowledge
 from ..matrix.config import MatrixFile
 from ..model import BuildJob, Cell
-from ..probe.hostenv import CurrentTorch
+from ..torchinstall import TorchInstall
 from .cells import RemovedCell, needs_current, select_cells
 from .derive import arch_list_from_torch, current_local_version, local_version
 from .jobs import group_jobs
@@ -58,7 +58,7 @@ def plan(
     profile: str | None = None,
     only: Iterable[str] = (),
     strict: bool = False,
-    current: CurrentTorch | None = None,
+    current: TorchInstall | None = None,
     torch_axis: Sequence[str] | None = None,
 ) -> Plan:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs.

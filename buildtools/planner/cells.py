@@ -31,7 +31,7 @@ from ..errors import ConfigError, PlanError
 from ..knowledge import Knowledge
 from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob
 from ..model import Accelerator, Cell
-from ..probe.hostenv import CurrentTorch
+from ..torchinstall import TorchInstall
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +81,7 @@ def _matches(cell: Cell, rule: CellRule) -> bool:
     return True
 
 
-def _current_cell(current: CurrentTorch) -> Cell:
+def _current_cell(current: TorchInstall) -> Cell:
     """The one cell `torch: current` stands for: the environment fixes all four keys."""
     return Cell(
         torch=current.version,
@@ -182,7 +182,7 @@ def select_cells(
     profile: str | None,
     only: Iterable[str],
     strict: bool,
-    current: CurrentTorch | None,
+    current: TorchInstall | None,
     torch_axis: Sequence[str] | None,
 ) -> CellSelection:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""

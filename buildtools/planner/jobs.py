@@ -24,7 +24,7 @@ from ..knowledge import Knowledge
 from ..matrix.config import AcceleratorOverride, MatrixFile, is_glob
 from ..matrix.yamlsource import Loc
 from ..model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit, python_tag
-from ..probe.hostenv import CurrentTorch
+from ..torchinstall import TorchInstall
 from .cells import cell_key, python_key
 from .derive import (
     arch_list_from_torch,
@@ -79,7 +79,7 @@ def _arch_loc(mf: MatrixFile, accelerator: Accelerator) -> Loc:
 
 
 def _current_arch_list(
-    mf: MatrixFile, kb: Knowledge, current: CurrentTorch, accel: Accelerator, platform: str
+    mf: MatrixFile, kb: Knowledge, current: TorchInstall, accel: Accelerator, platform: str
 ) -> str:
     try:
         return kb.default_arch_list(current.public_version, accel, platform)
@@ -183,7 +183,7 @@ def _current_torch(
     mf: MatrixFile,
     kb: Knowledge,
     cells: Sequence[Cell],
-    current: CurrentTorch,
+    current: TorchInstall,
     accel: Accelerator,
     override: AcceleratorOverride,
 ) -> _BuildTorch:
@@ -230,9 +230,9 @@ def _current_torch(
             release=release,
             git_short=current.git_short,
         ),
-        cxx11_abi=current.cxx11_abi,
+        cxx11_abi=current.cxx11_abi is not False,  # unknown: C++11, as every torch >= 2.7
         torch_source="current",
-        current_python=current.python,
+        current_python=str(current.python) if current.python else None,
     )
 
 
@@ -242,7 +242,7 @@ def _make_job(
     cells: Sequence[Cell],
     *,
     job_id: str,
-    current: CurrentTorch | None = None,
+    current: TorchInstall | None = None,
 ) -> BuildJob:
     """The job of `cells`: against `current` when given, else against an index torch."""
     m = mf.matrix
@@ -296,7 +296,7 @@ def _make_job(
 
 
 def group_jobs(
-    mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], current: CurrentTorch | None = None
+    mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], current: TorchInstall | None = None
 ) -> list[BuildJob]:
     """One job per unit of the ABI mode: a cell (per-python), a torch × accelerator ×
     platform (abi3: one wheel for every Python), an accelerator × platform (stable: one

@@ -44,20 +44,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Literal, TextIO
+from typing import IO, Literal, TextIO
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..ecosystem import load_ecosystem
-from ..errors import BuildtoolsError
+from ..errors import BuildtoolsError, ToolMissingError
 from ..locks import file_lock
+from ..probe.hostenv import probe_environment
 from ..runner import CommandResult, Runner
 from ..toolchain.pythons import find_python
+from ..toolchain.venv import create_venv, install
+from ..torchinstall import TorchInstall
 from ..wheel.meta import WheelName
 from .child import (
     CHILD_SCRIPT,
-    CHILD_TAG,
     ChildReport,
     Stage,
     StageName,
@@ -69,24 +71,6 @@ from .report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from .wheels import SmokeTarget, WheelSource, plan_targets
 
 TorchSource = Literal["auto", "system", "index"]
-
-# What the runner's own interpreter has: Python, torch, the GPU torch sees.
-_RUNNER_PROBE = r"""
-import json, os, platform, sys
-info = {"python": platform.python_version(), "executable": sys.executable}
-try:
-    import torch
-    info["torch"] = torch.__version__
-    info["cuda"] = torch.version.cuda
-    info["hip"] = getattr(torch.version, "hip", None)
-    info["site"] = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-except Exception as exc:
-    info["torch_error"] = f"{type(exc).__name__}: {exc}"
-print("BUILDTOOLS_SMOKE " + json.dumps(info))
-"""
-
 
 # --------------------------------------------------------------------------- execution
 
@@ -109,21 +93,6 @@ class SmokeOptions:
     command: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
-class _RunnerTorch:
-    python: str  # "3.12.3"
-    torch: str | None
-    cuda: str | None
-    hip: str | None
-    site: Path | None
-    gpu: str | None
-    error: str | None = None
-
-    @property
-    def python_xy(self) -> str:
-        return ".".join(self.python.split(".")[:2])
-
-
 def _child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, str]:
     # variables that would leak the runner's environment into the one under test
     dropped = load_ecosystem().dropped_env
@@ -139,24 +108,23 @@ def _child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, st
     return out
 
 
-def _probe_runner_torch(python: Path, runner: Runner, env: Mapping[str, str]) -> _RunnerTorch:
-    result = runner.run(
-        [str(python), "-c", _RUNNER_PROBE], env=_child_env(env), capture=True, timeout=300
-    )
-    data: dict[str, Any] = {}
-    for line in result.output.splitlines():
-        if line.startswith(CHILD_TAG):
-            with contextlib.suppress(ValueError):
-                data = json.loads(line[len(CHILD_TAG) :])
-    return _RunnerTorch(
-        python=str(data.get("python") or platform.python_version()),
-        torch=data.get("torch"),
-        cuda=data.get("cuda"),
-        hip=data.get("hip"),
-        site=Path(data["site"]) if data.get("site") else None,
-        gpu=data.get("gpu"),
-        error=data.get("torch_error") or (None if data else result.output[-500:]),
-    )
+def _probe_torch(
+    python: Path, runner: Runner, env: Mapping[str, str], *, devices: bool = True
+) -> tuple[str, TorchInstall | None]:
+    """(Python version, the torch `python` imports; None where it has none that imports)."""
+    try:
+        snapshot = probe_environment(
+            python,
+            runner=runner,
+            env=_child_env(env),
+            separate_import=False,
+            devices=devices,
+            files=False,
+        )
+    except ToolMissingError:
+        return platform.python_version(), None
+    torch = snapshot.torch
+    return snapshot.python_version, torch if torch is not None and torch.imported else None
 
 
 def _gpu_driver(kind: str, runner: Runner, env: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -185,16 +153,17 @@ def _public(version: str) -> str:
         return version
 
 
-def _torch_matches(
-    target: SmokeTarget, torch: str | None, cuda: str | None, hip: str | None
-) -> bool:
+def _torch_matches(target: SmokeTarget, torch: TorchInstall | None) -> bool:
     """The same torch build: version (with its local label when the record has one), CUDA/HIP."""
     if torch is None:
         return False
     # a record with a local label ("2.11.0+cu130") names the exact build
-    same = torch == target.torch if "+" in target.torch else _public(torch) == _public(target.torch)
+    v = torch.version
+    same = v == target.torch if "+" in target.torch else _public(v) == _public(target.torch)
     return (
-        same and (cuda or None) == (target.cuda or None) and (hip or None) == (target.hip or None)
+        same
+        and (torch.cuda or None) == (target.cuda or None)
+        and (torch.hip or None) == (target.hip or None)
     )
 
 
@@ -203,6 +172,12 @@ def _describe_torch(torch: str | None, cuda: str | None, hip: str | None) -> str
         return "no torch"
     build = f"CUDA {cuda}" if cuda else f"HIP {hip}" if hip else "CPU"
     return f"torch {torch} ({build})"
+
+
+def _describe_install(torch: TorchInstall | None) -> str:
+    if torch is None:
+        return "no torch"
+    return _describe_torch(torch.version, torch.cuda, torch.hip)
 
 
 def _timed_out(result: CommandResult) -> bool:
@@ -245,6 +220,23 @@ class _Log:
             timeout=timeout,
         )
 
+    def step(self, name: StageName, action: Callable[[], object]) -> Stage:
+        """A stage done by buildtools itself (`action` runs its processes with this log):
+        its output is what it logged, its failure the error it raised."""
+        self.fh.flush()
+        start = self.path.stat().st_size
+        returncode = 0
+        try:
+            action()
+        except BuildtoolsError as exc:
+            self.fh.write(f"ERROR: {exc}\n")
+            returncode = 1
+        self.fh.flush()
+        with self.path.open("r", encoding="utf-8", errors="replace") as fh:
+            fh.seek(start)
+            output = fh.read()
+        return Stage(name=name, returncode=returncode, output=output)
+
     def note(self, text: str) -> None:
         self.fh.write(f"[buildtools] {text}\n")
         self.fh.flush()
@@ -279,39 +271,36 @@ def _index_torch_env(
         if root.exists():
             shutil.rmtree(root)
         env = _child_env(opts.env)
-        stage = log.run(runner, "env", [str(base), "-m", "venv", str(root)], env=env)
+        python = root / "bin" / "python"
+
+        def make() -> None:
+            create_venv(base, root, runner=runner, log=log.fh, env=env, cache_dir=opts.cache_dir)
+            install(
+                python,
+                [f"torch=={_public(target.torch)}"],
+                runner=runner,
+                log=log.fh,
+                env=env,
+                cache_dir=opts.cache_dir,
+                extra_index=index,
+            )
+
+        stage = log.step("env", make)
         if stage.returncode != 0:
             return stage
-        spec = f"torch=={_public(target.torch)}"
-        stage = log.run(
-            runner,
-            "env",
-            [
-                str(root / "bin" / "python"),
-                "-m",
-                "pip",
-                "install",
-                "--extra-index-url",
-                index,
-                spec,
-            ],
-            env=env,
-        )
-        if stage.returncode != 0:
-            return stage
-        probe = _probe_runner_torch(root / "bin" / "python", runner, opts.env)
-        if not _torch_matches(target, probe.torch, probe.cuda, probe.hip):
+        _, torch = _probe_torch(python, runner, opts.env, devices=False)
+        if torch is None or not _torch_matches(target, torch):
             return Stage(
                 name="env",
                 returncode=1,
                 output=(
-                    f"ERROR: pip installed {_describe_torch(probe.torch, probe.cuda, probe.hip)}"
+                    f"ERROR: pip installed {_describe_install(torch)}"
                     f" from {index} and pip's indexes; the cell needs "
                     f"{_describe_torch(target.torch, target.cuda, target.hip)}: pass the right "
                     "--torch-index\n"
                 ),
             )
-        ready.write_text(json.dumps({"torch": probe.torch, "cuda": probe.cuda}) + "\n")
+        ready.write_text(json.dumps(torch.to_json()) + "\n")
     return base, _site_packages(root, target.python)
 
 
@@ -343,7 +332,8 @@ def smoke_argv(command: str, *, python: Path, project_dir: Path | None) -> list[
 def _smoke_one(
     number: int,
     target: SmokeTarget,
-    rt: _RunnerTorch,
+    runner_python: str,
+    runner_torch: TorchInstall | None,
     opts: SmokeOptions,
     runner: Runner,
     out: TextIO,
@@ -375,9 +365,8 @@ def _smoke_one(
     try:
         log.note(f"smoke {src.origin} (cell {target.cell}, sha256 {target.sha256})")
         # 1. env
-        system_ok = (
-            _torch_matches(target, rt.torch, rt.cuda, rt.hip) and rt.python_xy == target.python
-        )
+        python_xy = ".".join(runner_python.split(".")[:2])
+        system_ok = _torch_matches(target, runner_torch) and python_xy == target.python
         if opts.torch_source == "system" or (opts.torch_source == "auto" and system_ok):
             if not system_ok:
                 return SmokeResult(
@@ -388,13 +377,14 @@ def _smoke_one(
                     diagnosis=(
                         f"needs {_describe_torch(target.torch, target.cuda, target.hip)} on "
                         f"Python {target.python}; {opts.torch_python} has "
-                        f"{_describe_torch(rt.torch, rt.cuda, rt.hip)} on Python {rt.python_xy}"
+                        f"{_describe_install(runner_torch)} on Python {python_xy}"
                     ),
                     source=src.origin,
                     torch_source="system",
                     duration=time.monotonic() - started,
                 )
-            base_python, torch_site = opts.torch_python, rt.site
+            torch_site = runner_torch.site_packages if runner_torch is not None else None
+            base_python = opts.torch_python
         else:
             torch_source = "index"
             got = _index_torch_env(target, opts, runner, log)
@@ -403,19 +393,28 @@ def _smoke_one(
             base_python, torch_site = got
         out.write(f"smoke {src.name}: env (torch from {torch_source})\n")
         venv = work / "env"
-        argv = [str(base_python), "-m", "venv"]
-        if torch_source == "system":
-            argv.append("--system-site-packages")
         python = venv / "bin" / "python"
         # A venv seeded with its own pip also gets Python 3.11's setuptools 65, which would
         # shadow the torch env's and make pip try to upgrade it (offline: fail). So: no seed
         # packages, and the base Python's pip pointed at the venv, where that pip can.
-        if _pip_targets_other_pythons(base_python, runner, opts.env):
-            argv.append("--without-pip")
+        other = _pip_targets_other_pythons(base_python, runner, opts.env)
+        if other:
             pip_cmd = [str(base_python), "-m", "pip", "--python", str(python)]
         else:
             pip_cmd = [str(python), "-m", "pip"]
-        stage = log.run(runner, "env", [*argv, str(venv)], env=_child_env(opts.env))
+        stage = log.step(
+            "env",
+            lambda: create_venv(
+                base_python,
+                venv,
+                runner=runner,
+                log=log.fh,
+                env=_child_env(opts.env),
+                cache_dir=opts.cache_dir,
+                system_site_packages=torch_source == "system",
+                seed=not other,
+            ),
+        )
         if stage.returncode != 0:
             return result(stage)
         if torch_site is not None:
@@ -489,15 +488,15 @@ def run_smoke(
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
 ) -> SmokeReport:
     """Smoke-test every wheel that matches this runner; never raises for a wheel's failure."""
-    rt = _probe_runner_torch(opts.torch_python, runner, opts.env)
+    runner_python, runner_torch = _probe_torch(opts.torch_python, runner, opts.env)
     gpu, driver = _gpu_driver(accelerator, runner, opts.env)
     info = RunnerInfo(
         accelerator=accelerator,
-        gpu=gpu or rt.gpu,
+        gpu=gpu or (runner_torch.gpus[0].name if runner_torch and runner_torch.gpus else None),
         driver=driver,
-        torch=rt.torch,
-        torch_cuda=rt.cuda,
-        python=rt.python,
+        torch=runner_torch.version if runner_torch else None,
+        torch_cuda=runner_torch.cuda if runner_torch else None,
+        python=runner_python,
         date=now().isoformat(timespec="seconds"),
         host=platform.node(),
     )
@@ -507,7 +506,7 @@ def run_smoke(
             out.write(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
             results.append(planned)
             continue
-        res = _smoke_one(number, planned, rt, opts, runner, out)
+        res = _smoke_one(number, planned, runner_python, runner_torch, opts, runner, out)
         out.write(
             f"smoke {res.wheel}: {res.status.value.upper()} in {res.duration:.1f} s"
             + (f": {res.diagnosis}" if res.diagnosis else "")

@@ -31,7 +31,7 @@ import ast
 import configparser
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,6 @@ _PIP_KEYS = (
     "timeout",
     "default-timeout",
 )
-_RANK = {"global": 0, "install": 1, ":env:": 2}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,20 +81,27 @@ def uv_cache_dir(envs_dir: Path, env: Mapping[str, str]) -> Path:
     return envs_dir / "uv-cache"
 
 
-def parse_pip_config(output: str) -> dict[str, str]:
-    """`pip config list` output → {option: value} for the options uv needs; env over files."""
+def parse_pip_config(
+    output: str,
+    *,
+    options: Collection[str] = _PIP_KEYS,
+    sections: Sequence[str] = ("global", "install"),
+) -> dict[str, str]:
+    """`pip config list` output → {option: value} for `options`, as pip ranks them: the
+    environment (PIP_*) over the later of `sections` over the earlier."""
+    rank = {section: i for i, section in enumerate([*sections, ":env:"])}
     ranked: dict[str, tuple[int, str]] = {}
     for line in output.splitlines():
         key, sep, raw = line.partition("=")
         section, dot, option = key.strip().rpartition(".")
-        if not sep or not dot or section not in _RANK or option not in _PIP_KEYS:
+        if not sep or not dot or section not in rank or option not in options:
             continue
         try:
             value = ast.literal_eval(raw.strip())
         except (ValueError, SyntaxError):
             continue
-        if isinstance(value, str) and (option not in ranked or _RANK[section] >= ranked[option][0]):
-            ranked[option] = (_RANK[section], value)
+        if isinstance(value, str) and (option not in ranked or rank[section] >= ranked[option][0]):
+            ranked[option] = (rank[section], value)
     return {option: value for option, (_, value) in sorted(ranked.items())}
 
 
@@ -169,9 +175,18 @@ def uv_options(
     return tuple(args), tuple(extra_env)
 
 
-def uv_venv_argv(uv: Path, base_python: Path, root: Path) -> list[str]:
-    """A venv with pip seeded (pip stays usable as the fallback inside it)."""
-    return [str(uv), "venv", "--seed", "--python", str(base_python), str(root)]
+def uv_venv_argv(
+    uv: Path,
+    base_python: Path,
+    root: Path,
+    *,
+    seed: bool = True,
+    system_site_packages: bool = False,
+) -> list[str]:
+    """A venv, with pip seeded unless `seed=False` (pip stays usable as the fallback inside it)."""
+    argv = [str(uv), "venv", *(["--seed"] if seed else [])]
+    argv += ["--system-site-packages"] if system_site_packages else []
+    return [*argv, "--python", str(base_python), str(root)]
 
 
 def uv_install_argv(

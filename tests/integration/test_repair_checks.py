@@ -86,7 +86,7 @@ def _import(env: TorchEnv, wheel: Path, module: str, tmp: Path) -> tuple[bool, s
 
 def test_target_is_read_without_importing_torch(target: TorchTarget, env: TorchEnv) -> None:
     assert target.version == f"{TORCH}+cpu"
-    assert target.cuda_version is None and target.hip_version is None
+    assert target.cuda is None and target.hip is None
     assert target.cxx11_abi is True
     assert target.site_packages == env.site_packages.resolve()
 
@@ -258,7 +258,7 @@ def test_real_cu130_wheel(tmp_path: Path, log_file: IO[str]) -> None:
     site = _cu130_site()
     assert site is not None
     target = load_torch_target(site)
-    assert target.cuda_version == "13.0"
+    assert target.cuda == "13.0"
     raw = next(w for w in _cuda_wheels() if "cp31" in w.name)
     excludes = derive_excludes(site, NEVER_BUNDLE)
     assert {"libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libcublas.so.13"} <= set(

@@ -25,7 +25,8 @@ from elftools.elf.elffile import ELFFile
 
 from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
 from buildtools.runner import SubprocessRunner
-from buildtools.toolchain.envs import Toolchain, prepare_toolchain
+from buildtools.toolchain.envs import Toolchain
+from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.toolchain.pythons import find_python
 
 REPO = Path(__file__).resolve().parents[2]
@@ -167,10 +168,10 @@ def cpu_toolchain(tmp_path_factory: pytest.TempPathFactory) -> Toolchain:
 
 def test_cpu_toolchain_matches_cell_and_is_reused(cpu_toolchain: Toolchain, tmp_path: Path) -> None:
     tc = cpu_toolchain
-    assert tc.torch_version == "2.13.0+cpu"
-    assert tc.cuda_version is None
-    assert tc.hip_version is None
-    assert tc.cxx11_abi
+    assert tc.torch.version == "2.13.0+cpu"
+    assert tc.torch.cuda is None
+    assert tc.torch.hip is None
+    assert tc.torch.cxx11_abi
     assert tc.python_version.startswith("3.11.")
     assert (tc.site_packages / "torch").is_dir()
     again, seconds = prepare(make_job("cpu", "2.13.0", "3.11"), "3.11", tmp_path / "log")
@@ -215,8 +216,8 @@ def test_cpu_wheel_installs_elsewhere_and_passes_smoke(
 def test_cuda13_toolchain_from_pypi_builds_device_code(tmp_path: Path) -> None:
     job = make_job("cu130", "2.11.0", "3.12")
     tc, _ = prepare(job, "3.12", tmp_path / "toolchain.log")
-    assert tc.torch_version == "2.11.0+cu130"
-    assert tc.cuda_version == "13.0"
+    assert tc.torch.version == "2.11.0+cu130"
+    assert tc.torch.cuda == "13.0"
     assert tc.cuda_home == tc.site_packages / "nvidia" / "cu13"
     env = dict(tc.build_env)
     assert env["CUDA_HOME"] == str(tc.cuda_home)

@@ -23,6 +23,7 @@ from fixtures.crafted import (
     make_wheel,
     offload_bundle,
 )
+from fixtures.probe import imported_report, probe_output, static_report
 
 from buildtools.cli.check import cmd_check
 from buildtools.errors import ExitCode
@@ -216,7 +217,7 @@ def test_load_torch_target(tmp_path: Path) -> None:
     site = make_site_packages(tmp_path / "a", version="2.11.0+cu130", cuda="13.0")
     target = load_torch_target(site)
     assert target == TorchTarget(
-        version="2.11.0+cu130", site_packages=site.resolve(), cuda_version="13.0", cxx11_abi=True
+        version="2.11.0+cu130", site_packages=site.resolve(), cuda="13.0", cxx11_abi=True
     )
     old = make_site_packages(tmp_path / "b", version="2.5.1+cu124", cuda="12.4", cxx11_abi=False)
     assert load_torch_target(old).cxx11_abi is False
@@ -227,15 +228,20 @@ def test_load_torch_target_asks_torch_when_version_py_is_unreadable(tmp_path: Pa
     (site / "torch" / "version.py").write_text("__version__ = get_version()\n")
     calls: list[list[str]] = []
 
+    python = tmp_path / "venv/bin/python"
+
     class Runner:
         def run(self, argv: list[str], **kwargs: object) -> CommandResult:
             calls.append(list(argv))
-            out = 'warning: numpy\n{"__version__": "2.12.0+rocm7.1", "cuda": null, "hip": "7.1"}\n'
+            out = probe_output(
+                static_report(python, torch_version="x"),
+                imported_report(site / "torch", version="2.12.0+rocm7.1", hip="7.1"),
+            )
             return CommandResult(argv=tuple(argv), returncode=0, output=out)
 
     target = load_torch_target(site, runner=Runner())  # type: ignore[arg-type]
-    assert calls[0][:2] == [str(tmp_path / "venv/bin/python"), "-c"]
-    assert (target.version, target.cuda_version, target.hip_version) == (
+    assert calls[0][:2] == [str(python), "-c"] and "--import-torch" in calls[0]
+    assert (target.version, target.cuda, target.hip) == (
         "2.12.0+rocm7.1",
         None,
         "7.1",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from fixtures.probe import imported_report, is_probe, probe_output, static_report
 
 from buildtools.errors import ConfigError, PlanError, ToolchainError
 from buildtools.knowledge import load_knowledge
@@ -17,42 +17,39 @@ from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob, Cell
 from buildtools.planner import arch_list_from_torch, current_local_version, plan
-from buildtools.probe.hostenv import CurrentTorch
 from buildtools.runner import CommandResult
-from buildtools.toolchain.envs import prepare_toolchain
+from buildtools.toolchain.prepare import prepare_toolchain
+from buildtools.torchinstall import TorchInstall
 
 KB = load_knowledge()
-CPU_213 = CurrentTorch(
-    python="/envs/t213/bin/python",
+CPU_213 = TorchInstall(
+    python=Path("/envs/t213/bin/python"),
     python_version="3.11.7",
     platform="linux_x86_64",
     version="2.13.0+cpu",
     cxx11_abi=True,
     git_version="0123456789abcdef0123456789abcdef01234567",
-    build="release",
-    site="/envs/t213/lib/python3.11/site-packages",
+    package_dir=Path("/envs/t213/lib/python3.11/site-packages/torch"),
 )
-SOURCE_213 = CurrentTorch(
-    python="/opt/src-torch/bin/python",
+SOURCE_213 = TorchInstall(
+    python=Path("/opt/src-torch/bin/python"),
     python_version="3.12.4",
     platform="linux_x86_64",
     version="2.13.0a0+git1a2b3c4",
     cuda="13.0",
     cxx11_abi=True,
     git_version="1a2b3c4d5e6f1a2b3c4d5e6f1a2b3c4d5e6f1a2b",
-    build="source",
-    site="/opt/src-torch/lib/python3.12/site-packages",
+    package_dir=Path("/opt/src-torch/lib/python3.12/site-packages/torch"),
     arch_list=("sm_80", "sm_90", "sm_90a", "compute_90"),
 )
-NIGHTLY_216 = CurrentTorch(
-    python="/n/bin/python",
+NIGHTLY_216 = TorchInstall(
+    python=Path("/n/bin/python"),
     python_version="3.13.1",
     platform="linux_x86_64",
     version="2.16.0.dev20270101+cu130",
     cuda="13.0",
     git_version="abcdef0abcdef0abcdef0abcdef0abcdef0abcd",
-    build="nightly",
-    site="/n/lib/python3.13/site-packages",
+    package_dir=Path("/n/lib/python3.13/site-packages/torch"),
 )
 
 
@@ -269,78 +266,48 @@ class FakeEnvWorld:
             if self.pip_installs_torch:
                 site = Path(args[0]).parents[1] / "lib" / "python3.11" / "site-packages"
                 (site / "torch").mkdir(parents=True, exist_ok=True)
-        elif args[1] == "-c" and "BUILDTOOLS_ENV" in args[2]:
-            out = self._env_probe(imported="--import-torch" in args)
-        elif args[1:3] == ["-I", "-c"]:
-            out = self._toolchain_probe(Path(args[0]))
+        elif is_probe(args) and Path(args[0]) == self.base / "bin" / "python":
+            out = self._env_probe(static="--import-torch" not in args or "--static" in args)
+        elif is_probe(args):
+            out = self._venv_probe(Path(args[0]), imported="--import-torch" in args)
         return CommandResult(argv=tuple(args), returncode=0, output=out)
 
-    def _env_probe(self, *, imported: bool) -> str:
-        if imported:
-            data: dict[str, Any] = {
-                "imported": {
-                    "version": self.torch_version,
-                    "file": str(self.torch_dir() / "__init__.py"),
-                    "cuda": None,
-                    "hip": None,
-                    "git_version": "0" * 40,
-                    "cxx11_abi": True,
-                    "arch_list": [],
-                    "gpus": [],
-                }
-            }
-        else:
-            prefix = str(self.base) if self.running_in_venv else "/usr"
-            data = {
-                "schema": 1,
-                "python": {
-                    "version": "3.11.7",
-                    "implementation": "cpython",
-                    "executable": str(self.base / "bin" / "python"),
-                    "prefix": prefix,
-                    "base_prefix": "/usr",
-                    "machine": "x86_64",
-                },
-                "site_dirs": [str(self.base_site)],
-                "dists": [
-                    {
-                        "name": name,
-                        "version": version,
-                        "location": str(self.base_site),
-                        "shared_objects": [],
-                        "has_record": True,
-                    }
-                    for name, version in (("torch", self.torch_version), ("pip", "25.0"))
-                ],
-                "torch": {
-                    "package_dir": str(self.torch_dir()),
-                    "version_py": {"__version__": self.torch_version, "cuda": None},
-                },
-            }
-        return "noise\nBUILDTOOLS_ENV " + json.dumps(data) + "\n"
+    def _env_probe(self, *, static: bool) -> str:
+        """The running interpreter: its static report, or (alone) what `import torch` says."""
+        if not static:
+            return probe_output(
+                imported_report(self.torch_dir(), version=self.torch_version, git_version="0" * 40)
+            )
+        report = static_report(
+            self.base / "bin" / "python",
+            python_version="3.11.7",
+            prefix=self.base if self.running_in_venv else Path("/usr"),
+            purelib=self.base_site,
+            dists={"pip": "25.0"},
+            torch_version=self.torch_version,
+        )
+        return probe_output(report, noise="noise\n")
 
-    def _toolchain_probe(self, python: Path) -> str:
+    def _venv_probe(self, python: Path, *, imported: bool) -> str:
+        """The new venv: it sees the running torch (or `venv_sees`)."""
         seen = self.venv_sees or self.torch_dir()
-        data = {
-            "python_version": "3.11.7",
-            "implementation": "cpython",
-            "site_packages": str(python.parents[1] / "lib" / "python3.11" / "site-packages"),
-            "prefix": str(python.parents[1]),
-            "dists": {},
-            "torch": {
-                "version": self.torch_version,
-                "cuda": None,
-                "hip": None,
-                "cxx11_abi": True,
-                "requires": [],
-                "file": str(seen / "__init__.py"),
-            },
-        }
-        return "BUILDTOOLS_PROBE " + json.dumps(data) + "\n"
+        own = python.parents[1] / "lib" / "python3.11" / "site-packages"
+        reports = [
+            static_report(
+                python,
+                python_version="3.11.7",
+                purelib=own,
+                torch_dir=seen,
+                torch_version=self.torch_version,
+            )
+        ]
+        if imported:
+            reports.append(imported_report(seen, version=self.torch_version))
+        return probe_output(*reports)
 
 
 def current_job(world: FakeEnvWorld) -> BuildJob:
-    facts = replace(CPU_213, python=str(world.base / "bin" / "python"), version=world.torch_version)
+    facts = replace(CPU_213, python=world.base / "bin" / "python", version=world.torch_version)
     (job,) = plan(matrix(base(["current"])), KB, host_python="3.11", current=facts).jobs
     return job
 
@@ -352,7 +319,7 @@ def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_pa
     tc = prepare_toolchain(
         job, "3.11", cache_dir=tmp_path / "cache", runner=world, log=log, env={"HOME": "/h"}
     )
-    assert tc.torch_version == "2.13.0+cpu"
+    assert tc.torch.version == "2.13.0+cpu"
     assert tc.site_packages == world.base_site  # repair and checks read this torch
     assert "-current-" in tc.root.name
     venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
@@ -423,9 +390,10 @@ def test_toolchain_for_current_notices_a_changed_torch(tmp_path: Path) -> None:
 
 
 def test_current_torch_from_a_snapshot() -> None:
-    from buildtools.probe.hostenv import EnvSnapshot, TorchInfo, current_torch
+    from buildtools.probe.current import current_torch
+    from buildtools.probe.hostenv import EnvSnapshot
 
-    torch = TorchInfo(
+    torch = TorchInstall(
         version="2.13.0a0+git1a2b3c4",
         package_dir=Path("/src/env/site/torch"),
         git_version="1a2b3c4d5e",
@@ -441,7 +409,8 @@ def test_current_torch_from_a_snapshot() -> None:
         "cpu",
     )
     assert facts.cxx11_abi is False and facts.git_short == "1a2b3c4"
-    assert facts.site == "/src/env/site" and facts.python_xy == "3.12"
+    assert facts.site_packages == Path("/src/env/site") and facts.python_xy == "3.12"
+    assert facts.python == Path("/src/env/bin/python")
     with pytest.raises(ToolchainError, match="`buildtools doctor` explains why"):
         current_torch(replace(snap, torch=replace(torch, imported=False, import_error="boom")))
     with pytest.raises(ToolchainError, match="has no torch"):

@@ -17,6 +17,7 @@ from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, U
 from buildtools.knowledge import load_knowledge
 from buildtools.runner import CommandResult
 from buildtools.toolchain.envs import Toolchain
+from buildtools.torchinstall import TorchInstall
 
 from .test_cibw import PROJECT, job_for
 
@@ -97,12 +98,12 @@ def toolchain(tmp_path: Path) -> Toolchain:
         key="0" * 16,
         root=tmp_path / "env",
         python=tmp_path / "env" / "bin" / "python",
-        python_version="3.11.7",
-        torch_version="2.13.0+cpu",
-        cuda_version=None,
-        hip_version=None,
-        cxx11_abi=True,
-        site_packages=tmp_path / "env" / "lib" / "python3.11" / "site-packages",
+        torch=TorchInstall(
+            version="2.13.0+cpu",
+            package_dir=tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "torch",
+            cxx11_abi=True,
+            python_version="3.11.7",
+        ),
         cuda_home=None,
         build_env=(),
         reused=True,

@@ -34,17 +34,9 @@ from buildtools.doctor.matching import (
 )
 from buildtools.doctor.report import DOCTOR_SCHEMA
 from buildtools.errors import ExitCode
-from buildtools.probe.hostenv import (
-    DistInfo,
-    EnvSnapshot,
-    GpuInfo,
-    TorchInfo,
-    accelerator_of,
-    parse_snapshot,
-    probe_environment,
-    torch_build_kind,
-)
+from buildtools.probe.hostenv import DistInfo, EnvSnapshot, parse_snapshot, probe_environment
 from buildtools.runner import CommandResult
+from buildtools.torchinstall import GpuInfo, TorchInstall, accelerator_of, torch_build_kind
 from buildtools.wheel.elf import DeviceCode
 from buildtools.wheel.meta import make_build_record
 
@@ -58,7 +50,7 @@ class Env:
     """A crafted site-packages with torch, and the snapshot a probe would report for it."""
 
     site: Path
-    torch: TorchInfo | None
+    torch: TorchInstall | None
     dists: list[DistInfo] = field(default_factory=list)
     python: Path = Path("/env/bin/python")
 
@@ -112,7 +104,7 @@ def torch_env(
     site = make_site_packages(
         tmp / "site", version=version, cuda=cuda, cxx11_abi=cxx11_abi, torch_exports=[AT_ADD]
     )
-    torch = TorchInfo(
+    torch = TorchInstall(
         version=version,
         package_dir=site / "torch",
         cuda=cuda,

@@ -21,6 +21,7 @@ from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
 from buildtools.runner import CommandResult
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
+from buildtools.torchinstall import TorchInstall
 
 
 def job(accelerator: str = "cpu", job_id: str | None = None, **kw: Any) -> BuildJob:
@@ -130,12 +131,13 @@ def toolchain(tmp_path: Path, cuda_home: Path | None = None) -> Toolchain:
         key="k",
         root=root,
         python=root / "bin" / "python",
-        python_version="3.12.1",
-        torch_version="2.13.0",
-        cuda_version="13.0" if cuda_home else None,
-        hip_version=None,
-        cxx11_abi=True,
-        site_packages=root / "lib",
+        torch=TorchInstall(
+            version="2.13.0",
+            package_dir=root / "lib" / "torch",
+            cuda="13.0" if cuda_home else None,
+            cxx11_abi=True,
+            python_version="3.12.1",
+        ),
         cuda_home=cuda_home,
         build_env=tuple(sorted(build_env)),
         reused=True,
@@ -353,6 +355,8 @@ def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> Non
 
 
 def test_torch_is_imported_once_per_identical_install(tmp_path: Path) -> None:
+    from fixtures.probe import is_probe
+
     from unit.test_toolchain import FakeWorld, make_job, prepare
     from unit.test_toolchain import home as make_home
 
@@ -360,20 +364,22 @@ def test_torch_is_imported_once_per_identical_install(tmp_path: Path) -> None:
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[], cxx11_abi=True)
     the_job = make_job("cpu", torch="2.13.0")
 
-    def torch_probes() -> list[list[str]]:
-        probes = [c for c in world.calls if "--torch" in c]
+    def torch_probes() -> list[bool]:
+        """Each probe of a toolchain's torch: whether it imported torch."""
+        probes = [
+            "--import-torch" in c for c in world.calls if is_probe(c) and "toolchains" in c[0]
+        ]
         world.calls.clear()
         return probes
 
     created, _ = prepare(world, the_job, home)
     assert not created.reused
-    quick, imported = torch_probes()  # a new install: read, then imported once
-    assert quick[-1] == "--no-import" and "--no-import" not in imported
+    assert torch_probes() == [False, True]  # a new install: read, then imported once
     reused, _ = prepare(world, the_job, home)
-    assert reused.reused and reused.cxx11_abi is True
-    assert [p[-1] for p in torch_probes()] == ["--no-import"]  # the ABI is the marker's
+    assert reused.reused and reused.torch.cxx11_abi is True
+    assert torch_probes() == [False]  # the ABI is the marker's
     # a second environment with the same torch (here: torch only, for checks) is not imported
     second, log = prepare(world, the_job, home, with_toolkit=False)
-    assert not second.reused and second.root != created.root and second.cxx11_abi is True
-    assert [p[-1] for p in torch_probes()] == ["--no-import"]
+    assert not second.reused and second.root != created.root and second.torch.cxx11_abi is True
+    assert torch_probes() == [False]
     assert "already imported here" in log

@@ -12,20 +12,21 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from fixtures.probe import imported_report, probe_output, static_report
 
 from buildtools.errors import ToolchainError, ToolMissingError
 from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
+from buildtools.probe.hostenv import parse_snapshot
 from buildtools.runner import CommandResult
-from buildtools.toolchain.envs import (
-    MARKER,
-    EnvProbe,
-    check_torch,
+from buildtools.toolchain.cuda import (
     cuda_toolkit_requirements,
     locate_cuda_wheels,
     parse_nvcc_version,
-    prepare_toolchain,
-    toolchain_key,
 )
+from buildtools.toolchain.envs import MARKER, toolchain_key
+from buildtools.toolchain.prepare import prepare_toolchain
+from buildtools.toolchain.verify import check_torch
+from buildtools.torchinstall import TorchInstall
 
 NVCC_13 = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
 NVCC_12 = "Cuda compilation tools, release 12.8, V12.8.93\n"
@@ -130,7 +131,7 @@ class FakeWorld:
                 "" if self.index_reachable else "unreachable: [Errno -2] Name or service not known"
             )
         elif args[1:3] == ["-I", "-c"]:
-            out = self._probe(Path(args[0]), torch="--torch" in args)
+            out = self._probe(Path(args[0]), imported="--import-torch" in args)
         elif args[0].endswith("/nvcc"):
             out = self.nvcc_output
         return CommandResult(argv=tuple(args), returncode=rc, output=out)
@@ -150,24 +151,30 @@ class FakeWorld:
         self.dists["nvidia-cuda-nvcc"] = f"{self.cuda}.88"
         self.dists["nvidia-nvvm"] = self.nvvm or f"{self.cuda}.88"
 
-    def _probe(self, python: Path, *, torch: bool) -> str:
-        root = python.parents[1]
-        info: dict[str, Any] = {
-            "python_version": "3.12.1",
-            "implementation": "cpython",
-            "site_packages": str(self.site(root)),
-            "prefix": str(root),
-            "dists": dict(self.dists),
-        }
-        if torch:
-            info["torch"] = {
-                "version": self.torch_version,
-                "cuda": self.cuda,
-                "hip": self.hip,
-                "cxx11_abi": self.cxx11_abi,
-                "requires": self.requires,
-            }
-        return "UserWarning: numpy\nBUILDTOOLS_PROBE " + json.dumps(info) + "\n"
+    def _probe(self, python: Path, *, imported: bool) -> str:
+        site = self.site(python.parents[1])
+        reports = [
+            static_report(
+                python,
+                purelib=site,
+                dists=self.dists,
+                torch_version=self.torch_version,
+                cuda=self.cuda,
+                hip=self.hip,
+                requires=self.requires,
+            )
+        ]
+        if imported:
+            reports.append(
+                imported_report(
+                    site / "torch",
+                    version=self.torch_version,
+                    cuda=self.cuda,
+                    hip=self.hip,
+                    cxx11_abi=self.cxx11_abi,
+                )
+            )
+        return probe_output(*reports)
 
 
 @pytest.fixture
@@ -216,15 +223,19 @@ def test_no_cuda_dependency_is_an_error() -> None:
 
 
 def test_probe_parse_ignores_surrounding_noise() -> None:
-    probe = EnvProbe.parse(
-        'warning\nBUILDTOOLS_PROBE {"python_version": "3.12.1", "implementation": "cpython", '
-        '"site_packages": "/x", "torch": {"version": "2.13.0+cpu", "cuda": null, "hip": null, '
-        '"cxx11_abi": true, "requires": []}}\nmore noise'
+    python = Path("/e/bin/python")
+    text = probe_output(
+        static_report(python, torch_version="2.13.0+cpu"),
+        imported_report(Path("/e/lib/python3.12/site-packages/torch"), version="2.13.0+cpu"),
+        noise="warning\n",
     )
-    assert probe.torch_version == "2.13.0+cpu"
-    assert probe.cuda_version is None
+    snap = parse_snapshot(text + "more noise\n")
+    assert snap.torch is not None
+    assert snap.torch.version == "2.13.0+cpu"
+    assert snap.torch.cuda is None and snap.torch.imported and snap.torch.cxx11_abi
+    assert snap.site_packages == Path("/e/lib/python3.12/site-packages")
     with pytest.raises(ValueError):
-        EnvProbe.parse("no tag here")
+        parse_snapshot("no tag here")
 
 
 def test_key_changes_with_every_input() -> None:
@@ -259,15 +270,14 @@ def test_key_changes_with_every_input() -> None:
 
 def probe_of(
     version: str, cuda: str | None = None, hip: str | None = None, abi: bool = True
-) -> EnvProbe:
-    return EnvProbe(
-        python_version="3.12.1",
-        implementation="cpython",
-        site_packages=Path("/x"),
-        torch_version=version,
-        cuda_version=cuda,
-        hip_version=hip,
+) -> TorchInstall:
+    return TorchInstall(
+        version=version,
+        package_dir=Path("/x/torch"),
+        cuda=cuda,
+        hip=hip,
         cxx11_abi=abi,
+        python_version="3.12.1",
     )
 
 
@@ -334,7 +344,7 @@ def test_cpu_env_created_then_reused(home: Path) -> None:
     job = make_job("cpu", torch="2.13.0")
     tc, log = prepare(world, job, home)
     assert not tc.reused
-    assert tc.torch_version == "2.13.0+cpu"
+    assert tc.torch.version == "2.13.0+cpu"
     assert tc.cuda_home is None
     assert tc.python == tc.root / "bin" / "python"
     assert tc.root.parent == home / "cache" / "toolchains"
@@ -472,7 +482,7 @@ def test_cuda_from_pypi_wheels(home: Path) -> None:
     )
     cu = world.site(tc.root) / "nvidia" / "cu13"
     assert tc.cuda_home == cu
-    assert tc.cuda_version == "13.0"
+    assert tc.torch.cuda == "13.0"
     pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
     assert pips[1][4:] == ["torch==2.11.0", "cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]==13.0.2"]
     env = dict(tc.build_env)

@@ -33,7 +33,7 @@ from ...locks import file_lock
 from ...model import BuildJob
 from ...runner import Runner, which
 from ...toolchain.envs import Toolchain
-from ...toolchain.envs import _index_reachable as index_reachable
+from ...toolchain.indexprobe import job_index
 from .cibw import (
     CibwRun,
     PipPassthrough,
@@ -234,11 +234,7 @@ class DockerBackend:
         return env
 
     def _torch_index(self, job: BuildJob, runner: Runner, log: IO[str]) -> str | None:
-        if job.torch_index and index_reachable(
-            job.torch_index, Path(self.python), runner=runner, log=log, env=self.env
-        ):
-            return job.torch_index
-        return None
+        return job_index(job, Path(self.python), runner=runner, log=log, env=self.env)
 
     def prefetch(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> Path:
         """Download every wheel the job's container installs into the shared prefetch dir."""

@@ -37,7 +37,6 @@ __all__ = [
     "quote_environment",
 ]
 
-import ast
 import json
 import re
 import shlex
@@ -51,6 +50,7 @@ from ...ecosystem import load_ecosystem
 from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
+from ...toolchain.installer import parse_pip_config
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
 
@@ -273,26 +273,6 @@ def prefetch_commands(
 # ------------------------------------------------------------------------------ pip config
 
 
-def _pip_config(output: str) -> dict[str, str]:
-    """`pip config list` output → {option: value}, environment over install over global."""
-    ranked: dict[str, tuple[int, str]] = {}
-    rank = {"global": 0, "download": 1, "install": 2, ":env:": 3}
-    for line in output.splitlines():
-        key, sep, raw = line.partition("=")
-        section, dot, option = key.strip().rpartition(".")
-        if not sep or not dot or section not in rank or option not in _PIP_KEYS:
-            continue
-        try:
-            value = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError):
-            continue
-        if not isinstance(value, str):
-            continue
-        if option not in ranked or rank[section] >= ranked[option][0]:
-            ranked[option] = (rank[section], value)
-    return {option: value for option, (_, value) in sorted(ranked.items())}
-
-
 def pip_passthrough(
     config_list: str,
     *,
@@ -315,7 +295,10 @@ def pip_passthrough(
         return mounts[path].target
 
     env: list[tuple[str, str]] = []
-    for option, raw in _pip_config(config_list).items():
+    pip_config = parse_pip_config(
+        config_list, options=_PIP_KEYS, sections=("global", "download", "install")
+    )
+    for option, raw in pip_config.items():
         value = raw
         name = "PIP_" + option.upper().replace("-", "_")
         if option in ("cert", "client-cert"):

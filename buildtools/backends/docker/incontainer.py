@@ -41,10 +41,6 @@ CUDA_LINK = Path("/tmp/buildtools/cuda")
 # libX.so links for the PyPI toolkit's libX.so.N (`-lcudart` needs one): the LIBRARY_PATH.
 LIB_LINK_DIR = Path("/tmp/buildtools/lib")
 
-_TORCH_PROBE = (
-    "import json, torch; print('BUILDTOOLS_TORCH ' + json.dumps({'version': torch.__version__, "
-    "'cuda': torch.version.cuda, 'hip': torch.version.hip}))"
-)
 _PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
 
 
@@ -74,36 +70,37 @@ def _pip_install(python: str, requirements: Sequence[str], index_url: str | None
         )
 
 
-def _verify_torch(python: str, requirement: str, kind: str, cuda: str | None) -> dict[str, str]:
+def _verify_torch(python: str, requirement: str, kind: str, cuda: str | None) -> None:
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    line = next(
-        (
-            ln
-            for ln in _capture([python, "-c", _TORCH_PROBE]).splitlines()
-            if "BUILDTOOLS_TORCH" in ln
-        ),
-        "",
+    from ...probe.hostenv import probe_environment
+
+    snapshot = probe_environment(
+        Path(python),
+        runner=SubprocessRunner(),
+        separate_import=False,
+        devices=False,
+        files=False,
     )
-    if not line:
-        raise ToolchainError("torch does not import in the build interpreter")
-    info: dict[str, str] = json.loads(line.split(" ", 1)[1])
-    version = info["version"]
+    torch = snapshot.torch
+    if torch is None or not torch.imported:
+        why = torch.import_error if torch is not None else "not installed"
+        raise ToolchainError(f"torch does not import in the build interpreter: {why}")
+    version = torch.version
     if not Requirement(requirement).specifier.contains(Version(version), prereleases=True):
         raise ToolchainError(f"pip installed torch {version}, the job needs {requirement}")
-    if kind == "cpu" and (info["cuda"] or info["hip"]):
+    if kind == "cpu" and (torch.cuda or torch.hip):
         raise ToolchainError(f"torch {version} is not a CPU-only build; check the torch index")
-    if kind == "cuda" and info["cuda"] != cuda:
-        raise ToolchainError(f"torch {version} is built for CUDA {info['cuda']}, not {cuda}")
-    if kind == "rocm" and not info["hip"]:
+    if kind == "cuda" and torch.cuda != cuda:
+        raise ToolchainError(f"torch {version} is built for CUDA {torch.cuda}, not {cuda}")
+    if kind == "rocm" and not torch.hip:
         raise ToolchainError(f"torch {version} is not a ROCm build; check the torch index")
-    print(f"[buildtools] torch {version} (CUDA {info['cuda']}, HIP {info['hip']})", flush=True)
-    return info
+    print(f"[buildtools] torch {version} (CUDA {torch.cuda}, HIP {torch.hip})", flush=True)
 
 
 def _nvcc_version(nvcc: Path) -> str | None:
-    from ...toolchain.envs import parse_nvcc_version
+    from ...toolchain.cuda import parse_nvcc_version
 
     result = SubprocessRunner().run([str(nvcc), "--version"], capture=True)
     return parse_nvcc_version(result.output) if result.ok else None
@@ -118,7 +115,7 @@ def _relink(link: Path, target: Path) -> None:
 
 def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str | None) -> Path:
     """The image's CUDA X.Y when its nvcc matches, else the pinned PyPI toolkit."""
-    from ...toolchain.envs import _link_unversioned_libs, locate_cuda_wheels
+    from ...toolchain.cuda import link_unversioned_libs, locate_cuda_wheels
 
     system = Path(f"/usr/local/cuda-{cuda}")
     if (system / "bin" / "nvcc").is_file() and _nvcc_version(system / "bin" / "nvcc") == cuda:
@@ -141,7 +138,7 @@ def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str 
         got = _nvcc_version(found.home / "bin" / "nvcc")
         if got != cuda:
             raise ToolchainError(f"{found.home}/bin/nvcc is CUDA {got}, torch needs {cuda}")
-        _link_unversioned_libs(found.lib_dirs, LIB_LINK_DIR)
+        link_unversioned_libs(found.lib_dirs, LIB_LINK_DIR)
         home = found.home
     LIB_LINK_DIR.mkdir(parents=True, exist_ok=True)
     _relink(CUDA_LINK, home)

@@ -1,0 +1,230 @@
+"""`torch: current`: a build environment that imports the running environment's torch.
+
+That torch is never installed or changed. From a base interpreter (system, conda) the venv
+is created with `--system-site-packages`. A venv interpreter cannot pass its own
+site-packages on that way (a venv of a venv sees the *base* interpreter's), so there, and
+for a torch in the user site, a `.pth` file in the new venv lists the running environment's
+site directories (with `site.addsitedir`, so their own .pth files count). Either way the
+venv's own site-packages comes first (the build tools pip adds there) and the torch it
+imports is verified to be the running one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CURRENT_PTH", "prepare_current"]
+
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import ToolchainError, ToolMissingError
+from ..model import BuildJob
+from ..probe.current import site_dirs_for_pth
+from ..probe.hostenv import EnvSnapshot, probe_environment
+from ..runner import Runner
+from ..torchinstall import TorchInstall
+from .cuda import (
+    CudaToolkit,
+    install_cuda_wheels,
+    link_dir,
+    link_unversioned_libs,
+    locate_cuda_wheels,
+    system_cuda,
+)
+from .envs import (
+    BUILD_REQUIREMENTS,
+    Toolchain,
+    cached_toolchain,
+    env_name,
+    find_rocm,
+    record_created,
+    toolchain_key,
+)
+from .indexprobe import job_index
+from .venv import child_env, create_venv, install
+from .verify import check_same_torch, check_torch, probe_venv
+
+CURRENT_PTH = "buildtools-current-torch.pth"
+
+
+def _running_torch(job: BuildJob, base_python: Path, snap: EnvSnapshot) -> TorchInstall:
+    """The running environment's torch, still the one the job was planned for."""
+    cells = ", ".join(job.cell_ids) or job.id
+    torch = snap.torch
+    if torch is None or torch.imported is False:
+        why = torch.import_error if torch is not None else "no torch is installed"
+        raise ToolchainError(f"{cells}: torch does not import in {base_python}: {why}")
+    if torch.version != job.torch:
+        raise ToolchainError(
+            f"{cells}: {base_python} now has torch {torch.version}, but the plan was made for "
+            f"torch {job.torch}; plan again (the cell id names the torch it was planned for)"
+        )
+    if snap.implementation != "cpython":
+        raise ToolMissingError(f"{base_python} is {snap.implementation}, not CPython")
+    return torch
+
+
+def prepare_current(
+    job: BuildJob,
+    *,
+    cache_dir: Path,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+    cuda_home: Path | None,
+    with_toolkit: bool,
+) -> Toolchain:
+    """The (cached) venv of a `torch: current` job, verified to import the running torch."""
+    if not job.current_python:
+        cells = ", ".join(job.cell_ids) or job.id
+        raise ToolchainError(f"{cells}: a torch: current job without the interpreter to use")
+    base_python = Path(job.current_python)
+    snap = probe_environment(
+        base_python, runner=runner, env=child_env(env), log=log, devices=False, files=False
+    )
+    torch = _running_torch(job, base_python, snap)
+    accel = job.accelerator
+    cuda: CudaToolkit | None = None
+    if accel.kind == "cuda" and with_toolkit:
+        given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
+        if given is not None:
+            cuda = system_cuda(given, accel, runner=runner, log=log, env=env)
+    key, fields = toolchain_key(
+        job, python_version=snap.python_version, system_cuda=cuda, with_toolkit=with_toolkit
+    )
+    root = cache_dir / "toolchains" / env_name(job, snap.python_version, key)
+
+    def create() -> Toolchain:
+        return _create(
+            job,
+            base_python=base_python,
+            snap=snap,
+            torch=torch,
+            system_cuda=cuda,
+            key=key,
+            fields=fields,
+            root=root,
+            cache_dir=cache_dir,
+            with_toolkit=with_toolkit,
+            runner=runner,
+            log=log,
+            env=env,
+        )
+
+    return cached_toolchain(
+        root,
+        key=key,
+        fields=fields,
+        create=create,
+        runner=runner,
+        log=log,
+        env=env,
+        torch_dir=torch.package_dir,
+    )
+
+
+def _create(
+    job: BuildJob,
+    *,
+    base_python: Path,
+    snap: EnvSnapshot,
+    torch: TorchInstall,
+    system_cuda: CudaToolkit | None,
+    key: str,
+    fields: Mapping[str, Any],
+    root: Path,
+    cache_dir: Path,
+    with_toolkit: bool,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+) -> Toolchain:
+    cells = ", ".join(job.cell_ids) or job.id
+    accel = job.accelerator
+    started = time.monotonic()
+    log.write(
+        f"[toolchain] creating {root} for {cells}: a venv that imports torch "
+        f"{torch.version} from {torch.site_packages} (nothing is installed into that "
+        "environment)\n"
+    )
+    root.parent.mkdir(parents=True, exist_ok=True)
+    create_venv(
+        base_python,
+        root,
+        runner=runner,
+        log=log,
+        env=env,
+        cache_dir=cache_dir,
+        system_site_packages=not snap.in_venv,
+        # no seeded pip/setuptools of its own: they would shadow the running environment's
+        # (Python 3.11 seeds setuptools 65)
+        seed=not any(d.key == "pip" for d in snap.dists),
+    )
+    venv_python = root / "bin" / "python"
+    own_site = root / "lib" / f"python{snap.python_xy}" / "site-packages"
+    own_site.mkdir(parents=True, exist_ok=True)
+    # addsitedir, not plain path lines: the .pth files of those directories (editable
+    # installs, distutils-precedence) must be processed too, as they are there
+    (own_site / CURRENT_PTH).write_text(
+        "".join(f"import site; site.addsitedir({str(d)!r})\n" for d in site_dirs_for_pth(snap)),
+        encoding="utf-8",
+    )
+    if with_toolkit:
+        # already satisfied by the running environment in the usual case: pip only adds
+        # what is missing, into the venv's own site-packages
+        install(
+            venv_python,
+            BUILD_REQUIREMENTS,
+            runner=runner,
+            log=log,
+            env=env,
+            cache_dir=cache_dir,
+            extra_index=job_index(job, venv_python, runner=runner, log=log, env=env),
+        )
+    probe = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
+    if probe is None:
+        raise ToolchainError(f"{venv_python} does not run")
+    check_torch(job, probe.torch, env_root=root)
+    check_same_torch(probe.torch, torch.package_dir, own_site, cells)
+    assert probe.torch is not None  # checked above
+    seen = replace(probe.torch, package_dir=torch.package_dir)
+
+    cuda = system_cuda
+    rocm_home: Path | None = None
+    if with_toolkit and accel.kind == "cuda" and cuda is None:
+        cuda = locate_cuda_wheels(torch.site_packages, cuda_version=seen.cuda or "")
+        if cuda is not None:
+            log.write(f"[toolchain] CUDA compiler of the running environment: {cuda.home}\n")
+            link_unversioned_libs(cuda.lib_dirs, link_dir(root))
+        else:
+            cuda = install_cuda_wheels(
+                job,
+                seen,
+                root,
+                cache_dir=cache_dir,
+                runner=runner,
+                log=log,
+                env=env,
+                with_torch=False,
+            )
+            after = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
+            if after is None:
+                raise ToolchainError(f"{venv_python} stopped working after the CUDA wheels")
+            check_same_torch(after.torch, torch.package_dir, own_site, cells)
+    elif with_toolkit and accel.kind == "rocm":
+        rocm_home = find_rocm(env, torch.site_packages)
+    return record_created(
+        key=key,
+        fields=fields,
+        root=root,
+        base_python=base_python,
+        torch=seen,
+        cuda=cuda,
+        rocm_home=rocm_home,
+        started=started,
+        log=log,
+        env=env,
+        extra={"torch_dir": str(torch.package_dir), "torch_site": str(torch.site_packages)},
+    )

@@ -1,0 +1,224 @@
+"""Is the torch of an environment the one the cell needs? Asked of the environment itself.
+
+Every question goes through `buildtools.probe` (one child-script probe, one record:
+`TorchInstall`). A new environment's torch is imported once per identical install on this
+machine (the first import compiles every module, ~3 s); what that import said and files
+cannot (the C++ ABI) is recorded, and a second environment with the same files is read
+from torch/version.py instead (~0.3 s).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "VERIFIED",
+    "check_same_torch",
+    "check_torch",
+    "describe_build",
+    "dist_versions",
+    "imported_record",
+    "probe_venv",
+    "verified_probe",
+]
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import IO
+
+from packaging.requirements import Requirement
+from packaging.version import InvalidVersion, Version
+
+from ..errors import ToolchainError, ToolMissingError
+from ..model import BuildJob
+from ..probe.hostenv import EnvSnapshot, probe_environment
+from ..runner import Runner
+from ..torchinstall import TorchInstall
+from .indexprobe import index_hint
+from .installer import select_installer, uv_cache_dir
+from .venv import child_env
+
+VERIFIED = "buildtools-imported.json"  # torch installs known to import on this machine
+
+
+def probe_venv(
+    python: Path,
+    *,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+    import_torch: bool = False,
+) -> EnvSnapshot | None:
+    """What `python` reports, isolated (-I); its torch read from its files, or, with
+    `import_torch`, imported in the same process. None (and a log line) when it does not run."""
+    try:
+        return probe_environment(
+            python,
+            runner=runner,
+            env=child_env(env),
+            log=log,
+            import_torch=import_torch,
+            separate_import=False,
+            devices=False,
+            files=False,
+            isolated=True,
+        )
+    except ToolMissingError as exc:
+        log.write(f"[toolchain] {exc}\n")
+        return None
+
+
+def dist_versions(snapshot: EnvSnapshot) -> dict[str, str]:
+    """The torch, NVIDIA and CUDA distributions of an environment: {name: version}."""
+    out: dict[str, str] = {}
+    for dist in snapshot.dists:
+        name = dist.name.lower().replace("_", "-")
+        if name.startswith(("nvidia-", "cuda-", "torch")):
+            out[name] = dist.version
+    return out
+
+
+def describe_build(torch: TorchInstall) -> str:
+    """'CUDA 13.0', 'ROCm/HIP 7.1.x' or 'CPU only'."""
+    if torch.cuda:
+        return f"CUDA {torch.cuda}"
+    if torch.hip:
+        return f"ROCm/HIP {torch.hip}"
+    return "CPU only"
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def check_torch(job: BuildJob, torch: TorchInstall | None, *, env_root: Path) -> None:
+    """Raise ToolchainError unless the installed torch is the one the cell needs."""
+    cells = ", ".join(job.cell_ids) or job.id
+    accel = job.accelerator
+    source = f"the index {job.torch_index}" if job.torch_index else "pip's configured indexes"
+    if torch is None or torch.imported is False:
+        why = torch.import_error if torch is not None else None
+        raise ToolchainError(
+            f"{cells}: torch does not import in {env_root}: {why or 'not installed'}"
+        )
+    installed = f"torch {torch.version} ({describe_build(torch)})"
+    requirement = Requirement(job.torch_requirement)
+    try:
+        satisfied = requirement.specifier.contains(Version(torch.version), prereleases=True)
+    except InvalidVersion:
+        satisfied = False
+    if not satisfied:
+        raise ToolchainError(
+            f"{cells}: pip installed {installed} from {source}, but the cells need "
+            f"{job.torch_requirement}; check the requirement and the torch index"
+        )
+    wrong: str | None = None
+    if accel.kind == "cpu" and (torch.cuda or torch.hip):
+        wrong = "a CPU-only torch"
+    elif accel.kind == "cuda" and torch.cuda != accel.version:
+        wrong = f"torch built for CUDA {accel.version}"
+    elif accel.kind == "rocm" and not (
+        torch.hip and _major_minor(torch.hip) == _major_minor(accel.version or "")
+    ):
+        wrong = f"torch built for ROCm {accel.version}"
+    if wrong is not None:
+        raise ToolchainError(
+            f"{cells}: pip installed {installed} from {source}, but accelerator "
+            f"'{accel.name}' needs {wrong}; set the torch index of these cells to "
+            f"{index_hint(accel)} (`pip install "
+            f"'{job.torch_requirement}' --extra-index-url {index_hint(accel)}` resolves the "
+            f"+{accel.name} build)"
+        )
+    if torch.cxx11_abi is not None and torch.cxx11_abi != job.cxx11_abi:
+        raise ToolchainError(
+            f"{cells}: {installed} uses _GLIBCXX_USE_CXX11_ABI={int(torch.cxx11_abi)} but the "
+            f"job promises {int(job.cxx11_abi)}; the torch index serves a different build than "
+            "the compatibility data expects (fix the index, or the data if torch changed)"
+        )
+
+
+def check_same_torch(
+    torch: TorchInstall | None, torch_dir: Path, own_site: Path, cells: str
+) -> None:
+    """A `torch: current` venv must import the running environment's torch, and hold none
+    of its own."""
+    if (own_site / "torch").exists():
+        raise ToolchainError(
+            f"{cells}: a torch was installed into {own_site}, which a torch: current build must "
+            "never do; remove that environment and check what pulled torch in"
+        )
+    seen = torch.package_dir if torch is not None else None
+    if seen is None or seen.resolve() != torch_dir.resolve():
+        raise ToolchainError(
+            f"{cells}: the build environment imports torch from {seen}, not the "
+            f"running environment's {torch_dir}; is torch reached through PYTHONPATH? "
+            "Install it into the environment instead"
+        )
+
+
+def imported_record(root: Path, env: Mapping[str, str]) -> Path:
+    """Where the imports are recorded: with uv's package cache (restored with it, e.g. in
+    CI), else beside the environments."""
+    if select_installer(env).uv is not None:
+        return uv_cache_dir(root.parent.parent, env) / VERIFIED
+    return root.parent / VERIFIED
+
+
+def _verified_key(base_python: Path, snapshot: EnvSnapshot, torch: TorchInstall) -> str:
+    """The same interpreter and the same torch/NVIDIA/CUDA distributions: the same import."""
+    blob = json.dumps(
+        [
+            str(base_python),
+            snapshot.python_version,
+            torch.version,
+            sorted(dist_versions(snapshot).items()),
+        ]
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def verified_probe(
+    python: Path,
+    base_python: Path,
+    *,
+    record_path: Path,
+    runner: Runner,
+    log: IO[str],
+    env: Mapping[str, str],
+) -> EnvSnapshot | None:
+    """The new environment's torch, imported once per identical install on this machine.
+
+    A second environment with the same torch (files linked from uv's cache) is read from
+    torch's version files instead; what the import reported the first time (the C++ ABI)
+    is taken from the record.
+    """
+    try:
+        records = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        records = {}
+    records = records if isinstance(records, dict) else {}
+    quick = probe_venv(python, runner=runner, log=log, env=env)
+    if quick is not None and quick.torch is not None:
+        known = records.get(_verified_key(base_python, quick, quick.torch))
+        if isinstance(known, dict) and isinstance(known.get("cxx11_abi"), bool):
+            log.write(
+                f"[toolchain] torch {quick.torch.version}: the same install already imported "
+                f"here ({known.get('env')}); not imported again\n"
+            )
+            return replace(quick, torch=replace(quick.torch, cxx11_abi=known["cxx11_abi"]))
+    probe = probe_venv(python, runner=runner, log=log, env=env, import_torch=True)
+    torch = probe.torch if probe is not None else None
+    if probe is not None and torch is not None and torch.imported and torch.cxx11_abi is not None:
+        records[_verified_key(base_python, probe, torch)] = {
+            "cxx11_abi": torch.cxx11_abi,
+            "env": python.parents[1].name,
+        }
+        with contextlib.suppress(OSError):
+            record_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = record_path.with_name(f"{VERIFIED}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(records, indent=1, sort_keys=True), encoding="utf-8")
+            tmp.replace(record_path)
+    return probe
