@@ -50,6 +50,14 @@ def add_doctor_parser(sub: Any) -> None:
         "--json", action="store_true", help=f"print the report as JSON ({DOCTOR_SCHEMA})"
     )
     p.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long the inspected interpreter may take to report, and to import torch "
+        "(default: 300; a hanging import is reported as such)",
+    )
+    p.add_argument(
         "--no-import",
         action="store_true",
         help="do not import torch (static facts only; no GPU information)",
@@ -86,7 +94,11 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     runner: Runner = args.runner or SubprocessRunner()
     python = args.python or Path(sys.executable)
     snapshot = probe_environment(
-        python, runner=runner, env=dict(os.environ), import_torch=not args.no_import
+        python,
+        runner=runner,
+        env=dict(os.environ),
+        import_torch=not args.no_import,
+        timeout=args.timeout,
     )
     index, project, notes = _settings(args)
     pip = "pip" if args.python is None else f"{shlex.quote(str(snapshot.python))} -m pip"

@@ -286,7 +286,12 @@ def parse_snapshot(static_output: str, import_output: str | None = None) -> EnvS
 # --- running -------------------------------------------------------------------------------
 
 
-def _exited(returncode: int, output: str) -> str:
+def _exited(returncode: int, output: str, *, timed_out: bool = False, timeout: float = 0) -> str:
+    if timed_out:
+        return (
+            f"`import torch` did not finish within {timeout:g} s and was killed (a hang: a "
+            f"network file system, a lock, a debugger hook?): {_tail(output) or 'no output'}"
+        )
     signal = f" (killed by signal {-returncode})" if returncode < 0 else ""
     return f"`import torch` exited {returncode}{signal}: {_tail(output) or 'no output'}"
 
@@ -336,14 +341,18 @@ def probe_environment(
         return snapshot
     if combined:
         if not result.ok or torch.imported is None:  # it died importing torch
-            died = _exited(result.returncode, result.output)
+            died = _exited(
+                result.returncode, result.output, timed_out=result.timed_out, timeout=timeout
+            )
             torch = replace(torch, imported=False, import_error=died)
         return replace(snapshot, torch=torch)
     imported = runner.run(
         [*argv, "--import-torch"], env=env, log=log, capture=True, timeout=timeout
     )
     if not imported.ok:
-        died = _exited(imported.returncode, imported.output)
+        died = _exited(
+            imported.returncode, imported.output, timed_out=imported.timed_out, timeout=timeout
+        )
         return replace(snapshot, torch=replace(torch, imported=False, import_error=died))
     return parse_snapshot(result.output, imported.output)
 
