@@ -19,7 +19,6 @@ __all__ = [
     "skipped_results",
 ]
 
-import hashlib
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..backends.base import Backend
 from ..errors import BuildtoolsError, PublishError
+from ..files import sha256_file
 from ..index.manifest import read_manifest
 from ..index.pages import WHEELS_DIR
 from ..model import BuildJob
@@ -78,14 +78,6 @@ def job_fingerprints(
     return out
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class PriorWheels:
     """The wheels a run may reuse: the wheelhouse's and a published site's (read once)."""
 
@@ -134,7 +126,7 @@ class PriorWheels:
         if wheel is not None and wheel.is_file():
             return Unchanged(
                 wheel=str(wheel),
-                sha256=_sha256(wheel),
+                sha256=sha256_file(wheel),
                 size=wheel.stat().st_size,
                 where="wheelhouse",
             )

@@ -15,7 +15,6 @@ from .options import BuildOptions
 __all__ = ["Backend", "BuildOptions", "LocalBackend", "build_plan"]
 
 import contextlib
-import hashlib
 import json
 import shlex
 import shutil
@@ -31,7 +30,7 @@ from typing import IO, Any, TextIO
 
 from .. import __version__
 from ..errors import BuildFailedError, BuildtoolsError, CheckFailedError
-from ..files import copy_atomic, describe_os_error, write_atomic
+from ..files import copy_atomic, describe_os_error, sha256_file, write_atomic
 from ..knowledge import Knowledge
 from ..locks import file_lock
 from ..model import BuildJob, BuildRecord, Finding, Severity
@@ -54,14 +53,6 @@ from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
 from .report import CellResult, RunReport, Status
 from .scheduler import Slots, host_resources, plan_slots
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @dataclass
@@ -268,7 +259,7 @@ def _build_job_locked(
         shutil.rmtree(staging, ignore_errors=True)
     results = []
     size = wheel.stat().st_size if wheel else None
-    digest = _sha256(wheel) if wheel else None
+    digest = sha256_file(wheel) if wheel else None
     for cell in job.cells:
         results.append(
             CellResult(

@@ -98,7 +98,7 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
         runner=runner,
         env=dict(os.environ),
         import_torch=not args.no_import,
-        timeout=args.timeout,
+        timeout=getattr(args, "timeout", 300.0),
     )
     index, project, notes = _settings(args)
     pip = "pip" if args.python is None else f"{shlex.quote(str(snapshot.python))} -m pip"

@@ -17,10 +17,8 @@ __all__ = [
     "import_names",
     "parse_find_links",
     "plan_targets",
-    "sha256_file",
 ]
 
-import hashlib
 import html.parser
 import re
 import shutil
@@ -36,6 +34,7 @@ from typing import Literal
 from packaging.utils import parse_wheel_filename
 
 from ..errors import ConfigError
+from ..files import sha256_file
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.meta import read_build_record
 from .report import SmokeResult, SmokeStatus
@@ -139,14 +138,6 @@ def collect_wheels(
                 raise ConfigError(f"{url} (linked from {page}): cannot download: {exc}") from exc
             out.append(WheelSource(path=local, origin=url, find_links=page, expected_sha256=digest))
     return out
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def bundled_torch_libs(names: Sequence[str]) -> tuple[str, ...]:

@@ -28,10 +28,11 @@ from fixtures.envs import (
     torch_env,
 )
 
+from buildtools.files import sha256_file
 from buildtools.runner import SubprocessRunner
 from buildtools.smoke.report import SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.run import SmokeOptions, run_smoke
-from buildtools.smoke.wheels import WheelSource, collect_wheels, sha256_file
+from buildtools.smoke.wheels import WheelSource, collect_wheels
 from buildtools.wheel.meta import make_build_record, relabel_wheel
 from buildtools.wheel.repair import plan_repair, run_repair, scan_torch_libs
 
