@@ -1,10 +1,10 @@
-"""ELF facts and static wheel checks, on crafted ELF files and real nvcc objects."""
+"""Static wheel checks (buildtools.wheel.checks) on crafted wheels: what the job promised
+(Expectation), the torch it was built against (TorchTarget), and each check's finding."""
 
 from __future__ import annotations
 
 import fnmatch
 import io
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -14,8 +14,6 @@ from fixtures.crafted import (
     C10_ERROR_CXX11,
     C10_ERROR_OLD,
     FATBIN_ELF,
-    FATBIN_LTO,
-    FATBIN_PTX,
     Undef,
     fatbin,
     make_site_packages,
@@ -23,13 +21,14 @@ from fixtures.crafted import (
     make_wheel,
     offload_bundle,
 )
+from fixtures.factories import make_job
+from fixtures.fakes import FakeRunner
 from fixtures.probe import imported_report, probe_output, static_report
 
 from buildtools.cli.check import cmd_check
 from buildtools.errors import ExitCode
 from buildtools.knowledge import load_knowledge
-from buildtools.model import Accelerator, BuildJob, Finding, RepairPolicy, Severity, Toolkit
-from buildtools.runner import CommandResult
+from buildtools.model import Finding, Severity
 from buildtools.wheel import checks
 from buildtools.wheel.checks import (
     CHECK_CODES,
@@ -44,154 +43,20 @@ from buildtools.wheel.checks import (
 )
 from buildtools.wheel.checks.abi import ABI_MISMATCH
 from buildtools.wheel.checks.registry import BinaryCheck, Subject
-from buildtools.wheel.elf import (
-    cxx_abi_of,
-    demangle,
-    inspect_elf,
-    parse_fatbin,
-    parse_offload_bundles,
-    strip_graft_hash,
-)
+from buildtools.wheel.elf import inspect_elf
 from buildtools.wheel.meta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
 from buildtools.wheel.repair import derive_excludes
 
-CUDA_FIXTURES = Path(__file__).parents[1] / "fixtures" / "cuda"
 EXT = "ext_ok.cpython-311-x86_64-linux-gnu.so"
 UNDEFINED = "_ZN3c1023definitely_not_in_torchEi"
 STRING_CXX11 = "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_createERmm"
 TORCH_EXPORTS = ("_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE",)
-
-# --- elf -----------------------------------------------------------------------------------
 
 
 def write(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
-
-
-def test_elf_dynamic_facts(tmp_path: Path) -> None:
-    so = make_so(
-        soname="libx.so",
-        needed=["libc10.so", "libc.so.6"],
-        rpath="/a:/b",
-        runpath="$ORIGIN/../torch/lib",
-        exports=["foo", "_ZN3c103barEv"],
-        undefined=[
-            Undef("memcpy", "GLIBC_2.14", "libc.so.6"),
-            Undef(STRING_CXX11, "GLIBCXX_3.4.21", "libstdc++.so.6"),
-            UNDEFINED,
-            Undef("__gmon_start__", weak=True),
-        ],
-    )
-    info = inspect_elf(write(tmp_path / "libx.so", so))
-    assert info.machine == "EM_X86_64"
-    assert info.soname == "libx.so"
-    assert info.needed == ("libc10.so", "libc.so.6")
-    assert info.rpath == ("/a", "/b")
-    assert info.runpath == ("$ORIGIN/../torch/lib",)
-    assert info.exported == {"foo", "_ZN3c103barEv"}
-    assert [(s.name, s.version, s.library) for s in info.undefined] == [
-        (UNDEFINED, None, None),
-        (STRING_CXX11, "GLIBCXX_3.4.21", "libstdc++.so.6"),
-        ("memcpy", "GLIBC_2.14", "libc.so.6"),
-    ]
-    assert str(info.undefined[2]) == "memcpy@GLIBC_2.14"
-    assert info.undefined[0].demangled == "c10::definitely_not_in_torch(int)"
-    assert info.cxx_abi == "cxx11"
-    assert info.cuda is None and info.hip is None and not info.has_device_code
-
-
-def test_elf_cache_follows_mtime_and_size(tmp_path: Path) -> None:
-    path = write(tmp_path / "libx.so", make_so(soname="libx.so"))
-    first = inspect_elf(path)
-    assert inspect_elf(path) is first
-    write(path, make_so(soname="libx.so", exports=["more"]))
-    os.utime(path, ns=(1, 1))
-    assert inspect_elf(path).exported == {"more"}
-
-
-def test_elf_rejects_non_elf(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="not a readable ELF"):
-        inspect_elf(write(tmp_path / "x.so", b"\x7fELF" + b"\0" * 10))
-
-
-@pytest.mark.parametrize(
-    ("name", "archs"),
-    [
-        ("kernel_sm75_sm80_compute90.o", {"sm_75", "sm_80", "compute_90"}),
-        ("kernel_sm90a_sm100f_sm120_compute120.o", {"sm_90a", "sm_100f", "sm_120", "compute_120"}),
-        (
-            "kernel_rdc_sm100a_lto80.o",
-            {"sm_100a", "compute_90a", "lto_80", "sm_110f", "compute_120f"},
-        ),
-    ],
-)
-def test_real_nvcc_objects(name: str, archs: set[str]) -> None:
-    info = inspect_elf(CUDA_FIXTURES / name)
-    assert info.cuda is not None
-    assert info.cuda_archs == archs
-    assert info.cuda.complete
-
-
-def test_crafted_fatbin_in_a_shared_object(tmp_path: Path) -> None:
-    # two containers, as when several objects are linked into one .so
-    data = (
-        fatbin([(FATBIN_ELF, 75, 0), (FATBIN_ELF, 80, 0)])
-        + b"\0" * 8
-        + fatbin([(FATBIN_ELF, 90, 0x100000), (FATBIN_PTX, 120, 0), (FATBIN_LTO, 86, 0)])
-    )
-    assert parse_fatbin(data) == {"sm_75", "sm_80", "sm_90a", "compute_120", "lto_86"}
-    info = inspect_elf(write(tmp_path / "k.so", make_so(sections={".nv_fatbin": data})))
-    assert info.cuda_archs == {"sm_75", "sm_80", "sm_90a", "compute_120", "lto_86"}
-
-
-def test_hip_offload_bundles(tmp_path: Path) -> None:
-    data = (
-        offload_bundle(["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx90a"])
-        + b"\0" * 16
-        + offload_bundle(["hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"], compress=True)
-    )
-    assert parse_offload_bundles(data) == {"gfx90a", "gfx942"}
-    info = inspect_elf(write(tmp_path / "h.so", make_so(sections={".hip_fatbin": data})))
-    assert info.hip is not None
-    assert info.hip_archs == {"gfx90a", "gfx942"}
-    assert info.hip.complete
-
-
-@pytest.mark.parametrize(
-    ("name", "plain"),
-    [
-        ("libc10-bd5b4540.so", "libc10.so"),
-        ("libcudart-1a2b3c4d.so.13", "libcudart.so.13"),
-        ("libnvrtc-builtins-0123abcd.so.13.0", "libnvrtc-builtins.so.13.0"),
-        ("libtorch_cpu.so", "libtorch_cpu.so"),
-        ("libfoo-notahash.so", "libfoo-notahash.so"),
-    ],
-)
-def test_strip_graft_hash(name: str, plain: str) -> None:
-    assert strip_graft_hash(name) == plain
-
-
-def test_demangle() -> None:
-    assert demangle(UNDEFINED) == "c10::definitely_not_in_torch(int)"
-    assert demangle("memcpy") == "memcpy"
-    assert demangle("_Znot_really") == "_Znot_really"
-
-
-@pytest.mark.parametrize(
-    ("symbols", "abi"),
-    [
-        ([C10_ERROR_CXX11], "cxx11"),
-        ([C10_ERROR_OLD], "pre-cxx11"),
-        ([C10_ERROR_CXX11, C10_ERROR_OLD], "mixed"),
-        (["_ZN2at6TensorD1Ev", "memcpy"], None),
-        # string_view is in both ABIs and says nothing
-        (["_ZN3c106detail5checkESt17basic_string_viewIcSt11char_traitsIcEE"], None),
-    ],
-)
-def test_cxx_abi_of(symbols: list[str], abi: str | None) -> None:
-    assert cxx_abi_of(symbols) == abi
 
 
 # --- expectations and targets ----------------------------------------------------------------
@@ -226,21 +91,15 @@ def test_load_torch_target(tmp_path: Path) -> None:
 def test_load_torch_target_asks_torch_when_version_py_is_unreadable(tmp_path: Path) -> None:
     site = make_site_packages(tmp_path / "venv/lib/python3.12/site-packages", version="x")
     (site / "torch" / "version.py").write_text("__version__ = get_version()\n")
-    calls: list[list[str]] = []
-
     python = tmp_path / "venv/bin/python"
-
-    class Runner:
-        def run(self, argv: list[str], **kwargs: object) -> CommandResult:
-            calls.append(list(argv))
-            out = probe_output(
-                static_report(python, torch_version="x"),
-                imported_report(site / "torch", version="2.12.0+rocm7.1", hip="7.1"),
-            )
-            return CommandResult(argv=tuple(argv), returncode=0, output=out)
-
-    target = load_torch_target(site, runner=Runner())  # type: ignore[arg-type]
-    assert calls[0][:2] == [str(python), "-c"] and "--import-torch" in calls[0]
+    out = probe_output(
+        static_report(python, torch_version="x"),
+        imported_report(site / "torch", version="2.12.0+rocm7.1", hip="7.1"),
+    )
+    runner = FakeRunner().on(str(python), "-c", output=out)
+    target = load_torch_target(site, runner=runner)
+    (call,) = runner.calls
+    assert "--import-torch" in call.argv
     assert (target.version, target.cuda, target.hip) == (
         "2.12.0+rocm7.1",
         None,
@@ -256,27 +115,7 @@ def test_load_torch_target_without_torch(tmp_path: Path) -> None:
 
 
 def test_expectation_from_job() -> None:
-    job = BuildJob(
-        id="torch2.11-cu130",
-        cells=(),
-        abi="per-python",
-        torch="2.11.0",
-        torch_versions=("2.11.0",),
-        accelerator=Accelerator.parse("cu130"),
-        pythons=("3.12",),
-        platform="linux_x86_64",
-        torch_requirement="torch==2.11.0",
-        requires_dist="torch==2.11.*",
-        toolkit=Toolkit(kind="cuda", version="13.0", arch_list="8.0;9.0+PTX"),
-        image="img",
-        platform_tag="manylinux_2_28_x86_64",
-        local_version="pt211cu130",
-        cxx11_abi=True,
-        env=(),
-        runner="ubuntu-latest",
-        smoke_runner=None,
-        repair=RepairPolicy(),
-    )
+    job = make_job(torch="2.11.0", accelerator="cu130", arch_list="8.0;9.0+PTX")
     assert Expectation.from_job(job, weaker_platform_tag="warning") == Expectation(
         accelerator="cu130",
         arch_list="8.0;9.0+PTX",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.factories import planned_job
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -30,10 +31,7 @@ from buildtools.backends.docker.cibw import (
 )
 from buildtools.errors import ConfigError
 from buildtools.knowledge import load_knowledge
-from buildtools.matrix.config import MatrixFile, parse_matrix
-from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob
-from buildtools.planner import plan
 
 cibw_options = pytest.importorskip("cibuildwheel.options")
 from cibuildwheel.environment import parse_environment  # noqa: E402
@@ -47,28 +45,6 @@ WHEELS = Path("/cache/prefetch")
 OUT = Path("/cache/staging/raw")
 PROJECT = REPO / "examples" / "scatter"
 TOOLS = "/opt/buildtools/venv/bin/python"
-
-
-def matrix(**accelerators: Any) -> MatrixFile:
-    data = {
-        "project": {"path": "."},
-        "axes": {
-            "torch": ["2.11.0", "2.13.0"],
-            "accelerator": ["cpu", "cu130", "rocm7.2"],
-            "python": ["3.11", "3.12"],
-        },
-        "accelerators": {
-            "cpu": {"torch_index": "https://download.pytorch.org/whl/cpu"},
-            "rocm": {"torch_index": "https://download.pytorch.org/whl/{accelerator}"},
-            **accelerators,
-        },
-    }
-    return parse_matrix(data, SourceMap(path=Path("matrix.yaml"), lines={(): 1}), knowledge=KB)
-
-
-def job_for(cell: str, **accelerators: Any) -> BuildJob:
-    (job,) = plan(matrix(**accelerators), KB, host_python="3.11", only=[cell]).jobs
-    return job
 
 
 def compose(job: BuildJob, *, offline: bool = True, **kw: Any) -> CibwRun:
@@ -99,7 +75,7 @@ def no_commands(command: Sequence[str], env: Any) -> str:
 
 
 def test_cpu_cell_offline_exact_options() -> None:
-    job = job_for("torch2.13.0-cpu-cp311")
+    job = planned_job("torch2.13.0-cpu-cp311")
     run = compose(job)
     assert run.argv == (
         "/usr/bin/python3",
@@ -164,7 +140,7 @@ def test_cpu_cell_offline_exact_options() -> None:
 
 def test_options_as_cibuildwheel_reads_them(tmp_path: Path) -> None:
     """cibuildwheel's own option machinery sees exactly the plan."""
-    job = job_for("torch2.13.0-cpu-cp311")
+    job = planned_job("torch2.13.0-cpu-cp311")
     run = compose(job)
     args = cibw_options.CommandLineArguments.defaults()
     args = replace(args, platform="linux", output_dir=OUT, package_dir=PROJECT)
@@ -187,7 +163,7 @@ def test_options_as_cibuildwheel_reads_them(tmp_path: Path) -> None:
 
 
 def test_cuda_cell_picks_its_compiler_in_the_container() -> None:
-    job = job_for("torch2.11.0-cu130-cp312")
+    job = planned_job("torch2.11.0-cu130-cp312")
     run = compose(job, image="torch-buildtools/builder:cuda13.0-0123456789ab")
     env = dict(run.container_env)
     assert env["CUDA_HOME"] == "/tmp/buildtools/cuda"
@@ -207,7 +183,7 @@ def test_cuda_cell_picks_its_compiler_in_the_container() -> None:
 
 
 def test_rocm_cell_is_composed_for_its_image_and_index() -> None:
-    job = job_for("torch2.13.0-rocm7.2-cp312")
+    job = planned_job("torch2.13.0-rocm7.2-cp312")
     assert job.image == "pytorch/manylinux2_28-builder:rocm7.2"
     run = compose(
         job,
@@ -232,7 +208,7 @@ def test_rocm_cell_is_composed_for_its_image_and_index() -> None:
 
 
 def test_user_repair_settings_reach_the_container_repair() -> None:
-    job = job_for(
+    job = planned_job(
         "torch2.13.0-cpu-cp311",
         cpu={
             "torch_index": "https://download.pytorch.org/whl/cpu",
@@ -248,7 +224,7 @@ def test_user_repair_settings_reach_the_container_repair() -> None:
 
 
 def test_job_files() -> None:
-    files = job_files(job_for("torch2.11.0-cu130-cp312"), never_bundle=("libtorch*.so*", "a"))
+    files = job_files(planned_job("torch2.11.0-cu130-cp312"), never_bundle=("libtorch*.so*", "a"))
     assert files == {
         "constraints.txt": "torch==2.11.0\n",
         "setup.cfg": "[build]\nbuild_base = /tmp/buildtools/build\n",
@@ -274,7 +250,7 @@ NASTY = [
 
 @pytest.mark.parametrize("value", NASTY)
 def test_build_env_values_stay_literal(value: str) -> None:
-    job = job_for("torch2.13.0-cpu-cp311", cpu={"build_env": {"CFLAGS": value}})
+    job = planned_job("torch2.13.0-cpu-cp311", cpu={"build_env": {"CFLAGS": value}})
     run = compose(job)
     parsed = parse_environment(run.options_dict["CIBW_ENVIRONMENT"])
     assert parsed.as_dictionary(prev_environment={}, executor=no_commands)["CFLAGS"] == value
@@ -312,14 +288,14 @@ def test_any_environment_value_round_trips(value: str) -> None:
     ],
 )
 def test_image_values_cannot_become_options(image: str) -> None:
-    job = job_for("torch2.13.0-cpu-cp311", cpu={"image": image})
+    job = planned_job("torch2.13.0-cpu-cp311", cpu={"image": image})
     with pytest.raises(ConfigError, match="is not an image reference"):
         compose(job, image=job.image)
 
 
 @pytest.mark.parametrize("python", ["3.12; rm -rf /", "3.12 cp313", "-3.12", "3.12t", "py3"])
 def test_python_values_are_validated(python: str) -> None:
-    job = replace(job_for("torch2.13.0-cpu-cp311"), pythons=(python,))
+    job = replace(planned_job("torch2.13.0-cpu-cp311"), pythons=(python,))
     with pytest.raises(ConfigError, match="is not a version"):
         identifiers(job)
     with pytest.raises(ConfigError):
@@ -328,7 +304,7 @@ def test_python_values_are_validated(python: str) -> None:
 
 @pytest.mark.parametrize("name", ["A B", "A;B", "$(x)", "1A", "A=B"])
 def test_environment_names_are_validated(name: str) -> None:
-    job = replace(job_for("torch2.13.0-cpu-cp311"), env=((name, "1"),))
+    job = replace(planned_job("torch2.13.0-cpu-cp311"), env=((name, "1"),))
     with pytest.raises(ConfigError, match="not an environment variable name"):
         compose(job)
 
@@ -344,7 +320,7 @@ def test_environment_names_are_validated(name: str) -> None:
     ],
 )
 def test_requirements_index_and_platform_are_validated(field: str, value: str) -> None:
-    job = replace(job_for("torch2.13.0-cpu-cp311"), **{field: value})
+    job = replace(planned_job("torch2.13.0-cpu-cp311"), **{field: value})
     with pytest.raises(ConfigError):
         compose(job, offline=False, torch_index=job.torch_index)
 
@@ -357,7 +333,7 @@ def test_mount_sources_cannot_break_the_volume_syntax(path: str) -> None:
 
 def test_create_args_parse_back_exactly_with_odd_paths() -> None:
     pkg = Path("/opt/my tools/$(id)/buildtools")
-    run = compose(job_for("torch2.13.0-cpu-cp311"), buildtools_dir=pkg)
+    run = compose(planned_job("torch2.13.0-cpu-cp311"), buildtools_dir=pkg)
     engine = OCIContainerEngineConfig.from_config_string(run.options_dict["CIBW_CONTAINER_ENGINE"])
     assert engine.create_args == run.create_args
     assert f"--volume={pkg}:/buildtools/lib/buildtools:ro" in engine.create_args
@@ -376,7 +352,7 @@ def test_prefetch_platforms() -> None:
 
 
 def test_prefetch_commands_for_the_cpu_cell() -> None:
-    job = job_for("torch2.13.0-cpu-cp311")
+    job = planned_job("torch2.13.0-cpu-cp311")
     constraints = Path("/site/cibuildwheel/resources/constraints-python311.txt")
     commands = prefetch_commands(
         job,
@@ -403,7 +379,7 @@ def test_prefetch_commands_for_the_cpu_cell() -> None:
 
 
 def test_cuda_prefetch_includes_the_pinned_toolkit() -> None:
-    job = job_for("torch2.11.0-cu130-cp312")
+    job = planned_job("torch2.11.0-cu130-cp312")
     (build, _) = prefetch_commands(
         job, python="py", dest=WHEELS, torch_index=None, cibw_constraints=lambda v: None
     )
@@ -458,7 +434,7 @@ def test_pip_configuration_passes_through_with_its_files() -> None:
         "--volume=/opt/pypi-more:/buildtools/pip/2:ro",
         "--volume=/opt/wheels:/buildtools/pip/3:ro",
     ]
-    run = compose(job_for("torch2.13.0-cpu-cp311"), offline=False, pip=pip)
+    run = compose(planned_job("torch2.13.0-cpu-cp311"), offline=False, pip=pip)
     assert "--network=none" not in run.create_args
     assert set(run.create_args) >= {m.arg for m in pip.mounts}
     env = dict(run.container_env)

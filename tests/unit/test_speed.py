@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
+from fixtures.factories import make_job, make_toolchain
+from fixtures.fakes import FakeRunner
 
 from buildtools.backends.local import LocalBackend
 from buildtools.build.ccache import CompilerCache, ccache_dir, make_masquerade
@@ -17,44 +18,13 @@ from buildtools.build.environment import job_environment
 from buildtools.build.options import BuildOptions
 from buildtools.build.progress import Progress, estimate_remaining, format_seconds
 from buildtools.build.scheduler import HostResources, plan_slots
-from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
-from buildtools.runner import CommandResult
+from buildtools.model import BuildJob
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
-from buildtools.torchinstall import TorchInstall
-
-
-def job(accelerator: str = "cpu", job_id: str | None = None, **kw: Any) -> BuildJob:
-    cell = Cell(torch="2.13.0", accelerator=accelerator, python="3.12")
-    fields: dict[str, Any] = {
-        "id": job_id or cell.id,
-        "cells": (cell,),
-        "abi": "per-python",
-        "torch": "2.13.0",
-        "torch_versions": ("2.13.0",),
-        "accelerator": Accelerator.parse(accelerator),
-        "pythons": ("3.12",),
-        "platform": "linux_x86_64",
-        "torch_requirement": "torch==2.13.0",
-        "requires_dist": "torch==2.13.*",
-        "toolkit": Toolkit(kind="cuda", version="13.0", arch_list="9.0")
-        if accelerator.startswith("cu")
-        else None,
-        "image": "local",
-        "platform_tag": "manylinux_2_28_x86_64",
-        "local_version": "pt213",
-        "cxx11_abi": True,
-        "env": (),
-        "runner": "ubuntu-24.04",
-        "smoke_runner": None,
-        "repair": RepairPolicy(),
-    }
-    fields.update(kw)
-    return BuildJob(**fields)
 
 
 def jobs(n: int, accelerator: str = "cpu") -> list[BuildJob]:
-    return [job(accelerator, job_id=f"j{i}") for i in range(n)]
+    return [make_job(accelerator=accelerator, id=f"j{i}") for i in range(n)]
 
 
 # ------------------------------------------------------------------------------ scheduler
@@ -103,47 +73,6 @@ def test_max_jobs_and_concurrency_requests() -> None:
 # ------------------------------------------------------------------ ccache at the boundary
 
 
-class RecordingRunner:
-    def __init__(self) -> None:
-        self.calls: list[tuple[list[str], dict[str, str]]] = []
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        self.calls.append(([str(a) for a in argv], dict(env or {})))
-        return CommandResult(argv=tuple(argv), returncode=0)
-
-
-def toolchain(tmp_path: Path, cuda_home: Path | None = None) -> Toolchain:
-    root = tmp_path / "venv"
-    path = [str(root / "bin")] if cuda_home is None else [str(cuda_home / "bin"), str(root / "bin")]
-    build_env = [("PATH", os.pathsep.join(path)), ("VIRTUAL_ENV", str(root))]
-    if cuda_home is not None:
-        build_env.append(("CUDA_HOME", str(cuda_home)))
-    return Toolchain(
-        key="k",
-        root=root,
-        python=root / "bin" / "python",
-        torch=TorchInstall(
-            version="2.13.0",
-            package_dir=root / "lib" / "torch",
-            cuda="13.0" if cuda_home else None,
-            cxx11_abi=True,
-            python_version="3.12.1",
-        ),
-        cuda_home=cuda_home,
-        build_env=tuple(sorted(build_env)),
-        reused=True,
-    )
-
-
 def build_env_of(
     tmp_path: Path, the_job: BuildJob, tc: Toolchain, cache: CompilerCache | None
 ) -> dict[str, str]:
@@ -158,7 +87,7 @@ def build_env_of(
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     (out / "x-1-py3-none-any.whl").write_bytes(b"")
-    runner = RecordingRunner()
+    runner = FakeRunner()
     LocalBackend().build_raw(
         the_job,
         tc,
@@ -169,15 +98,15 @@ def build_env_of(
         runner=runner,
         log=io.StringIO(),
     )
-    ((argv, env),) = runner.calls
-    assert argv[1:4] == ["-m", "build", "--wheel"]
-    return env
+    (call,) = runner.calls
+    assert call.argv[1:4] == ("-m", "build", "--wheel")
+    return call.env or {}
 
 
 def test_ccache_env_of_a_cpu_build(tmp_path: Path) -> None:
     cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
-    the_job = job()
-    env = build_env_of(tmp_path, the_job, toolchain(tmp_path), cache)
+    the_job = make_job()
+    env = build_env_of(tmp_path, the_job, make_toolchain(tmp_path / "venv"), cache)
     assert env["CCACHE_DIR"] == str(tmp_path / "ccache" / the_job.id)
     assert env["CCACHE_BASEDIR"] == str(tmp_path / "src")
     assert env["CCACHE_NOHASHDIR"] == "1"
@@ -192,7 +121,12 @@ def test_ccache_env_of_a_cpu_build(tmp_path: Path) -> None:
 def test_ccache_env_of_a_cuda_build_wraps_nvcc(tmp_path: Path) -> None:
     cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
     cuda = tmp_path / "cu13"
-    env = build_env_of(tmp_path, job("cu130"), toolchain(tmp_path, cuda), cache)
+    env = build_env_of(
+        tmp_path,
+        make_job(accelerator="cu130"),
+        make_toolchain(tmp_path / "venv", cuda_home=cuda),
+        cache,
+    )
     assert env["PYTORCH_NVCC"] == f"/usr/bin/ccache {cuda / 'bin' / 'nvcc'}"
     assert env["PATH"].split(os.pathsep)[:3] == [
         str(tmp_path / "ccache" / "bin"),
@@ -202,7 +136,12 @@ def test_ccache_env_of_a_cuda_build_wraps_nvcc(tmp_path: Path) -> None:
 
 
 def test_no_ccache_means_no_cache_at_all(tmp_path: Path) -> None:
-    env = build_env_of(tmp_path, job("cu130"), toolchain(tmp_path, tmp_path / "cu13"), None)
+    env = build_env_of(
+        tmp_path,
+        make_job(accelerator="cu130"),
+        make_toolchain(tmp_path / "venv", cuda_home=tmp_path / "cu13"),
+        None,
+    )
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"  # torch >= 2.13 would wrap by itself
     assert env["CCACHE_DISABLE"] == "1"  # a ccache masquerading on the host's PATH too
     assert not any(k in env for k in ("CCACHE_DIR", "PYTORCH_NVCC"))
@@ -216,7 +155,7 @@ def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
         ["cc", "c++", "gcc", "g++", "clang", "clang++"]
     )
     assert all(p.readlink() == Path("/usr/bin/ccache") for p in directory.iterdir())
-    assert ccache_dir(tmp_path, job()) != ccache_dir(tmp_path, job("cu130"))
+    assert ccache_dir(tmp_path, make_job()) != ccache_dir(tmp_path, make_job(accelerator="cu130"))
 
 
 # -------------------------------------------------------------------------------- progress
@@ -334,7 +273,7 @@ def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> Non
 
     def run(ccache: Path | None) -> Any:
         return compose_cibuildwheel(
-            job(),
+            make_job(),
             image="quay.io/pypa/manylinux_2_28_x86_64:latest",
             project_dir=tmp_path,
             output_dir=tmp_path / "out",
@@ -352,34 +291,3 @@ def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> Non
     without = run(None)
     assert not any("ccache" in a for a in without.create_args)
     assert "CCACHE_DIR" not in dict(without.container_env)
-
-
-def test_torch_is_imported_once_per_identical_install(tmp_path: Path) -> None:
-    from fixtures.probe import is_probe
-
-    from unit.test_toolchain import FakeWorld, make_job, prepare
-    from unit.test_toolchain import home as make_home
-
-    home = make_home.__wrapped__(tmp_path)  # type: ignore[attr-defined]
-    world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[], cxx11_abi=True)
-    the_job = make_job("cpu", torch="2.13.0")
-
-    def torch_probes() -> list[bool]:
-        """Each probe of a toolchain's torch: whether it imported torch."""
-        probes = [
-            "--import-torch" in c for c in world.calls if is_probe(c) and "toolchains" in c[0]
-        ]
-        world.calls.clear()
-        return probes
-
-    created, _ = prepare(world, the_job, home)
-    assert not created.reused
-    assert torch_probes() == [False, True]  # a new install: read, then imported once
-    reused, _ = prepare(world, the_job, home)
-    assert reused.reused and reused.torch.cxx11_abi is True
-    assert torch_probes() == [False]  # the ABI is the marker's
-    # a second environment with the same torch (here: torch only, for checks) is not imported
-    second, log = prepare(world, the_job, home, with_toolkit=False)
-    assert not second.reused and second.root != created.root and second.torch.cxx11_abi is True
-    assert torch_probes() == [False]
-    assert "already imported here" in log

@@ -6,16 +6,18 @@ import io
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
-from fixtures.probe import imported_report, probe_output, static_report
+from fixtures.factories import make_job, replace_job
+from fixtures.fakes import Call, FakeRunner
+from fixtures.probe import imported_report, is_probe, probe_output, static_report
 
 from buildtools.errors import ToolchainError, ToolMissingError
-from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
+from buildtools.model import BuildJob, Toolkit
 from buildtools.probe.hostenv import parse_snapshot
 from buildtools.runner import CommandResult
 from buildtools.toolchain.cuda import (
@@ -45,43 +47,14 @@ TORCH_28_REQUIRES = [
 ]
 
 
-def make_job(
-    accelerator: str = "cu130", torch: str = "2.11.0", python: str = "3.12", **kw: Any
-) -> BuildJob:
-    cell = Cell(torch=torch, accelerator=accelerator, python=python)
-    toolkit = (
-        Toolkit(kind="cuda", version="13.0", arch_list="8.0;9.0+PTX")
-        if accelerator.startswith("cu")
-        else None
-    )
-    fields: dict[str, Any] = {
-        "id": cell.id,
-        "cells": (cell,),
-        "abi": "per-python",
-        "torch": torch,
-        "torch_versions": (torch,),
-        "accelerator": Accelerator.parse(accelerator),
-        "pythons": (python,),
-        "platform": "linux_x86_64",
-        "torch_requirement": f"torch=={torch}",
-        "requires_dist": f"torch=={torch.rsplit('.', 1)[0]}.*",
-        "toolkit": toolkit,
-        "image": "local",
-        "platform_tag": "manylinux_2_28_x86_64",
-        "local_version": "pt211",
-        "cxx11_abi": True,
-        "env": (),
-        "runner": "ubuntu-latest",
-        "smoke_runner": None,
-        "repair": RepairPolicy(),
-    }
-    fields.update(kw)
-    return BuildJob(**fields)
+def job211(accelerator: str = "cu130", **kw: Any) -> BuildJob:
+    """This file's jobs: torch 2.11.0 (on PyPI, a CUDA 13.0 build) unless said otherwise."""
+    return make_job(accelerator=accelerator, **{"torch": "2.11.0", **kw})
 
 
 @dataclass
-class FakeWorld:
-    """A fake Runner that plays python/venv/pip/nvcc on a temporary file system."""
+class FakeWorld(FakeRunner):
+    """The fake Runner playing python/venv/pip/nvcc on a temporary file system."""
 
     tmp: Path
     torch_version: str = "2.11.0+cu130"
@@ -95,23 +68,10 @@ class FakeWorld:
     pip_fails: bool = False
     index_reachable: bool = True
     dists: dict[str, str] = field(default_factory=dict)
-    calls: list[list[str]] = field(default_factory=list)
-    envs: list[Mapping[str, str] | None] = field(default_factory=list)
     on_call: Callable[[list[str]], None] | None = None
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        args = [str(a) for a in argv]
-        self.calls.append(args)
-        self.envs.append(env)
+    def respond(self, call: Call) -> CommandResult:
+        args = list(call.argv)
         if self.on_call:
             self.on_call(args)
         out = ""
@@ -239,7 +199,7 @@ def test_probe_parse_ignores_surrounding_noise() -> None:
 
 
 def test_key_changes_with_every_input() -> None:
-    job = make_job()
+    job = job211()
     key, _ = toolchain_key(job, python_version="3.12.1", system_cuda=None)
     variants = [
         toolchain_key(job, python_version="3.12.2", system_cuda=None),
@@ -254,7 +214,7 @@ def test_key_changes_with_every_input() -> None:
             system_cuda=None,
         ),
         toolchain_key(
-            replace(job, accelerator=Accelerator.parse("cu128")),
+            replace_job(job, accelerator="cu128"),
             python_version="3.12.1",
             system_cuda=None,
         ),
@@ -282,7 +242,7 @@ def probe_of(
 
 
 def test_cpu_cell_with_cuda_torch_says_what_and_how() -> None:
-    job = make_job("cpu")
+    job = job211("cpu")
     with pytest.raises(ToolchainError) as err:
         check_torch(job, probe_of("2.11.0+cu130", cuda="13.0"), env_root=Path("/e"))
     msg = str(err.value)
@@ -293,7 +253,7 @@ def test_cpu_cell_with_cuda_torch_says_what_and_how() -> None:
 
 
 def test_cuda_cell_with_other_cuda_torch() -> None:
-    job = make_job("cu130", torch_index="https://mirror/whl/cu128")
+    job = job211("cu130", torch_index="https://mirror/whl/cu128")
     with pytest.raises(ToolchainError) as err:
         check_torch(job, probe_of("2.11.0+cu128", cuda="12.8"), env_root=Path("/e"))
     msg = str(err.value)
@@ -302,22 +262,18 @@ def test_cuda_cell_with_other_cuda_torch() -> None:
     assert "needs torch built for CUDA 13.0" in msg
     assert "https://download.pytorch.org/whl/cu130" in msg
     with pytest.raises(ToolchainError, match="CPU only"):
-        check_torch(make_job("cu130"), probe_of("2.11.0+cpu"), env_root=Path("/e"))
+        check_torch(job211("cu130"), probe_of("2.11.0+cpu"), env_root=Path("/e"))
 
 
 def test_rocm_and_version_and_abi_checks() -> None:
-    check_torch(
-        make_job("rocm6.4"), probe_of("2.11.0+rocm6.4", hip="6.4.43482"), env_root=Path("/e")
-    )
+    check_torch(job211("rocm6.4"), probe_of("2.11.0+rocm6.4", hip="6.4.43482"), env_root=Path("/e"))
     with pytest.raises(ToolchainError, match=re.escape("ROCm 6.4")):
-        check_torch(
-            make_job("rocm6.4"), probe_of("2.11.0+rocm6.3", hip="6.3.1"), env_root=Path("/e")
-        )
+        check_torch(job211("rocm6.4"), probe_of("2.11.0+rocm6.3", hip="6.3.1"), env_root=Path("/e"))
     with pytest.raises(ToolchainError, match=re.escape("need torch==2.11.0")):
-        check_torch(make_job("cpu"), probe_of("2.12.0+cpu"), env_root=Path("/e"))
+        check_torch(job211("cpu"), probe_of("2.12.0+cpu"), env_root=Path("/e"))
     with pytest.raises(ToolchainError, match="_GLIBCXX_USE_CXX11_ABI=0"):
-        check_torch(make_job("cpu"), probe_of("2.11.0+cpu", abi=False), env_root=Path("/e"))
-    check_torch(make_job("cpu"), probe_of("2.11.0+cpu"), env_root=Path("/e"))
+        check_torch(job211("cpu"), probe_of("2.11.0+cpu", abi=False), env_root=Path("/e"))
+    check_torch(job211("cpu"), probe_of("2.11.0+cpu"), env_root=Path("/e"))
 
 
 def test_locate_cuda12_layout(tmp_path: Path) -> None:
@@ -341,7 +297,7 @@ def test_locate_cuda12_layout(tmp_path: Path) -> None:
 
 def test_cpu_env_created_then_reused(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[])
-    job = make_job("cpu", torch="2.13.0")
+    job = job211("cpu", torch="2.13.0")
     tc, log = prepare(world, job, home)
     assert not tc.reused
     assert tc.torch.version == "2.13.0+cpu"
@@ -349,7 +305,7 @@ def test_cpu_env_created_then_reused(home: Path) -> None:
     assert tc.python == tc.root / "bin" / "python"
     assert tc.root.parent == home / "cache" / "toolchains"
     assert tc.root.name.startswith("py3.12.1-torch2.13.0-cpu-")
-    pip = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    pip = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert pip == [
         [
             str(tc.python),
@@ -374,7 +330,7 @@ def test_cpu_env_created_then_reused(home: Path) -> None:
     assert again.root == tc.root
     assert again.key == tc.key
     # Reuse runs the base interpreter probe and the env's probe, nothing else.
-    assert [c[1:3] for c in world.calls] == [["-I", "-c"], ["-I", "-c"]]
+    assert [c[1:3] for c in world.argvs] == [["-I", "-c"], ["-I", "-c"]]
     assert "reusing" in log
 
 
@@ -382,11 +338,11 @@ def test_child_env_is_sanitised(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[])
     prepare(
         world,
-        make_job("cpu", torch="2.13.0"),
+        job211("cpu", torch="2.13.0"),
         home,
         env={"PYTHONPATH": "/evil", "PIP_FIND_LINKS": "/w"},
     )
-    for env in world.envs:
+    for env in (c.env for c in world.calls):
         assert env is not None
         assert "PYTHONPATH" not in env
         assert env["PIP_FIND_LINKS"] == "/w"
@@ -395,9 +351,9 @@ def test_child_env_is_sanitised(home: Path) -> None:
 
 def test_torch_index_is_passed_to_pip(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.11.0+cpu", cuda=None, requires=[])
-    job = make_job("cpu", torch_index="https://download.pytorch.org/whl/cpu")
+    job = job211("cpu", torch_index="https://download.pytorch.org/whl/cpu")
     prepare(world, job, home)
-    (pip,) = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    (pip,) = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert pip[4:6] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu"]
 
 
@@ -405,18 +361,18 @@ def test_unreachable_torch_index_is_skipped_with_a_note(home: Path) -> None:
     world = FakeWorld(
         home, torch_version="2.11.0+cpu", cuda=None, requires=[], index_reachable=False
     )
-    job = make_job("cpu", torch_index="https://download.pytorch.org/whl/cpu")
+    job = job211("cpu", torch_index="https://download.pytorch.org/whl/cpu")
     _, log = prepare(world, job, home)
-    (pip,) = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    (pip,) = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert "--extra-index-url" not in pip
-    probes = [c for c in world.calls if c[1] == "-c" and "urlopen" in c[2]]
+    probes = [c for c in world.argvs if c[1] == "-c" and "urlopen" in c[2]]
     assert probes[0][3] == "https://download.pytorch.org/whl/cpu/torch/"
     assert "the torch index https://download.pytorch.org/whl/cpu is unreachable" in log
 
 
 def test_half_created_env_is_rebuilt(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[])
-    job = make_job("cpu", torch="2.13.0")
+    job = job211("cpu", torch="2.13.0")
     tc, _ = prepare(world, job, home)
     (tc.root / MARKER).unlink()
     (tc.root / "leftover").write_text("partial download")
@@ -428,7 +384,7 @@ def test_half_created_env_is_rebuilt(home: Path) -> None:
 
 def test_mismatched_marker_is_rebuilt(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[])
-    job = make_job("cpu", torch="2.13.0")
+    job = job211("cpu", torch="2.13.0")
     tc, _ = prepare(world, job, home)
     marker = json.loads((tc.root / MARKER).read_text())
     marker["fields"]["torch_requirement"] = "torch==2.12.0"
@@ -440,7 +396,7 @@ def test_mismatched_marker_is_rebuilt(home: Path) -> None:
 
 def test_changed_torch_in_env_is_rebuilt(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[])
-    job = make_job("cpu", torch="2.13.0")
+    job = job211("cpu", torch="2.13.0")
     prepare(world, job, home)
     world.torch_version = "2.13.1+cpu"  # someone pip-installed into the cached env
     with pytest.raises(ToolchainError, match=re.escape("need torch==2.13.0")):
@@ -449,7 +405,7 @@ def test_changed_torch_in_env_is_rebuilt(home: Path) -> None:
 
 def test_failed_verification_writes_no_marker(home: Path) -> None:
     world = FakeWorld(home)  # PyPI's torch: CUDA 13.0
-    job = make_job("cpu")
+    job = job211("cpu")
     with pytest.raises(ToolchainError, match="CPU-only"):
         prepare(world, job, home)
     (root,) = (home / "cache" / "toolchains").glob("py*")
@@ -459,14 +415,14 @@ def test_failed_verification_writes_no_marker(home: Path) -> None:
 def test_pip_failure(home: Path) -> None:
     world = FakeWorld(home, pip_fails=True)
     with pytest.raises(ToolchainError, match=re.escape("pip could not install torch==2.11.0")):
-        prepare(world, make_job(), home)
+        prepare(world, job211(), home)
 
 
 def test_missing_python(home: Path) -> None:
     world = FakeWorld(home)
     with pytest.raises(ToolMissingError, match=re.escape("pyenv install 3.9")):
         prepare_toolchain(
-            make_job(python="3.9"),
+            job211(python="3.9"),
             "3.9",
             cache_dir=home / "cache",
             runner=world,
@@ -477,13 +433,11 @@ def test_missing_python(home: Path) -> None:
 
 def test_cuda_from_pypi_wheels(home: Path) -> None:
     world = FakeWorld(home)
-    tc, log = prepare(
-        world, make_job(), home, env={"LIBRARY_PATH": "/opt/lib", "CPATH": "/opt/inc"}
-    )
+    tc, log = prepare(world, job211(), home, env={"LIBRARY_PATH": "/opt/lib", "CPATH": "/opt/inc"})
     cu = world.site(tc.root) / "nvidia" / "cu13"
     assert tc.cuda_home == cu
     assert tc.torch.cuda == "13.0"
-    pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    pips = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert pips[1][4:] == ["torch==2.11.0", "cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]==13.0.2"]
     env = dict(tc.build_env)
     assert env["CUDA_HOME"] == str(cu)
@@ -496,7 +450,7 @@ def test_cuda_from_pypi_wheels(home: Path) -> None:
     assert "cuda-toolkit[nvcc" in log
 
     world.calls.clear()
-    again, _ = prepare(world, make_job(), home)
+    again, _ = prepare(world, job211(), home)
     assert again.reused
     assert again.cuda_home == cu
     assert dict(again.build_env)["CUDA_HOME"] == str(cu)
@@ -504,7 +458,7 @@ def test_cuda_from_pypi_wheels(home: Path) -> None:
 
 def test_explicit_toolkit_packages_win(home: Path) -> None:
     world = FakeWorld(home)
-    job = make_job(
+    job = job211(
         toolkit=Toolkit(
             kind="cuda",
             version="13.0",
@@ -513,7 +467,7 @@ def test_explicit_toolkit_packages_win(home: Path) -> None:
         )
     )
     prepare(world, job, home)
-    pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    pips = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert pips[1][4:] == ["torch==2.11.0", "cuda-toolkit[nvcc]==13.0.2"]
 
 
@@ -526,7 +480,7 @@ def test_wheels_without_nvcc_say_so(home: Path) -> None:
         wheels_have_nvcc=False,
     )
     with pytest.raises(ToolchainError) as err:
-        prepare(world, make_job("cu128", torch="2.8.0"), home)
+        prepare(world, job211("cu128", torch="2.8.0"), home)
     assert "contain no nvcc" in str(err.value)
     assert "CUDA_HOME" in str(err.value)
 
@@ -534,13 +488,13 @@ def test_wheels_without_nvcc_say_so(home: Path) -> None:
 def test_compiler_wheels_of_another_minor_are_refused(home: Path) -> None:
     world = FakeWorld(home, nvvm="13.5.37")  # what an unpinned nvidia-nvvm resolves to
     with pytest.raises(ToolchainError, match=r"nvidia-nvvm==13\.5\.37"):
-        prepare(world, make_job(), home)
+        prepare(world, job211(), home)
 
 
 def test_nvcc_version_mismatch_in_wheels(home: Path) -> None:
     world = FakeWorld(home, nvcc_output=NVCC_12)
     with pytest.raises(ToolchainError, match=re.escape("reports CUDA 12.8")):
-        prepare(world, make_job(), home)
+        prepare(world, job211(), home)
 
 
 def system_cuda(tmp_path: Path) -> Path:
@@ -553,15 +507,15 @@ def system_cuda(tmp_path: Path) -> Path:
 def test_matching_system_cuda_is_used(home: Path, tmp_path: Path) -> None:
     world = FakeWorld(home)
     cuda = system_cuda(tmp_path)
-    tc, _ = prepare(world, make_job(), home, env={"CUDA_HOME": str(cuda)})
+    tc, _ = prepare(world, job211(), home, env={"CUDA_HOME": str(cuda)})
     assert tc.cuda_home == cuda
-    pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    pips = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert len(pips) == 1  # no toolkit wheels
     env = dict(tc.build_env)
     assert env["CUDA_HOME"] == str(cuda)
     assert "LIBRARY_PATH" not in env
     # the option wins over the environment variable and gives the same env
-    again, _ = prepare(world, make_job(), home, cuda_home=cuda)
+    again, _ = prepare(world, job211(), home, cuda_home=cuda)
     assert again.reused
 
 
@@ -573,7 +527,7 @@ def test_mismatched_system_cuda_falls_back_to_wheels(home: Path, tmp_path: Path)
         world.nvcc_output = NVCC_13 if str(cuda) not in args[0] else NVCC_12
 
     world.on_call = wheels_nvcc_is_13
-    tc, log = prepare(world, make_job(), home, cuda_home=cuda)
+    tc, log = prepare(world, job211(), home, cuda_home=cuda)
     assert "ignoring CUDA_HOME" in log
     assert "nvcc is CUDA 12.8" in log
     assert tc.cuda_home == world.site(tc.root) / "nvidia" / "cu13"
@@ -581,17 +535,17 @@ def test_mismatched_system_cuda_falls_back_to_wheels(home: Path, tmp_path: Path)
 
 def test_without_toolkit(home: Path) -> None:
     world = FakeWorld(home)
-    tc, _ = prepare(world, make_job(), home, with_toolkit=False)
+    tc, _ = prepare(world, job211(), home, with_toolkit=False)
     assert tc.cuda_home is None
-    pips = [c for c in world.calls if c[1:4] == ["-m", "pip", "install"]]
+    pips = [c for c in world.argvs if c[1:4] == ["-m", "pip", "install"]]
     assert pips == [[str(tc.python), "-m", "pip", "install", "torch==2.11.0"]]
-    full, _ = prepare(world, make_job(), home)
+    full, _ = prepare(world, job211(), home)
     assert full.root != tc.root
 
 
 def test_rocm_needs_a_toolkit(home: Path) -> None:
     world = FakeWorld(home, torch_version="2.11.0+rocm6.4", cuda=None, hip="6.4.43482")
-    job = make_job("rocm6.4", toolkit=Toolkit(kind="rocm", version="6.4", arch_list="gfx942"))
+    job = job211("rocm6.4", toolkit=Toolkit(kind="rocm", version="6.4", arch_list="gfx942"))
     rocm = home / "rocm"
     tc, _ = prepare(world, job, home, env={"ROCM_HOME": str(rocm)})
     env = dict(tc.build_env)
@@ -600,3 +554,28 @@ def test_rocm_needs_a_toolkit(home: Path) -> None:
     if not Path("/opt/rocm/bin/hipcc").exists():
         with pytest.raises(ToolMissingError, match="ROCM_HOME"):
             prepare(world, replace(job, torch_requirement="torch==2.11.*"), home)
+
+
+def test_torch_is_imported_once_per_identical_install(home: Path) -> None:
+    world = FakeWorld(home, torch_version="2.13.0+cpu", cuda=None, requires=[], cxx11_abi=True)
+    the_job = job211("cpu", torch="2.13.0")
+
+    def torch_probes() -> list[bool]:
+        """Each probe of a toolchain's torch: whether it imported torch."""
+        probes = [
+            "--import-torch" in c for c in world.argvs if is_probe(c) and "toolchains" in c[0]
+        ]
+        world.calls.clear()
+        return probes
+
+    created, _ = prepare(world, the_job, home)
+    assert not created.reused
+    assert torch_probes() == [False, True]  # a new install: read, then imported once
+    reused, _ = prepare(world, the_job, home)
+    assert reused.reused and reused.torch.cxx11_abi is True
+    assert torch_probes() == [False]  # the ABI is the marker's
+    # a second environment with the same torch (here: torch only, for checks) is not imported
+    second, log = prepare(world, the_job, home, with_toolkit=False)
+    assert not second.reused and second.root != created.root and second.torch.cxx11_abi is True
+    assert torch_probes() == [False]
+    assert "already imported here" in log

@@ -1,0 +1,182 @@
+"""Job fingerprints: every input that can change the wheel changes the fingerprint; inputs
+that only say where or how fast a job runs do not. Fingerprinting a project reads regular
+files only and names the rest (a FIFO used to hang `buildtools build` forever; a dangling
+link gave a traceback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures.factories import make_job
+
+from buildtools.build.fingerprint import (
+    build_vars,
+    fingerprint_inputs,
+    job_fingerprint,
+    scan_sources,
+    source_fingerprint,
+)
+from buildtools.model import BuildJob, Toolkit
+
+TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
+
+
+def cuda_job(**changes: Any) -> BuildJob:
+    """The job every fingerprint here starts from (torch 2.11.0, CUDA 13.0), with `changes`."""
+    return make_job(**{"accelerator": "cu130", "torch": "2.11.0", **changes})
+
+
+def fp(
+    job: BuildJob | None = None,
+    *,
+    sources: str = "sha256:src",
+    toolchain: Mapping[str, Any] = TOOLCHAIN,
+    backend: Mapping[str, str] | None = None,
+    host_env: Mapping[str, str] | None = None,
+) -> str:
+    return job_fingerprint(
+        fingerprint_inputs(
+            job or cuda_job(),
+            sources=sources,
+            toolchain=toolchain,
+            backend=backend or {"backend": "local"},
+            host_env=host_env or {},
+        )
+    )
+
+
+def test_same_inputs_same_fingerprint() -> None:
+    assert fp() == fp()
+    assert fp().startswith("sha256:")
+
+
+@pytest.mark.parametrize(
+    ("what", "changed"),
+    [
+        ("a source file", {"sources": "sha256:other"}),
+        (
+            "a build_env value",
+            {"job": cuda_job(env=(*cuda_job().env, ("X", "1")))},
+        ),
+        (
+            "the arch list",
+            {"job": cuda_job(toolkit=Toolkit(kind="cuda", version="13.0", arch_list="9.0"))},
+        ),
+        (
+            "the torch version",
+            {
+                "job": cuda_job(torch="2.11.1", torch_requirement="torch==2.11.1"),
+                "toolchain": {**TOOLCHAIN, "torch_requirement": "torch==2.11.1"},
+            },
+        ),
+        ("the Python full version", {"toolchain": {**TOOLCHAIN, "python": "3.12.2"}}),
+        ("the toolkit pins", {"toolchain": {**TOOLCHAIN, "toolkit": ["cuda-toolkit==13.0.2"]}}),
+        ("the local version label", {"job": cuda_job(local_version="pt211cu130x")}),
+        ("the repair excludes", {"job": cuda_job(repair_excludes=("libfoo.so*",))}),
+        ("the backend", {"backend": {"backend": "docker", "image": "b:1"}}),
+        ("the host's CXX", {"host_env": {"CXX": "clang++"}}),
+        ("the host's TORCH_CUDA_ARCH_LIST", {"host_env": {"TORCH_CUDA_ARCH_LIST": "9.0"}}),
+        ("the host's FORCE_ONLY_CPU", {"host_env": {"FORCE_ONLY_CPU": "1"}}),
+    ],
+)
+def test_every_input_of_the_wheel_changes_the_fingerprint(
+    what: str, changed: dict[str, Any]
+) -> None:
+    assert fp(**changed) != fp(), what
+
+
+@pytest.mark.parametrize(
+    ("what", "changed"),
+    [
+        ("the build runner label", {"job": cuda_job(runner="big-runner")}),
+        ("the smoke runner", {"job": cuda_job(smoke_runner=("self-hosted", "gpu"))}),
+        (
+            "MAX_JOBS of the job",
+            {"job": cuda_job(env=(*cuda_job().env, ("MAX_JOBS", "7")))},
+        ),
+        ("ccache off", {"job": cuda_job(ccache=False)}),
+        (
+            "unrelated host variables",
+            {"host_env": {"TERM": "xterm", "MAX_JOBS": "3", "HOME": "/x"}},
+        ),
+    ],
+)
+def test_where_and_how_fast_do_not_change_the_fingerprint(
+    what: str, changed: dict[str, Any]
+) -> None:
+    assert fp(**changed) == fp(), what
+
+
+def test_build_vars_keep_compiler_and_torch_variables_only() -> None:
+    env = {"CC": "gcc", "CFLAGS": "-O2", "PYTORCH_ROCM_ARCH": "gfx90a", "PATH": "/bin", "PWD": "/x"}
+    assert build_vars(env) == {"CC": "gcc", "CFLAGS": "-O2", "PYTORCH_ROCM_ARCH": "gfx90a"}
+
+
+def test_source_fingerprint_follows_content_not_mtime(tmp_path: Path) -> None:
+    (tmp_path / "csrc").mkdir()
+    cpp = tmp_path / "csrc" / "a.cpp"
+    cpp.write_text("int a;\n")
+    (tmp_path / "build").mkdir()  # build outputs are not sources
+    (tmp_path / "build" / "a.o").write_bytes(b"\0")
+    first = source_fingerprint(tmp_path)
+    cpp.touch()
+    (tmp_path / "build" / "a.o").write_bytes(b"\1")
+    assert source_fingerprint(tmp_path) == first
+    cpp.write_text("int a = 1;\n")
+    assert source_fingerprint(tmp_path) != first
+
+
+# ------------------------------------------------------------------ the project's files
+
+
+@pytest.fixture
+def deadline() -> Iterator[None]:
+    """A hang becomes a failure after 10 s instead of blocking the suite."""
+
+    def fail(signum: int, frame: object) -> None:
+        raise TimeoutError("fingerprinting hung")
+
+    previous = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "setup.py").write_text("print('hi')\n")
+    (root / "src" / "a.cpp").write_text("int a;\n")
+    return root
+
+
+def test_fifo_is_skipped_not_read(tmp_path: Path, deadline: None) -> None:
+    root = _project(tmp_path)
+    before = source_fingerprint(root)
+    os.mkfifo(root / "src" / "pipe")
+    scan = scan_sources(root)
+    assert ("src/pipe", "a FIFO") in scan.skipped
+    assert source_fingerprint(root) == before
+
+
+def test_dangling_symlink_is_skipped(tmp_path: Path, deadline: None) -> None:
+    root = _project(tmp_path)
+    (root / "gone.h").symlink_to(root / "missing.h")
+    assert ("gone.h", "a dangling symbolic link") in scan_sources(root).skipped
+    source_fingerprint(root)  # no traceback
+
+
+def test_symlinks_are_followed_only_inside_the_project(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    (tmp_path / "secret").write_text("outside\n")
+    (root / "out.h").symlink_to(tmp_path / "secret")
+    (root / "in.h").symlink_to(root / "setup.py")
+    scan = scan_sources(root)
+    assert ("out.h", "a symbolic link out of the project") in scan.skipped
+    assert root / "in.h" in scan.files
