@@ -47,10 +47,3 @@ def test_default_deadline_applies_when_the_caller_gives_none() -> None:
     result = runner.run(hang, capture=True)
     assert result.timed_out
     assert "partial" in result.output and "timed out after 1 s" in result.output
-
-
-def test_environment_sets_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("BUILDTOOLS_TIMEOUT", "1.5")
-    assert SubprocessRunner().default_timeout == 1.5
-    monkeypatch.setenv("BUILDTOOLS_TIMEOUT", "nonsense")
-    assert SubprocessRunner().default_timeout == 6 * 3600.0
