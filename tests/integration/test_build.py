@@ -10,54 +10,24 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-HOST = f"{sys.version_info.major}.{sys.version_info.minor}"
-CELL = f"torch2.13.0-cpu-cp{HOST.replace('.', '')}"
+from fixtures.cli import HOST, HOST_CELL, REPO, buildtools
+from fixtures.envs import fresh_venv
 
 
-def cache_dir() -> Path:
-    default = Path.home() / ".cache" / "torch-buildtools"
-    return Path(os.environ.get("BUILDTOOLS_CACHE_DIR", default))
-
-
-def buildtools(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())}
-    return subprocess.run(
-        [sys.executable, "-m", "buildtools", *args],
-        cwd=cwd,
-        env=env,
-        text=True,
-        capture_output=True,
-        check=False,
-        timeout=1800,
-    )
-
-
-@pytest.fixture(scope="module")
-def cpu_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference matrix's default profile, built once for this module."""
-    wheelhouse = tmp_path_factory.mktemp("wheelhouse")
-    proc = buildtools("build", "--wheelhouse", str(wheelhouse), "--no-live")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return wheelhouse
-
-
-def test_default_build_produces_checked_wheel(cpu_build: Path) -> None:
-    report = json.loads((cpu_build / "report.json").read_text())
+def test_default_build_produces_checked_wheel(example_wheelhouse: Path) -> None:
+    report = json.loads((example_wheelhouse / "report.json").read_text())
     assert report["schema"] == "torch-buildtools/run-report/v1"
     (cell,) = [c for c in report["cells"] if c["status"] != "excluded-by-compat"]
-    assert cell["cell"] == CELL
+    assert cell["cell"] == HOST_CELL
     assert cell["status"] == "built"
     assert not [f for f in cell["findings"] if f["severity"] == "error"]
     wheel = Path(cell["wheel"])
-    assert wheel.parent == cpu_build
+    assert wheel.parent == example_wheelhouse
     assert wheel.name.startswith("bt_scatter-0.1.0+pt213cpu-")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
@@ -70,16 +40,11 @@ def test_default_build_produces_checked_wheel(cpu_build: Path) -> None:
         assert "Requires-Dist: torch==2.13.*" in zf.read(meta).decode()
 
 
-def test_wheel_installs_and_imports_in_a_fresh_venv(cpu_build: Path, tmp_path: Path) -> None:
-    wheel = next(cpu_build.glob("bt_scatter-*.whl"))
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    py = venv / "bin" / "python"
-    subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "torch==2.13.0", str(wheel)],
-        check=True,
-        timeout=900,
-    )
+def test_wheel_installs_and_imports_in_a_fresh_venv(
+    example_wheelhouse: Path, tmp_path: Path
+) -> None:
+    wheel = next(example_wheelhouse.glob("bt_scatter-*.whl"))
+    py = fresh_venv(tmp_path / "venv", "torch==2.13.0", wheel)
     smoke = REPO / "examples" / "scatter" / "smoke.py"
     proc = subprocess.run(
         [str(py), str(smoke)], cwd=tmp_path, text=True, capture_output=True, check=False
@@ -87,9 +52,11 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(cpu_build: Path, tmp_path: P
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_failed_build_names_log_and_keeps_good_wheel(cpu_build: Path, tmp_path: Path) -> None:
+def test_failed_build_names_log_and_keeps_good_wheel(
+    example_wheelhouse: Path, tmp_path: Path
+) -> None:
     wheelhouse = tmp_path / "wh"
-    shutil.copytree(cpu_build, wheelhouse)
+    shutil.copytree(example_wheelhouse, wheelhouse)
     good = {p.name: p.read_bytes() for p in wheelhouse.glob("*.whl")}
     broken = tmp_path / "broken"
     shutil.copytree(
@@ -101,8 +68,8 @@ def test_failed_build_names_log_and_keeps_good_wheel(cpu_build: Path, tmp_path: 
         "build", "--wheelhouse", str(wheelhouse), "--project", str(broken), "--no-live"
     )
     assert proc.returncode == 8, proc.stdout + proc.stderr
-    log = wheelhouse / "logs" / f"{CELL}.log"
-    assert f"{CELL}: " in proc.stderr and str(log) in proc.stderr
+    log = wheelhouse / "logs" / f"{HOST_CELL}.log"
+    assert f"{HOST_CELL}: " in proc.stderr and str(log) in proc.stderr
     assert "this is not C++" in log.read_text() or "error" in log.read_text()
     assert {p.name: p.read_bytes() for p in wheelhouse.glob("*.whl")} == good
 
@@ -140,7 +107,7 @@ def _missing_python() -> str | None:
     return None
 
 
-def test_one_failing_job_does_not_stop_the_others(cpu_build: Path, tmp_path: Path) -> None:
+def test_one_failing_job_does_not_stop_the_others(example_wheelhouse: Path, tmp_path: Path) -> None:
     missing = _missing_python()
     if missing is None:
         pytest.skip("every Python torch 2.13 supports is installed here; no job can fail early")
@@ -166,8 +133,8 @@ def test_one_failing_job_does_not_stop_the_others(cpu_build: Path, tmp_path: Pat
     failed = status[f"torch2.13.0-cpu-cp{missing.replace('.', '')}"]
     assert failed["status"] == "failed"
     assert f"install one with: pyenv install {missing}" in failed["reason"]
-    assert status[CELL]["status"] == "built"
-    assert Path(status[CELL]["wheel"]).is_file()
+    assert status[HOST_CELL]["status"] == "built"
+    assert Path(status[HOST_CELL]["wheel"]).is_file()
 
 
 CUDA_CELL = "torch2.11.0-cu130-cp312"
@@ -253,7 +220,9 @@ def test_cuda_cell_of_a_setup_gated_on_is_available(tmp_path: Path, forced: bool
         assert list((wheelhouse / "rejected").glob("ext_cuda_gate-0.1.0+pt211cu130-*.whl"))
 
 
-def test_incremental_tree_never_reuses_stale_objects(cpu_build: Path, tmp_path: Path) -> None:
+def test_incremental_tree_never_reuses_stale_objects(
+    example_wheelhouse: Path, tmp_path: Path
+) -> None:
     """Editing only a header must reach the compiler (setuptools alone would skip the build)."""
     project = tmp_path / "scatter"
     shutil.copytree(
@@ -269,4 +238,4 @@ def test_incremental_tree_never_reuses_stale_objects(cpu_build: Path, tmp_path: 
         "build", "--project", str(project), "--wheelhouse", str(tmp_path / "wh2"), "--no-live"
     )
     assert second.returncode == 8, second.stdout + second.stderr
-    assert "only the header changed" in (tmp_path / "wh2" / "logs" / f"{CELL}.log").read_text()
+    assert "only the header changed" in (tmp_path / "wh2" / "logs" / f"{HOST_CELL}.log").read_text()

@@ -20,17 +20,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fixtures.cli import HOST, HOST_CELL, REPO, buildtools
 
 pytestmark = pytest.mark.docker
-
-REPO = Path(__file__).resolve().parents[2]
-HOST = f"{sys.version_info.major}.{sys.version_info.minor}"
-CELL = f"torch2.13.0-cpu-cp{HOST.replace('.', '')}"
-
-
-def cache_dir() -> Path:
-    default = Path.home() / ".cache" / "torch-buildtools"
-    return Path(os.environ.get("BUILDTOOLS_CACHE_DIR", default))
 
 
 @pytest.fixture(scope="session")
@@ -75,20 +67,11 @@ def docker_build(local_base: str, tmp_path_factory: pytest.TempPathFactory) -> P
         """)
     )
     wheelhouse = tmp / "wheelhouse"
-    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())}
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "buildtools", "build", "--matrix", str(matrix)),
-            *("--backend", "docker", "--offline", "--wheelhouse", str(wheelhouse), "--no-live"),
-        ],
-        cwd=REPO,
-        env=env,
-        text=True,
-        capture_output=True,
-        check=False,
-        timeout=1800,
+    proc = buildtools(
+        *("build", "--matrix", str(matrix), "--backend", "docker", "--offline"),
+        *("--wheelhouse", str(wheelhouse), "--no-live"),
     )
-    log = wheelhouse / "logs" / f"{CELL}.log"
+    log = wheelhouse / "logs" / f"{HOST_CELL}.log"
     assert proc.returncode == 0, (
         proc.stdout + proc.stderr + (log.read_text() if log.exists() else "")
     )
@@ -100,7 +83,7 @@ def test_cpu_cell_builds_in_the_container_offline(docker_build: Path) -> None:
     assert report["backend"] == "docker"
     assert "--backend docker --offline" in report["reproduce"]
     (cell,) = report["cells"]
-    assert cell["cell"] == CELL and cell["status"] == "built", cell
+    assert cell["cell"] == HOST_CELL and cell["status"] == "built", cell
     assert not [f for f in cell["findings"] if f["severity"] == "error"], cell["findings"]
     log = Path(cell["log"]).read_text()
     # cibuildwheel ran the plan's steps in the container, with the network off ...

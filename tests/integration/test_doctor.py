@@ -18,33 +18,22 @@ import subprocess
 import sys
 import textwrap
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from fixtures.envs import TorchEnv, build_fixture_wheel, cache_dir, grafted_wheel, torch_env
+from fixtures.cli import REPO, buildtools
+from fixtures.envs import TorchEnv, build_fixture_wheel, cache_dir, grafted_wheel
 
 from buildtools.runner import CommandResult, SubprocessRunner
 from buildtools.wheel.meta import make_build_record, read_build_record, relabel_wheel
 from buildtools.wheel.repair import best_platform_tag
 
-REPO = Path(__file__).resolve().parents[2]
 RUNNER = SubprocessRunner()
 INDEX = "https://example.test/whl"
 DRIFTED = "_ZN3c1013getDtypeNamesB5cxx11ENS_10ScalarTypeE"
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ELF wheels need Linux")
-
-
-@pytest.fixture(scope="module")
-def log_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IO[str]]:
-    with (tmp_path_factory.mktemp("logs") / "doctor.log").open("w") as fh:
-        yield fh
-
-
-@pytest.fixture(scope="module")
-def env213(log_file: IO[str]) -> TorchEnv:
-    return torch_env(RUNNER, torch_version="2.13.0", python="python3.11", log=log_file)
 
 
 @pytest.fixture(scope="module")
@@ -100,26 +89,15 @@ def venv_beside(torch_site: Path, base_python: Path, where: Path, *wheels: Path)
 
 
 def doctor(python: Path, *args: str, cwd: Path) -> tuple[int, dict[str, Any]]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "buildtools", "doctor", "--python", str(python), "--json", *args],
-        cwd=cwd,
-        text=True,
-        capture_output=True,
-        check=False,
-        timeout=900,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    proc = doctor_text(python, "--json", *args, cwd=cwd)
     assert proc.stdout.startswith("{"), proc.stdout + proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
 
 def doctor_text(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "buildtools", "doctor", "--python", str(python), *args],
+    return buildtools(
+        *("doctor", "--python", str(python), *args),
         cwd=cwd,
-        text=True,
-        capture_output=True,
-        check=False,
         timeout=900,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
@@ -136,9 +114,9 @@ def package(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ext_ok_213(
-    env213: TorchEnv, log_file: IO[str], tmp_path_factory: pytest.TempPathFactory
+    fixture_wheel: Callable[[str], Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
-    raw = build_fixture_wheel("ext_ok", env213, RUNNER, log=log_file)
+    raw = fixture_wheel("ext_ok")
     return relabel(
         raw, tmp_path_factory.mktemp("ok"), torch="2.13.0+cpu", accelerator="cpu", label="pt213cpu"
     )
@@ -146,10 +124,10 @@ def ext_ok_213(
 
 @pytest.fixture(scope="module")
 def ext_drift_211(
-    env211: TorchEnv, log_file: IO[str], tmp_path_factory: pytest.TempPathFactory
+    env211: TorchEnv, integration_log: IO[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """ext_drift built against torch 2.11 (abi3), labelled as a build of that cell would be."""
-    raw = build_fixture_wheel("ext_drift", env211, RUNNER, log=log_file)
+    raw = build_fixture_wheel("ext_drift", env211, RUNNER, log=integration_log)
     assert raw.name == "ext_drift-0.1.0-cp39-abi3-linux_x86_64.whl"
     torch = json.loads(
         run_python(env211.python, "import json, torch; print(json.dumps(torch.__version__))")
@@ -170,16 +148,16 @@ def ext_drift_211(
 
 
 def test_healthy_environment_reports_healthy(
-    env213: TorchEnv, ext_ok_213: Path, tmp_path: Path
+    torch213: TorchEnv, ext_ok_213: Path, tmp_path: Path
 ) -> None:
-    rc, bare = doctor(env213.python, cwd=tmp_path)
+    rc, bare = doctor(torch213.python, cwd=tmp_path)
     assert rc == 0, bare
     assert bare["torch"]["version"] == "2.13.0+cpu"
     assert bare["torch"]["build"] == "release" and bare["torch"]["cxx11_abi"] is True
     assert bare["torch"]["imported"] is True and bare["torch"]["gpus"] == []
     assert bare["packages"] == []
 
-    python = venv_beside(env213.site_packages, env213.python, tmp_path / "venv", ext_ok_213)
+    python = venv_beside(torch213.site_packages, torch213.python, tmp_path / "venv", ext_ok_213)
     rc, report = doctor(python, cwd=tmp_path)
     assert rc == 0, report
     pkg = package(report, "ext_ok")
@@ -206,9 +184,9 @@ def test_healthy_environment_reports_healthy(
 
 
 def test_built_for_211_beside_213_is_broken_with_the_index_wheel_as_fix(
-    env213: TorchEnv, ext_drift_211: Path, tmp_path: Path
+    torch213: TorchEnv, ext_drift_211: Path, tmp_path: Path
 ) -> None:
-    python = venv_beside(env213.site_packages, env213.python, tmp_path / "venv", ext_drift_211)
+    python = venv_beside(torch213.site_packages, torch213.python, tmp_path / "venv", ext_drift_211)
     rc, report = doctor(python, "--index", INDEX, cwd=tmp_path)
     assert rc == 13, report
     pkg = package(report, "ext_drift")
@@ -249,16 +227,19 @@ def test_built_for_211_beside_211_is_healthy(
 
 
 def test_undefined_symbol_and_grafted_torch(
-    env213: TorchEnv, log_file: IO[str], tmp_path: Path
+    torch213: TorchEnv,
+    fixture_wheel: Callable[[str], Path],
+    integration_log: IO[str],
+    tmp_path: Path,
 ) -> None:
-    undefined = build_fixture_wheel("ext_undefined", env213, RUNNER, log=log_file)
-    raw_ok = build_fixture_wheel("ext_ok", env213, RUNNER, log=log_file)
-    best = best_platform_tag(raw_ok, runner=RUNNER, log=log_file).best
-    grafted = grafted_wheel(raw_ok, env213, RUNNER, plat=best, log=log_file)
+    undefined = fixture_wheel("ext_undefined")
+    raw_ok = fixture_wheel("ext_ok")
+    best = best_platform_tag(raw_ok, runner=RUNNER, log=integration_log).best
+    grafted = grafted_wheel(raw_ok, torch213, RUNNER, plat=best, log=integration_log)
     with zipfile.ZipFile(grafted) as zf:
         assert [n for n in zf.namelist() if n.startswith("ext_ok.libs/libc10")]
 
-    python = venv_beside(env213.site_packages, env213.python, tmp_path / "a", undefined)
+    python = venv_beside(torch213.site_packages, torch213.python, tmp_path / "a", undefined)
     rc, report = doctor(python, "--index", INDEX, cwd=tmp_path)
     assert rc == 13
     pkg = package(report, "ext_undefined")
@@ -273,7 +254,7 @@ def test_undefined_symbol_and_grafted_torch(
     proof = run_python(python, "import torch, ext_undefined")
     assert "undefined symbol: _ZN3c1023definitely_not_in_torchEi" in proof.output
 
-    python = venv_beside(env213.site_packages, env213.python, tmp_path / "b", grafted)
+    python = venv_beside(torch213.site_packages, torch213.python, tmp_path / "b", grafted)
     rc, report = doctor(python, cwd=tmp_path)
     assert rc == 13
     pkg = package(report, "ext_ok")
@@ -301,7 +282,7 @@ def test_undefined_symbol_and_grafted_torch(
 
 
 @pytest.fixture(scope="module")
-def source_torch(env213: TorchEnv) -> tuple[Path, str]:
+def source_torch(torch213: TorchEnv) -> tuple[Path, str]:
     """A venv whose torch says it is a source build (2.13.0a0+git<rev>) of the 2.13 code.
 
     torch is a hard-linked copy of the cached 2.13.0 one with version.py and the dist-info
@@ -312,7 +293,7 @@ def source_torch(env213: TorchEnv) -> tuple[Path, str]:
     root = cache_dir() / "test-envs" / "torch-2.13.0a0-source-py3.11"
     python = root / "bin" / "python"
     site = root / "lib" / "python3.11" / "site-packages"
-    src = env213.site_packages
+    src = torch213.site_packages
     text = (src / "torch" / "version.py").read_text()
     rev = text.split("git_version = '", 1)[1][:7]
     version = f"2.13.0a0+git{rev}"
@@ -321,7 +302,7 @@ def source_torch(env213: TorchEnv) -> tuple[Path, str]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (root / ".buildtools-ready").is_file():
             shutil.rmtree(root, ignore_errors=True)
-            venv_beside(src, env213.python, root)
+            venv_beside(src, torch213.python, root)
             shutil.copytree(src / "torch", site / "torch", copy_function=os.link, symlinks=True)
             (site / "torch" / "version.py").unlink()  # a hard link: never write through it
             (site / "torch" / "version.py").write_text(
@@ -389,16 +370,10 @@ def test_build_against_the_current_source_torch(
         """)
     )
     wheelhouse = tmp_path / "wh"
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "buildtools", "build", "--matrix", str(matrix)),
-            *("--torch-python", str(python), "--wheelhouse", str(wheelhouse), "--no-live"),
-        ],
+    proc = buildtools(
+        *("build", "--matrix", str(matrix), "--torch-python", str(python)),
+        *("--wheelhouse", str(wheelhouse), "--no-live"),
         cwd=tmp_path,
-        text=True,
-        capture_output=True,
-        check=False,
-        timeout=1800,
         env={**os.environ, "PYTHONPATH": str(REPO), "BUILDTOOLS_CACHE_DIR": str(cache_dir())},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -443,19 +418,19 @@ def test_build_against_the_current_source_torch(
     assert proof.ok and "tensor([1.])" in proof.output, proof.output
 
 
-def test_plan_torch_current_probes_the_named_environment(env213: TorchEnv, tmp_path: Path) -> None:
+def test_plan_torch_current_probes_the_named_environment(
+    torch213: TorchEnv, tmp_path: Path
+) -> None:
     """`--torch current` replaces the reference matrix's torch axis and its default profile."""
-    proc = subprocess.run(
-        [
-            *(sys.executable, "-m", "buildtools", "plan", "--matrix", str(REPO / "matrix.yaml")),
-            *("--torch", "current", "--format", "json"),
-        ],
+    proc = buildtools(
+        *("plan", "--matrix", str(REPO / "matrix.yaml"), "--torch", "current", "--format", "json"),
         cwd=tmp_path,
-        text=True,
-        capture_output=True,
-        check=False,
         timeout=600,
-        env={**os.environ, "PYTHONPATH": str(REPO), "BUILDTOOLS_TORCH_PYTHON": str(env213.python)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "BUILDTOOLS_TORCH_PYTHON": str(torch213.python),
+        },
     )
     assert proc.returncode == 0, proc.stderr
     (job,) = json.loads(proc.stdout)["include"]

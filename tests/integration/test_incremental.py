@@ -17,14 +17,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-HOST = f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def shared_envs() -> Path:
-    default = Path.home() / ".cache" / "torch-buildtools"
-    return Path(os.environ.get("BUILDTOOLS_CACHE_DIR", default)) / "envs"
+from fixtures.cli import HOST, REPO, buildtools
+from fixtures.envs import cache_dir
 
 
 class Project:
@@ -38,7 +32,7 @@ class Project:
         )
         self.cache = root / "cache"
         self.cache.mkdir()
-        envs = shared_envs()
+        envs = cache_dir() / "envs"
         envs.mkdir(parents=True, exist_ok=True)
         (self.cache / "envs").symlink_to(envs)
         self.wheelhouse = root / "wheelhouse"
@@ -60,26 +54,12 @@ class Project:
         )
 
     def build(self, *extra: str) -> dict[str, object]:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "buildtools",
-                "build",
-                "--matrix",
-                str(self.root / "matrix.yaml"),
-                "--wheelhouse",
-                str(self.wheelhouse),
-                "--cache-dir",
-                str(self.cache),
-                "--no-live",
-                *extra,
-            ],
+        proc = buildtools(
+            *("build", "--matrix", str(self.root / "matrix.yaml")),
+            *("--wheelhouse", str(self.wheelhouse), "--cache-dir", str(self.cache), "--no-live"),
+            *extra,
             cwd=self.root,
-            text=True,
-            capture_output=True,
-            check=False,
-            timeout=1800,
+            # the compiler cache is the one under --cache-dir, not the caller's
             env={k: v for k, v in os.environ.items() if k != "BUILDTOOLS_CCACHE_DIR"},
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.cli import HOST, REPO, buildtools
 from fixtures.crafted import make_wheel
+from fixtures.envs import fresh_venv
 
-REPO = Path(__file__).resolve().parents[2]
-HOST = f"{sys.version_info.major}.{sys.version_info.minor}"
 CP = f"cp{HOST.replace('.', '')}"
 REAL_VERSION = "0.1.0+pt213cpu"
 CUDA_WHEELHOUSE = Path(os.environ.get("BUILDTOOLS_TEST_CUDA_WHEELHOUSE", "/tmp/wh-cuda"))
@@ -41,10 +41,6 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv, text=True, capture_output=True, check=False, timeout=PIP_TIMEOUT, env=env, **kwargs
     )
-
-
-def buildtools(*args: str) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, "-m", "buildtools", *args], cwd=REPO)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -71,11 +67,11 @@ def decoy(directory: Path, version: str, tag: str, torch: str, accelerator: str)
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheelhouse(example_wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real CPU wheel of the example (buildtools build) plus the decoys."""
     wh = tmp_path_factory.mktemp("wheelhouse")
-    proc = buildtools("build", "--wheelhouse", str(wh), "--no-live")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for wheel in example_wheelhouse.glob("*.whl"):
+        shutil.copy2(wheel, wh / wheel.name)
     other = "cp312" if CP != "cp312" else "cp313"
     decoy(wh, REAL_VERSION, f"{other}-{other}-manylinux_2_28_x86_64", "2.13.0+cpu", "cpu")
     decoy(wh, "0.1.0+pt213cu130", f"{CP}-{CP}-manylinux_2_28_x86_64", "2.13.0+cu130", "cu130")
@@ -86,11 +82,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with torch 2.13.0 (pip's configured indexes; the CPU wheel is local)."""
-    root = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=120)
-    proc = run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "torch==2.13.0"])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return root / "bin" / "python"
+    return fresh_venv(tmp_path_factory.mktemp("venv") / "venv", "torch==2.13.0")
 
 
 class _Handler(SimpleHTTPRequestHandler):

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
-from fixtures.envs import TorchEnv, build_env, build_fixture_wheel, grafted_wheel, torch_env
+from fixtures.envs import TorchEnv, build_env, grafted_wheel
 
 from buildtools.errors import BuildFailedError
 from buildtools.runner import SubprocessRunner
@@ -44,51 +44,38 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="ELF wheels need
 
 
 @pytest.fixture(scope="session")
-def log_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IO[str]]:
-    path = tmp_path_factory.mktemp("logs") / "repair_checks.log"
-    with path.open("w") as fh:
-        yield fh
+def target(torch213: TorchEnv) -> TorchTarget:
+    return load_torch_target(torch213.site_packages)
 
 
 @pytest.fixture(scope="session")
-def env(log_file: IO[str]) -> TorchEnv:
-    return torch_env(RUNNER, torch_version=TORCH, python="python3.11", log=log_file)
+def wheels(fixture_wheel: Callable[[str], Path]) -> dict[str, Path]:
+    return {name: fixture_wheel(name) for name in ("ext_ok", "ext_undefined", "ext_cuda_gate")}
 
 
 @pytest.fixture(scope="session")
-def target(env: TorchEnv) -> TorchTarget:
-    return load_torch_target(env.site_packages)
+def best_tag(wheels: dict[str, Path], integration_log: IO[str]) -> str:
+    return best_platform_tag(
+        wheels["ext_ok"], runner=RUNNER, promised=PROMISED, log=integration_log
+    ).best
 
 
-@pytest.fixture(scope="session")
-def wheels(env: TorchEnv, log_file: IO[str]) -> dict[str, Path]:
-    return {
-        name: build_fixture_wheel(name, env, RUNNER, log=log_file)
-        for name in ("ext_ok", "ext_undefined", "ext_cuda_gate")
-    }
-
-
-@pytest.fixture(scope="session")
-def best_tag(wheels: dict[str, Path], log_file: IO[str]) -> str:
-    return best_platform_tag(wheels["ext_ok"], runner=RUNNER, promised=PROMISED, log=log_file).best
-
-
-def _import(env: TorchEnv, wheel: Path, module: str, tmp: Path) -> tuple[bool, str]:
+def _import(torch213: TorchEnv, wheel: Path, module: str, tmp: Path) -> tuple[bool, str]:
     """Import `module` from the unpacked `wheel` in the torch env, in a child process."""
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tmp)
-    run_env = build_env(env)
+    run_env = build_env(torch213)
     run_env["PYTHONPATH"] = str(tmp)
     code = f"import torch, {module}; print('imported', {module}.__name__)"
-    result = RUNNER.run([str(env.python), "-c", code], env=run_env, capture=True)
+    result = RUNNER.run([str(torch213.python), "-c", code], env=run_env, capture=True)
     return result.ok, result.output
 
 
-def test_target_is_read_without_importing_torch(target: TorchTarget, env: TorchEnv) -> None:
+def test_target_is_read_without_importing_torch(target: TorchTarget, torch213: TorchEnv) -> None:
     assert target.version == f"{TORCH}+cpu"
     assert target.cuda is None and target.hip is None
     assert target.cxx11_abi is True
-    assert target.site_packages == env.site_packages.resolve()
+    assert target.site_packages == torch213.site_packages.resolve()
 
 
 def test_best_platform_tag_on_this_host(wheels: dict[str, Path]) -> None:
@@ -102,18 +89,18 @@ def test_best_platform_tag_on_this_host(wheels: dict[str, Path]) -> None:
 
 
 def test_selective_repair(
-    env: TorchEnv,
+    torch213: TorchEnv,
     target: TorchTarget,
     wheels: dict[str, Path],
     best_tag: str,
     tmp_path: Path,
-    log_file: IO[str],
+    integration_log: IO[str],
 ) -> None:
     raw = wheels["ext_ok"]
-    excludes = derive_excludes(env.site_packages, NEVER_BUNDLE)
+    excludes = derive_excludes(torch213.site_packages, NEVER_BUNDLE)
     assert {"libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so"} <= set(excludes)
     assert {"libcuda.so.1", "libgomp.so.1"} <= set(excludes)
-    lib_dirs = scan_torch_libs(env.site_packages).library_dirs
+    lib_dirs = scan_torch_libs(torch213.site_packages).library_dirs
     plan = plan_repair(
         raw,
         dest_dir=tmp_path / "repaired",
@@ -128,7 +115,7 @@ def test_selective_repair(
     expected_argv.append(str(raw))
     assert plan.argv == tuple(expected_argv)
 
-    repaired = run_repair(plan, runner=RUNNER, log=log_file)
+    repaired = run_repair(plan, runner=RUNNER, log=integration_log)
     assert repaired.name == f"ext_ok-0.1.0-cp311-cp311-{best_tag}.whl"
     assert repaired.stat().st_size <= 1.01 * raw.stat().st_size
     with zipfile.ZipFile(repaired) as zf:
@@ -156,18 +143,18 @@ def test_selective_repair(
     assert not has_errors(findings), findings
     assert {f.code for f in findings} <= {"platform-tag"}
 
-    ok, output = _import(env, final, "ext_ok", tmp_path / "unpacked")
+    ok, output = _import(torch213, final, "ext_ok", tmp_path / "unpacked")
     assert ok, output
 
 
 def test_grafted_wheel_is_flagged(
-    env: TorchEnv,
+    torch213: TorchEnv,
     target: TorchTarget,
     wheels: dict[str, Path],
     best_tag: str,
-    log_file: IO[str],
+    integration_log: IO[str],
 ) -> None:
-    grafted = grafted_wheel(wheels["ext_ok"], env, RUNNER, plat=best_tag, log=log_file)
+    grafted = grafted_wheel(wheels["ext_ok"], torch213, RUNNER, plat=best_tag, log=integration_log)
     assert grafted.stat().st_size > 10 * wheels["ext_ok"].stat().st_size
     findings = check_wheel(grafted, targets=[target], expect=Expectation(build_record=False))
     bundled = {
@@ -181,7 +168,7 @@ def test_grafted_wheel_is_flagged(
 
 
 def test_undefined_symbol_fixture(
-    env: TorchEnv, target: TorchTarget, wheels: dict[str, Path], tmp_path: Path
+    torch213: TorchEnv, target: TorchTarget, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     findings = check_wheel(
         wheels["ext_undefined"], targets=[target], expect=Expectation(build_record=False)
@@ -193,7 +180,7 @@ def test_undefined_symbol_fixture(
     )
     assert undefined[0].details[0] == "mangled: _ZN3c1023definitely_not_in_torchEi"
     # and the static verdict is the real one: the import fails with that symbol
-    ok, output = _import(env, wheels["ext_undefined"], "ext_undefined", tmp_path / "unpacked")
+    ok, output = _import(torch213, wheels["ext_undefined"], "ext_undefined", tmp_path / "unpacked")
     assert not ok
     assert "undefined symbol: _ZN3c1023definitely_not_in_torchEi" in output
 
@@ -226,9 +213,9 @@ def test_skip_policy_only_retags_and_checks_tell(
         assert not lies
 
 
-def test_broken_fixture_fails_to_build(env: TorchEnv, log_file: IO[str]) -> None:
+def test_broken_fixture_fails_to_build(fixture_wheel: Callable[[str], Path]) -> None:
     with pytest.raises(BuildFailedError) as err:
-        build_fixture_wheel("ext_broken", env, RUNNER, log=log_file)
+        fixture_wheel("ext_broken")
     assert "building fixture ext_broken failed" in str(err.value)
     assert "does not compile, on purpose" in str(err.value)
 
@@ -254,7 +241,7 @@ def _cuda_wheels() -> list[Path]:
 
 @pytest.mark.skipif(not _cuda_wheels(), reason=f"no CUDA wheel in {ARTIFACTS}")
 @pytest.mark.skipif(_cu130_site() is None, reason="no torch 2.11.0+cu130 installation found")
-def test_real_cu130_wheel(tmp_path: Path, log_file: IO[str]) -> None:
+def test_real_cu130_wheel(tmp_path: Path, integration_log: IO[str]) -> None:
     site = _cu130_site()
     assert site is not None
     target = load_torch_target(site)
@@ -264,7 +251,7 @@ def test_real_cu130_wheel(tmp_path: Path, log_file: IO[str]) -> None:
     assert {"libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libcublas.so.13"} <= set(
         excludes
     )
-    tag = best_platform_tag(raw, runner=RUNNER, promised=PROMISED, log=log_file)
+    tag = best_platform_tag(raw, runner=RUNNER, promised=PROMISED, log=integration_log)
     plan = plan_repair(
         raw,
         dest_dir=tmp_path / "repaired",
@@ -272,7 +259,7 @@ def test_real_cu130_wheel(tmp_path: Path, log_file: IO[str]) -> None:
         excludes=excludes,
         library_dirs=scan_torch_libs(site).library_dirs,
     )
-    repaired = run_repair(plan, runner=RUNNER, log=log_file)
+    repaired = run_repair(plan, runner=RUNNER, log=integration_log)
     assert repaired.stat().st_size <= 1.01 * raw.stat().st_size
     findings = check_wheel(
         repaired,

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -22,10 +22,8 @@ import pytest
 from fixtures.envs import (
     FIXTURES,
     TorchEnv,
-    build_fixture_wheel,
     cache_dir,
     grafted_wheel,
-    torch_env,
 )
 
 from buildtools.files import sha256_file
@@ -45,21 +43,9 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/maps
 
 
 @pytest.fixture(scope="session")
-def log_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IO[str]]:
-    path = tmp_path_factory.mktemp("logs") / "smoke.log"
-    with path.open("w") as fh:
-        yield fh
-
-
-@pytest.fixture(scope="session")
-def env(log_file: IO[str]) -> TorchEnv:
-    return torch_env(RUNNER, torch_version=TORCH, python="python3.11", log=log_file)
-
-
-@pytest.fixture(scope="session")
-def torch_version(env: TorchEnv) -> str:
+def torch_version(torch213: TorchEnv) -> str:
     result = RUNNER.run(
-        [str(env.python), "-c", "import torch; print(torch.__version__)"], capture=True
+        [str(torch213.python), "-c", "import torch; print(torch.__version__)"], capture=True
     )
     assert result.ok, result.output
     return result.output.strip().splitlines()[-1]
@@ -86,18 +72,20 @@ def _recorded(wheel: Path, torch_version: str, out_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def wheels(
-    env: TorchEnv, torch_version: str, log_file: IO[str], tmp_path_factory: pytest.TempPathFactory
+    fixture_wheel: Callable[[str], Path],
+    torch_version: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("recorded")
     built = {
-        name: build_fixture_wheel(name, env, RUNNER, log=log_file)
+        name: fixture_wheel(name)
         for name in ("smoke_crash", "smoke_abort_init", "ext_ok", "ext_undefined")
     }
     return {name: _recorded(w, torch_version, out / name) for name, w in built.items()}
 
 
 def _smoke(
-    env: TorchEnv,
+    torch213: TorchEnv,
     sources: Sequence[WheelSource],
     tmp_path: Path,
     *,
@@ -113,7 +101,7 @@ def _smoke(
         smoke_command=command,
         project_dir=SCRIPTS,
         torch_source=torch_source,  # type: ignore[arg-type]
-        torch_python=env.python,
+        torch_python=torch213.python,
         torch_index=torch_index,
         timeout=timeout,
     )
@@ -121,10 +109,10 @@ def _smoke(
 
 
 def _one(
-    env: TorchEnv, wheel: Path, tmp_path: Path, *, command: str | None, timeout: float = 120.0
+    torch213: TorchEnv, wheel: Path, tmp_path: Path, *, command: str | None, timeout: float = 120.0
 ) -> SmokeResult:
     report = _smoke(
-        env,
+        torch213,
         [WheelSource(path=wheel, origin=str(wheel))],
         tmp_path,
         command=command,
@@ -134,8 +122,8 @@ def _one(
     return report.results[0]
 
 
-def test_passing_wheel(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
-    res = _one(env, wheels["smoke_crash"], tmp_path, command="python ok.py")
+def test_passing_wheel(torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(torch213, wheels["smoke_crash"], tmp_path, command="python ok.py")
     assert res.status is SmokeStatus.PASSED, res
     assert res.stage == "smoke" and res.diagnosis is None
     assert res.sha256 == sha256_file(wheels["smoke_crash"])
@@ -146,9 +134,9 @@ def test_passing_wheel(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -
 
 
 def test_abort_from_a_static_initializer(
-    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
-    res = _one(env, wheels["smoke_abort_init"], tmp_path, command="python ok.py")
+    res = _one(torch213, wheels["smoke_abort_init"], tmp_path, command="python ok.py")
     assert res.status is SmokeStatus.ABORTED, res
     assert res.stage == "import"
     assert res.diagnosis is not None
@@ -157,16 +145,16 @@ def test_abort_from_a_static_initializer(
     assert "terminate called after throwing an instance of 'std::runtime_error'" in res.output
 
 
-def test_abort_at_runtime(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
-    res = _one(env, wheels["smoke_crash"], tmp_path, command="python abort.py")
+def test_abort_at_runtime(torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(torch213, wheels["smoke_crash"], tmp_path, command="python abort.py")
     assert res.status is SmokeStatus.ABORTED, res
     assert res.stage == "smoke"
     assert "smoke_crash: calling abort()" in res.output
     assert "duplicate libtorch" not in (res.diagnosis or "")
 
 
-def test_segfault(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
-    res = _one(env, wheels["smoke_crash"], tmp_path, command="python segfault.py")
+def test_segfault(torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(torch213, wheels["smoke_crash"], tmp_path, command="python segfault.py")
     assert res.status is SmokeStatus.SEGFAULT, res
     assert res.diagnosis == "smoke: SIGSEGV: segmentation fault"
     assert "writing through a null pointer" in res.output
@@ -174,9 +162,9 @@ def test_segfault(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> Non
 
 
 def test_hang_is_killed_at_the_timeout(
-    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
-    res = _one(env, wheels["smoke_crash"], tmp_path, command="python hang.py", timeout=20)
+    res = _one(torch213, wheels["smoke_crash"], tmp_path, command="python hang.py", timeout=20)
     assert res.status is SmokeStatus.TIMEOUT, res
     assert res.diagnosis is not None
     assert res.diagnosis.startswith("smoke: killed after 20 s without finishing; last output: ")
@@ -184,33 +172,35 @@ def test_hang_is_killed_at_the_timeout(
     assert "waiting forever" in res.output
 
 
-def test_wrong_result(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
-    res = _one(env, wheels["smoke_crash"], tmp_path, command="python wrong.py")
+def test_wrong_result(torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    res = _one(torch213, wheels["smoke_crash"], tmp_path, command="python wrong.py")
     assert res.status is SmokeStatus.WRONG_RESULT, res
     assert res.diagnosis == "smoke command exited 1: smoke: FAIL: add(2, 2) = 5, expected 4"
 
 
 def test_undefined_symbol_is_an_import_error(
-    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
-    res = _one(env, wheels["ext_undefined"], tmp_path, command=None)
+    res = _one(torch213, wheels["ext_undefined"], tmp_path, command=None)
     assert res.status is SmokeStatus.IMPORT_ERROR, res
     assert res.diagnosis is not None
     assert "undefined symbol: _ZN3c1023definitely_not_in_torchEi" in res.diagnosis
 
 
 def test_naively_repaired_wheel_aborts_with_the_duplicate_libtorch_diagnosis(
-    env: TorchEnv,
-    wheels: dict[str, Path],
+    torch213: TorchEnv,
+    fixture_wheel: Callable[[str], Path],
     torch_version: str,
-    log_file: IO[str],
+    integration_log: IO[str],
     tmp_path: Path,
 ) -> None:
     """What really happens on CPU: ext_ok with libc10/libtorch_cpu grafted aborts at import."""
-    raw = build_fixture_wheel("ext_ok", env, RUNNER, log=log_file)
-    grafted = grafted_wheel(raw, env, RUNNER, plat="manylinux_2_34_x86_64", log=log_file)
+    raw = fixture_wheel("ext_ok")
+    grafted = grafted_wheel(
+        raw, torch213, RUNNER, plat="manylinux_2_34_x86_64", log=integration_log
+    )
     wheel = _recorded(grafted, torch_version, tmp_path / "recorded")
-    res = _one(env, wheel, tmp_path, command="python first_op.py")
+    res = _one(torch213, wheel, tmp_path, command="python first_op.py")
     assert res.status is SmokeStatus.ABORTED, res
     assert res.stage == "import"
     assert res.diagnosis is not None
@@ -227,26 +217,32 @@ def test_naively_repaired_wheel_aborts_with_the_duplicate_libtorch_diagnosis(
 
 @pytest.fixture(scope="session")
 def c10_only(
-    env: TorchEnv, torch_version: str, log_file: IO[str], tmp_path_factory: pytest.TempPathFactory
+    torch213: TorchEnv,
+    fixture_wheel: Callable[[str], Path],
+    torch_version: str,
+    integration_log: IO[str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
     """ext_ok repaired with an incomplete exclude list: only libc10.so is grafted."""
-    raw = build_fixture_wheel("ext_ok", env, RUNNER, log=log_file)
+    raw = fixture_wheel("ext_ok")
     out = tmp_path_factory.mktemp("c10only")
     plan = plan_repair(
         raw,
         dest_dir=out / "repaired",
         plat="manylinux_2_34_x86_64",
         excludes=("libtorch_cpu.so", "libtorch_python.so"),
-        library_dirs=scan_torch_libs(env.site_packages).library_dirs,
+        library_dirs=scan_torch_libs(torch213.site_packages).library_dirs,
         python=sys.executable,
     )
-    repaired = run_repair(plan, runner=RUNNER, log=log_file)
+    repaired = run_repair(plan, runner=RUNNER, log=integration_log)
     return _recorded(repaired, torch_version, out / "recorded")
 
 
-def test_a_second_libc10_is_seen_in_the_maps(env: TorchEnv, c10_only: Path, tmp_path: Path) -> None:
+def test_a_second_libc10_is_seen_in_the_maps(
+    torch213: TorchEnv, c10_only: Path, tmp_path: Path
+) -> None:
     """Importing works, so only /proc/self/maps shows the second copy; both paths named."""
-    res = _one(env, c10_only, tmp_path, command=None)
+    res = _one(torch213, c10_only, tmp_path, command=None)
     assert res.status is SmokeStatus.FAILED, res
     assert res.stage == "import"
     dup = next(f for f in res.findings if f.startswith("libc10 is mapped 2 times: "))
@@ -256,10 +252,10 @@ def test_a_second_libc10_is_seen_in_the_maps(env: TorchEnv, c10_only: Path, tmp_
 
 
 def test_a_second_libc10_aborts_at_the_first_op(
-    env: TorchEnv, c10_only: Path, tmp_path: Path
+    torch213: TorchEnv, c10_only: Path, tmp_path: Path
 ) -> None:
     """What really happens on CPU with torch 2.13: the first op through ext_ok aborts."""
-    res = _one(env, c10_only, tmp_path, command="python first_op.py")
+    res = _one(torch213, c10_only, tmp_path, command="python first_op.py")
     assert res.status is SmokeStatus.ABORTED, res
     assert res.stage == "smoke"
     assert "PyTorch was compiled without Python support" in res.output
@@ -268,7 +264,7 @@ def test_a_second_libc10_aborts_at_the_first_op(
 
 
 def test_find_links_page_installs_the_published_wheel(
-    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     wheel = wheels["smoke_crash"]
     site = tmp_path / "site"
@@ -282,7 +278,7 @@ def test_find_links_page_installs_the_published_wheel(
     )
     sources = collect_wheels([], [str(page)], download_dir=tmp_path / "downloads")
     assert [s.name for s in sources] == [wheel.name]
-    report = _smoke(env, sources, tmp_path, command="python ok.py")
+    report = _smoke(torch213, sources, tmp_path, command="python ok.py")
     res = report.results[0]
     assert res.status is SmokeStatus.PASSED, res
     assert res.source == page.parent.as_uri() + "/" + quoted
@@ -292,17 +288,17 @@ def test_find_links_page_installs_the_published_wheel(
     # a page whose digest does not match what it serves
     page.write_text(f'<a href="{quoted}#sha256={"0" * 64}">x</a>')
     bad = collect_wheels([], [str(page)], download_dir=tmp_path / "downloads2")
-    res = _smoke(env, bad, tmp_path / "bad", command="python ok.py").results[0]
+    res = _smoke(torch213, bad, tmp_path / "bad", command="python ok.py").results[0]
     assert res.status is SmokeStatus.FAILED
     assert res.diagnosis == f"sha256 mismatch: the page says {'0' * 64}"
 
 
-def test_torch_from_an_index(env: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
-    """`index`: a cached torch-only env made by pip (here pip's own configured source)."""
+def test_torch_from_an_index(torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path) -> None:
+    """`index`: a cached torch-only torch213 made by pip (here pip's own configured source)."""
     empty_index = tmp_path / "empty-index"
     empty_index.mkdir()
     report = _smoke(
-        env,
+        torch213,
         [WheelSource(path=wheels["smoke_crash"], origin="x")],
         tmp_path,
         command="python ok.py",
@@ -316,7 +312,7 @@ def test_torch_from_an_index(env: TorchEnv, wheels: dict[str, Path], tmp_path: P
 
 
 def test_cli_writes_reports_and_exits_non_zero(
-    env: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
 ) -> None:
     house = tmp_path / "wheelhouse"
     house.mkdir()
@@ -343,7 +339,7 @@ def test_cli_writes_reports_and_exits_non_zero(
         "--accelerator",
         "cpu",
         "--torch-python",
-        str(env.python),
+        str(torch213.python),
         "--out",
         str(tmp_path / "results"),
     ]

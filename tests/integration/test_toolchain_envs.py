@@ -22,22 +22,19 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from fixtures.cli import REPO
+from fixtures.envs import cache_dir, fresh_venv
+from fixtures.factories import make_job
 
-from buildtools.model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit
+from buildtools.model import BuildJob
 from buildtools.runner import SubprocessRunner
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.toolchain.pythons import find_python
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "scatter"
 CUDA_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
 RUNNER = SubprocessRunner()
-
-
-def cache_dir() -> Path:
-    default = Path.home() / ".cache" / "torch-buildtools"
-    return Path(os.environ.get("BUILDTOOLS_CACHE_DIR", default))
 
 
 def host_env() -> dict[str, str]:
@@ -47,34 +44,6 @@ def host_env() -> dict[str, str]:
         p for p in env.get("PATH", "").split(os.pathsep) if "cuda" not in p.lower()
     )
     return env
-
-
-def make_job(accelerator: str, torch: str, python: str) -> BuildJob:
-    cell = Cell(torch=torch, accelerator=accelerator, python=python)
-    toolkit = None
-    if accelerator.startswith("cu"):
-        toolkit = Toolkit(kind="cuda", version="13.0", arch_list=CUDA_ARCHS)
-    return BuildJob(
-        id=cell.id,
-        cells=(cell,),
-        abi="per-python",
-        torch=torch,
-        torch_versions=(torch,),
-        accelerator=Accelerator.parse(accelerator),
-        pythons=(python,),
-        platform="linux_x86_64",
-        torch_requirement=f"torch=={torch}",
-        requires_dist=f"torch=={torch.rsplit('.', 1)[0]}.*",
-        toolkit=toolkit,
-        image="local",
-        platform_tag="manylinux_2_28_x86_64",
-        local_version="",
-        cxx11_abi=True,
-        env=(),
-        runner="local",
-        smoke_runner=None,
-        repair=RepairPolicy(),
-    )
 
 
 def prepare(job: BuildJob, python: str, log_path: Path) -> tuple[Toolchain, float]:
@@ -162,7 +131,7 @@ def metadata(wheel: Path) -> str:
 @pytest.fixture(scope="module")
 def cpu_toolchain(tmp_path_factory: pytest.TempPathFactory) -> Toolchain:
     log = tmp_path_factory.mktemp("cpu-env") / "toolchain.log"
-    tc, _ = prepare(make_job("cpu", "2.13.0", "3.11"), "3.11", log)
+    tc, _ = prepare(make_job(accelerator="cpu", torch="2.13.0", python="3.11"), "3.11", log)
     return tc
 
 
@@ -174,7 +143,9 @@ def test_cpu_toolchain_matches_cell_and_is_reused(cpu_toolchain: Toolchain, tmp_
     assert tc.torch.cxx11_abi
     assert tc.python_version.startswith("3.11.")
     assert (tc.site_packages / "torch").is_dir()
-    again, seconds = prepare(make_job("cpu", "2.13.0", "3.11"), "3.11", tmp_path / "log")
+    again, seconds = prepare(
+        make_job(accelerator="cpu", torch="2.13.0", python="3.11"), "3.11", tmp_path / "log"
+    )
     assert again.reused
     assert (again.key, again.root) == (tc.key, tc.root)
     assert seconds < 60
@@ -192,12 +163,9 @@ def test_cpu_wheel_installs_elsewhere_and_passes_smoke(
     venv = tmp_path / "smoke-env"
     env = host_env()
     base = find_python("3.11", env=env, home=Path.home())
-    with (tmp_path / "smoke.log").open("w") as log:
-        assert RUNNER.run([str(base), "-m", "venv", str(venv)], env=env, log=log).ok
-        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "torch==2.13.0", str(wheel)]
-        assert RUNNER.run(pip, env=env, log=log).ok, (tmp_path / "smoke.log").read_text()
+    python = fresh_venv(venv, "torch==2.13.0", wheel, python=base, env=env)
     smoke = RUNNER.run(
-        [str(venv / "bin" / "python"), str(EXAMPLE / "smoke.py")],
+        [str(python), str(EXAMPLE / "smoke.py")],
         cwd=tmp_path,
         env=env,
         capture=True,
@@ -214,7 +182,7 @@ def test_cpu_wheel_installs_elsewhere_and_passes_smoke(
 
 @pytest.mark.cuda_toolchain
 def test_cuda13_toolchain_from_pypi_builds_device_code(tmp_path: Path) -> None:
-    job = make_job("cu130", "2.11.0", "3.12")
+    job = make_job(accelerator="cu130", torch="2.11.0", python="3.12", arch_list=CUDA_ARCHS)
     tc, _ = prepare(job, "3.12", tmp_path / "toolchain.log")
     assert tc.torch.version == "2.11.0+cu130"
     assert tc.torch.cuda == "13.0"
