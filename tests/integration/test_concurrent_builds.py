@@ -13,18 +13,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fixtures.cli import REPO
+from fixtures.envs import cache_dir
 
 pytestmark = pytest.mark.integration
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_two_concurrent_builds_of_one_job(tmp_path: Path) -> None:
     project = tmp_path / "scatter"
     shutil.copytree(REPO / "examples" / "scatter", project, ignore=shutil.ignore_patterns("build"))
     wheelhouse = tmp_path / "wheelhouse"
-    cache = Path(os.environ.get("BUILDTOOLS_CACHE_DIR", Path.home() / ".cache/torch-buildtools"))
-    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache)}
+    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())}
     argv = [
         sys.executable, "-m", "buildtools", "build", "--matrix", str(REPO / "matrix.yaml"),
         "--project", str(project), "--wheelhouse", str(wheelhouse), "--no-live", "--force",

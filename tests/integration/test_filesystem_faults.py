@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixtures.cli import buildtools
 from fixtures.crafted import make_wheel
 
 pytestmark = pytest.mark.integration
@@ -54,13 +54,7 @@ def _wheel(directory: Path, version: str, payload: int) -> Path:
 
 
 def _index(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "buildtools", "index", "--no-matrix", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return buildtools("index", "--no-matrix", *args, timeout=120)
 
 
 def _snapshot(site: Path) -> dict[str, bytes]:

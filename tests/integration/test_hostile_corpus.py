@@ -24,13 +24,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fixtures.cli import REPO
 from fixtures.crafted import make_site_packages, make_wheel
 
 from buildtools.cli.main import main
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus"
 
 

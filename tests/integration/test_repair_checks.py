@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from fixtures.envs import TorchEnv, build_env, grafted_wheel
+from fixtures.envs import TorchEnv, build_env, cache_dir, grafted_wheel
 
 from buildtools.errors import BuildFailedError
 from buildtools.runner import SubprocessRunner
@@ -230,8 +230,7 @@ def _cu130_site() -> Path | None:
     given = os.environ.get("BUILDTOOLS_CU130_SITE_PACKAGES")
     if given:
         return Path(given)
-    root = Path(os.environ.get("BUILDTOOLS_CACHE_DIR", Path.home() / ".cache/torch-buildtools"))
-    found = sorted(root.glob("toolchains/*torch2.11.0-cu130*/lib/python3.*/site-packages"))
+    found = sorted(cache_dir().glob("toolchains/*torch2.11.0-cu130*/lib/python3.*/site-packages"))
     return found[0] if found else None
 
 

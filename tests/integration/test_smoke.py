@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from fixtures.cli import REPO
 from fixtures.envs import (
     FIXTURES,
     TorchEnv,
@@ -37,7 +38,6 @@ from buildtools.wheel.repair import plan_repair, run_repair, scan_torch_libs
 TORCH = "2.13.0"
 SCRIPTS = FIXTURES / "smoke_scripts"
 RUNNER = SubprocessRunner()
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc/self/maps is Linux")
 
