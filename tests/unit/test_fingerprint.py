@@ -55,34 +55,36 @@ def test_same_inputs_same_fingerprint() -> None:
     assert fp().startswith("sha256:")
 
 
+INPUTS_OF_THE_WHEEL = [
+    ("a source file", {"sources": "sha256:other"}),
+    (
+        "a build_env value",
+        {"job": cuda_job(env=(*cuda_job().env, ("X", "1")))},
+    ),
+    (
+        "the arch list",
+        {"job": cuda_job(toolkit=Toolkit(kind="cuda", version="13.0", arch_list="9.0"))},
+    ),
+    (
+        "the torch version",
+        {
+            "job": cuda_job(torch="2.11.1", torch_requirement="torch==2.11.1"),
+            "toolchain": {**TOOLCHAIN, "torch_requirement": "torch==2.11.1"},
+        },
+    ),
+    ("the Python full version", {"toolchain": {**TOOLCHAIN, "python": "3.12.2"}}),
+    ("the toolkit pins", {"toolchain": {**TOOLCHAIN, "toolkit": ["cuda-toolkit==13.0.2"]}}),
+    ("the local version label", {"job": cuda_job(local_version="pt211cu130x")}),
+    ("the repair excludes", {"job": cuda_job(repair_excludes=("libfoo.so*",))}),
+    ("the backend", {"backend": {"backend": "docker", "image": "b:1"}}),
+    ("the host's CXX", {"host_env": {"CXX": "clang++"}}),
+    ("the host's TORCH_CUDA_ARCH_LIST", {"host_env": {"TORCH_CUDA_ARCH_LIST": "9.0"}}),
+    ("the host's FORCE_ONLY_CPU", {"host_env": {"FORCE_ONLY_CPU": "1"}}),
+]
+
+
 @pytest.mark.parametrize(
-    ("what", "changed"),
-    [
-        ("a source file", {"sources": "sha256:other"}),
-        (
-            "a build_env value",
-            {"job": cuda_job(env=(*cuda_job().env, ("X", "1")))},
-        ),
-        (
-            "the arch list",
-            {"job": cuda_job(toolkit=Toolkit(kind="cuda", version="13.0", arch_list="9.0"))},
-        ),
-        (
-            "the torch version",
-            {
-                "job": cuda_job(torch="2.11.1", torch_requirement="torch==2.11.1"),
-                "toolchain": {**TOOLCHAIN, "torch_requirement": "torch==2.11.1"},
-            },
-        ),
-        ("the Python full version", {"toolchain": {**TOOLCHAIN, "python": "3.12.2"}}),
-        ("the toolkit pins", {"toolchain": {**TOOLCHAIN, "toolkit": ["cuda-toolkit==13.0.2"]}}),
-        ("the local version label", {"job": cuda_job(local_version="pt211cu130x")}),
-        ("the repair excludes", {"job": cuda_job(repair_excludes=("libfoo.so*",))}),
-        ("the backend", {"backend": {"backend": "docker", "image": "b:1"}}),
-        ("the host's CXX", {"host_env": {"CXX": "clang++"}}),
-        ("the host's TORCH_CUDA_ARCH_LIST", {"host_env": {"TORCH_CUDA_ARCH_LIST": "9.0"}}),
-        ("the host's FORCE_ONLY_CPU", {"host_env": {"FORCE_ONLY_CPU": "1"}}),
-    ],
+    ("what", "changed"), INPUTS_OF_THE_WHEEL, ids=[w for w, _ in INPUTS_OF_THE_WHEEL]
 )
 def test_every_input_of_the_wheel_changes_the_fingerprint(
     what: str, changed: dict[str, Any]
@@ -90,21 +92,23 @@ def test_every_input_of_the_wheel_changes_the_fingerprint(
     assert fp(**changed) != fp(), what
 
 
+ONLY_WHERE_OR_HOW_FAST = [
+    ("the build runner label", {"job": cuda_job(runner="big-runner")}),
+    ("the smoke runner", {"job": cuda_job(smoke_runner=("self-hosted", "gpu"))}),
+    (
+        "MAX_JOBS of the job",
+        {"job": cuda_job(env=(*cuda_job().env, ("MAX_JOBS", "7")))},
+    ),
+    ("ccache off", {"job": cuda_job(ccache=False)}),
+    (
+        "unrelated host variables",
+        {"host_env": {"TERM": "xterm", "MAX_JOBS": "3", "HOME": "/x"}},
+    ),
+]
+
+
 @pytest.mark.parametrize(
-    ("what", "changed"),
-    [
-        ("the build runner label", {"job": cuda_job(runner="big-runner")}),
-        ("the smoke runner", {"job": cuda_job(smoke_runner=("self-hosted", "gpu"))}),
-        (
-            "MAX_JOBS of the job",
-            {"job": cuda_job(env=(*cuda_job().env, ("MAX_JOBS", "7")))},
-        ),
-        ("ccache off", {"job": cuda_job(ccache=False)}),
-        (
-            "unrelated host variables",
-            {"host_env": {"TERM": "xterm", "MAX_JOBS": "3", "HOME": "/x"}},
-        ),
-    ],
+    ("what", "changed"), ONLY_WHERE_OR_HOW_FAST, ids=[w for w, _ in ONLY_WHERE_OR_HOW_FAST]
 )
 def test_where_and_how_fast_do_not_change_the_fingerprint(
     what: str, changed: dict[str, Any]
