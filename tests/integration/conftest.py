@@ -1,6 +1,6 @@
 """Fixtures the integration tests share: the expensive inputs, made once per session.
 
-- `integration_log`: the file every fixture's commands are logged to (named in failures);
+- `integration_log`: one log file for the commands the fixtures run (pytest's basetemp, logs/);
 - `torch213`: the cached venv with torch 2.13.0 (CPU) for Python 3.11 (tests/fixtures/envs.py);
 - `fixture_wheel(name)`: a tests/fixtures extension built against `torch213` (cached);
 - `example_wheelhouse`: `buildtools build` of the repository's matrix.yaml (default profile:
