@@ -4,11 +4,11 @@ deadline, is killed at it, and the report says so (before, doctor waited forever
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fixtures.cli import buildtools
 
 pytestmark = pytest.mark.integration
 
@@ -21,11 +21,12 @@ def test_hanging_import_is_reported_not_waited_for(tmp_path: Path) -> None:
         "import time\nprint('importing torch', flush=True)\ntime.sleep(3600)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
-    done = subprocess.run(
-        [sys.executable, "-m", "buildtools", "doctor", "--python", sys.executable,
-         "--timeout", "3"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    done = buildtools(
+        *("doctor", "--python", sys.executable, "--timeout", "3"),
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 13, done.stdout + done.stderr
     assert "`import torch` did not finish within 3 s and was killed" in done.stdout
     assert "importing torch" in done.stdout
