@@ -93,6 +93,18 @@ class SmokeResult:
     torch_source: str | None = None  # system | index
     findings: tuple[str, ...] = ()
     log: str | None = None
+    # every cell the wheel serves (abi3: several Pythons, stable: several torches); `cell`
+    # is the one this runner actually tested
+    covers: tuple[str, ...] = ()
+
+    @property
+    def cell_label(self) -> str:
+        """The tested cell, and how many the wheel covers when it is more than one."""
+        if self.cell is None:
+            return "-"
+        if len(self.covers) > 1:
+            return f"{self.cell} (of {len(self.covers)} covered)"
+        return self.cell
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +120,7 @@ class SmokeResult:
             "torch_source": self.torch_source,
             "findings": list(self.findings),
             "log": self.log,
+            "covers": list(self.covers),
         }
 
 
@@ -155,7 +168,7 @@ class SmokeReport:
         for res in self.results:
             table.add_row(
                 res.wheel,
-                res.cell or "-",
+                res.cell_label,
                 res.status.value,
                 f"{res.duration:.1f} s",
                 res.diagnosis or "-",
@@ -272,7 +285,7 @@ def step_summary(report: SmokeReport) -> str:
     for res in report.results:
         icon = icons.get(res.status, "❌")
         lines.append(
-            f"| `{res.wheel}` | {res.cell or '-'} | {icon} {res.status.value} | "
+            f"| `{res.wheel}` | {res.cell_label} | {icon} {res.status.value} | "
             f"{res.duration:.1f} s | {_md_cell(res.diagnosis or '')} |"
         )
     for res in report.failed:

@@ -351,6 +351,7 @@ def _smoke_one(
             wheel=src.name,
             sha256=target.sha256,
             cell=target.cell,
+            covers=target.covers,
             status=status,
             diagnosis=diagnosis,
             output=output_tail(stage.output),
@@ -364,19 +365,24 @@ def _smoke_one(
 
     try:
         log.note(f"smoke {src.origin} (cell {target.cell}, sha256 {target.sha256})")
+        if len(target.covers) > 1:
+            log.note(f"the wheel covers {', '.join(target.covers)}; testing {target.cell}")
         # 1. env
         python_xy = ".".join(runner_python.split(".")[:2])
         system_ok = _torch_matches(target, runner_torch) and python_xy == target.python
         if opts.torch_source == "system" or (opts.torch_source == "auto" and system_ok):
             if not system_ok:
+                others = [c for c in target.covers if c != target.cell]
+                served = f" (nor any other cell it covers: {', '.join(others)})" if others else ""
                 return SmokeResult(
                     wheel=src.name,
                     sha256=target.sha256,
                     cell=target.cell,
+                    covers=target.covers,
                     status=SmokeStatus.SKIPPED,
                     diagnosis=(
                         f"needs {_describe_torch(target.torch, target.cuda, target.hip)} on "
-                        f"Python {target.python}; {opts.torch_python} has "
+                        f"Python {target.python}{served}; {opts.torch_python} has "
                         f"{_describe_install(runner_torch)} on Python {python_xy}"
                     ),
                     source=src.origin,
@@ -391,7 +397,7 @@ def _smoke_one(
             if isinstance(got, Stage):
                 return result(got)
             base_python, torch_site = got
-        out.write(f"smoke {src.name}: env (torch from {torch_source})\n")
+        out.write(f"smoke {src.name}: cell {target.cell}, env (torch from {torch_source})\n")
         venv = work / "env"
         python = venv / "bin" / "python"
         # A venv seeded with its own pip also gets Python 3.11's setuptools 65, which would
@@ -501,7 +507,13 @@ def run_smoke(
         host=platform.node(),
     )
     results: list[SmokeResult] = []
-    for number, planned in enumerate(plan_targets(sources, runner_accelerator=accelerator), 1):
+    planned_targets = plan_targets(
+        sources,
+        runner_accelerator=accelerator,
+        runner_python=".".join(runner_python.split(".")[:2]),
+        runner_torch=runner_torch.version if runner_torch else None,
+    )
+    for number, planned in enumerate(planned_targets, 1):
         if isinstance(planned, SmokeResult):
             out.write(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
             results.append(planned)

@@ -12,6 +12,7 @@ __all__ = [
     "SmokeTarget",
     "WheelSource",
     "bundled_torch_libs",
+    "choose_cell",
     "collect_wheels",
     "detect_accelerator",
     "import_names",
@@ -178,9 +179,10 @@ class SmokeTarget:
     cuda: str | None
     hip: str | None
     python: str  # "3.12"
-    cell: str
+    cell: str  # the covered cell this runner tests (see `choose_cell`)
     modules: tuple[str, ...]
     bundled: tuple[str, ...]
+    covers: tuple[str, ...] = ()  # every cell the build record says the wheel serves
 
 
 def detect_accelerator(
@@ -205,22 +207,84 @@ def _wheel_python(wheel: str, record: BuildRecord) -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def _cell_id(record: BuildRecord, python: str) -> str:
-    pytag = "cp" + python.replace(".", "")
-    cells = record.cells
-    for cell in cells:
-        if cell.endswith(f"-{pytag}") or f"-{pytag}-" in cell:
-            return cell
-    if cells:
-        return cells[0]
-    torch = record.torch.split("+", maxsplit=1)[0]
-    return Cell(torch=torch, accelerator=record.accelerator.name, python=python).id
+_CELL_ID = re.compile(
+    r"^torch(?P<torch>[^-]+)(?P<current>-current)?-(?P<accel>[^-]+)-cp(?P<major>\d)(?P<minor>\d+)"
+    r"(?:-(?P<platform>.+))?$"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CoveredCell:
+    id: str
+    torch: str  # public version of the cell's torch ("2.11.0")
+    python: str  # "3.12"
+
+
+def _parse_cell(cell_id: str) -> _CoveredCell | None:
+    m = _CELL_ID.match(cell_id)
+    if m is None:
+        return None
+    return _CoveredCell(id=cell_id, torch=_public(m["torch"]), python=f"{m['major']}.{m['minor']}")
+
+
+def _public(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def choose_cell(
+    cells: Sequence[str],
+    *,
+    built_torch: str,
+    built_python: str,
+    runner_python: str | None = None,
+    runner_torch: str | None = None,
+) -> tuple[str, str, str] | None:
+    """(cell id, torch public version, Python) of the covered cell to test on this runner.
+
+    An abi3 wheel serves several Pythons and a stable-ABI wheel several torch releases, so
+    the build's own cell is only one of those it promises: the runner's Python and torch pick
+    among them, the build's cell is the fallback. None when no cell id is readable.
+    """
+    parsed = [c for c in (_parse_cell(cell) for cell in cells) if c is not None]
+    if not parsed:
+        return None
+    built = _public(built_torch)
+    runner = _public(runner_torch) if runner_torch else None
+    preferences: tuple[Callable[[_CoveredCell], bool], ...] = (
+        lambda c: c.python == runner_python and c.torch == runner,
+        lambda c: c.python == runner_python and c.torch == built,
+        lambda c: c.python == runner_python,
+        lambda c: c.python == built_python and c.torch == built,
+        lambda c: c.python == built_python,
+    )
+    for wanted in preferences:
+        found = next((c for c in parsed if wanted(c)), None)
+        if found is not None:
+            return found.id, found.torch, found.python
+    first = parsed[0]
+    return first.id, first.torch, first.python
+
+
+def _cell_torch(built_torch: str, cell_torch: str) -> str:
+    """The torch.__version__ a cell needs: the build's own, or the cell's with its local label."""
+    if _public(built_torch) == cell_torch:
+        return built_torch
+    _, plus, local = built_torch.partition("+")
+    return f"{cell_torch}+{local}" if plus else cell_torch
 
 
 def plan_targets(
-    sources: Sequence[WheelSource], *, runner_accelerator: str
+    sources: Sequence[WheelSource],
+    *,
+    runner_accelerator: str,
+    runner_python: str | None = None,
+    runner_torch: str | None = None,
 ) -> list[SmokeTarget | SmokeResult]:
-    """A target per wheel to test on this runner, or a `skipped` result saying why not."""
+    """A target per wheel to test on this runner, or a `skipped` result saying why not.
+
+    `runner_python` ("3.12") and `runner_torch` ("2.11.0+cu130") choose which of the cells
+    a wheel covers is tested (`choose_cell`).
+    """
     out: list[SmokeTarget | SmokeResult] = []
     for src in sources:
         digest = sha256_file(src.path)
@@ -273,7 +337,23 @@ def plan_targets(
             continue
         accel = record.accelerator
         python = _wheel_python(src.name, record)
-        cell = _cell_id(record, python)
+        torch = record.torch
+        covers = record.cells
+        chosen = choose_cell(
+            covers,
+            built_torch=torch,
+            built_python=python,
+            runner_python=runner_python,
+            runner_torch=runner_torch,
+        )
+        if chosen is not None:
+            cell, cell_torch, python = chosen
+            torch = _cell_torch(torch, cell_torch)
+        elif covers:
+            cell = covers[0]
+        else:
+            public = torch.split("+", maxsplit=1)[0]
+            cell = Cell(torch=public, accelerator=accel.name, python=python).id
         if accel.kind not in ("cpu", runner_accelerator):
             out.append(
                 skipped(
@@ -288,13 +368,14 @@ def plan_targets(
                 source=src,
                 sha256=digest,
                 accelerator=accel,
-                torch=record.torch,
+                torch=torch,
                 cuda=record.cuda,
                 hip=record.hip,
                 python=python,
                 cell=cell,
                 modules=import_names(names, top_text),
                 bundled=bundled_torch_libs(names),
+                covers=covers,
             )
         )
     return out

@@ -7,11 +7,13 @@ import json
 import signal
 import xml.etree.ElementTree as ET
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import pytest
 
+from buildtools.runner import CommandResult
 from buildtools.smoke.child import (
     CHILD_TAG,
     DUPLICATE_DIAGNOSIS,
@@ -33,16 +35,18 @@ from buildtools.smoke.report import (
     publish,
     step_summary,
 )
-from buildtools.smoke.run import smoke_argv
+from buildtools.smoke.run import SmokeOptions, run_smoke, smoke_argv
 from buildtools.smoke.wheels import (
     SmokeTarget,
     WheelSource,
     bundled_torch_libs,
+    choose_cell,
     detect_accelerator,
     import_names,
     parse_find_links,
     plan_targets,
 )
+from buildtools.torchinstall import TorchInstall
 
 TORCH_LIB = "/venv/lib/python3.12/site-packages/torch/lib"
 GRAFTED = "/env/lib/python3.12/site-packages/bt_scatter.libs"
@@ -518,3 +522,207 @@ def test_publish(tmp_path: Path, on_actions: bool) -> None:
     assert paths.junit is not None and paths.junit.read_text().startswith("<?xml")
     assert ("::error " in out.getvalue()) is on_actions
     assert summary.exists() is on_actions
+
+
+# --------------------------------------------------------------------------- covered cells
+
+
+def _covering(abi: str, cells: list[str], torch: str, python: str) -> dict[str, object]:
+    accel = cells[0].split("-")[1]
+    return {
+        "schema": 1,
+        "torch": torch,
+        "accelerator": accel,
+        "cuda": "13.0" if accel.startswith("cu") else None,
+        "cxx11_abi": True,
+        "python": python,
+        "abi": abi,
+        "cells": cells,
+    }
+
+
+ABI3_CELLS = [f"torch2.11.0-cu130-cp3{m}" for m in (11, 12, 13)]
+STABLE_CELLS = [f"torch{t}-cu130-cp3{m}" for t in ("2.11.0", "2.12.0", "2.13.0") for m in (11, 12)]
+
+
+@pytest.mark.parametrize(
+    ("cells", "runner_python", "runner_torch", "expected"),
+    [
+        # abi3 built on 3.11: a 3.12 runner tests the 3.12 cell
+        (ABI3_CELLS, "3.12", "2.11.0+cu130", ("torch2.11.0-cu130-cp312", "2.11.0+cu130", "3.12")),
+        (ABI3_CELLS, "3.13", None, ("torch2.11.0-cu130-cp313", "2.11.0+cu130", "3.13")),
+        # a runner Python the wheel does not cover: the build's own cell
+        (ABI3_CELLS, "3.10", "2.11.0+cu130", ("torch2.11.0-cu130-cp311", "2.11.0+cu130", "3.11")),
+        (ABI3_CELLS, None, None, ("torch2.11.0-cu130-cp311", "2.11.0+cu130", "3.11")),
+        # stable ABI over three torch releases: the runner's torch and Python
+        (STABLE_CELLS, "3.12", "2.13.0+cu130", ("torch2.13.0-cu130-cp312", "2.13.0+cu130", "3.12")),
+        (STABLE_CELLS, "3.11", "2.12.0+cu130", ("torch2.12.0-cu130-cp311", "2.12.0+cu130", "3.11")),
+        # a torch outside the range: the built torch on the runner's Python
+        (STABLE_CELLS, "3.12", "2.10.0+cu130", ("torch2.11.0-cu130-cp312", "2.11.0+cu130", "3.12")),
+    ],
+)
+def test_plan_targets_tests_the_covered_cell_that_matches_the_runner(
+    tmp_path: Path,
+    cells: list[str],
+    runner_python: str | None,
+    runner_torch: str | None,
+    expected: tuple[str, str, str],
+) -> None:
+    abi = "stable" if cells is STABLE_CELLS else "abi3"
+    wheel = _wheel(
+        tmp_path,
+        "bt_scatter-0.1.0+pt211cu130-cp311-abi3-manylinux_2_28_x86_64.whl",
+        _covering(abi, cells, "2.11.0+cu130", "3.11.9"),
+    )
+    (target,) = plan_targets(
+        [WheelSource(path=wheel, origin=str(wheel))],
+        runner_accelerator="cuda",
+        runner_python=runner_python,
+        runner_torch=runner_torch,
+    )
+    assert isinstance(target, SmokeTarget)
+    assert (target.cell, target.torch, target.python) == expected
+    assert target.covers == tuple(cells) and target.cuda == "13.0"
+
+
+def test_choose_cell_prefers_the_runner_then_the_build() -> None:
+    cells = ["torch2.11.0-cpu-cp311", "torch2.11.0-cpu-cp312", "torch2.13.0+cpu-current-cpu-cp312"]
+    assert choose_cell(cells, built_torch="2.11.0+cpu", built_python="3.11") == (
+        "torch2.11.0-cpu-cp311",
+        "2.11.0",
+        "3.11",
+    )
+    assert choose_cell(
+        cells, built_torch="2.11.0+cpu", built_python="3.11", runner_python="3.12"
+    ) == ("torch2.11.0-cpu-cp312", "2.11.0", "3.12")
+    assert choose_cell(["not-a-cell"], built_torch="2.11.0", built_python="3.11") is None
+
+
+def test_the_report_names_the_tested_cell_among_those_covered() -> None:
+    res = SmokeResult(
+        wheel="a-1.0-cp311-abi3-linux_x86_64.whl",
+        sha256="a" * 64,
+        cell="torch2.11.0-cu130-cp312",
+        covers=tuple(ABI3_CELLS),
+        status=SmokeStatus.PASSED,
+    )
+    assert res.to_json()["cell"] == "torch2.11.0-cu130-cp312"
+    assert res.to_json()["covers"] == ABI3_CELLS
+    assert res.cell_label == "torch2.11.0-cu130-cp312 (of 3 covered)"
+    report = SmokeReport(runner=_report().runner, results=(res,))
+    assert "torch2.11.0-cu130-cp312 (of 3 covered)" in step_summary(report)
+
+
+class _GpuRunner:
+    """Plays a GPU runner with Python 3.12 and torch 2.11.0+cu130: probe, venv, pip, import."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log: IO[str] | None = None,
+        capture: bool = False,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        args = [str(a) for a in argv]
+        self.calls.append(args)
+        out = ""
+        if args[1:2] == ["-c"]:
+            info = {
+                "python": "3.12.3",
+                "torch": "2.11.0+cu130",
+                "cuda": "13.0",
+                "site": "/runner/lib/python3.12/site-packages",
+            }
+            out = f"{CHILD_TAG}{json.dumps(info)}\n"
+        elif args[1:] == ["-m", "pip", "--version"]:
+            out = "pip 24.0 from /x (python 3.12)\n"
+        elif args[1:3] == ["-m", "venv"]:
+            (Path(args[-1]) / "bin").mkdir(parents=True, exist_ok=True)
+            (Path(args[-1]) / "bin" / "python").write_text("")
+        if log is not None:
+            log.write(out)
+        return CommandResult(argv=tuple(args), returncode=0, output=out)
+
+
+RUNNER_TORCH = TorchInstall(
+    version="2.11.0+cu130",
+    package_dir=Path("/runner/lib/python3.12/site-packages/torch"),
+    cuda="13.0",
+    imported=True,
+)
+
+
+@pytest.fixture
+def gpu_runner_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner's interpreter reports Python 3.12.3 with torch 2.11.0+cu130."""
+    monkeypatch.setattr(
+        "buildtools.smoke.run._probe_torch", lambda *a, **k: ("3.12.3", RUNNER_TORCH)
+    )
+
+
+@pytest.mark.usefixtures("gpu_runner_torch")
+def test_an_abi3_wheel_is_smoke_tested_on_a_runner_whose_python_is_not_the_builds(
+    tmp_path: Path,
+) -> None:
+    wheel = _wheel(
+        tmp_path,
+        "bt_scatter-0.1.0+pt211cu130-cp311-abi3-manylinux_2_28_x86_64.whl",
+        _covering("abi3", ABI3_CELLS[:2], "2.11.0+cu130", "3.11.9"),
+    )
+    runner = _GpuRunner()
+    opts = SmokeOptions(
+        out_dir=tmp_path / "out",
+        cache_dir=tmp_path / "cache",
+        env={"PATH": "", "HOME": str(tmp_path)},
+        torch_source="system",
+        torch_python=Path("/runner/bin/python3.12"),
+    )
+    out = io.StringIO()
+    report = run_smoke(
+        [WheelSource(path=wheel, origin=str(wheel))],
+        opts=opts,
+        runner=runner,
+        accelerator="cuda",
+        out=out,
+    )
+    (res,) = report.results
+    assert res.status is SmokeStatus.PASSED, res.diagnosis
+    assert res.cell == "torch2.11.0-cu130-cp312" and res.covers == tuple(ABI3_CELLS[:2])
+    assert "cell torch2.11.0-cu130-cp312" in out.getvalue()
+    assert report.to_json()["results"][0]["cell"] == "torch2.11.0-cu130-cp312"
+    assert not report.failed
+
+
+@pytest.mark.usefixtures("gpu_runner_torch")
+def test_a_wheel_whose_cells_all_miss_the_runner_is_skipped_naming_them(tmp_path: Path) -> None:
+    wheel = _wheel(
+        tmp_path,
+        "bt_scatter-0.1.0+pt211cu130-cp310-abi3-manylinux_2_28_x86_64.whl",
+        _covering(
+            "abi3", ["torch2.11.0-cu130-cp310", "torch2.11.0-cu130-cp311"], "2.11.0+cu130", "3.10.4"
+        ),
+    )
+    opts = SmokeOptions(
+        out_dir=tmp_path / "out",
+        cache_dir=tmp_path / "cache",
+        env={"PATH": "", "HOME": str(tmp_path)},
+        torch_source="system",
+        torch_python=Path("/runner/bin/python3.12"),
+    )
+    report = run_smoke(
+        [WheelSource(path=wheel, origin=str(wheel))],
+        opts=opts,
+        runner=_GpuRunner(),
+        accelerator="cuda",
+        out=io.StringIO(),
+    )
+    (res,) = report.results
+    assert res.status is SmokeStatus.SKIPPED and res.cell == "torch2.11.0-cu130-cp310"
+    assert res.diagnosis is not None
+    assert "nor any other cell it covers: torch2.11.0-cu130-cp311" in res.diagnosis
