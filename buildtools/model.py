@@ -382,7 +382,7 @@ def build_record_problems(record: object) -> list[str]:
     optional `cuda`, `hip`, `arch_list`, `python`, `abi`, `torch_requirement`,
     `fingerprint`, `buildtools` (strings or null) and `cells` (list of cell ids); what a
     build adds: `job`, `source_fingerprint`, `torch_versions`, `platform`,
-    `promised_platform_tag`. Unknown keys are allowed (newer writers).
+    `promised_platform_tag`, `weaker_platform_tag`. Unknown keys are allowed (newer writers).
     """
     if not isinstance(record, Mapping):
         return [f"expected a JSON object, got {json_type(record)}"]
@@ -446,6 +446,8 @@ class BuildRecord:
     torch_versions: tuple[str, ...] | None = None
     platform: str | None = None
     promised_platform_tag: str | None = None
+    # "warning" or "error": how the build judged a tag weaker than promised
+    weaker_platform_tag: str | None = None
 
     @classmethod
     def for_job(
@@ -509,6 +511,7 @@ class BuildRecord:
             torch_versions=None if versions is None else r.texts("torch_versions"),
             platform=r.opt_text("platform"),
             promised_platform_tag=r.opt_text("promised_platform_tag"),
+            weaker_platform_tag=r.opt_text("weaker_platform_tag"),
         )
 
     def to_json(self) -> dict[str, object]:
@@ -534,6 +537,7 @@ class BuildRecord:
             "torch_versions": None if self.torch_versions is None else list(self.torch_versions),
             "platform": self.platform,
             "promised_platform_tag": self.promised_platform_tag,
+            "weaker_platform_tag": self.weaker_platform_tag,
         }
         data.update((k, v) for k, v in extra.items() if v is not None)
         return data

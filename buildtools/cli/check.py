@@ -9,10 +9,10 @@ import json
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
-from ..model import Finding
+from ..model import ABI_MODES, Finding
 from ..wheel.checks import Expectation, check_wheel, has_errors, load_torch_target
 from ..wheel.meta import WheelName, read_build_record
 
@@ -41,8 +41,9 @@ def add_check_parser(sub: Any) -> None:
     p.add_argument(
         "--weaker-platform-tag",
         choices=("error", "warning"),
-        default="error",
-        help="severity of a tag weaker than promised (default: error)",
+        default=None,
+        help="severity of a tag weaker than promised (default: what the build that made the "
+        "wheel used, from its build record; else error)",
     )
     p.add_argument("--local-version", default=None, help="expected local label, e.g. pt211cu130")
     p.add_argument("--requires-torch", default=None, help="expected pin, e.g. 'torch==2.11.*'")
@@ -63,6 +64,11 @@ def _running_torch_site() -> Path:
     return Path(spec.origin).parents[1]
 
 
+def _weaker(value: str | None) -> Literal["error", "warning"]:
+    """A weaker platform tag is an error unless the option or the build said warning."""
+    return "warning" if value == "warning" else "error"
+
+
 def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
     """Explicit options win; otherwise what the wheel's build record says it promised."""
     try:
@@ -73,10 +79,14 @@ def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
         accelerator=args.accelerator or (record.accelerator.name if record else "cpu"),
         arch_list=args.arch_list or (record.arch_list if record else None),
         platform_tag=args.platform_tag or (record.promised_platform_tag if record else None),
-        weaker_platform_tag=args.weaker_platform_tag,
+        weaker_platform_tag=_weaker(
+            args.weaker_platform_tag or (record.weaker_platform_tag if record else None)
+        ),
         local_version=args.local_version,
         requires_dist_torch=args.requires_torch or (record.torch_requirement if record else None),
         build_record=not args.no_build_record,
+        cells=record.cells if record else (),
+        abi=next((mode for mode in ABI_MODES if record and mode == record.abi), None),
     )
 
 

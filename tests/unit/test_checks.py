@@ -28,7 +28,7 @@ from fixtures.probe import imported_report, probe_output, static_report
 from buildtools.cli.check import cmd_check
 from buildtools.errors import ExitCode
 from buildtools.knowledge import load_knowledge
-from buildtools.model import Finding, Severity
+from buildtools.model import AbiMode, Finding, Severity
 from buildtools.wheel import checks
 from buildtools.wheel.checks import (
     CHECK_CODES,
@@ -123,6 +123,8 @@ def test_expectation_from_job() -> None:
         weaker_platform_tag="warning",
         local_version="pt211cu130",
         requires_dist_torch="torch==2.11.*",
+        cells=job.cell_ids,
+        abi="per-python",
     )
 
 
@@ -546,3 +548,93 @@ def test_cmd_check(tmp_path: Path, site: Path) -> None:
     assert cmd_check(args, out) == ExitCode.CHECK_FAILED
     text = out.getvalue()
     assert text.startswith(f"FAIL  {wheel.name}\n  error   undefined-symbol: {EXT} needs c10::")
+
+
+@pytest.mark.parametrize(
+    ("tag", "cells", "abi", "expected"),
+    [
+        # the project's own cp39 floor under a plan whose oldest Python is 3.11: a note
+        ("cp39-abi3-manylinux_2_28_x86_64", ("3.11", "3.12"), "abi3", [Severity.INFO]),
+        ("cp311-abi3-manylinux_2_28_x86_64", ("3.11", "3.12"), "abi3", []),
+        # the abi3 floor above a promised Python: that cell never gets the wheel
+        ("cp312-abi3-manylinux_2_28_x86_64", ("3.11", "3.12"), "abi3", [Severity.ERROR]),
+        # the plan promised abi3 but the project built a per-Python wheel
+        ("cp311-cp311-manylinux_2_28_x86_64", ("3.11", "3.12"), "abi3", [Severity.ERROR]),
+        ("cp311-cp311-manylinux_2_28_x86_64", ("3.11",), "per-python", []),
+        (
+            "cp311-cp311-manylinux_2_28_x86_64",
+            ("3.12",),
+            "per-python",
+            [Severity.ERROR, Severity.INFO],
+        ),
+        ("py3-none-manylinux_2_28_x86_64", ("3.11", "3.12"), "abi3", [Severity.INFO]),
+    ],
+)
+def test_python_coverage_judges_the_tag_against_the_cells(
+    tmp_path: Path,
+    target: TorchTarget,
+    tag: str,
+    cells: tuple[str, ...],
+    abi: AbiMode,
+    expected: list[Severity],
+) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext()}, tag=tag)
+    expect = replace(
+        CPU,
+        cells=tuple(f"torch2.13.0-cpu-cp{py.replace('.', '')}" for py in cells),
+        abi=abi,
+    )
+    findings = [f for f in check_wheel(wheel, targets=[target], expect=expect)]
+    assert codes(findings) == ["python-coverage"] * len(expected)
+    assert [f.severity for f in findings] == expected
+    if Severity.ERROR in expected:
+        assert "pip never installs it there" in findings[0].message
+        assert findings[0].details[0].startswith("not covered: torch2.13.0-cpu-cp3")
+    if tag.startswith("cp39-abi3"):
+        assert "Python 3.9 and newer, below the oldest Python its cells promise (3.11)" in (
+            findings[0].message
+        )
+
+
+def test_standalone_check_judges_as_the_build_did(tmp_path: Path, site: Path) -> None:
+    """A wheel `build` accepted with a platform-tag warning is not failed by `check` alone."""
+    import argparse
+
+    raw = make_wheel(tmp_path / "raw", tag="cp311-cp311-manylinux_2_34_x86_64", files={EXT: ext()})
+    record = make_build_record(
+        torch="2.13.0+cpu",
+        accelerator="cpu",
+        cxx11_abi=True,
+        abi="per-python",
+        torch_requirement="torch==2.13.*",
+        cells=("torch2.13.0-cpu-cp311",),
+    )
+    record["promised_platform_tag"] = "manylinux_2_28_x86_64"
+    record["weaker_platform_tag"] = "warning"
+    wheel = relabel_wheel(
+        raw,
+        out_dir=tmp_path / "wheels",
+        local_version="pt213cpu",
+        requires_dist_torch="torch==2.13.*",
+        build_record=record,
+    )
+    args = argparse.Namespace(
+        wheels=[wheel],
+        torch_sites=[site],
+        accelerator=None,
+        arch_list=None,
+        platform_tag=None,
+        weaker_platform_tag=None,
+        local_version=None,
+        requires_torch=None,
+        no_build_record=False,
+        json=False,
+    )
+    out = io.StringIO()
+    assert cmd_check(args, out) == ExitCode.OK, out.getvalue()
+    assert "warning platform-tag" in out.getvalue().replace("  ", " ")
+    # an explicit --weaker-platform-tag error still wins
+    out = io.StringIO()
+    assert cmd_check(argparse.Namespace(**{**vars(args), "weaker_platform_tag": "error"}), out) == (
+        ExitCode.CHECK_FAILED
+    )

@@ -18,6 +18,7 @@ abi-mismatch        std::string symbols in the other C++ ABI than the target tor
 metadata-pin        Requires-Dist torch missing or not the expected spec
 local-version       the version lacks the expected local label
 platform-tag        a tag weaker than promised, or symbol versions beyond the tag
+python-coverage     a promised cell's Python that the wheel's tag does not cover
 build-record        the wheel's buildtools.json missing or invalid
 ==================  ======================================================================
 
@@ -47,7 +48,7 @@ from pathlib import Path
 from ...knowledge import Knowledge, load_knowledge
 from ...model import Finding, Severity
 from ..elf import ElfInfo
-from . import abi, bundled, device, metadata, platform, record, symbols
+from . import abi, bundled, device, metadata, platform, pythons, record, symbols
 from .device import expected_archs
 from .elves import WheelElf, extract_elves, is_grafted
 from .expect import Expectation
@@ -63,6 +64,7 @@ CHECKS: tuple[Check, ...] = (
     abi.CHECK,
     metadata.CHECK,
     platform.CHECK,
+    pythons.CHECK,
     record.CHECK,
 )
 CHECK_CODES: tuple[str, ...] = tuple(code.name for check in CHECKS for code in check.codes)

@@ -7,7 +7,7 @@ __all__ = ["Expectation"]
 from dataclasses import dataclass
 from typing import Literal
 
-from ...model import BuildJob
+from ...model import AbiMode, BuildJob
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,6 +21,8 @@ class Expectation:
     local_version: str | None = None  # e.g. "pt211cu130"
     requires_dist_torch: str | None = None  # e.g. "torch==2.11.*"
     build_record: bool = True
+    cells: tuple[str, ...] = ()  # the cell ids the wheel serves (python-coverage)
+    abi: AbiMode | None = None
 
     @classmethod
     def from_job(
@@ -34,4 +36,6 @@ class Expectation:
             weaker_platform_tag=weaker_platform_tag,
             local_version=job.local_version or None,
             requires_dist_torch=job.requires_dist or None,
+            cells=job.cell_ids,
+            abi=job.abi,
         )
