@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -373,10 +373,13 @@ def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:
 
 
 def _compiler_cache(
-    opts: BuildOptions, plan: Plan, report_note: Callable[[str], None]
+    opts: BuildOptions, todo: Sequence[BuildJob], report_note: Callable[[str], None]
 ) -> CompilerCache | None:
-    """ccache when wanted and installed (a note says so when it is wanted but missing)."""
-    if not opts.ccache or not any(j.ccache for j in plan.jobs):
+    """ccache when wanted and installed (a note says so when it is wanted but missing).
+
+    Only the jobs that will compile count: a run whose jobs were all unchanged gets no note.
+    """
+    if not opts.ccache or not any(j.ccache for j in todo):
         return None
     program = find_ccache(opts.env)
     if program is None:
@@ -463,7 +466,7 @@ def build_plan(
     )
     if todo:
         report.notes.append(f"scheduler: {slots.reason}")
-    compiler_cache = _compiler_cache(opts, plan, report.notes.append)
+    compiler_cache = _compiler_cache(opts, todo, report.notes.append)
     _run_jobs(
         todo,
         slots,

@@ -101,6 +101,14 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
         timeout=getattr(args, "timeout", 300.0),
     )
     index, project, notes = _settings(args)
+    if args.python is None and snapshot.torch is None:
+        # e.g. run from nox's own venv, which has buildtools but not the user's torch
+        notes.append(
+            f"doctor inspects the environment it runs in ({sys.executable}), which has no "
+            "torch: buildtools was installed apart from your extension (nox's venv, pipx). "
+            "Point it at the environment where the extension fails: "
+            "`buildtools doctor --python /path/to/env/bin/python`"
+        )
     pip = "pip" if args.python is None else f"{shlex.quote(str(snapshot.python))} -m pip"
     report = diagnose(snapshot, index=index, project=project, pip=pip)
     if notes:

@@ -71,6 +71,11 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     )
     if not paths:
         out.write("note: no wheels given (pages regenerated from index.json)\n")
+    if settings.base_url and not args.dry_run:
+        out.write(
+            f"note: the links point at {settings.base_url}; to try this site from a local "
+            "server (python -m http.server), publish it with --base-url '' (relative links)\n"
+        )
     return 0
 
 

@@ -118,6 +118,9 @@ class LandingRow:
     pythons: tuple[str, ...]
     page: str  # the find-links page, relative to the site root
     index: str  # the per-variant PEP 503 root, relative to the site root
+    # PyTorch's index of this accelerator: without it pip satisfies `torch==2.13.*` from
+    # PyPI, whose default build is CUDA's
+    torch_index: str | None = None
 
 
 def render_landing(
@@ -145,8 +148,11 @@ def render_landing(
     for row in rows:
         page_href = quote(row.page, safe="/")
         index_href = quote(row.index, safe="/")
-        find_links = f"pip install {escape(row.project)} -f {site}/{escape(row.page)}"
-        index_cmd = f"pip install {escape(row.project)} --index-url {site}/{escape(row.index)}"
+        torch_from = f" --extra-index-url {escape(row.torch_index)}" if row.torch_index else ""
+        find_links = f"pip install {escape(row.project)} -f {site}/{escape(row.page)}{torch_from}"
+        index_cmd = (
+            f"pip install {escape(row.project)} --index-url {site}/{escape(row.index)}{torch_from}"
+        )
         lines.append(
             f"<tr><td>{escape(row.torch)}</td><td>{escape(row.accelerator)}</td>"
             f"<td>{escape(row.project)}</td><td>{escape(', '.join(row.versions))}</td>"
@@ -157,8 +163,9 @@ def render_landing(
     lines += [
         "</tbody>",
         "</table>",
-        "<p>With <code>--index-url</code> pip finds nothing else there: install torch first "
-        "(or add <code>--extra-index-url</code> for it). "
+        "<p><code>--extra-index-url</code> is PyTorch's index of that accelerator: the "
+        "wheels pin <code>torch==X.Y.*</code>, and from PyPI alone pip would install its "
+        "default (CUDA) build of torch. "
         '<a href="simple/">simple/</a> is a PEP 503 index of every wheel; pin the full '
         "version there (<code>==1.2.0+pt211cu130</code>), since its wheels differ only by "
         'the local label. <a href="index.json">index.json</a> lists every published wheel '

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from packaging.version import Version
 
+from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
 from ..wheel.meta import WheelName
 from .manifest import MANIFEST_NAME, IndexedWheel, Manifest
@@ -86,6 +87,7 @@ def render_site(
                     pythons=_python_tags(group),
                     page=variant.page,
                     index=f"{root}/",
+                    torch_index=f"{load_ecosystem().pytorch_index}/{variant.accelerator}",
                 )
             )
     all_projects = _by_project(wheels)

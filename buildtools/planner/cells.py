@@ -21,7 +21,7 @@ __all__ = [
 import difflib
 import fnmatch
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,12 +209,12 @@ def select_cells(
     if CURRENT in torch_values and current is not None:
         cell = _current_cell(current)
         cells[cell.id] = cell
-    before = len(cells)
+    excluded_cells: list[Cell] = []
     for raw_rule in m.exclude:
         rule = _resolve_host(raw_rule, host_python)
         for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
-            del cells[cid]
-    excluded = before - len(cells)
+            excluded_cells.append(cells.pop(cid))
+    excluded = len(excluded_cells)
 
     for i, rule in enumerate(m.include):
         if torch_axis is not None and not _in_axis(rule.torch, torch_values):
@@ -241,6 +241,7 @@ def select_cells(
                 )
             cells[cell.id] = cell
 
+    all_cells = dict(cells)
     if profile is None and torch_axis is None:
         profile = m.default_profile
     if profile is not None:
@@ -255,6 +256,8 @@ def select_cells(
         rules = [_resolve_host(r, host_python) for r in m.profiles[profile].select]
         if rules:
             cells = {cid: c for cid, c in cells.items() if any(_matches(c, r) for r in rules)}
+            # only what the rules removed from this profile's cells is worth reporting
+            excluded = sum(1 for c in excluded_cells if any(_matches(c, r) for r in rules))
 
     removed: list[RemovedCell] = []
     for cid in sorted(cells, key=lambda k: cell_key(cells[k])):
@@ -279,8 +282,17 @@ def select_cells(
         }
         if not selected:
             sample = ", ".join(sorted(cells)[:6]) or "(none)"
+            elsewhere = _profiles_with(mf, kb, all_cells, only, host_python, skip=profile)
+            hint = (
+                f"; it is in profile{'s' if len(elsewhere) > 1 else ''} "
+                f"{', '.join(repr(p) for p in elsewhere)}: add "
+                f"--profile {elsewhere[0]}"
+                if elsewhere
+                else ""
+            )
+            where = f"profile {profile!r}" if profile else "this plan"
             raise PlanError(
-                f"--only {' '.join(only)}: matches no cell of this plan; cells: {sample}"
+                f"--only {' '.join(only)}: matches no cell of {where}{hint}; cells: {sample}"
             )
         cells = selected
 
@@ -297,3 +309,31 @@ def select_cells(
         removed=tuple(removed),
         excluded=excluded,
     )
+
+
+def _profiles_with(
+    mf: MatrixFile,
+    kb: Knowledge,
+    cells: Mapping[str, Cell],
+    only: Sequence[str],
+    host_python: str,
+    *,
+    skip: str | None,
+) -> list[str]:
+    """The profiles (other than `skip`) with a buildable cell that the `--only` globs match."""
+    wanted = [
+        c
+        for cid, c in cells.items()
+        if any(fnmatch.fnmatchcase(cid, g) for g in only)
+        and (c.current or kb.cell_unavailable_reason(c) is None)
+        and _abi_reason(mf.matrix.project.abi, c) is None
+    ]
+    found: list[str] = []
+    for name in sorted(mf.matrix.profiles):
+        if name == skip:
+            continue
+        rules = [_resolve_host(r, host_python) for r in mf.matrix.profiles[name].select]
+        if any(not rules or any(_matches(c, r) for r in rules) for c in wanted):
+            found.append(name)
+    # the profile that builds everything is the least surprising suggestion
+    return sorted(found, key=lambda n: (bool(mf.matrix.profiles[n].select), n))

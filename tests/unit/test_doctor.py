@@ -719,3 +719,18 @@ def test_no_import_reads_files_only(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert data["torch"]["imported"] is None and data["torch"]["cxx11_abi"] is True  # libc10
     assert any("--no-import" in n for n in data["notes"])
     assert data["packages"][0]["verdict"] == "healthy"
+
+
+def test_bare_doctor_without_torch_says_which_environment_it_inspected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from nox's venv (buildtools, no torch): the report says where to point it."""
+    monkeypatch.chdir(tmp_path)
+    env = Env(site=tmp_path / "site", torch=None)
+    monkeypatch.setattr("buildtools.cli.doctor.probe_environment", lambda *a, **k: env.snapshot())
+    out = io.StringIO()
+    cmd_doctor(args(python=None, runner=object()), out)
+    text = out.getvalue()
+    assert "torch: not installed in this environment" in text
+    assert "doctor inspects the environment it runs in" in text
+    assert "buildtools doctor --python /path/to/env/bin/python" in text

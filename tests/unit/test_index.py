@@ -272,6 +272,12 @@ def test_base_url_makes_links_absolute(three: list[WheelSource]) -> None:
     landing = files["index.html"].decode()
     assert "pip install bt-scatter -f https://h/whl/torch-2.11.0+cu130.html" in landing
     assert "pip install bt-scatter --index-url https://h/whl/torch-2.13.0+cpu/" in landing
+    # the torch of the page's build, not PyPI's default CUDA one
+    assert (
+        "pip install bt-scatter -f https://h/whl/torch-2.13.0+cpu.html "
+        "--extra-index-url https://download.pytorch.org/whl/cpu" in landing
+    )
+    assert "--extra-index-url https://download.pytorch.org/whl/cu130</code>" in landing
 
 
 def test_landing_page_lists_every_torch_and_accelerator(three: list[WheelSource]) -> None:

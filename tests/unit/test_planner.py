@@ -237,3 +237,23 @@ def test_every_valid_cell_in_exactly_one_job(
         assert KB.cell_unavailable_reason(cell) is None
     if abi == "per-python":
         assert len(first.jobs) == len(first.cells)
+
+
+def test_only_outside_the_profile_names_the_profiles_that_contain_it() -> None:
+    data = base()
+    data["exclude"] = [{"accelerator": "cu130", "python": "3.11"}]
+    data["profiles"] = {
+        "local": {"select": [{"torch": "2.13.0", "accelerator": "cpu", "python": "host"}]},
+        "pr": {"select": [{"accelerator": "cu130", "python": "3.12"}]},
+        "release": {},
+    }
+    data["default_profile"] = "local"
+    with pytest.raises(PlanError) as err:
+        plan(matrix(data), KB, host_python="3.12", only=["torch2.11.0-cu130-*"])
+    assert str(err.value).startswith(
+        "--only torch2.11.0-cu130-*: matches no cell of profile 'local'; it is in profiles "
+        "'release', 'pr': add --profile release; cells: torch2.13.0-cpu-cp312"
+    )
+    # the local plan reports no exclusions made among cells it never selects
+    assert plan(matrix(data), KB, host_python="3.12").excluded == 0
+    assert plan(matrix(data), KB, host_python="3.12", profile="release").excluded == 2
