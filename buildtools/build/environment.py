@@ -12,7 +12,18 @@ from ..toolchain.envs import Toolchain
 from .ccache import CompilerCache, ccache_env, no_ccache_env
 from .options import BuildOptions
 
-__all__ = ["SHIMS", "build_tree", "job_environment"]
+__all__ = [
+    "DEFAULT_SOURCE_DATE_EPOCH",
+    "SHIMS",
+    "build_tree",
+    "job_environment",
+    "reproducible_env",
+    "source_date_epoch",
+]
+
+# The date of every entry of a wheel when nothing else is asked for (1980-01-01, the oldest a
+# zip holds): a wheel's bytes then depend on its contents, never on when it was built.
+DEFAULT_SOURCE_DATE_EPOCH = 315532800
 
 
 SHIMS = Path(__file__).resolve().parents[1] / "data" / "shims"
@@ -66,6 +77,7 @@ def job_environment(
     elif "MAX_JOBS" not in env:
         env["MAX_JOBS"] = str(os.cpu_count() or 1)
     env["PYTHONNOUSERSITE"] = "1"
+    env.update(reproducible_env(env, project_dir=opts.project_dir))
     if compiler_cache is not None:
         env.update(
             ccache_env(
@@ -79,3 +91,27 @@ def job_environment(
     else:
         env.update(no_ccache_env())
     return env
+
+
+def source_date_epoch(env: Mapping[str, str]) -> int:
+    """The SOURCE_DATE_EPOCH of the build: the caller's when it is a number, else 1980-01-01."""
+    value = env.get("SOURCE_DATE_EPOCH", "").strip()
+    return int(value) if value.isdigit() else DEFAULT_SOURCE_DATE_EPOCH
+
+
+def reproducible_env(env: Mapping[str, str], *, project_dir: Path) -> dict[str, str]:
+    """Variables that keep the build machine out of the wheel's bytes.
+
+    SOURCE_DATE_EPOCH (setuptools' wheel writer and compilers' __DATE__ read it), and the
+    project's absolute path mapped to `.` in debug info, `__FILE__` and assertion messages
+    (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map` for the debug info
+    of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags still apply.
+    nvcc's device code is not covered: its fatbinaries may name the source path.
+    """
+    root = str(project_dir.resolve())
+    flags = f"-ffile-prefix-map={root}=. -fdebug-prefix-map={root}=."
+    out = {"SOURCE_DATE_EPOCH": str(source_date_epoch(env))}
+    for key in ("CFLAGS", "CXXFLAGS"):
+        current = env.get(key, "")
+        out[key] = f"{current} {flags}".strip() if flags not in current else current
+    return out

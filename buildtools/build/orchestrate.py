@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..backends.base import Backend
 from ..backends.local import LocalBackend
-from .environment import build_tree, job_environment
+from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions
 
 __all__ = ["Backend", "BuildOptions", "LocalBackend", "build_plan"]
@@ -221,6 +221,7 @@ def _build_job_locked(
                     local_version=job.local_version,
                     requires_dist_torch=job.requires_dist,
                     build_record=record.to_json(),
+                    source_date_epoch=source_date_epoch(opts.env),
                 )
                 _timed(run, "repair", started)
 

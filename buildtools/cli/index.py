@@ -60,6 +60,8 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  new        {name}\n")
     for name in result.unchanged:
         out.write(f"  unchanged  {name}\n")
+    for name, why in result.same_inputs:
+        out.write(f"  kept       {name} ({why})\n")
     for name, reason in result.held_back:
         out.write(f"  held back  {name} ({reason})\n")
     verb = "would publish" if args.dry_run else "published"

@@ -21,19 +21,34 @@ class MergeResult:
     wheels: tuple[IndexedWheel, ...]  # everything the new site lists, sorted by file name
     added: tuple[WheelSource, ...]
     unchanged: tuple[str, ...]
+    # (file name, why): rebuilt from the same inputs (same job fingerprint) into other bytes,
+    # where the toolchain is not byte-reproducible; the published wheel stays
+    same_inputs: tuple[tuple[str, str], ...] = ()
 
 
 def merge(published: Sequence[IndexedWheel], new: Sequence[WheelSource]) -> MergeResult:
-    """The published wheels plus the new ones; the same name with other bytes is an error."""
+    """The published wheels plus the new ones; the same name with other bytes is an error.
+
+    Unless both build records carry the same job fingerprint: then the same sources, torch,
+    toolchain and settings gave other bytes (a compiler that embeds something of the build),
+    which is not a conflict. The published wheel stays and the result says so.
+    """
     by_name = {w.filename: w for w in published}
     added: dict[str, WheelSource] = {}
     unchanged: set[str] = set()
+    same_inputs: dict[str, str] = {}
     conflicts: list[str] = []
     for src in new:
         name, sha = src.wheel.filename, src.wheel.sha256
         old = by_name.get(name)
         if old is not None:
-            if old.sha256 != sha:
+            if old.sha256 != sha and old.fingerprint and old.fingerprint == src.wheel.fingerprint:
+                same_inputs[name] = (
+                    f"same inputs as the published wheel (fingerprint {old.fingerprint[:12]}), "
+                    f"other bytes (sha256 {sha[:12]}, published {old.sha256[:12]}): this "
+                    "toolchain's build is not byte-reproducible; the published wheel stays"
+                )
+            elif old.sha256 != sha:
                 conflicts.append(
                     f"{name}: published with sha256 {old.sha256}, the new file ({src.path}) "
                     f"has sha256 {sha}"
@@ -60,4 +75,5 @@ def merge(published: Sequence[IndexedWheel], new: Sequence[WheelSource]) -> Merg
         wheels=tuple(merged),
         added=tuple(added[n] for n in sorted(added)),
         unchanged=tuple(sorted(unchanged)),
+        same_inputs=tuple(sorted(same_inputs.items())),
     )

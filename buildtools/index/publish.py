@@ -32,6 +32,7 @@ class PublishResult:
     added: tuple[str, ...]
     unchanged: tuple[str, ...]
     held_back: tuple[tuple[str, str], ...]  # (file name, reason)
+    same_inputs: tuple[tuple[str, str], ...] = ()  # (file name, why): kept the published one
     pages: tuple[str, ...]  # find-links pages
     wheels: int  # wheels the site lists now
     written: bool
@@ -88,6 +89,7 @@ def publish(
             site=site,
             added=tuple(s.wheel.filename for s in result.added),
             unchanged=result.unchanged,
+            same_inputs=result.same_inputs,
             held_back=tuple(sorted(held)),
             pages=tuple(p for p in files if p.startswith("torch-") and "/" not in p),
             wheels=len(result.wheels),

@@ -14,7 +14,9 @@ The input wheel is never modified: the result is written to a temporary file in
 `out_dir` and renamed into place. Output is deterministic: entries sorted (the
 .dist-info last, RECORD last of all, as the wheel spec recommends), each entry keeps its
 timestamp and permissions from the source zip, new entries take the source RECORD's
-timestamp, and RECORD is regenerated with sha256 and sizes.
+timestamp, and RECORD is regenerated with sha256 and sizes. With a SOURCE_DATE_EPOCH
+(what `buildtools build` passes) every entry gets that date and a normalised mode, so a
+rebuild of the same job elsewhere gives the same bytes.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import json
 import os
 import re
 import tempfile
+import time
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -69,6 +72,7 @@ BUILD_RECORD_NAME = "buildtools.json"
 _LOCAL_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$", re.IGNORECASE)
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _DEFAULT_DATE = (1980, 1, 1, 0, 0, 0)
+_ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the oldest date a zip entry holds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,6 +226,25 @@ def _dist_info_dir(names: Sequence[str], wheel: Path) -> str:
     return candidates[0]
 
 
+def _zip_date(epoch: int) -> tuple[int, int, int, int, int, int]:
+    """A zip entry's date for SOURCE_DATE_EPOCH (zip cannot store dates before 1980)."""
+    moment = time.gmtime(max(epoch, _ZIP_EPOCH))
+    return (
+        moment.tm_year,
+        moment.tm_mon,
+        moment.tm_mday,
+        moment.tm_hour,
+        moment.tm_min,
+        moment.tm_sec,
+    )
+
+
+def _normal_mode(external_attr: int) -> int:
+    """rwxr-xr-x for an executable file, rw-r--r-- for any other: no umask in the wheel."""
+    executable = (external_attr >> 16) & 0o111
+    return (0o100755 if executable else 0o100644) << 16
+
+
 def _rewrite(
     wheel: Path,
     *,
@@ -230,6 +253,7 @@ def _rewrite(
     torch_spec: str | None = None,
     extra_files: Mapping[str, bytes] | None = None,
     platform_tag: str | None = None,
+    source_date_epoch: int | None = None,
 ) -> Path:
     wname = WheelName.parse(wheel.name)
     new_name = wname
@@ -257,6 +281,7 @@ def _rewrite(
         date = next((i.date_time for i in infos if i.filename == record_name), None)
         if date is None:
             date = max((i.date_time for i in infos), default=_DEFAULT_DATE)
+        fixed = _zip_date(source_date_epoch) if source_date_epoch is not None else None
 
         files: dict[str, tuple[bytes, zipfile.ZipInfo | None]] = {}
         for info in infos:
@@ -300,9 +325,11 @@ def _rewrite(
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as dst:
             for arcname in [*_ordered(files, new_dist_info), new_record]:
                 data, origin = files[arcname]
-                zinfo = zipfile.ZipInfo(arcname, date_time=origin.date_time if origin else date)
+                when = fixed or (origin.date_time if origin else date)
+                zinfo = zipfile.ZipInfo(arcname, date_time=when)
                 zinfo.create_system = 3
-                zinfo.external_attr = origin.external_attr if origin else 0o644 << 16
+                attr = origin.external_attr if origin else 0o100644 << 16
+                zinfo.external_attr = _normal_mode(attr) if fixed else attr
                 zinfo.compress_type = zipfile.ZIP_DEFLATED
                 dst.writestr(zinfo, data)
         tmp.chmod(0o644)
@@ -329,6 +356,7 @@ def relabel_wheel(
     requires_dist_torch: str,
     build_record: Mapping[str, object],
     platform_tag: str | None = None,
+    source_date_epoch: int | None = None,
 ) -> Path:
     """Write a copy of `wheel` into `out_dir` that says what it was built for; returns its path.
 
@@ -336,7 +364,9 @@ def relabel_wheel(
     requirement becomes `requires_dist_torch` (added if missing), `build_record` is
     written to `<dist-info>/buildtools.json`, and with `platform_tag` (e.g.
     'manylinux_2_28_x86_64', or a dotted set) the WHEEL tags and the file name are
-    retagged too.
+    retagged too. With `source_date_epoch` the archive is reproducible: every entry gets
+    that date and a normalised mode (0644, or 0755 when executable), in a fixed order, so
+    the same files give the same bytes wherever and whenever they were built.
     """
     wname = WheelName.parse(wheel.name)
     version = with_local_version(wname.version.replace("_", "-"), local_version)
@@ -352,6 +382,7 @@ def relabel_wheel(
         torch_spec=spec,
         extra_files={BUILD_RECORD_NAME: record.encode("utf-8")},
         platform_tag=platform_tag,
+        source_date_epoch=source_date_epoch,
     )
 
 

@@ -363,6 +363,27 @@ def test_same_name_other_content_is_an_error_naming_both_hashes(tmp_path: Path) 
     assert leftovers(site) == []
 
 
+def test_same_inputs_other_bytes_is_told_apart_from_a_conflict(tmp_path: Path) -> None:
+    """A rebuild of unchanged sources whose compiler embedded something: not a conflict."""
+    site = tmp_path / "site"
+    fp = "f" * 64
+    (old,) = sources(wheel(tmp_path / "a", payload=b"first build", fingerprint=fp))
+    publish(site, [old], REL, KB)
+    before = snapshot(site)
+    (new,) = sources(wheel(tmp_path / "b", payload=b"second build", fingerprint=fp))
+    result = publish(site, [new], REL, KB)
+    assert result.added == () and result.unchanged == ()
+    ((name, why),) = result.same_inputs
+    assert name == old.wheel.filename
+    assert why.startswith("same inputs as the published wheel (fingerprint ffffffffffff)")
+    assert "the published wheel stays" in why
+    assert snapshot(site) == before
+    # other inputs (another fingerprint) with other bytes stay a conflict
+    (other,) = sources(wheel(tmp_path / "c", payload=b"third build", fingerprint="e" * 64))
+    with pytest.raises(ImmutableWheelError):
+        publish(site, [other], REL, KB)
+
+
 def test_two_inputs_with_one_name_and_different_content_conflict(tmp_path: Path) -> None:
     a = sources(wheel(tmp_path / "a", payload=b"a"), wheel(tmp_path / "b", payload=b"b"))
     with pytest.raises(ImmutableWheelError, match="two inputs differ"):

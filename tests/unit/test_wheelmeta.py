@@ -123,6 +123,62 @@ def test_relabel_is_deterministic_and_keeps_timestamps(raw_wheel: Path, tmp_path
     assert names.index(payload[-1]) < min(i for i, n in enumerate(names) if ".dist-info/" in n)
 
 
+def test_relabel_with_source_date_epoch_forgets_when_and_where_it_was_built(
+    tmp_path: Path,
+) -> None:
+    """Two raw wheels of the same files, zipped at other times with other modes: one result."""
+
+    def raw(directory: Path, date: tuple[int, int, int, int, int, int], mode: int) -> Path:
+        directory.mkdir()
+        path = directory / "ext_ok-0.1.0-cp311-cp311-linux_x86_64.whl"
+        files = {
+            "ext_ok/__init__.py": b"",
+            "ext_ok/tool.sh": b"#!/bin/sh\n",
+            "ext_ok-0.1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: ext_ok\n"
+            b"Version: 0.1.0\n",
+            "ext_ok-0.1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\n",
+        }
+        with zipfile.ZipFile(path, "w") as zf:
+            for name in reversed(sorted(files)):  # another order too
+                info = zipfile.ZipInfo(name, date_time=date)
+                info.external_attr = (0o100775 if name.endswith(".sh") else mode) << 16
+                zf.writestr(info, files[name])
+        return path
+
+    kwargs = {
+        "local_version": "pt213cpu",
+        "requires_dist_torch": "torch==2.13.*",
+        "build_record": RECORD,
+        "source_date_epoch": 1_700_000_000,
+    }
+    a = relabel_wheel(
+        raw(tmp_path / "a", (2026, 1, 1, 1, 1, 2), 0o100664),
+        out_dir=tmp_path / "out-a",
+        **kwargs,  # type: ignore[arg-type]
+    )
+    b = relabel_wheel(
+        raw(tmp_path / "b", (2026, 11, 23, 13, 0, 0), 0o100600),
+        out_dir=tmp_path / "out-b",
+        **kwargs,  # type: ignore[arg-type]
+    )
+    assert a.read_bytes() == b.read_bytes()
+    with zipfile.ZipFile(a) as zf:
+        assert {i.date_time for i in zf.infolist()} == {(2023, 11, 14, 22, 13, 20)}
+        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert modes["ext_ok/tool.sh"] == 0o100755 and modes["ext_ok/__init__.py"] == 0o100644
+
+
+def test_reproducible_build_environment(tmp_path: Path) -> None:
+    from buildtools.build.environment import reproducible_env, source_date_epoch
+
+    env = reproducible_env({"CFLAGS": "-O2"}, project_dir=tmp_path)
+    assert env["SOURCE_DATE_EPOCH"] == "315532800"
+    assert env["CFLAGS"] == f"-O2 -ffile-prefix-map={tmp_path}=. -fdebug-prefix-map={tmp_path}=."
+    assert env["CXXFLAGS"].startswith(f"-ffile-prefix-map={tmp_path}=.")
+    assert source_date_epoch({"SOURCE_DATE_EPOCH": "1700000000"}) == 1_700_000_000
+    assert source_date_epoch({"SOURCE_DATE_EPOCH": "yesterday"}) == 315532800
+
+
 def test_relabel_replaces_existing_local_label_and_adds_missing_pin(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, version="1.2.0+cu126", files={"m.py": b""})
     out = relabel_wheel(
