@@ -22,6 +22,7 @@ from .ci import add_ci_parser
 from .common import add_plan_args, plan_from_args
 from .doctor import add_doctor_parser
 from .index import add_index_parser
+from .init import add_init_parser
 from .smoke import add_smoke_parser
 
 Handler = Callable[[argparse.Namespace, TextIO], int]
@@ -133,6 +134,7 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
         add_ci_parser,
         add_doctor_parser,
         add_index_parser,
+        add_init_parser,
         add_smoke_parser,
     ]
 

@@ -111,22 +111,25 @@ def add_smoke_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_smoke)
 
 
-def _smoke_command(args: argparse.Namespace) -> tuple[str | None, Path | None]:
+def _smoke_command(
+    args: argparse.Namespace,
+) -> tuple[str | None, Path | None, tuple[str, ...]]:
+    """(smoke command, project directory, what it needs installed)."""
     if args.smoke_command is not None:
-        return args.smoke_command, (args.project.resolve() if args.project else None)
+        return args.smoke_command, (args.project.resolve() if args.project else None), ()
     path = args.matrix or default_matrix_path()
     if not path.is_file():
         if args.matrix is not None:
             raise ConfigError(f"{path}: no such file")
-        return None, (args.project.resolve() if args.project else None)
+        return None, (args.project.resolve() if args.project else None), ()
     mf = load_matrix(path)
     project = args.project.resolve() if args.project else mf.project_dir
-    return mf.matrix.project.smoke, project
+    return mf.matrix.project.smoke, project, tuple(mf.matrix.project.smoke_requires)
 
 
 def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
     env = dict(os.environ)
-    smoke_command, project_dir = _smoke_command(args)
+    smoke_command, project_dir, smoke_requires = _smoke_command(args)
     cache_dir = (args.cache_dir or default_cache_dir(env)).resolve()
     paths: list[Path] = args.wheels or ([] if args.find_links else [Path("wheelhouse")])
     out_dir = args.out.resolve()
@@ -144,6 +147,7 @@ def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
         cache_dir=cache_dir,
         env=env,
         smoke_command=smoke_command,
+        smoke_requires=smoke_requires,
         project_dir=project_dir,
         torch_source=args.torch_source,
         torch_python=args.torch_python

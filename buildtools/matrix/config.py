@@ -358,6 +358,9 @@ class ProjectConfig(_Strict):
     name: str | None = None
     abi: AbiMode = "per-python"
     smoke: str | None = None
+    # what the smoke command needs besides the wheel and torch (e.g. pytest), pip-installed
+    # into each wheel's smoke env before it runs
+    smoke_requires: list[str] = Field(default_factory=list)
     build_env: dict[str, str] = Field(default_factory=dict)
 
     _env = field_validator("build_env")(classmethod(lambda cls, v: _check_env(v)))

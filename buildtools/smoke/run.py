@@ -83,6 +83,7 @@ class SmokeOptions:
     cache_dir: Path
     env: Mapping[str, str]
     smoke_command: str | None = None
+    smoke_requires: tuple[str, ...] = ()  # pip requirements of the smoke command (pytest)
     project_dir: Path | None = None
     torch_source: TorchSource = "auto"
     torch_python: Path = field(default_factory=lambda: Path(sys.executable))
@@ -469,6 +470,17 @@ def _smoke_one(
             return result(stage, child)
 
         # 4. the project's smoke command against the installed package
+        if opts.smoke_requires:
+            # from the indexes pip is configured with: the runner's own torch stays
+            stage = log.run(
+                runner,
+                "install",
+                [*pip_cmd, "install", "--no-cache-dir", *opts.smoke_requires],
+                env=env,
+                timeout=opts.timeout,
+            )
+            if stage.returncode != 0:
+                return result(stage)
         out.write(f"smoke {src.name}: {opts.smoke_command}\n")
         argv = smoke_argv(opts.smoke_command, python=python, project_dir=opts.project_dir)
         stage = log.run(runner, "smoke", argv, env=env, cwd=cwd, timeout=opts.timeout)

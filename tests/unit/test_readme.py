@@ -41,6 +41,7 @@ EXPENSIVE = {
     "ci": "writes workflows (tests/integration/test_ci.py runs nox -s ci -- --check)",
     "check": "needs a built wheel (tests/integration/test_repair_checks.py)",
     "doctor": "probes a Python environment (tests/integration/test_doctor.py)",
+    "init": "reads another repository (tests/unit/test_init.py runs it on one)",
     "tests": "the whole test suite (this test is part of it)",
     "lint": "ruff, mypy, import-linter (CI runs them)",
     "bench": "benchmarks take many minutes",

@@ -1,0 +1,190 @@
+"""The files `buildtools init` writes: a commented matrix.yaml and the noxfile sessions.
+
+Both are text made here, so the comments say why each line is there; the matrix is then
+loaded back through the ordinary validation before anything is written.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MatrixChoice", "choose_matrix", "render_matrix", "render_noxfile"]
+
+import json
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from .. import __version__
+from ..knowledge import Knowledge
+from .inspect import Inspection
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixChoice:
+    """The axes init proposes, and the profiles' representative cells."""
+
+    torch: tuple[str, ...]
+    accelerators: tuple[str, ...]
+    pythons: tuple[str, ...]
+    pr_cuda: str | None
+    pr_python: str
+
+
+def _q(value: str) -> str:
+    return json.dumps(value)  # a YAML double-quoted scalar
+
+
+def choose_matrix(project: Inspection, kb: Knowledge, torch: tuple[str, ...] = ()) -> MatrixChoice:
+    """The newest confirmed torch and the one two minors before it (about a year of releases),
+    CPU plus, with CUDA sources, the oldest and newest CUDA both torches ship on their index,
+    and every Python both support."""
+    confirmed = sorted(
+        (minor for minor, rel in kb.torch.items() if rel.confirmed),
+        key=lambda m: tuple(int(x) for x in m.split(".")),
+    )
+    if not torch:
+        newest = confirmed[-1]
+        older = confirmed[max(0, len(confirmed) - 3)]
+        torch = tuple(dict.fromkeys(f"{m}.0" for m in (older, newest)))
+    rels = [kb.torch[".".join(t.split(".")[:2])] for t in torch]
+    pythons = sorted(
+        set.intersection(*(set(r.python) for r in rels)),
+        key=lambda p: tuple(int(x) for x in p.split(".")),
+    )
+    accels = ["cpu"]
+    pr_cuda = None
+    if project.has_cuda:
+        cudas = sorted(
+            set.intersection(*(set(r.cuda) for r in rels)),
+            key=Version,
+        )
+        picked = list(dict.fromkeys([cudas[0], cudas[-1]])) if cudas else []
+        accels += [f"cu{c.replace('.', '')}" for c in picked]
+        pr_cuda = accels[-1] if picked else None
+    pr_python = "3.12" if "3.12" in pythons else pythons[-1]
+    return MatrixChoice(
+        torch=torch,
+        accelerators=tuple(accels),
+        pythons=tuple(pythons),
+        pr_cuda=pr_cuda,
+        pr_python=pr_python,
+    )
+
+
+def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
+    """matrix.yaml for `project`, every choice commented."""
+    lines = [
+        "# Written by `buildtools init` from what the repository's files say; edit freely.",
+        "# Reference: the matrix.yaml documentation of torch-buildtools (docs/matrix.md).",
+        f"# Build style: {project.describe()}.",
+        "version: 1",
+        "",
+        "project:",
+        "  path: .                       # the extension is this repository",
+    ]
+    if project.name:
+        lines.append(f"  name: {_q(project.name)}")
+    abi_why = {
+        "per-python": "one wheel per Python (the extension uses the full CPython API)",
+        "abi3": f"py_limited_api ({project.limited_api}): one abi3 wheel covers every Python",
+        "stable": "LibTorch stable ABI: one wheel covers the whole torch range",
+    }[project.abi]
+    lines.append(f"  abi: {project.abi}              # {abi_why}")
+    if project.tests_dir:
+        lines += [
+            "  # the project's own tests, run against the installed wheel by `nox -s smoke`",
+            f"  smoke: python -m pytest -x -q {project.tests_dir}",
+            "  smoke_requires: [pytest]     # add what else the tests import",
+        ]
+    elif project.module:
+        lines.append(f'  smoke: python -c "import {project.module}"   # no tests dir: import only')
+    if project.env_vars:
+        lines += [
+            f"  # setup.py reads {', '.join(project.env_vars)}: to set one for every build (and",
+            "  # make it part of the build's fingerprint), name it in build_env, e.g.",
+            f'  # build_env: {{{project.env_vars[0]}: "1"}}',
+        ]
+    lines += [
+        "",
+        "axes:",
+        f"  torch: [{', '.join(_q(t) for t in choice.torch)}]",
+        f"  accelerator: [{', '.join(choice.accelerators)}]"
+        + (
+            "   # add rocm7.2 for AMD GPUs" if project.has_cuda else "   # no .cu sources: CPU only"
+        ),
+        f"  python: [{', '.join(_q(p) for p in choice.pythons)}]",
+        "",
+        "profiles:",
+        "  local:",
+        "    description: the newest torch, CPU, the Python running buildtools",
+        "    select:",
+        f"      - {{torch: {_q(choice.torch[-1])}, accelerator: cpu, python: host}}",
+        "  pr:",
+        "    description: a small representative subset for pull requests",
+        "    select:",
+        f"      - {{torch: {_q(choice.torch[-1])}, accelerator: cpu, python: {_q(choice.pr_python)}}}",
+    ]
+    if choice.pr_cuda:
+        lines.append(
+            f"      - {{torch: {_q(choice.torch[0])}, accelerator: {choice.pr_cuda}, "
+            f"python: {_q(choice.pr_python)}}}"
+        )
+    lines += [
+        "  release:",
+        "    description: every cell",
+        "",
+        "default_profile: local",
+        "",
+        "# index: {base_url: https://OWNER.github.io/REPO/whl}   # where the release publishes",
+        "# runners: {smoke: {cuda: [self-hosted, linux, gpu]}}    # your GPU runner's labels",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_noxfile() -> str:
+    """The sessions the generated workflows call, pinned to this buildtools."""
+    return f'''"""nox sessions of torch-buildtools (written by `buildtools init`): `nox -l` lists them."""
+
+import nox
+
+BUILDTOOLS = "torch-buildtools=={__version__}"
+nox.options.reuse_existing_virtualenvs = True
+
+
+@nox.session
+def plan(session: nox.Session) -> None:
+    """Print the plan of matrix.yaml."""
+    session.install(BUILDTOOLS)
+    session.run("buildtools", "plan", *session.posargs)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build, repair and check wheels into wheelhouse/."""
+    session.install(f"{{BUILDTOOLS}}[docker]")
+    session.run("buildtools", "build", *session.posargs)
+
+
+@nox.session
+def smoke(session: nox.Session) -> None:
+    """Install each wheel with its torch and run project.smoke."""
+    session.install(BUILDTOOLS)
+    session.run("buildtools", "smoke", *session.posargs)
+
+
+@nox.session
+def index(session: nox.Session) -> None:
+    """Publish wheelhouse/ as a find-links site in site/."""
+    session.install(BUILDTOOLS)
+    session.run("buildtools", "index", *session.posargs)
+
+
+@nox.session
+def ci(session: nox.Session) -> None:
+    """Write the GitHub Actions workflows; `-- --check` fails when they no longer match."""
+    session.install(BUILDTOOLS)
+    args = session.posargs
+    if not args or args[0].startswith("-"):
+        args = ["github", *args]
+    session.run("buildtools", "ci", *args)
+'''

@@ -1,0 +1,149 @@
+"""Source-level risks of an extension, found before any build, each with its remedy.
+
+Three kinds: CUDA decided with `torch.cuda.is_available()` at build time (False on a
+CPU-only build machine, so a CUDA cell would silently build a CPU-only wheel); C++ APIs
+newer than the oldest torch of the matrix (`data/source_risks.yaml`, `apis`); constructs
+hipcc rejects (`hip`, reported when the matrix has ROCm cells or the project has CUDA code
+that a ROCm cell would hipify).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Risk", "find_risks", "load_risk_rules"]
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from packaging.version import Version
+from ruamel.yaml import YAML
+
+from ..knowledge import DATA_DIR
+from .inspect import Inspection
+
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _code(text: str) -> str:
+    """The source without its comments: a comment naming a construct is not using it."""
+    return _COMMENTS.sub(" ", text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Risk:
+    """One finding: what, where, and what to do about it."""
+
+    code: str  # build-time-cuda-detection | api-newer-than-torch | hip-incompatible
+    message: str
+    remedy: str
+    where: tuple[str, ...] = ()  # relative paths
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Rule:
+    name: str
+    pattern: re.Pattern[str]
+    remedy: str
+    since: str | None = None
+    with_: re.Pattern[str] | None = None
+
+
+@cache
+def load_risk_rules() -> tuple[tuple[_Rule, ...], tuple[_Rule, ...]]:
+    """(api rules, hip rules) from data/source_risks.yaml; a malformed row fails loudly."""
+    path = DATA_DIR / "source_risks.yaml"
+    data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    out: list[tuple[_Rule, ...]] = []
+    for key in ("apis", "hip"):
+        rows = []
+        for i, row in enumerate(data[key]):
+            try:
+                rows.append(
+                    _Rule(
+                        name=str(row["name"]),
+                        pattern=re.compile(row["pattern"]),
+                        remedy=" ".join(str(row["remedy"]).split()),
+                        since=str(row["since"]) if "since" in row else None,
+                        with_=re.compile(row["with"]) if "with" in row else None,
+                    )
+                )
+                if not row.get("source"):
+                    raise KeyError("source")
+            except (KeyError, TypeError, re.error) as exc:
+                raise ValueError(f"{path}: {key}[{i}]: {exc}") from exc
+        out.append(tuple(rows))
+    return out[0], out[1]
+
+
+def _sources(project: Inspection) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for rel in (*project.cuda_sources, *project.cpp_sources):
+        path = project.root / rel
+        try:
+            found[rel] = _code(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+    for path in sorted(project.root.rglob("*")):
+        rel = path.relative_to(project.root).as_posix()
+        if len(found) > 2000:
+            break
+        if rel not in found and path.suffix in (".cuh", ".h", ".hpp") and path.is_file():
+            if any(part.startswith(".") or part == "third_party" for part in path.parts):
+                continue
+            found[rel] = _code(path.read_text(encoding="utf-8", errors="replace"))
+    return found
+
+
+def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool) -> list[Risk]:
+    """The risks of `project` for a matrix whose oldest torch is `oldest_torch`."""
+    risks: list[Risk] = []
+    if project.cuda_gate == "torch.cuda.is_available() at build time":
+        risks.append(
+            Risk(
+                code="build-time-cuda-detection",
+                message="setup.py decides whether to build CUDA code with "
+                "torch.cuda.is_available(), which is False on a CPU-only build machine: a "
+                "CUDA cell would build a CPU-only wheel",
+                remedy="buildtools makes it answer True during CUDA/ROCm builds "
+                "(BUILDTOOLS_FORCE_CUDA_AVAILABLE=1, on by default) and the no-device-code "
+                "check verifies the result; better, decide on FORCE_CUDA or CUDA_HOME in setup.py",
+                where=("setup.py",),
+            )
+        )
+    apis, hip = load_risk_rules()
+    texts = _sources(project)
+    oldest = Version(oldest_torch)
+    for rule in apis:
+        assert rule.since is not None
+        if oldest >= Version(rule.since):
+            continue
+        where = tuple(rel for rel, text in texts.items() if rule.pattern.search(text))
+        if where:
+            risks.append(
+                Risk(
+                    code="api-newer-than-torch",
+                    message=f"{rule.name} exists from torch {rule.since}, but the matrix's "
+                    f"oldest torch is {oldest_torch}: the build fails there, or the wheel "
+                    "fails at import with an undefined symbol",
+                    remedy=rule.remedy,
+                    where=where,
+                )
+            )
+    if rocm or project.has_cuda:
+        for rule in hip:
+            where = tuple(
+                rel
+                for rel, text in texts.items()
+                if rule.pattern.search(text) and (rule.with_ is None or rule.with_.search(text))
+            )
+            if where:
+                risks.append(
+                    Risk(
+                        code="hip-incompatible",
+                        message=f"{rule.name}: does not compile under HIP, so ROCm cells fail"
+                        + ("" if rocm else " (the matrix has none yet)"),
+                        remedy=rule.remedy,
+                        where=where,
+                    )
+                )
+    return risks

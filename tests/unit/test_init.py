@@ -1,0 +1,117 @@
+"""`buildtools init`: an existing extension's repository in, matrix.yaml and noxfile.py out."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from buildtools.adopt import find_risks, inspect_project
+from buildtools.cli import main as cli
+
+SETUP = """\
+import os
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
+
+ext = CUDAExtension if torch.cuda.is_available() else CppExtension
+setup(
+    name="fancy-ops",
+    ext_modules=[ext("fancy_ops._C", ["csrc/ops.cpp", "csrc/ops_cuda.cu"],
+                     py_limited_api=True)],
+    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    cmdclass={"build_ext": BuildExtension},
+    extra=os.environ.get("FANCY_FAST_MATH"),
+)
+"""
+KERNEL = """\
+// __ldg here would be a risk under HIP; in a comment it is not
+template <typename scalar_t>
+__global__ void k(const scalar_t* x, scalar_t* y) { y[0] = __ldg(&x[0]); }
+void run(at::Tensor t) {
+  AT_DISPATCH_FLOATING_TYPES_AND_HALF(t.scalar_type(), "k", [&] {
+    k<scalar_t><<<1, 1>>>(t.const_data_ptr<scalar_t>(), t.data_ptr<scalar_t>());
+  });
+}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "fancy"
+    (root / "csrc").mkdir(parents=True)
+    (root / "fancy_ops").mkdir()
+    (root / "tests").mkdir()
+    (root / "setup.py").write_text(SETUP)
+    (root / "csrc" / "ops.cpp").write_text("#include <torch/extension.h>\n")
+    (root / "csrc" / "ops_cuda.cu").write_text(KERNEL)
+    (root / "fancy_ops" / "__init__.py").write_text("")
+    (root / "tests" / "test_ops.py").write_text("def test_x():\n    pass\n")
+    return root
+
+
+def test_inspection_reads_the_build(repo: Path) -> None:
+    found = inspect_project(repo)
+    assert found.name == "fancy-ops" and found.module == "fancy_ops"
+    assert found.cuda_sources == ("csrc/ops_cuda.cu",) and found.cpp_sources == ("csrc/ops.cpp",)
+    assert found.limited_api == "cp39" and found.abi == "abi3"
+    assert found.cuda_gate == "torch.cuda.is_available() at build time"
+    assert found.env_vars == ("FANCY_FAST_MATH",) and found.tests_dir == "tests"
+    assert found.describe() == "setuptools, 1 .cu file(s), 1 C++ file(s), py_limited_api (cp39)"
+
+
+def test_risks_with_their_remedies(repo: Path) -> None:
+    risks = find_risks(inspect_project(repo), oldest_torch="2.0.0", rocm=True)
+    assert [r.code for r in risks] == [
+        "build-time-cuda-detection",
+        "api-newer-than-torch",
+        "hip-incompatible",
+    ]
+    assert "const_data_ptr exists from torch 2.1" in risks[1].message
+    assert risks[1].where == ("csrc/ops_cuda.cu",) and "data_ptr<T>()" in risks[1].remedy
+    assert "HIP has no __ldg overload for c10::Half" in risks[2].remedy
+    # a matrix whose oldest torch has the API: no API risk
+    newer = find_risks(inspect_project(repo), oldest_torch="2.11.0", rocm=False)
+    assert "api-newer-than-torch" not in [r.code for r in newer]
+
+
+def test_init_writes_a_matrix_that_plans_and_never_overwrites(repo: Path) -> None:
+    out = io.StringIO()
+    assert cli.main(["init", str(repo), "--torch", "2.9.0", "--torch", "2.11.0"], out=out) == 0
+    text = out.getvalue()
+    matrix = (repo / "matrix.yaml").read_text()
+    assert "abi: abi3" in matrix and "smoke: python -m pytest -x -q tests" in matrix
+    assert "smoke_requires: [pytest]" in matrix
+    assert "# setup.py reads FANCY_FAST_MATH" in matrix
+    assert "accelerator: [cpu, cu126, cu130]" in matrix
+    assert "def build(session" in (repo / "noxfile.py").read_text()
+    assert "risk   build-time-cuda-detection" in text and "remedy:" in text
+    assert text.rstrip().endswith(
+        "nox -s smoke                       # install that wheel and run project.smoke"
+    )
+    for profile in ("release", "pr", "local"):
+        ids = io.StringIO()
+        argv = ["plan", "--matrix", str(repo / "matrix.yaml"), "--profile", profile]
+        assert cli.main([*argv, "--format", "ids"], out=ids) == 0
+        assert ids.getvalue().split()
+    # a second run keeps both files as they are
+    (repo / "matrix.yaml").write_text(matrix + "# edited\n")
+    again = io.StringIO()
+    assert cli.main(["init", str(repo)], out=again) == 0
+    assert (repo / "matrix.yaml").read_text().endswith("# edited\n")
+    assert "matrix.yaml exists: kept" in again.getvalue()
+    assert "noxfile.py exists and has every session" in again.getvalue()
+
+
+def test_dry_run_prints_and_writes_nothing(repo: Path) -> None:
+    out = io.StringIO()
+    assert cli.main(["init", str(repo), "--dry-run"], out=out) == 0
+    assert not (repo / "matrix.yaml").exists() and not (repo / "noxfile.py").exists()
+    assert "--- would write" in out.getvalue() and "default_profile: local" in out.getvalue()
+
+
+def test_not_a_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["init", str(tmp_path)]) == 3
+    assert "no setup.py, pyproject.toml or CMakeLists.txt" in capsys.readouterr().err
