@@ -88,6 +88,16 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def realworld(session: nox.Session) -> None:
+    """Third-party extensions from PyPI built unmodified (tests/realworld; minutes each).
+
+    Table of the last results: docs/realworld.md. `-- -k torchlpc` for one of them.
+    """
+    session.install("-e", ".[test]")
+    session.run("pytest", "tests/realworld", "-m", "realworld", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff (lint + format check), mypy --strict, the layers (import-linter), module sizes."""
     session.install("-e", ".[lint,test]", "nox")

@@ -33,10 +33,17 @@ def _unit_tripwire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(socket.socket, "connect", _tripwire)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the real-world corpus is opt-in: `-m realworld` or BUILDTOOLS_TEST_REALWORLD=1
+    realworld = "realworld" in (config.getoption("markexpr") or "") or (
+        os.environ.get("BUILDTOOLS_TEST_REALWORLD") == "1"
+    )
+    skip = pytest.mark.skip(reason="real-world corpus: opt in with -m realworld (nox -s realworld)")
     for item in items:
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
+        if item.get_closest_marker("realworld") is not None and not realworld:
+            item.add_marker(skip)
 
 
 def _docker_running() -> bool:

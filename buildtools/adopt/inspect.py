@@ -19,6 +19,7 @@ _ENV_READ = re.compile(
 )
 _LIMITED_API = re.compile(r"""py_limited_api["']?\s*[=:]\s*["']?(cp3\d+|True)""")
 # setup(..., name="x", ...): the call's own keyword, not an Extension's name
+_LIMITED_API_OFF = re.compile(r"^\s*py_limited_api\s*=\s*False\b", re.MULTILINE)
 _SETUP_NAME = re.compile(
     r"""\bsetup\s*\((?:[^()]|\([^()]*\))*?\bname\s*=\s*["']([A-Za-z0-9_.\-]+)["']""", re.DOTALL
 )
@@ -156,10 +157,15 @@ def inspect_project(root: Path) -> Inspection:
     pyproject_text = _read(root / "pyproject.toml")
     found = _PROJECT_NAME.search(pyproject_text) or _SETUP_NAME.search(setup)
     name = found[1] if found else None
-    build_text = "\n".join([setup, pyproject_text, _read(root / "setup.cfg")])
+    # comments say what a build could do, not what it does
+    build_text = re.sub(
+        r"#[^\n]*", "", "\n".join([setup, pyproject_text, _read(root / "setup.cfg")])
+    )
     # the tag (cp39) wins over a bare `py_limited_api=True` on the Extension
     values = [m[1] for m in _LIMITED_API.finditer(build_text)]
     limited = next((v for v in values if v != "True"), values[0] if values else None)
+    if _LIMITED_API_OFF.search(build_text) and "True" not in values:
+        limited = None  # PyTorch's template: `py_limited_api = False` switches it all off
     sources = [r for r in rel if r.endswith((".cu", ".cpp", ".cc", ".cxx", ".h", ".cuh"))]
     stable = any("torch/csrc/stable" in _read(root / r) for r in sources[:400])
     env_vars = sorted(

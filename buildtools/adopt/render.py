@@ -92,7 +92,9 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
     if project.tests_dir:
         lines += [
             "  # the project's own tests, run against the installed wheel by `nox -s smoke`",
-            f"  smoke: python -m pytest -x -q {project.tests_dir}",
+            "  # (--import-mode=importlib: the source tree beside tests/ is never imported)",
+            "  smoke: python -m pytest -q -p no:cacheprovider --import-mode=importlib "
+            f"{project.tests_dir}",
             "  smoke_requires: [pytest]     # add what else the tests import",
         ]
     elif project.module:

@@ -82,7 +82,10 @@ def test_init_writes_a_matrix_that_plans_and_never_overwrites(repo: Path) -> Non
     assert cli.main(["init", str(repo), "--torch", "2.9.0", "--torch", "2.11.0"], out=out) == 0
     text = out.getvalue()
     matrix = (repo / "matrix.yaml").read_text()
-    assert "abi: abi3" in matrix and "smoke: python -m pytest -x -q tests" in matrix
+    assert (
+        "abi: abi3" in matrix
+        and "smoke: python -m pytest -q -p no:cacheprovider --import-mode=importlib tests" in matrix
+    )
     assert "smoke_requires: [pytest]" in matrix
     assert "# setup.py reads FANCY_FAST_MATH" in matrix
     assert "accelerator: [cpu, cu126, cu130]" in matrix

@@ -33,6 +33,7 @@ SESSION_VERB: dict[str, str | None] = {
     "tests": None,
     "lint": None,
     "bench": None,
+    "realworld": None,
 }
 EXPENSIVE = {
     "build": "compiles (minutes; the integration tests build the example)",
@@ -45,6 +46,7 @@ EXPENSIVE = {
     "tests": "the whole test suite (this test is part of it)",
     "lint": "ruff, mypy, import-linter (CI runs them)",
     "bench": "benchmarks take many minutes",
+    "realworld": "builds third-party extensions from PyPI (minutes each)",
 }
 
 

@@ -1,0 +1,70 @@
+"""The real-world corpus: third-party extensions as published on PyPI, pinned by hash.
+
+Each is built unmodified: `buildtools init` writes its matrix.yaml, and `edits` (the only
+hand edits, each with its reason, also listed in docs/realworld.md) are applied to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Extension:
+    name: str
+    version: str
+    sdist: str  # file name on PyPI
+    sha256: str
+    style: str  # the build style it stands for
+    module: str
+    # (old, new, why) replacements in the matrix.yaml init wrote; empty: used as written
+    edits: tuple[tuple[str, str, str], ...] = ()
+
+
+CORPUS: tuple[Extension, ...] = (
+    Extension(
+        name="torch-scatter",
+        version="2.1.2",
+        sdist="torch_scatter-2.1.2.tar.gz",
+        sha256="69b3aa435f2424ac6a1bfb6ff702da6eb73b33ca0db38fb26989c74159258e47",
+        style="setup.py, CppExtension/CUDAExtension chosen by torch.cuda.is_available() "
+        "or FORCE_CUDA, several .cu files",
+        module="torch_scatter",
+    ),
+    Extension(
+        name="torch-cluster",
+        version="1.6.3",
+        sdist="torch_cluster-1.6.3.tar.gz",
+        sha256="78d5a930a5bbd0d8788df8c6d66addd68d6dd292fe3edb401e3dacba26308152",
+        style="setup.py, one extension per operator, CUDA by torch.cuda.is_available(), "
+        "FORCE_CUDA or FORCE_ONLY_CUDA, several .cu files",
+        module="torch_cluster",
+    ),
+    Extension(
+        name="chamferdist",
+        version="1.0.3",
+        sdist="chamferdist-1.0.3.tar.gz",
+        sha256="ac9d3a723329d230bcdd5ee8a01f13632ebae31b2ae221116579637ed57a4567",
+        style="setup.py + setup.cfg, CUDAExtension when torch.cuda.is_available() and "
+        "CUDA_HOME, or FORCE_CUDA; NVCC_FLAGS read from the environment",
+        module="chamferdist",
+    ),
+    Extension(
+        name="torchlpc",
+        version="0.7.2",
+        sdist="torchlpc-0.7.2.tar.gz",
+        sha256="260a765645cdf0112d3fcfcebc41d11855ac52264b3185f24068ad873b1b0be3",
+        style="pyproject.toml (setuptools backend) + setup.py from PyTorch's extension "
+        "template (py_limited_api switch, off in this release), OpenMP, ships tests/",
+        module="torchlpc",
+    ),
+    Extension(
+        name="torch-linear-assignment",
+        version="0.1.0",
+        sdist="torch_linear_assignment-0.1.0.tar.gz",
+        sha256="317566b2781a31a1253141a94d9a7cb8ece05be131741f582634ebbd791435d4",
+        style="pyproject.toml (setuptools backend), sources under src/, CUDA by FORCE_CUDA "
+        "or torch.cuda.is_available()",
+        module="torch_linear_assignment",
+    ),
+)

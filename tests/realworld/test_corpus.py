@@ -1,0 +1,141 @@
+"""Third-party extensions, unmodified, through init → build → check → their own tests.
+
+Opt-in (`-m realworld`, or `nox -s realworld`): each builds its CPU cell for torch 2.13.0 on
+this machine's Python, which takes minutes. The published sdist is fetched once with
+`pip download --no-deps --no-binary :all:` (metadata needs torch, so pip runs in an
+interpreter that has it: BUILDTOOLS_REALWORLD_PIP_PYTHON, else this one) into
+~/.cache/torch-buildtools/realworld/sdists and verified against the pinned sha256. A row
+per extension goes to ~/.cache/torch-buildtools/realworld/results/ for docs/realworld.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from .corpus import CORPUS, Extension
+
+pytestmark = pytest.mark.realworld
+
+CACHE = Path(os.environ.get("BUILDTOOLS_CACHE_DIR", Path.home() / ".cache" / "torch-buildtools"))
+SDISTS = CACHE / "realworld" / "sdists"
+RESULTS = CACHE / "realworld" / "results"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fetch(ext: Extension) -> Path:
+    """The pinned sdist, from the cache or PyPI; a hash mismatch is a failure, never a reuse."""
+    path = SDISTS / ext.sdist
+    if not path.is_file():
+        SDISTS.mkdir(parents=True, exist_ok=True)
+        python = os.environ.get("BUILDTOOLS_REALWORLD_PIP_PYTHON", sys.executable)
+        subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--no-build-isolation",
+                "-d",
+                str(SDISTS),
+                f"{ext.name}=={ext.version}",
+            ],
+            check=True,
+            timeout=600,
+        )
+    digest = _sha256(path)
+    assert digest == ext.sha256, f"{path}: sha256 {digest}, pinned {ext.sha256}"
+    return path
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 3000) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=cwd, text=True, capture_output=True, check=False, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize("ext", CORPUS, ids=[e.name for e in CORPUS])
+def test_extension_builds_unmodified_and_passes_its_tests(ext: Extension, tmp_path: Path) -> None:
+    with tarfile.open(fetch(ext)) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (src,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    row: dict[str, object] = {"name": ext.name, "version": ext.version, "style": ext.style}
+
+    init = run([sys.executable, "-m", "buildtools", "init", str(src)], cwd=tmp_path)
+    assert init.returncode == 0, init.stdout + init.stderr
+    row["init"] = init.stdout
+    matrix = src / "matrix.yaml"
+    text = matrix.read_text()
+    for old, new, _why in ext.edits:
+        assert old in text, f"edit {old!r} no longer applies"
+        text = text.replace(old, new)
+    matrix.write_text(text)
+
+    wheelhouse = tmp_path / "wheelhouse"
+    started = time.monotonic()
+    build = run(
+        [
+            sys.executable,
+            "-m",
+            "buildtools",
+            "build",
+            "--matrix",
+            str(matrix),
+            "--wheelhouse",
+            str(wheelhouse),
+            "--no-live",
+        ],
+        cwd=src,
+    )
+    row["build_seconds"] = round(time.monotonic() - started)
+    report = json.loads((wheelhouse / "report.json").read_text())
+    cells = [c for c in report["cells"] if c["status"] != "excluded-by-compat"]
+    row["cells"] = [c["cell"] for c in cells]
+    row["status"] = [c["status"] for c in cells]
+    row["findings"] = sorted({f"{f['severity']} {f['code']}" for c in cells for f in c["findings"]})
+    wheels = sorted(wheelhouse.glob("*.whl"))
+    row["wheels"] = [w.name for w in wheels]
+    row["wheel_bytes"] = [w.stat().st_size for w in wheels]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    result_file = RESULTS / f"{ext.name}.json"
+    result_file.write_text(json.dumps(row, indent=1))
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+
+    smoke = run(
+        [
+            sys.executable,
+            "-m",
+            "buildtools",
+            "smoke",
+            str(wheelhouse),
+            "--matrix",
+            str(matrix),
+            "--out",
+            str(tmp_path / "smoke"),
+            "--accelerator",
+            "cpu",
+        ],
+        cwd=src,
+    )
+    smoke_report = json.loads((tmp_path / "smoke" / "report.json").read_text())
+    row["smoke_command"] = smoke_report.get("smoke_command")
+    row["smoke"] = [(r["cell"], r["status"], r["diagnosis"]) for r in smoke_report["results"]]
+    row["smoke_tail"] = [r["output"][-1500:] for r in smoke_report["results"]]
+    result_file.write_text(json.dumps(row, indent=1))
+    shutil.rmtree(tmp_path / "smoke" / "logs", ignore_errors=True)
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
