@@ -2,16 +2,54 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from ..errors import BuildFailedError
 from ..model import BuildJob
 from ..runner import Runner
-from ..toolchain.envs import Toolchain
+from ..toolchain.envs import BUILD_REQUIREMENTS, Toolchain
 
-__all__ = ["LocalBackend"]
+__all__ = ["LocalBackend", "extra_build_requirements"]
+
+_BUILD_SYSTEM = re.compile(r"^\[build-system\]\s*$(.*?)(?=^\[|\Z)", re.MULTILINE | re.DOTALL)
+_REQUIRES = re.compile(r"^\s*requires\s*=\s*\[(.*?)\]", re.MULTILINE | re.DOTALL)
+_QUOTED = re.compile(r""""([^"]*)"|'([^']*)'""")
+# the job's environment provides these: its exact torch and buildtools' own build tools
+_PROVIDED = {"torch", *(canonicalize_name(r) for r in BUILD_REQUIREMENTS)}
+
+
+def extra_build_requirements(project_dir: Path) -> list[str]:
+    """[build-system].requires of pyproject.toml that the job's environment lacks (numpy…).
+
+    torch is never among them: the environment has the cell's exact torch, and a build
+    requirement must not replace it. Read without a TOML parser (Python 3.10 has none).
+    """
+    try:
+        text = (project_dir / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    section = _BUILD_SYSTEM.search(text)
+    requires = _REQUIRES.search(section[1]) if section else None
+    out: list[str] = []
+    for double, single in _QUOTED.findall(requires[1]) if requires else []:
+        raw = double or single
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) not in _PROVIDED and (
+            req.marker is None or req.marker.evaluate()
+        ):
+            out.append(raw)
+    return out
 
 
 class LocalBackend:
@@ -46,6 +84,24 @@ class LocalBackend:
             f"[build]\nbuild_base = {build_dir / 'setuptools'}\n\n[build_ext]\nforce = 1\n"
         )
         full_env = {**env, "DIST_EXTRA_CONFIG": str(extra_cfg)}
+        extra = extra_build_requirements(project_dir)
+        if extra:
+            # into the job's build tree, not the shared environment, and without their
+            # dependencies (which could bring another torch)
+            overlay = build_dir / "build-requires"
+            stamp = overlay / (".ok-" + hashlib.sha256("\n".join(extra).encode()).hexdigest()[:12])
+            if not stamp.is_file():
+                pip = [str(toolchain.python), "-m", "pip", "install", "--no-deps", "--upgrade"]
+                result = runner.run([*pip, "--target", str(overlay), *extra], env=env, log=log)
+                if not result.ok:
+                    raise BuildFailedError(
+                        f"the project's build requirements {', '.join(extra)} "
+                        f"(pyproject.toml [build-system]) did not install: pip exited "
+                        f"{result.returncode}"
+                    )
+                stamp.write_text("\n".join(extra) + "\n")
+            path = full_env.get("PYTHONPATH")
+            full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(overlay), path) if p)
         argv = [
             str(toolchain.python),
             "-m",

@@ -193,6 +193,14 @@ def _build_job_locked(
                 _timed(run, "build", started)
                 if len(raw) != 1:
                     raise BuildFailedError(f"expected one wheel, the build produced {len(raw)}")
+                if raw[0].name.endswith("-none-any.whl"):
+                    # nothing was compiled: auditwheel would only say "not a platform wheel"
+                    raise BuildFailedError(
+                        f"the build produced a pure-Python wheel ({raw[0].name}): the project "
+                        "compiled no extension for this cell. Its setup.py may build one only "
+                        "when a variable is set (`buildtools init` lists those it reads; set "
+                        "them in project.build_env)"
+                    )
 
                 started = time.monotonic()
                 stage(job.id, "repair")

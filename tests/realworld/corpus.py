@@ -19,6 +19,8 @@ class Extension:
     module: str
     # (old, new, why) replacements in the matrix.yaml init wrote; empty: used as written
     edits: tuple[tuple[str, str, str], ...] = ()
+    # why the published sdist builds no extension by default (the build must say so)
+    pure: str | None = None
 
 
 CORPUS: tuple[Extension, ...] = (
@@ -63,8 +65,10 @@ CORPUS: tuple[Extension, ...] = (
         version="0.1.0",
         sdist="torch_linear_assignment-0.1.0.tar.gz",
         sha256="317566b2781a31a1253141a94d9a7cb8ece05be131741f582634ebbd791435d4",
-        style="pyproject.toml (setuptools backend), sources under src/, CUDA by FORCE_CUDA "
-        "or torch.cuda.is_available()",
+        style="pyproject.toml (setuptools backend), sources under src/, a CUDA-only "
+        "extension behind TLA_BUILD_LEGACY_CUDA=1",
         module="torch_linear_assignment",
+        pure="0.1.0 builds its extension only with TLA_BUILD_LEGACY_CUDA=1 (CUDA only, a "
+        "benchmark); by default the wheel is pure Python",
     ),
 )
