@@ -135,6 +135,10 @@ def test_extension_builds_unmodified_and_passes_its_tests(ext: Extension, tmp_pa
             str(tmp_path / "smoke"),
             "--accelerator",
             "cpu",
+            # a project's whole suite on a loaded 2-core machine: torchlpc's gradchecks
+            # took more than the default 600 s
+            "--timeout",
+            "2400",
         ],
         cwd=src,
     )
