@@ -11,13 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 
-from .test_build import REPO, buildtools
-
-HOST = f"{sys.version_info.major}.{sys.version_info.minor}"
+from fixtures.cli import REPO, buildtools
 
 
 def _build(root: Path) -> Path:
