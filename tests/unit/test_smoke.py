@@ -7,13 +7,12 @@ import json
 import signal
 import xml.etree.ElementTree as ET
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 import pytest
+from fixtures.fakes import ANY, Call, FakeRunner
 
-from buildtools.runner import CommandResult
 from buildtools.smoke.child import (
     CHILD_TAG,
     DUPLICATE_DIAGNOSIS,
@@ -613,41 +612,18 @@ def test_the_report_names_the_tested_cell_among_those_covered() -> None:
     assert "torch2.11.0-cu130-cp312 (of 3 covered)" in step_summary(report)
 
 
-class _GpuRunner:
-    """Plays a GPU runner with Python 3.12 and torch 2.11.0+cu130: probe, venv, pip, import."""
+def _gpu_runner() -> FakeRunner:
+    """pip >= 22.3 (it installs into the wheel's venv) and `python -m venv` that makes one."""
 
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
+    def make_venv(call: Call) -> None:
+        (Path(call.argv[-1]) / "bin").mkdir(parents=True, exist_ok=True)
+        (Path(call.argv[-1]) / "bin" / "python").write_text("")
 
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        cwd: Path | None = None,
-        env: Mapping[str, str] | None = None,
-        log: IO[str] | None = None,
-        capture: bool = False,
-        timeout: float | None = None,
-    ) -> CommandResult:
-        args = [str(a) for a in argv]
-        self.calls.append(args)
-        out = ""
-        if args[1:2] == ["-c"]:
-            info = {
-                "python": "3.12.3",
-                "torch": "2.11.0+cu130",
-                "cuda": "13.0",
-                "site": "/runner/lib/python3.12/site-packages",
-            }
-            out = f"{CHILD_TAG}{json.dumps(info)}\n"
-        elif args[1:] == ["-m", "pip", "--version"]:
-            out = "pip 24.0 from /x (python 3.12)\n"
-        elif args[1:3] == ["-m", "venv"]:
-            (Path(args[-1]) / "bin").mkdir(parents=True, exist_ok=True)
-            (Path(args[-1]) / "bin" / "python").write_text("")
-        if log is not None:
-            log.write(out)
-        return CommandResult(argv=tuple(args), returncode=0, output=out)
+    return (
+        FakeRunner()
+        .on(ANY, "-m", "pip", "--version", output="pip 24.0 from /x (python 3.12)\n")
+        .on(ANY, "-m", "venv", effect=make_venv)
+    )
 
 
 RUNNER_TORCH = TorchInstall(
@@ -675,7 +651,7 @@ def test_an_abi3_wheel_is_smoke_tested_on_a_runner_whose_python_is_not_the_build
         "bt_scatter-0.1.0+pt211cu130-cp311-abi3-manylinux_2_28_x86_64.whl",
         _covering("abi3", ABI3_CELLS[:2], "2.11.0+cu130", "3.11.9"),
     )
-    runner = _GpuRunner()
+    runner = _gpu_runner()
     opts = SmokeOptions(
         out_dir=tmp_path / "out",
         cache_dir=tmp_path / "cache",
@@ -718,7 +694,7 @@ def test_a_wheel_whose_cells_all_miss_the_runner_is_skipped_naming_them(tmp_path
     report = run_smoke(
         [WheelSource(path=wheel, origin=str(wheel))],
         opts=opts,
-        runner=_GpuRunner(),
+        runner=_gpu_runner(),
         accelerator="cuda",
         out=io.StringIO(),
     )
