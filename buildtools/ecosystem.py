@@ -1,8 +1,8 @@
 """Facts about the world around torch that several stages share, read from data/ecosystem.json.
 
 The PyTorch wheel index, the glibc behind the legacy manylinux tags, the variables a child
-Python must not inherit and the default runner label used to be constants repeated in the
-modules that use them; they live in one data file, each with why and its source. The file is
+Python must not inherit, the default runner labels (x86 and ARM) and the ELF machine of each
+wheel arch used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
 JSON and this module uses the standard library only: the docker backend's in-container steps
 (repair, the toolchain links) reach its readers, and the builder image's tools venv has
 neither pydantic nor a YAML parser.
@@ -30,6 +30,8 @@ _SECTIONS = {
     "manylinux_aliases": "tags",
     "child_env": "drop",
     "default_runner": "label",
+    "arm_runner": "label",
+    "elf_machines": "machines",
 }
 _URL_RE = re.compile(r"^https://\S+[^/\s]$")
 _TAG_RE = re.compile(r"^manylinux\d+$")
@@ -46,6 +48,8 @@ class Ecosystem:
     manylinux_aliases: Mapping[str, tuple[int, int]]  # 'manylinux2014' → (2, 17), newest first
     dropped_env: tuple[str, ...]  # variables a child Python must not inherit
     default_runner: str  # the build runner of a family matrix.yaml names none for
+    arm_runner: str  # the same for linux_aarch64 jobs: a native ARM runner
+    elf_machines: Mapping[str, str]  # wheel arch ('aarch64') → ELF e_machine ('EM_AARCH64')
     sources: Mapping[str, str]  # section → where its fact was read
 
 
@@ -54,11 +58,20 @@ def _check(section: str, value: Any) -> str | None:
     if section == "pytorch_index":
         ok = isinstance(value, str) and _URL_RE.match(value)
         return None if ok else "expected an https URL without a trailing slash"
-    if section == "default_runner":
+    if section in ("default_runner", "arm_runner"):
         ok = isinstance(value, str) and _LABEL_RE.match(value)
         return None if ok else "expected a runner label such as 'ubuntu-24.04'"
     if not isinstance(value, dict) or not value:
         return "expected a non-empty object"
+    if section == "elf_machines":
+        bad = [
+            k
+            for k, v in value.items()
+            if not re.fullmatch(r"[a-z0-9_]+", k)
+            or not isinstance(v, str)
+            or not v.startswith("EM_")
+        ]
+        return f"expected 'arch': 'EM_…' entries: {bad}" if bad else None
     if section == "child_env":
         bad = [
             k for k, v in value.items() if not _ENV_RE.match(k) or not isinstance(v, str) or not v
@@ -112,6 +125,8 @@ def _parse(path: Path) -> Ecosystem:
         ),
         dropped_env=tuple(data["child_env"]["drop"]),
         default_runner=data["default_runner"]["label"],
+        arm_runner=data["arm_runner"]["label"],
+        elf_machines=MappingProxyType(dict(data["elf_machines"]["machines"])),
         sources=MappingProxyType({s: data[s]["source"] for s in _SECTIONS}),
     )
 

@@ -3,10 +3,19 @@
 # container registry (cibuildwheel then uses it without pulling: `docker image inspect`
 # finds it with the right platform).
 #
-#   docker/local-base.sh [--python X.Y]... [--mirror URL] [--suite bookworm] [--tag-only]
+#   docker/local-base.sh [--python X.Y]... [--mirror URL] [--suite bookworm] [--arch arm64] [--tag-only]
 #
-# Prints the image reference on its last line: torch-buildtools/local-base:<suite>-<hash>,
-# where <hash> covers this script, the suite and the exact CPython builds copied in.
+# Prints the image reference on its last line: torch-buildtools/local-base:<suite>-<hash>
+# (<suite>-arm64-<hash> for --arch arm64), where <hash> covers this script, the suite and
+# the exact CPython builds copied in.
+#
+# --arch arm64 on an x86_64 host makes an aarch64 image for emulated builds (Grace Hopper /
+# Grace Blackwell wheels): debootstrap runs the arm64 packages through QEMU user emulation,
+# so the kernel must have a binfmt handler for aarch64 with the F flag
+# (/proc/sys/fs/binfmt_misc/qemu-aarch64; Debian/Ubuntu: apt-get install qemu-user-static,
+# which registers it; `buildtools build --setup-emulation` does it too). The host's CPython
+# builds are x86_64 and cannot be copied: the image's Pythons are Debian's own (bookworm:
+# 3.11; trixie: 3.13), each a venv at /opt/python/cpXY-cpXY over /usr/bin/pythonX.Y.
 # An image with that reference is reused as is; a changed recipe gets a new reference,
 # so a stale image is never used. Needs root, debootstrap and a running Docker engine.
 #
@@ -28,6 +37,7 @@ set -euo pipefail
 
 SUITE=bookworm
 MIRROR=""
+ARCH=""
 PYTHONS=()
 TAG_ONLY=0
 while [ $# -gt 0 ]; do
@@ -35,11 +45,21 @@ while [ $# -gt 0 ]; do
         --python) PYTHONS+=("$2"); shift 2 ;;
         --mirror) MIRROR="$2"; shift 2 ;;
         --suite) SUITE="$2"; shift 2 ;;
+        --arch) ARCH="$2"; shift 2 ;;
         --tag-only) TAG_ONLY=1; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "local-base.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
+HOST_ARCH=$(dpkg --print-architecture 2>/dev/null || { [ "$(uname -m)" = aarch64 ] && echo arm64 || echo amd64; })
+ARCH=${ARCH:-$HOST_ARCH}
+case "$ARCH" in amd64|arm64) ;; *) echo "local-base.sh: --arch $ARCH: expected amd64 or arm64" >&2; exit 2 ;; esac
+# a foreign architecture: Debian's Python of the suite (the host's builds are of another machine)
+FOREIGN=0
+[ "$ARCH" = "$HOST_ARCH" ] || FOREIGN=1
+if [ "$FOREIGN" = 1 ] && [ ${#PYTHONS[@]} -eq 0 ]; then
+    case "$SUITE" in bookworm) PYTHONS=(3.11) ;; trixie) PYTHONS=(3.13) ;; *) echo "local-base.sh: --arch $ARCH: name the suite's Python with --python X.Y" >&2; exit 2 ;; esac
+fi
 [ ${#PYTHONS[@]} -gt 0 ] || PYTHONS=(3.10 3.11 3.12 3.13)
 
 # Debian packages: the compiler, and the shared libraries the copied CPython modules link
@@ -62,15 +82,23 @@ python_prefix() {
 }
 
 declare -A PREFIX FULL
-KEY="$(sha256sum "$0" | cut -d' ' -f1) $SUITE $PACKAGES"
+if [ "$FOREIGN" = 1 ]; then
+    for v in "${PYTHONS[@]}"; do PACKAGES="$PACKAGES,python$v,python$v-dev,python$v-venv"; done
+fi
+KEY="$(sha256sum "$0" | cut -d' ' -f1) $SUITE $ARCH $PACKAGES"
 for v in "${PYTHONS[@]}"; do
     [[ "$v" =~ ^3\.[0-9]+$ ]] || die "--python $v: expected X.Y, e.g. 3.12"
+    [ "$FOREIGN" = 0 ] || continue
     PREFIX[$v]=$(python_prefix "$v")
     FULL[$v]=$("${PREFIX[$v]}/bin/python$v" -c 'import platform; print(platform.python_version())')
     KEY="$KEY ${FULL[$v]}:$(sha256sum "${PREFIX[$v]}/lib/libpython$v.so.1.0" 2>/dev/null | cut -c1-16)"
 done
 HASH=$(printf '%s' "$KEY" | sha256sum | cut -c1-12)
-IMAGE="torch-buildtools/local-base:$SUITE-$HASH"
+if [ "$ARCH" = amd64 ]; then
+    IMAGE="torch-buildtools/local-base:$SUITE-$HASH"
+else
+    IMAGE="torch-buildtools/local-base:$SUITE-$ARCH-$HASH"
+fi
 if [ "$TAG_ONLY" = 1 ]; then echo "$IMAGE"; exit 0; fi
 
 command -v docker >/dev/null || die "docker: not found; install it with: apt-get install -y docker.io"
@@ -82,6 +110,12 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
 fi
 [ "$(id -u)" = 0 ] || die "debootstrap and chroot need root"
 command -v debootstrap >/dev/null || die "debootstrap: not found; install it with: apt-get install -y debootstrap"
+if [ "$FOREIGN" = 1 ]; then
+    qemu=/proc/sys/fs/binfmt_misc/qemu-aarch64
+    [ "$ARCH" = arm64 ] || die "--arch $ARCH on a $HOST_ARCH host: only arm64 is emulated"
+    grep -qx enabled "$qemu" 2>/dev/null \
+        || die "no binfmt handler for aarch64 ($qemu); register one: apt-get install -y qemu-user-static binfmt-support && mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null; update-binfmts --enable qemu-aarch64"
+fi
 
 if [ -z "$MIRROR" ]; then
     # the mirror apt already uses (deb822 or one-line sources)
@@ -100,7 +134,7 @@ trap cleanup EXIT
 
 started=$(date +%s)
 echo "local-base.sh: debootstrap $SUITE from $MIRROR into $ROOT" >&2
-debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
+debootstrap --arch="$ARCH" --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
     || { tail -20 "$WORK/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
 rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/*
 
@@ -108,6 +142,8 @@ mount -t proc proc "$ROOT/proc"
 newest=""
 for v in "${PYTHONS[@]}"; do
     tag="cp${v/./}-cp${v/./}"
+    newest=$tag
+    [ "$FOREIGN" = 0 ] || continue
     dest="$ROOT/opt/python/$tag"
     src=${PREFIX[$v]}
     echo "local-base.sh: CPython ${FULL[$v]} from $src -> /opt/python/$tag" >&2
@@ -127,6 +163,14 @@ done
 chroot "$ROOT" ldconfig
 for v in "${PYTHONS[@]}"; do
     tag="cp${v/./}-cp${v/./}"
+    if [ "$FOREIGN" = 1 ]; then
+        # Debian's interpreter as a venv: bin/python and bin/pip where cibuildwheel looks,
+        # and pip free to install (the system one is marked externally managed)
+        chroot "$ROOT" "/usr/bin/python$v" -m venv "/opt/python/$tag" \
+            || die "python$v -m venv failed inside the $ARCH image"
+        FULL[$v]=$(chroot "$ROOT" "/opt/python/$tag/bin/python" -c 'import platform; print(platform.python_version())')
+        continue
+    fi
     chroot "$ROOT" env -i PATH=/usr/bin:/bin "/opt/python/$tag/bin/python" -m ensurepip --default-pip >"$WORK/ensurepip.log" 2>&1 \
         || { cat "$WORK/ensurepip.log" >&2; die "ensurepip failed for $v"; }
     chroot "$ROOT" "/opt/python/$tag/bin/python" -c 'import ssl, ctypes, sqlite3, zlib, bz2, lzma, uuid, venv' \
@@ -140,11 +184,11 @@ fi
 umount "$ROOT/proc"
 
 echo "local-base.sh: importing $IMAGE" >&2
-tar -C "$ROOT" -c . | docker import \
+tar -C "$ROOT" -c . | docker import --platform "linux/$ARCH" \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["/bin/bash"]' \
-    --change "LABEL org.torch-buildtools.recipe=$HASH org.torch-buildtools.pythons=$(IFS=,; echo "${PYTHONS[*]}")" \
+    --change "LABEL org.torch-buildtools.recipe=$HASH org.torch-buildtools.arch=$ARCH org.torch-buildtools.pythons=$(IFS=,; echo "${PYTHONS[*]}")" \
     - "$IMAGE" >/dev/null
 echo "local-base.sh: $IMAGE made in $(( $(date +%s) - started )) s" >&2
 echo "$IMAGE"

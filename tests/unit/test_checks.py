@@ -638,3 +638,103 @@ def test_standalone_check_judges_as_the_build_did(tmp_path: Path, site: Path) ->
     assert cmd_check(argparse.Namespace(**{**vars(args), "weaker_platform_tag": "error"}), out) == (
         ExitCode.CHECK_FAILED
     )
+
+
+# --------------------------------------------------------------------------- linux_aarch64
+
+ARM_TAG = "cp312-cp312-manylinux_2_28_aarch64"
+ARM_CPU = replace(CPU, platform_tag="manylinux_2_28_aarch64")
+# glibc's aarch64 port starts at GLIBC_2.17: no symbol there has an older version node
+ARM_UNDEFINED = [
+    *TORCH_EXPORTS,
+    C10_ERROR_CXX11,
+    Undef("memcpy", "GLIBC_2.17", "libc.so.6"),
+    Undef(STRING_CXX11, "GLIBCXX_3.4.21", "libstdc++.so.6"),
+    Undef("_Unwind_Resume", "GCC_3.0", "libgcc_s.so.1"),
+    "PyModule_Create2",
+    Undef("__cxa_finalize", "GLIBC_2.17", "libc.so.6", weak=True),
+]
+
+
+def arm_ext(**kwargs: object) -> bytes:
+    return ext(machine="aarch64", undefined=ARM_UNDEFINED, **kwargs)
+
+
+def test_aarch64_wheel_of_aarch64_objects_is_clean(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: arm_ext()}, tag=ARM_TAG)
+    assert check_wheel(wheel, targets=[target], expect=ARM_CPU) == []
+
+
+def test_x86_object_in_an_aarch64_wheel(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: ext(undefined=ARM_UNDEFINED)}, tag=ARM_TAG)
+    findings = check_wheel(wheel, targets=[target], expect=ARM_CPU)
+    assert codes(findings) == ["elf-machine"]
+    assert findings[0].severity is Severity.ERROR
+    assert findings[0].path == EXT
+    assert findings[0].message.startswith(
+        f"{EXT} is a x86_64 binary in a wheel tagged manylinux_2_28_aarch64: pip installs it "
+        "on aarch64 machines, where it cannot load."
+    )
+    assert findings[0].details == ("ELF machine: EM_X86_64", "tag needs: aarch64")
+
+
+def test_aarch64_object_in_an_x86_wheel(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: arm_ext()})
+    findings = check_wheel(wheel, targets=[target], expect=CPU)
+    assert codes(findings) == ["elf-machine"]
+    assert "is a aarch64 binary in a wheel tagged manylinux_2_28_x86_64" in findings[0].message
+
+
+def test_grafted_library_of_the_wrong_machine(tmp_path: Path, target: TorchTarget) -> None:
+    grafted = "bt_scatter.libs/libzstd-a34b3233.so.1"
+    files = {EXT: arm_ext(), grafted: make_so(soname="libzstd.so.1")}
+    findings = check_wheel(
+        wheel_with(tmp_path, files, tag=ARM_TAG), targets=[target], expect=ARM_CPU
+    )
+    assert codes(findings) == ["elf-machine"]
+    assert findings[0].path == grafted
+
+
+def test_untagged_arch_wheel_is_judged_by_its_arch(tmp_path: Path, target: TorchTarget) -> None:
+    # linux_aarch64 promises no glibc, but still an architecture
+    wheel = wheel_with(tmp_path, {EXT: ext()}, tag="cp312-cp312-linux_aarch64")
+    findings = check_wheel(wheel, targets=[target], expect=replace(CPU, platform_tag=None))
+    assert codes(findings) == ["elf-machine"]
+
+
+def test_aarch64_wheel_tagged_for_x86(tmp_path: Path, target: TorchTarget) -> None:
+    """A cell promised torch's aarch64 tag: an x86 tag is weaker (it reaches no aarch64 user)."""
+    wheel = wheel_with(tmp_path, {EXT: arm_ext()})
+    findings = check_wheel(wheel, targets=[target], expect=ARM_CPU)
+    assert codes(findings) == ["platform-tag", "elf-machine"]
+    assert "weaker than the promised manylinux_2_28_aarch64" in findings[0].message
+
+
+def test_aarch64_tag_newer_than_torchs(tmp_path: Path, target: TorchTarget) -> None:
+    wheel = wheel_with(tmp_path, {EXT: arm_ext()}, tag="cp312-cp312-manylinux_2_34_aarch64")
+    findings = check_wheel(wheel, targets=[target], expect=ARM_CPU)
+    assert codes(findings) == ["platform-tag"]
+    assert "weaker than the promised manylinux_2_28_aarch64" in findings[0].message
+
+
+def test_aarch64_cuda_wheel_needs_sm90_and_sm100(tmp_path: Path, target: TorchTarget) -> None:
+    """Grace Hopper (sm_90) and Grace Blackwell (sm_100): device code for both, + PTX."""
+    expect = replace(ARM_CPU, accelerator="cu130", arch_list="9.0;10.0+PTX")
+    hopper_only = fatbin([(FATBIN_ELF, 90, 0)])
+    wheel = wheel_with(
+        tmp_path / "a",
+        {EXT: arm_ext(sections={".nv_fatbin": hopper_only})},
+        tag=ARM_TAG,
+        accelerator="cu130",
+    )
+    findings = check_wheel(wheel, targets=[target], expect=expect)
+    assert codes(findings) == ["no-device-code"]
+    assert "lacks compute_100, sm_100" in findings[0].message
+    both = fatbin([(FATBIN_ELF, 90, 0), (FATBIN_ELF, 100, 0), (FATBIN_PTX, 100, 0)])
+    wheel = wheel_with(
+        tmp_path / "b",
+        {EXT: arm_ext(sections={".nv_fatbin": both})},
+        tag=ARM_TAG,
+        accelerator="cu130",
+    )
+    assert check_wheel(wheel, targets=[target], expect=expect) == []

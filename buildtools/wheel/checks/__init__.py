@@ -19,6 +19,8 @@ metadata-pin        Requires-Dist torch missing or not the expected spec
 local-version       the version lacks the expected local label
 platform-tag        a tag weaker than promised, or symbol versions beyond the tag
 python-coverage     a promised cell's Python that the wheel's tag does not cover
+elf-machine         a shared object built for another architecture than the platform
+                    tag names
 build-record        the wheel's buildtools.json missing or invalid
 ==================  ======================================================================
 
@@ -48,7 +50,7 @@ from pathlib import Path
 from ...knowledge import Knowledge, load_knowledge
 from ...model import Finding, Severity
 from ..elf import ElfInfo
-from . import abi, bundled, device, metadata, platform, pythons, record, symbols
+from . import abi, bundled, device, machine, metadata, platform, pythons, record, symbols
 from .device import expected_archs
 from .elves import WheelElf, extract_elves, is_grafted
 from .expect import Expectation
@@ -65,6 +67,7 @@ CHECKS: tuple[Check, ...] = (
     metadata.CHECK,
     platform.CHECK,
     pythons.CHECK,
+    machine.CHECK,
     record.CHECK,
 )
 CHECK_CODES: tuple[str, ...] = tuple(code.name for check in CHECKS for code in check.codes)
