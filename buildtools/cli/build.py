@@ -63,6 +63,12 @@ def add_build_parser(sub: Any) -> None:
         help="docker: build every job FROM this image instead of the plan's (e.g. a "
         "local base from docker/local-base.sh where no registry is reachable)",
     )
+    p.add_argument(
+        "--setup-emulation",
+        action="store_true",
+        help="docker: where an aarch64 cell needs QEMU and none is registered, install and "
+        "register it (root, Debian/Ubuntu: qemu-user-static + binfmt)",
+    )
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed job")
     p.add_argument(
         "--max-jobs",
@@ -169,9 +175,12 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
             offline=args.offline,
             max_jobs=args.max_jobs,
             base_image=args.base_image,
+            setup_emulation=args.setup_emulation,
         )
     elif args.offline or args.base_image:
         raise BuildFailedError("--offline and --base-image apply to --backend docker only")
+    elif args.setup_emulation:
+        raise BuildFailedError("--setup-emulation applies to --backend docker only")
     report = build_plan(result, kb=kb, opts=opts, backend=backend, out=out)
     report.print_table(out)
     out.write(f"report: {opts.wheelhouse / 'report.json'}\n")

@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
-from ..ecosystem import load_ecosystem
 from ..errors import ConfigError
 from ..knowledge import Knowledge
 from ..matrix.config import AcceleratorOverride, MatrixFile, is_glob
@@ -102,6 +101,10 @@ def _label(value: str | list[str] | None) -> str | tuple[str, ...] | None:
     if isinstance(value, list):
         return tuple(value)
     return value
+
+
+def _runner(value: str | list[str]) -> str | tuple[str, ...]:
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _toolkit(accel: Accelerator, arch_list: str, pip_packages: tuple[str, ...]) -> Toolkit:
@@ -284,8 +287,8 @@ def _make_job(
         local_version=built.local_version,
         cxx11_abi=built.cxx11_abi,
         env=tuple(sorted(env.items())),
-        runner=_label(m.runners.build.get(accel.kind)) or load_ecosystem().default_runner,
-        smoke_runner=_label(m.runners.smoke.get(accel.kind)),
+        runner=_runner(m.runners.build_runner(accel.kind, first.platform)),
+        smoke_runner=_label(m.runners.smoke_runner(accel.kind, first.platform)),
         repair=_repair_policy(override),
         torch_index=built.torch_index,
         smoke=m.project.smoke,

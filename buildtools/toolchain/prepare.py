@@ -31,6 +31,7 @@ from .envs import (
     record_created,
     toolchain_key,
 )
+from .foreign import is_foreign, prepare_foreign_toolchain
 from .indexprobe import job_index
 from .pythons import find_python
 from .venv import create_venv, install
@@ -111,6 +112,16 @@ def prepare_toolchain(
     ToolchainError (pip failed, or the installed torch/toolkit does not match the cell; the
     message says what to change).
     """
+    if is_foreign(job):
+        return prepare_foreign_toolchain(
+            job,
+            python,
+            cache_dir=cache_dir,
+            runner=runner,
+            log=log,
+            env=env,
+            with_toolkit=with_toolkit,
+        )
     if job.torch_source == "current":
         return prepare_current(
             job,

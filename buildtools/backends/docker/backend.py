@@ -18,6 +18,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
+import platform
 import shlex
 import shutil
 import sys
@@ -31,6 +32,7 @@ from ...files import check_wheel_filename
 from ...knowledge import Knowledge
 from ...locks import file_lock
 from ...model import BuildJob
+from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
 from ...runner import Runner, which
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
@@ -53,6 +55,7 @@ from .images import (
 )
 
 JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
+_DOCKER_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}  # uname -m → Docker's platform names
 DOCKER_INSTALL_HINT = (
     "apt-get install -y docker.io (Debian/Ubuntu; https://docs.docker.com/engine/install/ "
     "elsewhere), then start the engine"
@@ -91,6 +94,9 @@ class DockerBackend:
         max_jobs: int | None = None,
         base_image: str | None = None,
         python: str = sys.executable,
+        setup_emulation: bool = False,
+        host_machine: str | None = None,
+        binfmt_dir: Path = BINFMT_DIR,
     ) -> None:
         self.kb = kb
         self.cache_dir = cache_dir
@@ -101,6 +107,9 @@ class DockerBackend:
             validate_image_ref(base_image, what="--base-image") if base_image else None
         )
         self.python = python
+        self.setup_emulation = setup_emulation
+        self.host_machine = host_machine or platform.machine()
+        self.binfmt_dir = binfmt_dir
         self._pip: PipPassthrough | None = None
 
     # ---------------------------------------------------------------- engine and tools
@@ -169,8 +178,34 @@ class DockerBackend:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(shlex.join(argv) + "\n")
 
+    def ensure_emulation(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> None:
+        """A job for another architecture needs QEMU registered (or set up when allowed)."""
+        machine = job.platform.removeprefix("linux_")
+        found = emulation_for(machine, host_machine=self.host_machine, binfmt_dir=self.binfmt_dir)
+        if found.ok:
+            if not found.native:
+                log.write(f"# {job.platform} on {self.host_machine}: emulated ({found.reason})\n")
+            return
+        if not self.setup_emulation:
+            raise ToolMissingError(
+                f"{job.id}: a {job.platform} build on this {self.host_machine} machine runs "
+                f"under QEMU user emulation, which is not set up: {found.reason}. " + found.remedy
+            )
+        for argv in setup_commands(machine, binfmt_dir=self.binfmt_dir):
+            result = runner.run(argv, env=self.env, log=log)
+            if not result.ok:
+                raise ToolMissingError(
+                    f"--setup-emulation: `{shlex.join(argv)}` failed (exit "
+                    f"{result.returncode}; it needs root and apt-get). " + found.remedy
+                )
+        again = emulation_for(machine, host_machine=self.host_machine, binfmt_dir=self.binfmt_dir)
+        if not again.ok:
+            raise ToolMissingError(f"--setup-emulation ran, but {again.reason}. " + again.remedy)
+        log.write(f"# --setup-emulation: {again.reason} registered\n")
+
     def ensure_image(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> str:
         """Build the job's builder image unless an image with its tag exists already."""
+        self.ensure_emulation(job, runner=runner, log=log)
         base = self.image_for(job).base
         image = self.image_for(job, base_id=self._local_id(base, runner))
         key = image.tag.rsplit(":", 1)[1]
@@ -201,10 +236,11 @@ class DockerBackend:
         download += ["-r", str(requirements)]
         self._pip_download(download, dest=wheels, runner=runner, log=log)
         shutil.copytree(wheels, context / "wheels", ignore=shutil.ignore_patterns(".*"))
-        argv = [
-            "docker",
-            "build",
-            "--network=none",
+        argv = ["docker", "build", "--network=none"]
+        if arch != "x86_64":
+            # FROM resolves to the host's architecture unless told: the arm64 base, emulated
+            argv.append(f"--platform=linux/{_DOCKER_ARCH.get(arch, arch)}")
+        argv += [
             "--build-arg",
             f"BASE={image.base}",
             "--label",
