@@ -21,6 +21,7 @@ __all__ = [
 ]
 
 import html.parser
+import platform
 import re
 import shutil
 import sys
@@ -273,18 +274,37 @@ def _cell_torch(built_torch: str, cell_torch: str) -> str:
     return f"{cell_torch}+{local}" if plus else cell_torch
 
 
+def _wheel_machines(wheel: str) -> set[str]:
+    """The architectures a wheel's platform tags name ('aarch64'); empty for 'any'."""
+    try:
+        _, _, _, tags = parse_wheel_filename(wheel)
+    except ValueError:
+        return set()
+    out = set()
+    for tag in tags:
+        m = re.fullmatch(r"(?:many|musl)?linux(?:_\d+_\d+|\d+)?_(?P<arch>.+)", tag.platform)
+        if m:
+            out.add(m["arch"])
+    return out
+
+
 def plan_targets(
     sources: Sequence[WheelSource],
     *,
     runner_accelerator: str,
     runner_python: str | None = None,
     runner_torch: str | None = None,
+    runner_machine: str | None = None,
 ) -> list[SmokeTarget | SmokeResult]:
     """A target per wheel to test on this runner, or a `skipped` result saying why not.
 
     `runner_python` ("3.12") and `runner_torch` ("2.11.0+cu130") choose which of the cells
-    a wheel covers is tested (`choose_cell`).
+    a wheel covers is tested (`choose_cell`). A wheel for another architecture than the
+    runner's (`runner_machine`, default this machine's) is skipped: an aarch64 wheel is
+    tested on an aarch64 runner, or here under emulation (`docker run --platform
+    linux/arm64`), and is never published untested.
     """
+    machine = runner_machine or platform.machine()
     out: list[SmokeTarget | SmokeResult] = []
     for src in sources:
         digest = sha256_file(src.path)
@@ -354,6 +374,17 @@ def plan_targets(
         else:
             public = torch.split("+", maxsplit=1)[0]
             cell = Cell(torch=public, accelerator=accel.name, python=python).id
+        machines = _wheel_machines(src.name)
+        if machines and machine not in machines:
+            built = "/".join(sorted(machines))
+            out.append(
+                skipped(
+                    f"built for {built}; this runner is {machine} (test it on a {built} "
+                    f"runner: runners.linux_{built}.smoke, or under emulation)",
+                    cell,
+                )
+            )
+            continue
         if accel.kind not in ("cpu", runner_accelerator):
             out.append(
                 skipped(
