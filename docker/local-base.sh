@@ -83,7 +83,10 @@ python_prefix() {
 
 declare -A PREFIX FULL
 if [ "$FOREIGN" = 1 ]; then
+    # debootstrap resolves no virtual packages: python3.X-venv needs python3.X-distutils, which
+    # python3-distutils provides
     for v in "${PYTHONS[@]}"; do PACKAGES="$PACKAGES,python$v,python$v-dev,python$v-venv"; done
+    PACKAGES="$PACKAGES,python3-distutils,python3-lib2to3,python3-pip-whl,python3-setuptools-whl"
 fi
 KEY="$(sha256sum "$0" | cut -d' ' -f1) $SUITE $ARCH $PACKAGES"
 for v in "${PYTHONS[@]}"; do

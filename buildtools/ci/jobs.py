@@ -33,6 +33,8 @@ from . import layout
 from .pins import CiPins
 from .runners import (
     Label,
+    arm_smoke_families,
+    arm_unsmoked_families,
     is_hosted,
     label_text,
     runner_label,
@@ -97,10 +99,20 @@ class Context:
         }
 
 
-def plan_job(ctx: Context, profile: str, *, dispatch: bool, needs: str | None) -> dict[str, Any]:
-    """The plan of `profile`: the build and smoke matrices as outputs, plan.json uploaded."""
+def plan_job(
+    ctx: Context,
+    profile: str,
+    *,
+    dispatch: bool,
+    needs: str | None,
+    arm_groups: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The plan of `profile`: the build and smoke matrices as outputs, plan.json uploaded.
+
+    `arm_groups`: the `<family>-aarch64` smoke groups that have a runner (their outputs).
+    """
     outputs = {"build": "${{ steps.plan.outputs.build }}"}
-    for family in layout.FAMILIES:
+    for family in (*layout.FAMILIES, *arm_groups):
         outputs[f"has_{family}"] = f"${{{{ steps.plan.outputs.has_{family} }}}}"
         outputs[f"smoke_{family}"] = f"${{{{ steps.plan.outputs.smoke_{family} }}}}"
     step: dict[str, Any] = {"name": f"Plan the {profile} profile", "id": "plan"}
@@ -158,6 +170,17 @@ def build_job(ctx: Context, profile: str) -> dict[str, Any]:
                     "df -h /",
                 ),
             },
+            {
+                # an aarch64 job on an x86 runner (runners.linux_aarch64.emulate) builds in
+                # an arm64 container: QEMU user emulation, registered with the F flag
+                "name": "Set up QEMU for an emulated aarch64 build",
+                "if": "matrix.platform == 'linux_aarch64' && runner.arch != 'ARM64'",
+                "run": bash(
+                    "sudo apt-get update -qq",
+                    "sudo apt-get install -y -qq qemu-user-static binfmt-support",
+                    "cat /proc/sys/fs/binfmt_misc/qemu-aarch64",
+                ),
+            },
             ctx.setup_python("${{ matrix.python_versions }}"),
             {
                 "name": "Cache downloads (torch, toolkits)",
@@ -207,8 +230,15 @@ def build_job(ctx: Context, profile: str) -> dict[str, Any]:
     }
 
 
-def smoke_job(ctx: Context, family: str, label: Label, *, forks: bool) -> dict[str, Any]:
-    """The smoke tests of one accelerator family on its runner (never a fork's on our own)."""
+def smoke_job(
+    ctx: Context, family: str, label: Label, *, forks: bool, group: str | None = None
+) -> dict[str, Any]:
+    """The smoke tests of one accelerator family on its runner (never a fork's on our own).
+
+    `group`: `<family>-aarch64` for the family's aarch64 wheels on their ARM runner.
+    """
+    accel_family = family
+    family = group or family
     condition = f"needs.plan.outputs.has_{family} == 'true'"
     if forks and not is_hosted(label):
         # a pull request from a fork must not run its code on the project's own machines
@@ -240,7 +270,7 @@ def smoke_job(ctx: Context, family: str, label: Label, *, forks: bool) -> dict[s
                     "BT_REPRODUCE": "${{ matrix.reproduce }}",
                     "BT_SMOKE": "${{ matrix.smoke }}",
                 },
-                "run": smoke_script(ctx.matrix, family),
+                "run": smoke_script(ctx.matrix, accel_family),
             },
             {
                 "name": "Upload the smoke report",
@@ -364,13 +394,17 @@ def pipeline_jobs(
     `after`: a job the plan waits for.
     """
     smoked = smoke_families(ctx.mf, plan)
+    arm = arm_smoke_families(ctx.mf, plan)
+    groups = tuple(f"{f}-aarch64" for f, _ in arm)
     jobs: dict[str, Any] = {
-        "plan": plan_job(ctx, profile, dispatch=not pull_request, needs=after),
+        "plan": plan_job(ctx, profile, dispatch=not pull_request, needs=after, arm_groups=groups),
         "build": build_job(ctx, profile),
     }
     for family, label in smoked:
         jobs[f"smoke-{family}"] = smoke_job(ctx, family, label, forks=pull_request)
-    jobs["index"] = index_job(ctx, [f for f, _ in smoked], preview=pull_request)
+    for (family, label), group in zip(arm, groups, strict=True):
+        jobs[f"smoke-{group}"] = smoke_job(ctx, family, label, forks=pull_request, group=group)
+    jobs["index"] = index_job(ctx, [f for f, _ in smoked] + list(groups), preview=pull_request)
     return jobs
 
 
@@ -397,4 +431,15 @@ def workflow_header(
         )
     for family in unsmoked:
         out.append(f"not smoke-tested, so never published: {family} (no runners.smoke.{family})")
+    arm = arm_smoke_families(ctx.mf, plan)
+    if arm:
+        out.append(
+            "aarch64 smoke-tested on: "
+            + "; ".join(f"{f} ({label_text(label)})" for f, label in arm)
+        )
+    for family in arm_unsmoked_families(ctx.mf, plan):
+        out.append(
+            f"not smoke-tested, so never published: {family} aarch64 "
+            f"(no runners.linux_aarch64.smoke.{family})"
+        )
     return out

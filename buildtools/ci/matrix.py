@@ -43,6 +43,7 @@ class MatrixEntry:
     id: str
     family: str
     accelerator: str
+    platform: str  # linux_x86_64 | linux_aarch64: an aarch64 build on an x86 runner is emulated
     cells: tuple[str, ...]
     runner: str | tuple[str, ...]
     smoke_runner: str | tuple[str, ...] | None
@@ -59,6 +60,7 @@ class MatrixEntry:
             "id": self.id,
             "family": self.family,
             "accelerator": self.accelerator,
+            "platform": self.platform,
             "cells": " ".join(self.cells),
             "runner": list(self.runner) if isinstance(self.runner, tuple) else self.runner,
             "python_versions": self.python_versions,
@@ -133,6 +135,7 @@ def matrix_entries(
                 id=job.id,
                 family=family,
                 accelerator=job.accelerator.name,
+                platform=job.platform,
                 cells=job.cell_ids,
                 runner=job.runner,
                 smoke_runner=smoke_runner,
@@ -158,9 +161,24 @@ def github_outputs(entries: Sequence[MatrixEntry]) -> dict[str, str]:
     """The plan job's outputs: `build`, and `has_<family>` / `smoke_<family>` per family."""
     outputs = {"build": _include(entries), "jobs": str(len(entries))}
     for family in layout.FAMILIES:
-        smoked = [e for e in entries if e.family == family and e.smoke_runner]
+        # the smoke-<family> jobs run on the x86 runners.smoke; aarch64 wheels need their own
+        smoked = [
+            e
+            for e in entries
+            if e.family == family and e.smoke_runner and e.platform == "linux_x86_64"
+        ]
         outputs[f"has_{family}"] = "true" if smoked else "false"
         outputs[f"smoke_{family}"] = _include(smoked)
+    for family in layout.FAMILIES:
+        # smoke-<family>-aarch64 jobs: on runners.linux_aarch64.smoke (only where the plan has them)
+        arm = [
+            e
+            for e in entries
+            if e.family == family and e.smoke_runner and e.platform == "linux_aarch64"
+        ]
+        if arm:
+            outputs[f"has_{family}-aarch64"] = "true"
+            outputs[f"smoke_{family}-aarch64"] = _include(arm)
     return outputs
 
 

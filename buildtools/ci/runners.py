@@ -9,6 +9,8 @@ from __future__ import annotations
 
 __all__ = [
     "Label",
+    "arm_smoke_families",
+    "arm_unsmoked_families",
     "custom_labels",
     "is_hosted",
     "label_text",
@@ -53,24 +55,43 @@ def is_hosted(label: Label) -> bool:
     return len(labels) == 1 and labels[0].startswith(_HOSTED_PREFIXES)
 
 
+def _present(plan: Plan, platform: str) -> set[str]:
+    return {j.accelerator.kind for j in plan.jobs if j.platform == platform}
+
+
 def smoke_families(mf: MatrixFile, plan: Plan) -> list[tuple[str, Label]]:
-    """(family, smoke runner) for each family of the plan that has a smoke runner."""
-    present = {j.accelerator.kind for j in plan.jobs}
+    """(family, smoke runner) for each family of the plan's x86 jobs that has a smoke runner."""
+    present = _present(plan, "linux_x86_64")
     smoke = mf.matrix.runners.smoke
     return [(f, runner_label(smoke[f])) for f in layout.FAMILIES if f in present and f in smoke]
 
 
 def unsmoked_families(mf: MatrixFile, plan: Plan) -> list[str]:
-    """The families of the plan without a smoke runner: built, never published."""
-    present = {j.accelerator.kind for j in plan.jobs}
+    """The families of the plan's x86 jobs without a smoke runner: built, never published."""
+    present = _present(plan, "linux_x86_64")
     return [f for f in layout.FAMILIES if f in present and f not in mf.matrix.runners.smoke]
+
+
+def arm_smoke_families(mf: MatrixFile, plan: Plan) -> list[tuple[str, Label]]:
+    """(family, aarch64 smoke runner) for each family of the plan's aarch64 jobs with one."""
+    present = _present(plan, "linux_aarch64")
+    smoke = mf.matrix.runners.linux_aarch64.smoke
+    return [(f, runner_label(smoke[f])) for f in layout.FAMILIES if f in present and f in smoke]
+
+
+def arm_unsmoked_families(mf: MatrixFile, plan: Plan) -> list[str]:
+    """The families of the plan's aarch64 jobs without an aarch64 smoke runner."""
+    present = _present(plan, "linux_aarch64")
+    smoke = mf.matrix.runners.linux_aarch64.smoke
+    return [f for f in layout.FAMILIES if f in present and f not in smoke]
 
 
 def custom_labels(mf: MatrixFile) -> list[str]:
     """The self-hosted labels of runners.build / runners.smoke actionlint must be told of."""
     runners = mf.matrix.runners
     labels: set[str] = set()
-    for table in (runners.build, runners.smoke):
+    arm = runners.linux_aarch64
+    for table in (runners.build, runners.smoke, arm.build, arm.smoke):
         for value in table.values():
             for label in [value] if isinstance(value, str) else value:
                 if label not in _KNOWN_LABELS and not label.startswith(_HOSTED_PREFIXES):

@@ -101,11 +101,15 @@ def steps(files: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
 def test_reference_graph(reference: dict[str, Any], which: str) -> None:
     graph = jobs(reference, which)
     assert graph["build"]["needs"] == "plan"
-    # the reference matrix has smoke runners for cpu and cuda, none for rocm
-    assert {j for j in graph if j.startswith("smoke-")} == {"smoke-cpu", "smoke-cuda"}
+    # the reference matrix has smoke runners for cpu and cuda, none for rocm; and ARM ones
+    # for its aarch64 cells (Grace Hopper: the GH200 runner)
+    smokes = {"smoke-cpu", "smoke-cuda", "smoke-cpu-aarch64", "smoke-cuda-aarch64"}
+    assert {j for j in graph if j.startswith("smoke-")} == smokes
     assert graph["smoke-cuda"]["runs-on"] == ["self-hosted", "linux", "gpu-h100"]
     assert graph["smoke-cpu"]["runs-on"] == "ubuntu-24.04"
-    for family in ("cpu", "cuda"):
+    assert graph["smoke-cuda-aarch64"]["runs-on"] == ["self-hosted", "linux", "arm64", "gh200"]
+    assert graph["smoke-cpu-aarch64"]["runs-on"] == "ubuntu-24.04-arm"
+    for family in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):
         smoke = graph[f"smoke-{family}"]
         assert smoke["needs"] == ["plan", "build"]
         assert f"needs.plan.outputs.has_{family} == 'true'" in smoke["if"]
@@ -113,9 +117,9 @@ def test_reference_graph(reference: dict[str, Any], which: str) -> None:
             f"${{{{ fromJSON(needs.plan.outputs.smoke_{family}) }}}}"
         )
     index = graph["index"]
-    assert set(index["needs"]) == {"plan", "build", "smoke-cpu", "smoke-cuda"}
+    assert set(index["needs"]) == {"plan", "build", *smokes}
     assert "needs.build.result == 'success'" in index["if"]
-    for family in ("cpu", "cuda"):
+    for family in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):
         assert f"needs.smoke-{family}.result == 'success'" in index["if"]
 
 
@@ -419,7 +423,7 @@ def _plan(matrix: Path, profile: str, only: tuple[str, ...] = ()) -> Plan:
 def test_matrix_entries_reproduce_the_build_command() -> None:
     full = _plan(REPO / "matrix.yaml", "release")
     entries = matrix_entries(full, full, profile="release", matrix="matrix.yaml", ci_python="3.12")
-    assert len(entries) == len(full.jobs) == 28
+    assert len(entries) == len(full.jobs) == 30  # 28 x86_64 + 2 aarch64
     parser = build_parser(_extra_verbs())
     for entry in entries:
         argv = ["build", "--profile", "release"]
@@ -500,13 +504,24 @@ def test_dispatch_only_narrows_the_matrix() -> None:
     entries = matrix_entries(
         selected, full, profile="release", matrix="matrix.yaml", ci_python="3.12"
     )
-    assert [e.id for e in entries] == [f"torch2.11.0-cu130-cp3{m}" for m in (10, 11, 12, 13)]
+    assert [e.id for e in entries] == [
+        "torch2.11.0-cu130-cp310",
+        "torch2.11.0-cu130-cp311",
+        "torch2.11.0-cu130-cp312-aarch64",
+        "torch2.11.0-cu130-cp312",
+        "torch2.11.0-cu130-cp313",
+    ]
     outputs = github_outputs(entries)
     assert outputs["has_cuda"] == "true"
     assert outputs["has_cpu"] == "false"  # none selected
     assert outputs["has_rocm"] == "false"
     assert json.loads(outputs["smoke_cpu"]) == {"include": []}
-    assert len(json.loads(outputs["smoke_cuda"])["include"]) == 4
+    assert len(json.loads(outputs["smoke_cuda"])["include"]) == 4  # x86 only
+    # the aarch64 wheel is smoked on the GH200 runner, in its own job
+    assert outputs["has_cuda-aarch64"] == "true" and "has_cpu-aarch64" not in outputs
+    (arm,) = json.loads(outputs["smoke_cuda-aarch64"])["include"]
+    assert arm["id"] == "torch2.11.0-cu130-cp312-aarch64" and arm["platform"] == "linux_aarch64"
+    assert arm["runner"] == "ubuntu-24.04-arm"
     assert all("\n" not in v for v in outputs.values())
 
 
