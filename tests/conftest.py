@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -54,6 +55,12 @@ def _docker_running() -> bool:
     return proc.returncode == 0
 
 
+def _aarch64_runs() -> bool:
+    from buildtools.probe.emulation import emulation_for
+
+    return emulation_for("aarch64", host_machine=platform.machine()).ok
+
+
 def _gpu_present() -> bool:
     return Path("/dev/nvidiactl").exists() or Path("/dev/kfd").exists()
 
@@ -66,6 +73,11 @@ CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
         "(~2.7 GB) and compiles for 6 archs; run with BUILDTOOLS_TEST_CUDA=1",
     ),
     "docker": (_docker_running, "no running Docker engine (`docker info` failed)"),
+    "emulation": (
+        _aarch64_runs,
+        "no QEMU binfmt handler for aarch64 (/proc/sys/fs/binfmt_misc/qemu-aarch64); as root: "
+        "apt-get install -y qemu-user-static binfmt-support",
+    ),
     "gpu": (_gpu_present, "no GPU on this machine"),
 }
 _seen: dict[str, bool] = {}
