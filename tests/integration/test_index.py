@@ -337,3 +337,29 @@ def test_killed_publisher_leaves_the_old_site(
     proc = buildtools("index", str(wheelhouse), "--site", str(site), "--no-matrix")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 new wheel(s)" in proc.stdout and "1 already published" in proc.stdout
+
+
+def test_both_architectures_side_by_side_and_pip_picks_its_own(tmp_path: Path) -> None:
+    """An x86_64 and an aarch64 wheel of one cell share the page; pip takes its machine's."""
+    wh = tmp_path / "wh"
+    version = "0.1.0+pt211cu130"
+    x86 = decoy(wh, version, "cp312-cp312-manylinux_2_28_x86_64", "2.11.0+cu130", "cu130")
+    arm = decoy(wh, version, "cp312-cp312-manylinux_2_28_aarch64", "2.11.0", "cu130")
+    out = tmp_path / "site"
+    proc = buildtools("index", str(wh), "--site", str(out), "--no-matrix")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = out / "torch-2.11.0+cu130.html"
+    text = page.read_text()
+    assert x86.name in text and arm.name in text
+
+    def picks(platform: str) -> list[str]:
+        dest = tmp_path / platform
+        argv = [sys.executable, "-m", "pip", "download", "--isolated", "--no-index"]
+        argv += ["--no-deps", "--only-binary=:all:", "--python-version", "3.12"]
+        argv += ["--platform", platform, "-f", page.as_uri(), "-d", str(dest), "bt-scatter"]
+        got = run(argv)
+        assert got.returncode == 0, got.stdout + got.stderr
+        return sorted(p.name for p in dest.iterdir())
+
+    assert picks("manylinux_2_28_aarch64") == [arm.name]
+    assert picks("manylinux_2_28_x86_64") == [x86.name]
