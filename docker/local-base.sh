@@ -86,7 +86,8 @@ if [ "$FOREIGN" = 1 ]; then
     # debootstrap resolves no virtual packages: python3.X-venv needs python3.X-distutils, which
     # python3-distutils provides
     for v in "${PYTHONS[@]}"; do PACKAGES="$PACKAGES,python$v,python$v-dev,python$v-venv"; done
-    PACKAGES="$PACKAGES,python3-distutils,python3-lib2to3,python3-pip-whl,python3-setuptools-whl"
+    PACKAGES="$PACKAGES,python3-pip-whl,python3-setuptools-whl"
+    [ "$SUITE" != bookworm ] || PACKAGES="$PACKAGES,python3-distutils,python3-lib2to3"
 fi
 KEY="$(sha256sum "$0" | cut -d' ' -f1) $SUITE $ARCH $PACKAGES"
 for v in "${PYTHONS[@]}"; do
@@ -193,5 +194,23 @@ tar -C "$ROOT" -c . | docker import --platform "linux/$ARCH" \
     --change 'CMD ["/bin/bash"]' \
     --change "LABEL org.torch-buildtools.recipe=$HASH org.torch-buildtools.arch=$ARCH org.torch-buildtools.pythons=$(IFS=,; echo "${PYTHONS[*]}")" \
     - "$IMAGE" >/dev/null
+if [ "$FOREIGN" = 1 ]; then
+    # `docker import --platform` is ignored by older engines (20.10 records the host's arch),
+    # and cibuildwheel then pulls instead of using the image: set the architecture in the
+    # image config and load it back
+    mkdir "$WORK/image"
+    docker save "$IMAGE" | tar -C "$WORK/image" -xf -
+    python3 - "$WORK/image" "$ARCH" <<'PY'
+import json, pathlib, sys
+root, arch = pathlib.Path(sys.argv[1]), sys.argv[2]
+config = root / json.loads((root / "manifest.json").read_text())[0]["Config"]
+data = json.loads(config.read_text())
+data["architecture"] = arch
+config.write_text(json.dumps(data))
+PY
+    tar -C "$WORK/image" -cf - . | docker load >/dev/null
+    [ "$(docker image inspect --format '{{.Architecture}}' "$IMAGE")" = "$ARCH" ] \
+        || die "$IMAGE: could not record the $ARCH architecture in the image"
+fi
 echo "local-base.sh: $IMAGE made in $(( $(date +%s) - started )) s" >&2
 echo "$IMAGE"
