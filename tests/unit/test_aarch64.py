@@ -248,7 +248,7 @@ def test_foreign_torch_is_unpacked_not_imported(tmp_path: Path) -> None:
     assert pip[:4] == (str(python), "-m", "pip", "install")
     assert "--no-deps" in pip and pip[7:9] == ("--platform", "manylinux_2_28_aarch64")
     assert pip[-1] == "torch==2.11.0"
-    assert tc.torch_version == "2.11.0" and tc.cuda_version is None
+    assert tc.torch.version == "2.11.0" and tc.torch.cuda is None and not tc.torch.imported
     assert not tc.reused and again.reused
 
 
