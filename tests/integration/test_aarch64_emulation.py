@@ -1,6 +1,6 @@
 """An aarch64 (Grace Hopper / Grace Blackwell) CPU cell built and smoke-tested on an x86_64
 machine under QEMU user emulation: the arm64 local base (docker/local-base.sh --arch arm64),
-`buildtools build --backend docker` of the aarch64 cell, the host's checks (ELF machine,
+`buildtools build --backend docker --offline` of the aarch64 cell, the host's checks (ELF machine,
 platform tag), and the wheel's import check and smoke.py in an arm64 container.
 
 Runs where a binfmt handler for aarch64 is registered (marker `emulation`; `.ci/run`
@@ -72,7 +72,7 @@ def arm_build(arm_base: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "buildtools", "build", "--matrix", str(matrix)),
-            *("--backend", "docker", "--wheelhouse", str(wheelhouse), "--no-live"),
+            *("--backend", "docker", "--offline", "--wheelhouse", str(wheelhouse), "--no-live"),
         ],
         cwd=REPO,
         env=env,
@@ -116,15 +116,17 @@ def test_aarch64_wheel_imports_and_smokes_in_an_arm64_container(
             "set -e",
             'test "$(uname -m)" = aarch64',
             "/opt/python/cp311-cp311/bin/python -m venv /tmp/v",
-            "/tmp/v/bin/pip install --quiet torch==2.10.0 /w/" + wheel.name,
+            # the wheels --offline prefetched: the container needs no network
+            "/tmp/v/bin/pip install --quiet --no-index --find-links /pf torch==2.10.0 /w/"
+            + wheel.name,
             "cd /tmp && /tmp/v/bin/python -c 'import bt_scatter, torch; print(torch.__version__)'",
             "/tmp/v/bin/python /smoke.py",
         ]
     )
     proc = subprocess.run(
         [
-            *("docker", "run", "--rm", "--platform", "linux/arm64"),
-            *("-v", f"{arm_build}:/w:ro"),
+            *("docker", "run", "--rm", "--platform", "linux/arm64", "--network=none"),
+            *("-v", f"{arm_build}:/w:ro", "-v", f"{cache_dir() / 'prefetch'}:/pf:ro"),
             *("-v", f"{REPO / 'examples' / 'scatter' / 'smoke.py'}:/smoke.py:ro"),
             *(arm_base, "bash", "-c", script),
         ],
