@@ -14,6 +14,7 @@ from fixtures.crafted import (
     C10_ERROR_CXX11,
     C10_ERROR_OLD,
     FATBIN_ELF,
+    FATBIN_PTX,
     Undef,
     fatbin,
     make_site_packages,
