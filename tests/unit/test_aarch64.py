@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.fakes import Call, FakeRunner
 
 from buildtools.errors import ConfigError, ToolchainError, ToolMissingError
 from buildtools.knowledge import load_knowledge
@@ -20,7 +22,7 @@ from buildtools.smoke.report import SmokeResult, SmokeStatus
 from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
 from buildtools.toolchain.foreign import _pip_platforms, is_foreign, prepare_foreign_toolchain
 
-from .test_dockerbackend import FakeRunner, backend
+from .test_dockerbackend import backend
 from .test_smoke import _record, _wheel
 
 KB = load_knowledge()
@@ -163,6 +165,17 @@ def test_setup_commands_mount_binfmt_only_where_missing(tmp_path: Path) -> None:
     assert len(setup_commands("aarch64", binfmt_dir=binfmt(tmp_path))) == 2
 
 
+class WorldRunner(FakeRunner):
+    """A FakeRunner whose answers come from a function of the argv (None: the default)."""
+
+    def __init__(self, respond: Callable[[tuple[str, ...]], CommandResult | None]) -> None:
+        super().__init__()
+        self._world = respond
+
+    def respond(self, call: Call) -> CommandResult:
+        return self._world(call.argv) or super().respond(call)
+
+
 def test_docker_backend_refuses_an_aarch64_job_without_qemu(tmp_path: Path) -> None:
     job = jobs()["torch2.11.0-cpu-cp312-aarch64"]
     b = backend(tmp_path, host_machine="x86_64", binfmt_dir=tmp_path / "unmounted")
@@ -183,7 +196,7 @@ def test_docker_backend_sets_up_qemu_when_allowed(tmp_path: Path) -> None:
             return CommandResult(argv=argv, returncode=1)
         return None
 
-    runner = FakeRunner(respond=respond)
+    runner = WorldRunner(respond)
     b = backend(tmp_path, host_machine="x86_64", binfmt_dir=root, setup_emulation=True)
     log = io.StringIO()
     b.ensure_image(job, runner=runner, log=log)
@@ -197,10 +210,8 @@ def test_docker_backend_sets_up_qemu_when_allowed(tmp_path: Path) -> None:
 
 def test_x86_image_build_is_unchanged_by_emulation(tmp_path: Path) -> None:
     job = jobs()["torch2.11.0-cpu-cp312"]
-    runner = FakeRunner(
-        respond=lambda a: (
-            CommandResult(argv=a, returncode=1) if a[1:3] == ("image", "inspect") else None
-        )
+    runner = WorldRunner(
+        lambda a: CommandResult(argv=a, returncode=1) if a[1:3] == ("image", "inspect") else None
     )
     backend(tmp_path, host_machine="x86_64", binfmt_dir=tmp_path / "none").ensure_image(
         job, runner=runner, log=io.StringIO()
@@ -238,7 +249,7 @@ def test_foreign_torch_is_unpacked_not_imported(tmp_path: Path) -> None:
             )
         return None
 
-    runner = FakeRunner(respond=respond)
+    runner = WorldRunner(respond)
     kw: dict[str, Any] = {"cache_dir": tmp_path, "runner": runner, "env": env}
     tc = prepare_foreign_toolchain(job, "3.12", log=io.StringIO(), with_toolkit=False, **kw)
     again = prepare_foreign_toolchain(job, "3.12", log=io.StringIO(), with_toolkit=False, **kw)
