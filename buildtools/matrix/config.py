@@ -7,6 +7,7 @@ __all__ = [
     "AcceleratorOverride",
     "Axes",
     "CellRule",
+    "CiConfig",
     "IndexConfig",
     "Matrix",
     "MatrixFile",
@@ -45,6 +46,7 @@ from pydantic import (
 from ..errors import ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..model import PLATFORMS, AbiMode, Accelerator
+from .ciconfig import CiConfig
 from .runners import Runners
 from .yamlsource import Loc, SourceMap, load_yaml
 
@@ -358,6 +360,7 @@ class Matrix(_Strict):
     default_profile: str | None = None
     index: IndexConfig = Field(default_factory=IndexConfig)
     build: BuildSettings = Field(default_factory=BuildSettings)
+    ci: CiConfig = Field(default_factory=CiConfig)
 
     @field_validator("accelerators")
     @classmethod
@@ -386,6 +389,24 @@ class Matrix(_Strict):
             raise ValueError(
                 f"{value!r} is not a profile; defined: {', '.join(names) or '(none)'}{hint}"
             )
+        return value
+
+
+    @field_validator("ci")
+    @classmethod
+    def _pypi_variant(cls, value: CiConfig, info: ValidationInfo) -> CiConfig:
+        axes = info.data.get("axes")
+        if value.pypi is None or not isinstance(axes, Axes):
+            return value
+        for key, chosen, axis in (
+            ("torch", value.pypi.torch, axes.torch),
+            ("accelerator", value.pypi.accelerator, axes.accelerator),
+        ):
+            if chosen not in axis:
+                raise ValueError(
+                    f"pypi.{key}: {chosen!r} is not in axes.{key} ({', '.join(axis)}); "
+                    "the PyPI variant must be one the matrix builds"
+                )
         return value
 
 
