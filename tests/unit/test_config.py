@@ -57,7 +57,7 @@ def test_good_matrix_loads(tmp_path: Path) -> None:
 MALFORMED = [
     pytest.param(
         GOOD + "flavour: vanilla\n",
-        "matrix.yaml:8: flavour: unknown key; allowed: accelerators, axes, build, default_profile, "
+        "matrix.yaml:8: flavour: unknown key; allowed: accelerators, axes, build, ci, default_profile, "
         "exclude, include, index, profiles, project, runners, version",
         id="unknown-key",
     ),
