@@ -3,7 +3,10 @@
 Generation is deterministic: the plans are made with the CI interpreter's Python (the
 pinned one, not the machine's), so the same matrix.yaml and buildtools give the same bytes
 everywhere. `--check` compares the files in the repository with what would be written and
-fails (exit code 14) naming each stale file and the command that regenerates it.
+fails (exit code 14) naming each stale file and the command that regenerates it; a file
+the generator wrote once but no longer writes (`self-hosted.yml` after the last self-hosted
+runner went) is stale too, and is removed on the next write. Generation (and so the drift
+check) fails when a family's jobs outgrow what the workflows split them into.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from ..matrix.config import MatrixFile, load_matrix
 from ..planner import Plan, plan
 from . import layout
 from .pins import CiPins, load_pins
-from .workflows import Generated, render_workflows
+from .workflows import GENERATED_FILES, Generated, render_workflows
 
 _DIFF_LINES = 40
 
@@ -32,6 +35,7 @@ class CiFiles:
     root: Path
     matrix: str  # matrix.yaml relative to root (as the workflows pass it)
     files: tuple[Generated, ...]
+    obsolete: tuple[str, ...] = ()  # generated once, no longer: removed when writing
 
 
 def repo_root(matrix_path: Path) -> Path:
@@ -87,7 +91,13 @@ def generate(
                 f"current ({', '.join(current)}), which only a local build can use"
             )
     files = render_workflows(mf, pins, plans, matrix=rel)
-    return CiFiles(root=root, matrix=rel, files=tuple(files))
+    written = {g.path for g in files}
+    obsolete = tuple(
+        p
+        for p in GENERATED_FILES
+        if p not in written and (root / p).is_file() and not _foreign(root / p)
+    )
+    return CiFiles(root=root, matrix=rel, files=tuple(files), obsolete=obsolete)
 
 
 def regen_command(matrix: str) -> str:
@@ -109,7 +119,7 @@ def _foreign(path: Path) -> bool:
 
 def check_files(ci: CiFiles) -> list[str]:
     """One description per file whose content differs from what would be written."""
-    problems = []
+    problems = [f"{path}: no longer generated from {ci.matrix}; remove it" for path in ci.obsolete]
     for gen in ci.files:
         path = ci.root / gen.path
         if not path.is_file():
@@ -154,4 +164,7 @@ def write_files(ci: CiFiles, *, force: bool = False) -> list[tuple[str, str]]:
         tmp.write_text(gen.text, encoding="utf-8", newline="\n")
         tmp.replace(path)
         done.append((gen.path, "wrote"))
+    for obsolete in ci.obsolete:
+        (ci.root / obsolete).unlink()
+        done.append((obsolete, "removed"))
     return done

@@ -1,10 +1,10 @@
-"""`buildtools ci matrix`: the plan job of the generated workflows.
+"""`buildtools ci matrix`: each BuildJob of a plan as a GitHub Actions matrix entry.
 
-It plans a profile (optionally narrowed by `--only`, the `only` input of a manual run) and
-hands GitHub Actions one matrix entry per BuildJob: the `--only` globs that select exactly
-that job's cells, the `nox -s build` line a maintainer runs to reproduce it, the runner,
-the Pythons to set up, a cache key over the job's toolchain, and a timeout. Smoke matrices
-are the same entries split by accelerator family, for the families that have a runner.
+One entry per BuildJob: the `--only` globs that select exactly that job's cells, the `nox
+-s build` line a maintainer runs to reproduce it, the build and smoke runners (and whether
+each is GitHub-hosted), the Pythons to set up, the cache keys of its downloads, compiler
+cache and builder image, and a timeout. Which entries a workflow runs, split per family
+and into matrices of at most 256, is `ci.outputs`.
 """
 
 from __future__ import annotations
@@ -12,64 +12,83 @@ from __future__ import annotations
 __all__ = [
     "MAX_MATRIX_JOBS",
     "MatrixEntry",
-    "github_outputs",
     "job_globs",
     "matrix_entries",
-    "summary_markdown",
 ]
 
 import fnmatch
-import hashlib
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import PlanError
-from ..model import BuildJob
+from ..model import BuildJob, python_tag
 from ..planner import Plan
 from . import layout
+from .keys import build_keys, image_tag, prefetch_group
+from .runners import family_of, is_hosted, runner_label
 
 # GitHub Actions runs at most 256 jobs from one matrix.
-MAX_MATRIX_JOBS = 256
+MAX_MATRIX_JOBS = layout.MAX_MATRIX_JOBS
 
 
 @dataclass(frozen=True, kw_only=True)
 class MatrixEntry:
-    """One BuildJob as a GitHub Actions matrix entry (flat, strings and ints only)."""
+    """One BuildJob as a GitHub Actions matrix entry (flat, strings, ints and booleans)."""
 
     id: str
     family: str
     accelerator: str
-    platform: str  # linux_x86_64 | linux_aarch64: an aarch64 build on an x86 runner is emulated
+    torch: str
     cells: tuple[str, ...]
     runner: str | tuple[str, ...]
     smoke_runner: str | tuple[str, ...] | None
+    build_hosted: bool
+    smoke_hosted: bool
     python_versions: str  # setup-python's multi-line input; the last one runs nox
     only: tuple[str, ...]
     reproduce: str
     smoke: str
-    cache_key: str
-    cache_restore: str
     timeout: int
+    local: str  # the wheel's local version label
+    python_tag: str  # cp312, or '' for one wheel of several Pythons (abi3, stable)
+    prefetch_key: str
+    prefetch_restore: str
+    ccache_key: str
+    ccache_path: str
+    image: str
+    image_key: str
+    image_file: str
 
     def to_json(self) -> dict[str, Any]:
+        def label(value: str | tuple[str, ...] | None) -> str | list[str] | None:
+            return list(value) if isinstance(value, tuple) else value
+
         return {
             "id": self.id,
             "family": self.family,
             "accelerator": self.accelerator,
-            "platform": self.platform,
+            "torch": self.torch,
             "cells": " ".join(self.cells),
-            "runner": list(self.runner) if isinstance(self.runner, tuple) else self.runner,
+            "runner": label(self.runner),
+            "smoke_runner": label(self.smoke_runner),
+            "build_hosted": self.build_hosted,
+            "smoke_hosted": self.smoke_hosted,
             "python_versions": self.python_versions,
             "only": " ".join(self.only),
             "reproduce": self.reproduce,
             "smoke": self.smoke,
-            "cache_key": self.cache_key,
-            "cache_restore": self.cache_restore,
             "timeout": self.timeout,
+            "local": self.local,
+            "python_tag": self.python_tag,
+            "prefetch_key": self.prefetch_key,
+            "prefetch_restore": self.prefetch_restore,
+            "ccache_key": self.ccache_key,
+            "ccache_path": self.ccache_path,
+            "image": self.image,
+            "image_key": self.image_key,
+            "image_file": self.image_file,
         }
 
 
@@ -92,13 +111,11 @@ def job_globs(job: BuildJob, universe: Iterable[str]) -> tuple[str, ...]:
     return ids
 
 
-def _cache_key(job: BuildJob, ci_python: str) -> tuple[str, str]:
-    payload = json.dumps(
-        {"job": job.to_plan_json(), "buildtools": __version__, "python": ci_python}, sort_keys=True
-    )
-    digest = hashlib.sha256(payload.encode()).hexdigest()[:20]
-    prefix = f"buildtools-{job.id}-"
-    return prefix + digest, prefix
+def _group_pythons(full: Plan) -> dict[str, set[str]]:
+    groups: dict[str, set[str]] = defaultdict(set)
+    for job in full.jobs:
+        groups[prefetch_group(job)].update(job.pythons)
+    return groups
 
 
 def matrix_entries(
@@ -108,128 +125,56 @@ def matrix_entries(
     profile: str,
     matrix: str,
     ci_python: str,
+    hosted: Collection[str],
+    env: Mapping[str, str] | None = None,
 ) -> list[MatrixEntry]:
-    """One entry per job of `selected`; globs are checked against every cell of `full`."""
+    """One entry per job of `selected`; globs are checked against every cell of `full`.
+
+    `hosted`: the GitHub-hosted runner labels; `env` locates the builder Dockerfiles (for
+    the image tags; none: no image is shared between jobs).
+    """
     current = [j.id for j in selected.jobs if j.torch_source == "current"]
     if current:
         raise PlanError(
             f"{', '.join(current)}: torch: current builds against the torch of one machine; "
             "a CI job cannot reproduce it. Keep `current` out of the CI profiles"
         )
-    if len(selected.jobs) > MAX_MATRIX_JOBS:
-        raise PlanError(
-            f"profile {profile!r} plans {len(selected.jobs)} build jobs; GitHub Actions runs "
-            f"at most {MAX_MATRIX_JOBS} from one matrix. Use `abi: abi3` or `abi: stable` "
-            "(fewer builds), or a narrower profile"
-        )
     universe = [c.id for c in full.cells]
+    groups = _group_pythons(full)
     entries = []
     for job in selected.jobs:
-        family = job.accelerator.kind
+        family = family_of(job)
         only = job_globs(job, universe)
-        key, restore = _cache_key(job, ci_python)
         pythons = [p for p in job.pythons if p != ci_python] + [ci_python]
         smoke_runner = job.smoke_runner
+        image = image_tag(job, env) if env is not None else ""
+        keys = build_keys(job, group_pythons=groups[prefetch_group(job)], image=image)
         entries.append(
             MatrixEntry(
                 id=job.id,
                 family=family,
-                accelerator=job.accelerator.name,
-                platform=job.platform,
+                accelerator=job.accelerator,
+                torch=job.torch,
                 cells=job.cell_ids,
                 runner=job.runner,
                 smoke_runner=smoke_runner,
+                build_hosted=is_hosted(runner_label(job.runner), hosted),
+                smoke_hosted=smoke_runner is not None
+                and is_hosted(runner_label(smoke_runner), hosted),
                 python_versions="\n".join(pythons),
                 only=only,
                 reproduce=layout.join(layout.build_argv(matrix, profile, only)),
                 smoke=layout.join(layout.smoke_argv(matrix, family)) if smoke_runner else "",
-                cache_key=key,
-                cache_restore=restore,
                 timeout=layout.timeout_minutes(family),
+                local=job.local_version,
+                python_tag=python_tag(job.pythons[0]) if job.abi == "per-python" else "",
+                prefetch_key=keys.prefetch,
+                prefetch_restore=keys.prefetch_restore,
+                ccache_key=keys.ccache,
+                ccache_path=keys.ccache_path,
+                image=keys.image,
+                image_key=keys.image_key,
+                image_file=keys.image_file,
             )
         )
     return entries
-
-
-def _include(entries: Iterable[MatrixEntry]) -> str:
-    return json.dumps(
-        {"include": [e.to_json() for e in entries]}, sort_keys=True, separators=(",", ":")
-    )
-
-
-def github_outputs(entries: Sequence[MatrixEntry]) -> dict[str, str]:
-    """The plan job's outputs: `build`, and `has_<family>` / `smoke_<family>` per family."""
-    outputs = {"build": _include(entries), "jobs": str(len(entries))}
-    for family in layout.FAMILIES:
-        # the smoke-<family> jobs run on the x86 runners.smoke; aarch64 wheels need their own
-        smoked = [
-            e
-            for e in entries
-            if e.family == family and e.smoke_runner and e.platform == "linux_x86_64"
-        ]
-        outputs[f"has_{family}"] = "true" if smoked else "false"
-        outputs[f"smoke_{family}"] = _include(smoked)
-    for family in layout.FAMILIES:
-        # smoke-<family>-aarch64 jobs: on runners.linux_aarch64.smoke (only where the plan has them)
-        arm = [
-            e
-            for e in entries
-            if e.family == family and e.smoke_runner and e.platform == "linux_aarch64"
-        ]
-        if arm:
-            outputs[f"has_{family}-aarch64"] = "true"
-            outputs[f"smoke_{family}-aarch64"] = _include(arm)
-    return outputs
-
-
-def _label(runner: str | tuple[str, ...] | None) -> str:
-    if runner is None:
-        return "-"
-    return ", ".join(runner) if isinstance(runner, tuple) else runner
-
-
-def summary_markdown(
-    entries: Sequence[MatrixEntry], *, profile: str, matrix: str, only: Sequence[str]
-) -> str:
-    """The plan job's step summary: every job, where it runs, and how to reproduce it."""
-    argv = ["nox", "-s", "plan", "--", *layout.matrix_args(matrix), "--profile", profile]
-    for glob in only:
-        argv += ["--only", glob]
-    cells = sum(len(e.cells) for e in entries)
-    lines = [
-        f"## Plan: profile `{profile}`: {cells} cell(s) in {len(entries)} build job(s)",
-        "",
-        f"Locally: `{layout.join(argv)}`",
-        "",
-        "| job | cells | build runner | smoke runner | reproduce the build |",
-        "|---|---|---|---|---|",
-    ]
-    for e in entries:
-        smoke = f"`{_label(e.smoke_runner)}`" if e.smoke_runner else "none: not published"
-        lines.append(
-            f"| `{e.id}` | {', '.join(e.cells)} | `{_label(e.runner)}` | {smoke} | `{e.reproduce}` |"
-        )
-    unsmoked = sorted({e.family for e in entries if not e.smoke_runner})
-    if unsmoked:
-        lines += [
-            "",
-            "No smoke runner for "
-            + ", ".join(f"`{f}` (`runners.smoke.{f}`)" for f in unsmoked)
-            + " in matrix.yaml: those wheels are built and kept as artifacts, and "
-            "`buildtools index --require-smoke` never publishes them.",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def append_to(path: str | None, text: str) -> None:
-    if path:
-        with Path(path).open("a", encoding="utf-8") as fh:
-            fh.write(text)
-
-
-def write_outputs(path: str | None, outputs: Mapping[str, str]) -> None:
-    """Append `name=value` lines to $GITHUB_OUTPUT (values are single-line JSON)."""
-    for name, value in outputs.items():
-        if "\n" in value:
-            raise ValueError(f"output {name} spans lines")
-    append_to(path, "".join(f"{name}={value}\n" for name, value in outputs.items()))

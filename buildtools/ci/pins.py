@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "REQUIREMENTS_PATH",
     "ActionPin",
     "CiPins",
     "PinUpdate",
@@ -24,6 +25,8 @@ from ..matrix.yamlsource import load_yaml
 from .yamlwriter import Pinned
 
 PINS_PATH = Path(__file__).resolve().parents[1] / "data" / "actions.yaml"
+# nox (and build) with every dependency, pinned by sha256: the workflows install it hashed
+REQUIREMENTS_PATH = PINS_PATH.with_name("ci-requirements.txt")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _VERSION_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 _ACTION_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -36,7 +39,9 @@ REQUIRED = (
     "actions/cache",
     "actions/upload-pages-artifact",
     "actions/deploy-pages",
+    "actions/attest-build-provenance",
 )
+_HASHED_RE = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$", re.M)
 
 
 class _Strict(BaseModel):
@@ -71,11 +76,20 @@ class PythonPins(_Strict):
     nox: str = Field(pattern=r"^\d+(\.\d+)*$")
 
 
+class HostedRunners(_Strict):
+    """The labels of GitHub-hosted runners: only these are hosted (safe for any pull request)."""
+
+    labels: tuple[str, ...] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+
 class CiPins(_Strict):
-    """The content of `data/actions.yaml`."""
+    """The content of `data/actions.yaml`, and the hashed tool requirements beside it."""
 
     actions: dict[str, ActionPin]
     python: PythonPins
+    hosted_runners: HostedRunners
+    requirements: str = ""  # data/ci-requirements.txt (filled by load_pins)
 
     @field_validator("actions")
     @classmethod
@@ -88,22 +102,48 @@ class CiPins(_Strict):
             raise ValueError(f"no pin for {', '.join(missing)}")
         return value
 
-    def uses(self, action: str) -> Pinned:
-        """`OWNER/REPO@<sha>` with its version as the comment."""
+    def uses(self, action: str, subpath: str = "") -> Pinned:
+        """`OWNER/REPO[/subpath]@<sha>` with its version as the comment."""
         pin = self.actions[action]
-        return Pinned(f"{action}@{pin.sha}", pin.version)
+        name = f"{action}/{subpath}" if subpath else action
+        return Pinned(f"{name}@{pin.sha}", pin.version)
+
+    def is_hosted(self, label: str) -> bool:
+        """A label of a GitHub-hosted runner (exactly one of `hosted_runners.labels`)."""
+        return label in self.hosted_runners.labels
 
 
-def load_pins(path: Path = PINS_PATH) -> CiPins:
+def parse_requirements(text: str) -> dict[str, tuple[str, str]]:
+    """`name==version \\ --hash=sha256:…` lines → name → (version, sha256); one hash each."""
+    found = {m[1].lower(): (m[2], m[3]) for m in _HASHED_RE.finditer(text)}
+    body = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    if len(body) != 2 * len(found):
+        raise ValueError("every requirement is `name==version \\` then one `--hash=sha256:` line")
+    return found
+
+
+def load_pins(path: Path = PINS_PATH, requirements: Path | None = None) -> CiPins:
     """Load and validate the pins (a bad file is a bug in the package: KnowledgeError)."""
     doc = load_yaml(path)
+    req_path = requirements or path.with_name(REQUIREMENTS_PATH.name)
     try:
-        return CiPins.model_validate(doc.data)
+        pins = CiPins.model_validate(doc.data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise KnowledgeError(f"{path}: {where}: {msg}") from None
+    try:
+        text = req_path.read_text(encoding="utf-8")
+        pinned = parse_requirements(text)
+    except (OSError, ValueError) as exc:
+        raise KnowledgeError(f"{req_path}: {exc}") from None
+    if pinned.get("nox", ("", ""))[0] != pins.python.nox:
+        raise KnowledgeError(
+            f"{req_path}: pins nox {pinned.get('nox', ('none', ''))[0]}, but {path} says "
+            f"python.nox: {pins.python.nox}; run `python ci/refresh-ci-requirements.py`"
+        )
+    return pins.model_copy(update={"requirements": text})
 
 
 def parse_ls_remote(text: str) -> dict[str, str]:

@@ -1,8 +1,11 @@
 """`pull-request.yml`: on every pull request: drift check → plan → build → smoke → preview.
 
-The same graph as a release for the `pr` profile, after a check that the committed
-workflows still match matrix.yaml; it ends in an index preview artifact, deploys nothing,
-and never runs a fork's code on a self-hosted smoke runner.
+A fork can edit this file, so it holds nothing worth taking over: only GitHub-hosted
+runners (a fresh machine per job), a read-only token, no cache saves (a pull request's
+caches stay in its own scope anyway), no attestations. The builds and smoke tests that
+need the project's own machines run in `self-hosted.yml`, after this run, from the
+default branch, for branches of the repository only. It ends in an index preview artifact
+and the `status` job, the check to require.
 """
 
 from __future__ import annotations
@@ -13,48 +16,44 @@ from typing import Any
 
 from ..planner import Plan
 from . import layout
-from .jobs import Context, pipeline_jobs, workflow_header
-from .runners import runs_on
-from .scripts import bash
+from .jobs import build_job, plan_job, smoke_job, workflow_header
+from .outputs import Shape
+from .publish import drift_job, preview_job, status_job
+from .runners import smoke_label
+from .steps import Context
 from .yamlwriter import dump
 
 
-def _drift_job(ctx: Context) -> dict[str, Any]:
-    return {
-        "name": "workflows match matrix.yaml",
-        "runs-on": runs_on(ctx.control),
-        "timeout-minutes": layout.PLAN_TIMEOUT,
-        "permissions": {"contents": "read"},
-        "steps": [
-            ctx.checkout(),
-            ctx.setup_python(),
-            ctx.install_nox(),
-            {
-                "name": "Drift check (nox -s ci -- --check)",
-                "run": bash(layout.join(["nox", "-s", "ci", "--", *ctx.margs, "--check"])),
-            },
-        ],
-    }
-
-
-def render_pull_request(ctx: Context, plan: Plan) -> str:
+def render_pull_request(ctx: Context, plan: Plan, shape: Shape, *, self_hosted: bool) -> str:
     """The text of pull-request.yml for the plan of the `pr` profile."""
+    profile = layout.PR_PROFILE
     jobs: dict[str, Any] = {
-        "drift": _drift_job(ctx),
-        **pipeline_jobs(ctx, plan, layout.PR_PROFILE, pull_request=True, after="drift"),
+        "drift": drift_job(ctx),
+        "plan": plan_job(ctx, profile, shape, extra=("index",), needs="drift"),
     }
-    header = workflow_header(
-        ctx,
-        "Pull requests",
-        layout.PR_PROFILE,
-        plan,
-        [
-            "drift check -> plan -> build -> smoke -> index preview (artifact `site-preview`).",
-            "Self-hosted smoke runners never run a pull request from a fork.",
-        ],
-    )
+    gated: list[str] = []
+    for family in shape.build:
+        for job in shape.build_jobs(family):
+            jobs[job] = build_job(ctx, profile, family, job, needs=["plan"])
+            gated.append(job)
+    for family in shape.smoke:
+        for build, job in zip(shape.build_jobs(family), shape.smoke_jobs(family), strict=True):
+            jobs[job] = smoke_job(
+                ctx, family, smoke_label(ctx.mf, family), job, needs=["plan", build], from_run=None
+            )
+            gated.append(job)
+    jobs["index"] = preview_job(ctx, gated)
+    jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
+    lines = ["drift check -> plan -> build -> smoke -> index preview (artifact `site-preview`)."]
+    lines.append("GitHub-hosted runners only: a fork can edit this file.")
+    if self_hosted:
+        lines.append(
+            f"The self-hosted jobs run in {layout.SELF_HOSTED_WORKFLOW} after this run "
+            "(branches of this repository only)."
+        )
+    header = workflow_header(ctx, "Pull requests", profile, plan, lines)
     doc: dict[str, Any] = {
-        "name": "pull-request",
+        "name": layout.PR_NAME,
         "on": {"pull_request": {}},
         "permissions": {},
         "concurrency": {

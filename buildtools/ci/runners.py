@@ -1,42 +1,55 @@
-"""Runner labels of matrix.yaml `runners:` as the workflows use them.
+"""Runner labels of matrix.yaml `runners:` as the workflows use them, and which are hosted.
 
 A label is one string (`ubuntu-24.04`) or a list of labels a self-hosted runner must all
-carry. Which runners are GitHub-hosted decides where a pull request from a fork may run;
-the others are declared to actionlint.
+carry. A runner is GitHub-hosted only when its label is exactly one of the hosted labels
+of `data/actions.yaml` (a fresh virtual machine per job); anything else, even a label that
+starts `ubuntu-`, is treated as a machine of the project's own. Jobs on those never appear
+in the pull-request workflow (which a fork can edit): they run in the trusted workflows,
+whose runner group access names them. The plan, publish and status jobs always run on a
+hosted runner: the CPU build runner when that is hosted, else the default runner label.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "Label",
-    "arm_smoke_families",
-    "arm_unsmoked_families",
+    "control_label",
     "custom_labels",
+    "family_of",
     "is_hosted",
     "label_text",
+    "present_families",
     "runner_label",
     "runs_on",
     "smoke_families",
+    "smoke_label",
     "unsmoked_families",
 ]
 
+from collections.abc import Collection
+
 from ..ecosystem import load_ecosystem
 from ..matrix.config import MatrixFile
+from ..model import Accelerator, BuildJob
 from ..planner import Plan
 from . import layout
 
-_HOSTED_PREFIXES = ("ubuntu-", "windows-", "macos-")
-# Labels actionlint knows without configuration (GitHub-hosted images, self-hosted defaults).
-_KNOWN_LABELS = {"self-hosted", "linux", "macos", "windows", "x64", "arm", "arm64"}
+# Labels every self-hosted runner gets, which actionlint knows without configuration.
+_PRESET_LABELS = {"self-hosted", "linux", "macos", "windows", "x64", "arm", "arm64"}
 
 Label = str | tuple[str, ...]
 
 
-def runner_label(label: str | list[str] | None) -> Label:
+def family_of(job: BuildJob) -> str:
+    """The accelerator family of a job: cpu, cuda or rocm."""
+    return Accelerator.parse(job.accelerator).kind
+
+
+def runner_label(label: str | list[str] | tuple[str, ...] | None) -> Label:
     """A `runners:` entry as a label (a list becomes a tuple); the default runner if unset."""
     if label is None:
         return load_ecosystem().default_runner
-    return tuple(label) if isinstance(label, list) else label
+    return tuple(label) if isinstance(label, (list, tuple)) else label
 
 
 def runs_on(label: Label) -> str | list[str]:
@@ -49,51 +62,50 @@ def label_text(label: Label) -> str:
     return ", ".join(label) if isinstance(label, tuple) else label
 
 
-def is_hosted(label: Label) -> bool:
-    """A GitHub-hosted runner (`ubuntu-24.04`, …): safe for pull requests from forks."""
+def is_hosted(label: Label, hosted: Collection[str]) -> bool:
+    """A GitHub-hosted runner: exactly one label, and one of the hosted labels."""
     labels = label if isinstance(label, tuple) else (label,)
-    return len(labels) == 1 and labels[0].startswith(_HOSTED_PREFIXES)
+    return len(labels) == 1 and labels[0] in hosted
 
 
-def _present(plan: Plan, platform: str) -> set[str]:
-    return {j.accelerator.kind for j in plan.jobs if j.platform == platform}
+def control_label(mf: MatrixFile, hosted: Collection[str]) -> str:
+    """Where plan, publish and status run: the CPU build runner when hosted, else the default."""
+    cpu = runner_label(mf.matrix.runners.build.get("cpu"))
+    if isinstance(cpu, str) and is_hosted(cpu, hosted):
+        return cpu
+    return load_ecosystem().default_runner
+
+
+def present_families(plan: Plan) -> list[str]:
+    """The families the plan has jobs of, in the order of `layout.FAMILIES`."""
+    present = {family_of(j) for j in plan.jobs}
+    return [f for f in layout.FAMILIES if f in present]
+
+
+def smoke_label(mf: MatrixFile, family: str) -> Label:
+    """The smoke runner of `family` (matrix.yaml runners.smoke); KeyError when it has none."""
+    table = {str(k): v for k, v in mf.matrix.runners.smoke.items()}
+    return runner_label(table[family])
 
 
 def smoke_families(mf: MatrixFile, plan: Plan) -> list[tuple[str, Label]]:
-    """(family, smoke runner) for each family of the plan's x86 jobs that has a smoke runner."""
-    present = _present(plan, "linux_x86_64")
+    """(family, smoke runner) for each family of the plan that has a smoke runner."""
     smoke = mf.matrix.runners.smoke
-    return [(f, runner_label(smoke[f])) for f in layout.FAMILIES if f in present and f in smoke]
+    return [(f, runner_label(smoke[f])) for f in present_families(plan) if f in smoke]
 
 
 def unsmoked_families(mf: MatrixFile, plan: Plan) -> list[str]:
-    """The families of the plan's x86 jobs without a smoke runner: built, never published."""
-    present = _present(plan, "linux_x86_64")
-    return [f for f in layout.FAMILIES if f in present and f not in mf.matrix.runners.smoke]
+    """The families of the plan without a smoke runner: built only when asked, never published."""
+    return [f for f in present_families(plan) if f not in mf.matrix.runners.smoke]
 
 
-def arm_smoke_families(mf: MatrixFile, plan: Plan) -> list[tuple[str, Label]]:
-    """(family, aarch64 smoke runner) for each family of the plan's aarch64 jobs with one."""
-    present = _present(plan, "linux_aarch64")
-    smoke = mf.matrix.runners.linux_aarch64.smoke
-    return [(f, runner_label(smoke[f])) for f in layout.FAMILIES if f in present and f in smoke]
-
-
-def arm_unsmoked_families(mf: MatrixFile, plan: Plan) -> list[str]:
-    """The families of the plan's aarch64 jobs without an aarch64 smoke runner."""
-    present = _present(plan, "linux_aarch64")
-    smoke = mf.matrix.runners.linux_aarch64.smoke
-    return [f for f in layout.FAMILIES if f in present and f not in smoke]
-
-
-def custom_labels(mf: MatrixFile) -> list[str]:
+def custom_labels(mf: MatrixFile, hosted: Collection[str]) -> list[str]:
     """The self-hosted labels of runners.build / runners.smoke actionlint must be told of."""
     runners = mf.matrix.runners
     labels: set[str] = set()
-    arm = runners.linux_aarch64
-    for table in (runners.build, runners.smoke, arm.build, arm.smoke):
+    for table in (runners.build, runners.smoke):
         for value in table.values():
             for label in [value] if isinstance(value, str) else value:
-                if label not in _KNOWN_LABELS and not label.startswith(_HOSTED_PREFIXES):
+                if label not in _PRESET_LABELS and label not in hosted:
                     labels.add(label)
     return sorted(labels)

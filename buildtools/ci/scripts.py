@@ -1,13 +1,25 @@
-"""The `run:` scripts of the workflows' steps.
+"""The `run:` scripts of the plan, build, smoke, image, download and status steps.
 
 No `${{ }}` inside a script: every value arrives through `env:`, so nothing a pull
-request controls is pasted into shell code. Each script writes how to reproduce its step
-into the job summary.
+request controls is pasted into shell code. Each script that does work writes how to
+reproduce it into the job summary. The publishing steps' scripts are `ci.publish_scripts`.
 """
 
 from __future__ import annotations
 
-__all__ = ["bash", "build_script", "index_script", "plan_script", "smoke_script"]
+__all__ = [
+    "bash",
+    "build_script",
+    "commit_status_script",
+    "free_disk_script",
+    "image_build_script",
+    "image_load_script",
+    "image_pull_script",
+    "plan_script",
+    "prefetch_script",
+    "smoke_script",
+    "status_script",
+]
 
 from . import layout
 
@@ -17,19 +29,103 @@ def bash(*lines: str) -> str:
     return "\n".join(("set -euo pipefail", *lines)) + "\n"
 
 
-def plan_script(matrix: str, profile: str, *, dispatch: bool) -> str:
-    """The plan job's script: the plan of `profile` as JSON (`only` globs when dispatched)."""
-    base = layout.join(
-        ["nox", "-s", "ci", "--", "matrix", *layout.matrix_args(matrix), "--profile", profile]
-    )
-    if not dispatch:
-        return bash(f"{base} --plan-json plan.json")
+def _ci(matrix: str, verb: str, *args: str) -> str:
+    return layout.join(["nox", "-s", "ci", "--", verb, *layout.matrix_args(matrix), *args])
+
+
+def plan_script(matrix: str, profile: str, *, kind: str, shape: str) -> str:
+    """The plan job's script: the matrices of `kind`, its plan and entries as artifacts.
+
+    A release is planned for the tag (BT_TAG) checked out at the commit the tag push named
+    (BT_EXPECT_SHA; a moved tag stops it), and only from the default branch's workflow.
+    """
+    base = _ci(matrix, "matrix", "--profile", profile, "--workflow", kind, "--shape", shape)
+    files = "--entries-json plan/entries.json --plan-json plan/plan.json"
+    lines = ["mkdir -p plan"]
+    if kind in (layout.RELEASE_NAME, layout.SELF_HOSTED_NAME):
+        lines.append('sha="$(git rev-parse HEAD)"')
+    if kind == layout.RELEASE_NAME:
+        lines += [
+            'if [ "$GITHUB_EVENT_NAME" = workflow_dispatch ] && '
+            '[ "$GITHUB_REF" != "refs/heads/$BT_DEFAULT_BRANCH" ]; then',
+            '  echo "::error::run the release from $BT_DEFAULT_BRANCH (chosen: $GITHUB_REF):'
+            ' only its workflow may use the runner groups and publish"',
+            "  exit 1",
+            "fi",
+            'if [ -n "${BT_EXPECT_SHA:-}" ] && [ "$sha" != "$BT_EXPECT_SHA" ]; then',
+            '  echo "::error::tag $BT_TAG is now $sha, but the push that started this release'
+            ' was $BT_EXPECT_SHA: the tag moved; push a new tag"',
+            "  exit 1",
+            "fi",
+            "# BT_ONLY: the `only` input, cell id globs separated by spaces",
+            'read -r -a globs <<< "${BT_ONLY:-}"',
+            f'args=(--tag "$BT_TAG" --sha "$sha" --published-from-releases {files})',
+            'for glob in "${globs[@]}"; do args+=(--only "$glob"); done',
+            'if [ "${BT_UNSMOKED:-false}" = true ]; then args+=(--unsmoked); fi',
+            'if [ "${BT_PUBLISH:-true}" != true ]; then args+=(--no-publish); fi',
+        ]
+    elif kind == layout.SELF_HOSTED_NAME:
+        lines.append(f'args=(--sha "$sha" {files})')
+    else:
+        lines.append(f"args=({files})")
+    lines.append(f'{base} "${{args[@]}}"')
+    return bash(*lines)
+
+
+def free_disk_script() -> str:
+    """CUDA/ROCm builder images are large; a hosted runner's disk is not."""
     return bash(
-        "# BT_ONLY: the `only` input, cell id globs separated by spaces",
-        'read -r -a globs <<< "${BT_ONLY:-}"',
-        "args=()",
-        'for glob in "${globs[@]}"; do args+=(--only "$glob"); done',
-        f'{base} --plan-json plan.json "${{args[@]}}"',
+        "sudo rm -rf /usr/share/dotnet /usr/local/lib/android /opt/ghc /opt/hostedtoolcache/CodeQL",
+        "df -h /",
+    )
+
+
+def image_pull_script() -> str:
+    """Take the job's builder image from the registry (`ci.image_registry`) when it is there."""
+    return bash(
+        'ref="$REGISTRY:${IMAGE#*:}"',
+        'if docker pull --quiet "$ref"; then',
+        '  docker tag "$ref" "$IMAGE"',
+        "else",
+        '  echo "::notice::$ref is not in the registry yet: this job builds the image"',
+        "fi",
+    )
+
+
+def image_load_script() -> str:
+    """Load the builder image the Actions cache restored (and free its archive's disk)."""
+    return bash(
+        f'archive="$HOME/{layout.IMAGES_DIR.removeprefix("~/")}/$IMAGE_FILE"',
+        'docker load --input "$archive"',
+        'rm -f "$archive"',
+    )
+
+
+def image_build_script(matrix: str, profile: str, *, registry: bool) -> str:
+    """The image job: build one builder recipe, then save it (cache) or push it (registry)."""
+    base = _ci(matrix, "builder-image", "--profile", profile)
+    lines = ['read -r -a globs <<< "$BT_ONLY"', "args=()"]
+    lines.append('for glob in "${globs[@]}"; do args+=(--only "$glob"); done')
+    if registry:
+        lines += [
+            'ref="$REGISTRY:${IMAGE#*:}"',
+            'if docker manifest inspect "$ref" > /dev/null 2>&1; then',
+            '  echo "$ref: in the registry already"',
+            "  exit 0",
+            "fi",
+            'args+=(--push "$ref")',
+        ]
+    else:
+        lines.append(f'args+=(--save "$HOME/{layout.IMAGES_DIR.removeprefix("~/")}/$IMAGE_FILE")')
+    lines.append(f'{base} "${{args[@]}}"')
+    return bash(*lines)
+
+
+def prefetch_script(matrix: str, profile: str) -> str:
+    """The download job: every wheel one group's builds install, into the prefetch dir."""
+    return bash(
+        f'export BUILDTOOLS_CACHE_DIR="$HOME/{layout.CACHE_DIR.removeprefix("~/")}"',
+        _ci(matrix, "prefetch", "--profile", profile) + ' --group "$BT_GROUP"',
     )
 
 
@@ -37,11 +133,13 @@ def build_script(matrix: str, profile: str) -> str:
     """One build job's script: `nox -s build` of its cells, and how to reproduce it."""
     fixed = layout.join([*layout.matrix_args(matrix), "--profile", profile])
     return bash(
+        # the caches the workflow restores live in the default cache dir of the runner
+        f'export BUILDTOOLS_CACHE_DIR="$HOME/{layout.CACHE_DIR.removeprefix("~/")}"',
         "# BT_ONLY: the globs that select exactly this job's cells (from the plan job)",
         'read -r -a globs <<< "$BT_ONLY"',
         f"args=({fixed})",
         'for glob in "${globs[@]}"; do args+=(--only "$glob"); done',
-        "args+=(--backend docker)",
+        "args+=(--backend docker --offline)",
         "{",
         '  echo "### Build job $BT_JOB"',
         "  echo",
@@ -72,34 +170,19 @@ def smoke_script(matrix: str, family: str) -> str:
     )
 
 
-def index_script(matrix: str, *, preview: bool) -> str:
-    """The index job's script: publish the wheels a smoke report passed into $SITE."""
-    fixed = layout.join([*layout.matrix_args(matrix), *(["--base-url", ""] if preview else [])])
-    wheels, smoke = f"{layout.ARTIFACTS}/wheels", f"{layout.ARTIFACTS}/smoke"
+def status_script(matrix: str, kind: str) -> str:
+    """The status job's script: the run's verdict and final summary (NEEDS: toJSON(needs))."""
     return bash(
-        # one artifact downloads into the directory itself, several into one each: find both
-        f"mkdir -p {wheels} {smoke}",
-        f"mapfile -t wheels < <(find {wheels} -name '*.whl' | sort)",
-        "gates=()",
-        "while IFS= read -r report; do",
-        '  gates+=(--require-smoke "$report")',
-        f"done < <(find {smoke} -name report.json | sort)",
-        'if [ "${#gates[@]}" -eq 0 ]; then',
-        '  echo "::warning::no smoke report in this run: no wheel is published"',
-        "  wheels=()",
-        "fi",
-        "# no wheel: an empty directory (the default wheelhouse/ does not exist here)",
-        f'if [ "${{#wheels[@]}}" -eq 0 ]; then mkdir -p {layout.ARTIFACTS}/none; '
-        f"wheels=({layout.ARTIFACTS}/none); fi",
-        f'args=({fixed + " " if fixed else ""}--site "$SITE")',
-        "{",
-        "  echo '### Index'",
-        "  echo",
-        "  echo 'The same publish on your machine, from the downloaded artifacts:'",
-        "  echo",
-        "  echo '```sh'",
-        '  echo "nox -s index -- ${wheels[*]} ${args[*]} ${gates[*]}"',
-        "  echo '```'",
-        '} >> "$GITHUB_STEP_SUMMARY"',
-        'nox -s index -- "${wheels[@]}" "${args[@]}" "${gates[@]}"',
+        _ci(matrix, "status", "--workflow", kind, "--reports", f"{layout.ARTIFACTS}/reports")
+        + " --needs-env NEEDS"
+    )
+
+
+def commit_status_script() -> str:
+    """Post the self-hosted run's verdict on the pull request's commit."""
+    return bash(
+        'url="$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID"',
+        'gh api --method POST "repos/$GITHUB_REPOSITORY/statuses/$BT_HEAD_SHA" \\',
+        f'  -f state="$BT_STATE" -f context={layout.STATUS_COMMIT_CONTEXT} \\',
+        '  -f description="$BT_DESCRIPTION" -f target_url="$url"',
     )

@@ -2,16 +2,27 @@
 
 GitHub Pages deployed from an artifact keeps nothing between runs, while `buildtools
 index` merges into the site it is given (every published wheel stays, a file name never
-changes its bytes). So the release's index job first downloads what is served at
-`index.base_url`: `index.json`, and every wheel it lists that the site hosts (with its
-PEP 658 `.metadata`), each checked against the sha256 the manifest records. A site that
-does not exist yet (`index.json` answers 404) is a first publish; any other failure stops
-the job, so a publish never drops the wheels it could not read back.
+changes its bytes). So the release's index job first restores the manifest: from the
+published record (`index.json` of the newest release, read through the API; `ci.record`)
+checked against what `index.base_url` serves, or, without a record yet, from what is
+served. Wheels live in the releases (the manifest links them); a wheel an older site
+still hosts itself comes back too (with its PEP 658 `.metadata`), checked against the
+sha256 the manifest records. A site that does not exist yet (`index.json` answers 404) is
+a first publish; any other failure stops the job, so a publish never drops the wheels it
+could not read back.
 """
 
 from __future__ import annotations
 
-__all__ = ["Fetcher", "UrllibFetcher", "pages_subpath", "restore_site"]
+__all__ = [
+    "Fetcher",
+    "Restored",
+    "UrllibFetcher",
+    "pages_subpath",
+    "restore_from_record",
+    "restore_site",
+    "served_manifest",
+]
 
 import shutil
 import time
@@ -24,8 +35,9 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import PublishError
 from ..files import check_wheel_filename, safe_join, sha256_file
-from ..index.manifest import MANIFEST_NAME, read_manifest
+from ..index.manifest import MANIFEST_NAME, Manifest, read_manifest
 from ..index.pages import WHEELS_DIR
+from .record import Record, compare_record
 
 
 class Fetcher(Protocol):
@@ -97,23 +109,43 @@ def pages_subpath(base_url: str, repository: str | None) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Restored:
     site: Path
-    wheels: int
+    wheels: int  # wheels the manifest lists
+    hosted: int  # of which the site itself hosts (restored here)
     first_publish: bool
+    source: str = ""  # where the manifest came from
+    notes: tuple[str, ...] = ()
 
 
-def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
-    """Download the site served at `base_url` into the empty directory `site`."""
-    base = base_url.rstrip("/")
+def _empty_site(site: Path) -> None:
     if site.exists() and any(site.iterdir()):
         raise PublishError(f"{site}: not empty; restore the published site into a new directory")
     site.mkdir(parents=True, exist_ok=True)
-    manifest_path = site / MANIFEST_NAME
-    if not fetcher.fetch(f"{base}/{MANIFEST_NAME}", manifest_path):
-        manifest_path.unlink(missing_ok=True)
-        return Restored(site=site, wheels=0, first_publish=True)
+
+
+def served_manifest(
+    base_url: str, dest: Path, *, fetcher: Fetcher, cache_bust: str = ""
+) -> Manifest | None:
+    """What the site at `base_url` serves as `index.json` (None: nothing published there).
+
+    `cache_bust` goes into the query string: the CDN keys its cache on the whole URL.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    url = f"{base_url.rstrip('/')}/{MANIFEST_NAME}" + (
+        f"?v={quote(cache_bust)}" if cache_bust else ""
+    )
+    if not fetcher.fetch(url, dest / MANIFEST_NAME):
+        (dest / MANIFEST_NAME).unlink(missing_ok=True)
+        return None
+    return read_manifest(dest)
+
+
+def _restore_hosted(base_url: str, site: Path, *, fetcher: Fetcher) -> int:
+    """Download the wheels `site/index.json` says the site hosts itself (no `url`)."""
+    base = base_url.rstrip("/")
     manifest = read_manifest(site)
     hosted = [w for w in manifest.wheels if w.url is None]
-    (site / WHEELS_DIR).mkdir(exist_ok=True)
+    if hosted:
+        (site / WHEELS_DIR).mkdir(exist_ok=True)
     for wheel in hosted:
         # the manifest comes back from the published site: its names are not trusted
         check_wheel_filename(wheel.filename, what=f"{MANIFEST_NAME} entry")
@@ -132,4 +164,79 @@ def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
                 raise PublishError(
                     f"{url}: sha256 {got}, but {MANIFEST_NAME} records {want}; nothing is published"
                 )
-    return Restored(site=site, wheels=len(hosted), first_publish=False)
+    return len(hosted)
+
+
+def restore_site(base_url: str, site: Path, *, fetcher: Fetcher) -> Restored:
+    """Download the site served at `base_url` into the empty directory `site`."""
+    _empty_site(site)
+    manifest = served_manifest(base_url, site, fetcher=fetcher)
+    if manifest is None:
+        return Restored(site=site, wheels=0, hosted=0, first_publish=True, source=base_url)
+    hosted = _restore_hosted(base_url, site, fetcher=fetcher)
+    return Restored(
+        site=site, wheels=len(manifest.wheels), hosted=hosted, first_publish=False, source=base_url
+    )
+
+
+def restore_from_record(
+    record: Record | None,
+    site: Path,
+    *,
+    base_url: str | None,
+    fetcher: Fetcher,
+    scratch: Path,
+    cache_bust: str = "",
+) -> Restored:
+    """Start `site` from the published record, checked against what `base_url` serves.
+
+    Without a record yet, what is served is adopted (the first publish of this pipeline on
+    a site an earlier one deployed); without either, this is the first publish.
+    """
+    _empty_site(site)
+    served = (
+        served_manifest(base_url, scratch, fetcher=fetcher, cache_bust=cache_bust)
+        if base_url
+        else None
+    )
+    notes: list[str] = []
+    if record is None:
+        if served is None:
+            return Restored(site=site, wheels=0, hosted=0, first_publish=True, source="none")
+        (site / MANIFEST_NAME).write_bytes((scratch / MANIFEST_NAME).read_bytes())
+        notes.append(
+            f"no published record in the releases yet: starting from the {MANIFEST_NAME} "
+            f"{base_url} serves"
+        )
+        source = f"{base_url} (served)"
+    else:
+        if served is not None:
+            problems, lag = compare_record(record.manifest, served)
+            if problems:
+                raise PublishError(
+                    f"{base_url} serves wheels the published record ({MANIFEST_NAME} of the "
+                    f"release {record.tag}) does not list:\n  "
+                    + "\n  ".join(problems)
+                    + "\nthe site was deployed without recording it; nothing is published. "
+                    f"Upload the served {MANIFEST_NAME} as the asset {MANIFEST_NAME} of the "
+                    f"release {record.tag} (`gh release upload {record.tag} {MANIFEST_NAME} "
+                    "--clobber`) once you have checked it, then re-run this job"
+                )
+            notes += lag
+        (site / MANIFEST_NAME).write_text(record.text, encoding="utf-8")
+        source = f"{MANIFEST_NAME} of the release {record.tag} ({record.uploaded})"
+    manifest = read_manifest(site)
+    hosted = _restore_hosted(base_url, site, fetcher=fetcher) if base_url else 0
+    if not base_url and any(w.url is None for w in manifest.wheels):
+        raise PublishError(
+            "the published record lists wheels the site hosts itself, but no index.base_url "
+            "says where to read them back; set index.base_url"
+        )
+    return Restored(
+        site=site,
+        wheels=len(manifest.wheels),
+        hosted=hosted,
+        first_publish=False,
+        source=source,
+        notes=tuple(notes),
+    )

@@ -1,21 +1,20 @@
-"""The GitHub Actions workflows of a matrix.yaml, as text (pure: nothing is run or written).
+"""The files `buildtools ci github` writes for a matrix.yaml, as text (pure).
 
-`release.yml`: plan → build (one job per BuildJob, docker backend, CPU runners) → smoke
-(per accelerator family that has a runner in `runners.smoke`) → index (only when the
-builds and every smoke job that had work passed; `--require-smoke` publishes only the
-wheels a smoke report passed) → deploy to GitHub Pages (when `index.base_url` is set).
-`pull-request.yml`: the drift check, then the same graph for the `pr` profile, ending in
-an index preview artifact. `actionlint.yaml`: the custom runner labels, for actionlint.
+- `release-tag.yml` + `release.yml`: a `v*` tag, released from the default branch's
+  workflow (plan → build → smoke → release assets → index → Pages → status);
+- `pull-request.yml`: GitHub-hosted jobs only (drift check → … → index preview → status);
+- `self-hosted.yml` (when a runner is self-hosted): a pull request's self-hosted builds
+  and smoke tests, after its run, for branches of the repository only;
+- `caches.yml`: the scheduled run on the default branch that seeds the caches;
+- `actionlint.yaml`: the custom runner labels; `ci-requirements.txt`: the hashed tools.
 
-Safe by construction: actions pinned by commit SHA (`data/actions.yaml`), `permissions: {}`
-at the top and the least each job needs, no `${{ }}` inside a `run:` script (values reach
-scripts through `env:`), checkouts without persisted credentials, a timeout on every job.
-Uploads overwrite: re-running a failed job uploads its artifacts again under the same name.
+Which jobs a workflow has per family (and how many matrices of 256) is its `Shape`, from
+the plan of its profile; the plan job checks at run time that its plan still fits.
 """
 
 from __future__ import annotations
 
-__all__ = ["Generated", "render_workflows"]
+__all__ = ["GENERATED_FILES", "Generated", "render_workflows"]
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,12 +22,27 @@ from dataclasses import dataclass
 from ..matrix.config import MatrixFile
 from ..planner import Plan
 from . import layout
-from .jobs import Context
+from .matrix import matrix_entries
+from .outputs import shape_of
 from .pins import CiPins
 from .pull_request import render_pull_request
-from .release import render_release
+from .release import render_release, render_release_tag
 from .runners import custom_labels
+from .seed import render_caches
+from .self_hosted import render_self_hosted
+from .steps import Context
 from .yamlwriter import dump
+
+# Every file the generator may write: one it no longer writes is obsolete (removed).
+GENERATED_FILES = (
+    layout.TAG_WORKFLOW,
+    layout.RELEASE_WORKFLOW,
+    layout.PR_WORKFLOW,
+    layout.SELF_HOSTED_WORKFLOW,
+    layout.CACHES_WORKFLOW,
+    layout.ACTIONLINT_CONFIG,
+    layout.REQUIREMENTS,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,18 +58,58 @@ def _actionlint(ctx: Context) -> str:
         ctx.do_not_edit(),
         "The self-hosted runner labels of runners.build / runners.smoke, for actionlint.",
     ]
-    return dump({"self-hosted-runner": {"labels": custom_labels(ctx.mf)}}, header=header)
+    labels = custom_labels(ctx.mf, ctx.pins.hosted_runners.labels)
+    return dump({"self-hosted-runner": {"labels": labels}}, header=header)
+
+
+def _requirements(ctx: Context) -> str:
+    return f"# {ctx.do_not_edit()}\n" + ctx.pins.requirements
 
 
 def render_workflows(
     mf: MatrixFile, pins: CiPins, plans: Mapping[str, Plan], *, matrix: str
 ) -> list[Generated]:
     """The generated files for a matrix (plans: the `release` and `pr` profiles' plans)."""
-    ctx = Context(mf=mf, pins=pins, matrix=matrix)
-    return [
+    release, pr = plans[layout.RELEASE_PROFILE], plans[layout.PR_PROFILE]
+    hosted = pins.hosted_runners.labels
+    entries = {
+        name: matrix_entries(
+            plan, plan, profile=name, matrix=matrix, ci_python=pins.python.version, hosted=hosted
+        )
+        for name, plan in plans.items()
+    }
+    release_shape = shape_of(entries[layout.RELEASE_PROFILE], layout.RELEASE_NAME)
+    pr_shape = shape_of(entries[layout.PR_PROFILE], layout.PR_NAME)
+    self_shape = shape_of(entries[layout.PR_PROFILE], layout.SELF_HOSTED_NAME)
+    shape_of(entries[layout.RELEASE_PROFILE], layout.CACHES_NAME)  # checks its matrices fit
+
+    def ctx(kind: str) -> Context:
+        return Context(mf=mf, pins=pins, matrix=matrix, kind=kind)
+
+    self_hosted = bool(self_shape.build or self_shape.smoke)
+    files = [
+        Generated(path=layout.TAG_WORKFLOW, text=render_release_tag(ctx(layout.RELEASE_NAME))),
         Generated(
-            path=layout.RELEASE_WORKFLOW, text=render_release(ctx, plans[layout.RELEASE_PROFILE])
+            path=layout.RELEASE_WORKFLOW,
+            text=render_release(ctx(layout.RELEASE_NAME), release, release_shape),
         ),
-        Generated(path=layout.PR_WORKFLOW, text=render_pull_request(ctx, plans[layout.PR_PROFILE])),
-        Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(ctx)),
+        Generated(
+            path=layout.PR_WORKFLOW,
+            text=render_pull_request(ctx(layout.PR_NAME), pr, pr_shape, self_hosted=self_hosted),
+        ),
     ]
+    if self_hosted:
+        files.append(
+            Generated(
+                path=layout.SELF_HOSTED_WORKFLOW,
+                text=render_self_hosted(ctx(layout.SELF_HOSTED_NAME), pr, self_shape),
+            )
+        )
+    files += [
+        Generated(
+            path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release)
+        ),
+        Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(ctx(layout.RELEASE_NAME))),
+        Generated(path=layout.REQUIREMENTS, text=_requirements(ctx(layout.RELEASE_NAME))),
+    ]
+    return files

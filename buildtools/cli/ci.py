@@ -1,8 +1,12 @@
-"""`buildtools ci github|matrix|restore-site`: the generated workflows and their steps."""
+"""`buildtools ci github|matrix|status|…`: the generated workflows and the steps they run.
+
+The publishing and cache verbs (`restore-site`, `select`, `upload-assets`, `record`,
+`pypi-dist`, `builder-image`, `prefetch`) are in `cli.ci_release`.
+"""
 
 from __future__ import annotations
 
-__all__ = ["add_ci_parser", "add_github_parser", "add_matrix_parser", "add_restore_parser"]
+__all__ = ["add_ci_parser", "add_github_parser", "add_matrix_parser", "add_status_parser"]
 
 import argparse
 import json
@@ -10,28 +14,42 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from pydantic import ValidationError
-
 from ..ci import layout
 from ..ci.github import check_command, check_files, generate, regen_command, write_files
-from ..ci.matrix import (
+from ..ci.github_api import GitHubApi, RestApi
+from ..ci.keys import unpinned_bases
+from ..ci.matrix import matrix_entries
+from ..ci.outputs import (
+    Shape,
     append_to,
+    assignments,
     github_outputs,
-    matrix_entries,
+    select,
+    shape_of,
     summary_markdown,
     write_outputs,
 )
-from ..ci.site import Fetcher, UrllibFetcher, pages_subpath, restore_site
-from ..errors import CiDriftError, PlanError, PublishError
-from ..matrix.config import IndexConfig, load_matrix
+from ..ci.pins import load_pins
+from ..ci.record import latest_record
+from ..ci.status import (
+    entries_json,
+    read_entries,
+    reproduce_commands,
+    run_status,
+    status_markdown,
+)
+from ..ci.version import check_tag, project_version, published_jobs
+from ..errors import CiDriftError, PlanError
+from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
+from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args
 
 
 def add_github_parser(sub: Any) -> None:
     p = sub.add_parser(
         "github",
-        help="write .github/workflows/{release,pull-request}.yml from matrix.yaml (or --check)",
+        help="write the GitHub Actions workflows of matrix.yaml under .github/ (or --check)",
     )
     p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml (default: ./matrix.yaml)")
     p.add_argument(
@@ -51,9 +69,9 @@ def add_github_parser(sub: Any) -> None:
 
 
 def cmd_github(args: argparse.Namespace, out: TextIO) -> int:
-
     ci = generate(args.matrix or default_matrix_path(), root=args.root)
     regen = regen_command(ci.matrix)
+    paths = [g.path for g in ci.files]
     if args.check:
         problems = check_files(ci)
         if problems:
@@ -61,13 +79,9 @@ def cmd_github(args: argparse.Namespace, out: TextIO) -> int:
                 f"the GitHub Actions workflows no longer match {ci.matrix}:\n"
                 + "\n".join(problems)
                 + f"\nregenerate them with `{regen}` (or `buildtools ci github`) and commit "
-                + ", ".join(g.path for g in ci.files)
+                + ", ".join(paths)
             )
-        out.write(
-            f"{len(ci.files)} file(s) match {ci.matrix}: "
-            + ", ".join(g.path for g in ci.files)
-            + "\n"
-        )
+        out.write(f"{len(ci.files)} file(s) match {ci.matrix}: " + ", ".join(paths) + "\n")
         return 0
     for path, what in write_files(ci, force=args.force):
         out.write(f"  {what:9}  {path}\n")
@@ -76,12 +90,35 @@ def cmd_github(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def add_matrix_parser(sub: Any) -> None:
-
     p = sub.add_parser(
         "matrix",
-        help="the plan job: GitHub Actions matrices (one entry per BuildJob) for a profile",
+        help="the plan job: GitHub Actions matrices (one entry per BuildJob) for a workflow",
     )
     add_plan_args(p)
+    p.add_argument(
+        "--workflow",
+        choices=layout.WORKFLOW_KINDS,
+        default=layout.RELEASE_NAME,
+        help="which generated workflow plans (default: release)",
+    )
+    p.add_argument(
+        "--shape",
+        default=None,
+        help="the jobs the workflow was generated with (it passes them; default: this plan's)",
+    )
+    p.add_argument("--tag", default=None, help="release: the tag, checked against the version")
+    p.add_argument("--sha", default=None, help="the commit later jobs check out")
+    p.add_argument(
+        "--published-from-releases",
+        action="store_true",
+        help="release: skip jobs whose wheels the published record (release assets) lists",
+    )
+    p.add_argument(
+        "--unsmoked",
+        action="store_true",
+        help="release: also build the families without a smoke runner",
+    )
+    p.add_argument("--no-publish", action="store_true", help="release: build and test only")
     p.add_argument(
         "--github-output",
         default=None,
@@ -101,32 +138,121 @@ def add_matrix_parser(sub: Any) -> None:
         metavar="FILE",
         help="also write the plan as `buildtools plan --format json` prints it",
     )
+    p.add_argument(
+        "--entries-json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write each job's matrix entry (what the status job reads)",
+    )
     p.set_defaults(handler=cmd_matrix)
 
 
-def cmd_matrix(args: argparse.Namespace, out: TextIO) -> int:
-
+def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None = None) -> int:
     if args.profile is None:
         raise PlanError("ci matrix: --profile is required (the workflows pass release or pr)")
     if args.torch_axis is not None:
         raise PlanError("ci matrix: --torch does not apply; CI builds the profile's torches")
+    release = args.workflow == layout.RELEASE_NAME
+    for flag, given in (("--tag", args.tag), ("--unsmoked", args.unsmoked)):
+        if given and not release:
+            raise PlanError(f"ci matrix: {flag} applies to --workflow release only")
     env = dict(os.environ)
     only = list(args.only)
     args.only = []
-    full, _ = plan_from_args(args)
+    full, project_dir = plan_from_args(args)
     selected = full
     if only:
         args.only = only
         selected, _ = plan_from_args(args)
     matrix = str(args.matrix) if args.matrix else layout.DEFAULT_MATRIX
-    entries = matrix_entries(
-        selected, full, profile=args.profile, matrix=matrix, ci_python=host_python()
+    mf = load_matrix(args.matrix or default_matrix_path())
+    hosted = load_pins().hosted_runners.labels
+
+    def entries_of(plan: Any, *, images: bool) -> list[Any]:
+        return matrix_entries(
+            plan,
+            full,
+            profile=args.profile,
+            matrix=matrix,
+            ci_python=host_python(),
+            hosted=hosted,
+            env=env if images else None,
+        )
+
+    entries = entries_of(selected, images=True)
+    shape = (
+        Shape.parse(args.workflow, args.shape)
+        if args.shape
+        else shape_of(entries_of(full, images=False), args.workflow)
     )
-    outputs = github_outputs(entries)
+    published: dict[str, str] = {}
+    notes: list[str] = []
+    extra: dict[str, str] = {}
+    if args.tag is not None:
+        version_file = mf.matrix.ci.version_file
+        where = f"{project_dir}/{version_file}" if version_file else str(project_dir)
+        name = mf.matrix.project.name
+        tagged = check_tag(
+            args.tag,
+            project_version(project_dir, name=name, version_file=version_file),
+            where=where,
+        )
+        extra["tag"] = args.tag
+        notes.append(f"tag `{args.tag}` releases version {tagged} of `{name or project_dir}`")
+        if args.published_from_releases:
+            record = latest_record(api or RestApi.from_env(env))
+            if record is not None:
+                published = published_jobs(
+                    selected.jobs, project=name, version=tagged, wheels=record.manifest.wheels
+                )
+                notes.append(
+                    f"published record: {len(record.manifest.wheels)} wheel(s) "
+                    f"(`index.json` of the release {record.tag})"
+                )
+            if not name:
+                notes.append(
+                    "project.name is not set in matrix.yaml: published wheels cannot be "
+                    "recognised, every job is built"
+                )
+    if args.sha:
+        extra["sha"] = args.sha
+    unsmoked = args.unsmoked or mf.matrix.ci.unsmoked == "build"
+    selection = select(entries, args.workflow, unsmoked=unsmoked, published=published)
+    jobs = assignments(selection, shape, regenerate=regen_command(matrix))
+    flags: dict[str, bool] = {}
+    if release:
+        publish = not args.no_publish and any(e.smoke_runner for e in selection.build)
+        pypi = mf.matrix.ci.pypi
+        flags = {
+            "assets": publish,
+            "index": publish,
+            "pypi": publish
+            and pypi is not None
+            and any(
+                e.torch == pypi.torch and e.accelerator == pypi.accelerator and e.smoke_runner
+                for e in selection.build
+            ),
+        }
+    elif args.workflow == layout.PR_NAME:
+        flags = {"index": bool(selection.build)}
+    built = {e.id for e in selection.build}
+    unpinned = unpinned_bases([j for j in selected.jobs if j.id in built], env)
+    if unpinned:
+        notes.append(
+            "builder base images without a digest in docker/pins.yaml (used by tag, so a "
+            "re-pushed tag changes the build): "
+            + ", ".join(f"`{b}`" for b in unpinned)
+            + "; run `python docker/refresh-pins.py` and commit it"
+        )
+    outputs = {**github_outputs(jobs, build_count=len(selection.build), flags=flags), **extra}
     write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), outputs)
-    summary = summary_markdown(entries, profile=args.profile, matrix=matrix, only=only)
+    summary = summary_markdown(
+        selection, profile=args.profile, matrix=matrix, only=only, notes=notes
+    )
     append_to(args.summary or env.get("GITHUB_STEP_SUMMARY"), summary)
     if args.plan_json is not None:
+        args.plan_json.parent.mkdir(parents=True, exist_ok=True)
         args.plan_json.write_text(
             json.dumps(
                 {"include": [j.to_plan_json() for j in selected.jobs]}, indent=2, sort_keys=True
@@ -134,71 +260,92 @@ def cmd_matrix(args: argparse.Namespace, out: TextIO) -> int:
             + "\n",
             encoding="utf-8",
         )
+    if args.entries_json is not None:
+        owner = {
+            (row["id"], job.split("-", 1)[0]): job
+            for job, rows in jobs.items()
+            for row in rows
+            if job.startswith(("build-", "smoke-"))
+        }
+        args.entries_json.parent.mkdir(parents=True, exist_ok=True)
+        args.entries_json.write_text(
+            entries_json(
+                workflow=args.workflow,
+                build=[(e.to_json(), owner[(e.id, "build")]) for e in selection.build],
+                smoke=[(e.to_json(), owner[(e.id, "smoke")]) for e, _ in selection.smoke],
+                skipped=selection.skipped,
+            ),
+            encoding="utf-8",
+        )
     out.write(summary)
     return 0
 
 
-def add_restore_parser(sub: Any) -> None:
+def add_status_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "restore-site",
-        help="download the published site (index.base_url) so that a publish merges into it",
+        "status",
+        help="the status job: the run's verdict and final summary (published, held back, failed)",
     )
-    p.add_argument("--site", type=Path, required=True, help="the Pages artifact's root directory")
-    p.add_argument("--matrix", type=Path, default=None, help="matrix.yaml (for index.base_url)")
-    p.add_argument("--base-url", default=None, help="the published site (default: index.base_url)")
+    p.add_argument("--workflow", choices=layout.WORKFLOW_KINDS, required=True)
     p.add_argument(
-        "--repository",
-        default=None,
-        help="OWNER/REPO deploying the site (default: $GITHUB_REPOSITORY)",
+        "--needs-env",
+        default="NEEDS",
+        metavar="VAR",
+        help="the environment variable holding toJSON(needs) (default: NEEDS)",
     )
     p.add_argument(
-        "--github-output",
-        default=None,
-        metavar="FILE",
-        help="append `path=<site dir>` here (default: $GITHUB_OUTPUT)",
+        "--reports",
+        type=Path,
+        required=True,
+        help="the downloaded reports: plan/, build-report-*/, smoke-*/, selection/",
     )
-    p.set_defaults(handler=cmd_restore_site)
+    p.add_argument(
+        "--entries",
+        type=Path,
+        default=None,
+        help="the plan's entries (default: REPORTS/plan/entries.json)",
+    )
+    p.set_defaults(handler=cmd_status)
 
 
-def cmd_restore_site(
-    args: argparse.Namespace, out: TextIO, *, fetcher: Fetcher | None = None
-) -> int:
+def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     env = dict(os.environ)
-    base_url = args.base_url
-    if base_url is None:
-        base_url = load_matrix(args.matrix or default_matrix_path()).matrix.index.base_url
-    if not base_url:
-        raise PublishError(
-            "no index.base_url in matrix.yaml (or --base-url): nothing tells where the "
-            "site is published"
-        )
-    repository = args.repository or env.get("GITHUB_REPOSITORY")
     try:
-        IndexConfig.model_validate({"base_url": base_url})
-    except ValidationError as exc:
-        msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-        raise PublishError(f"--base-url: {msg}") from None
-    sub = pages_subpath(base_url, repository)
-    site = args.site / sub if sub else args.site
-    restored = restore_site(base_url, site, fetcher=fetcher or UrllibFetcher())
-    if restored.first_publish:
-        out.write(f"{base_url}: no index.json yet: this is the first publish\n")
-    else:
-        out.write(f"restored {restored.wheels} published wheel(s) from {base_url} into {site}\n")
-    write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), {"path": str(site)})
-    return 0
+        needs = json.loads(env.get(args.needs_env) or "{}")
+    except ValueError:
+        raise PlanError(
+            f"${args.needs_env}: not JSON (the workflow passes toJSON(needs))"
+        ) from None
+    path = args.entries or args.reports / "plan" / "entries.json"
+    entries = read_entries(path) if path.is_file() else None
+    status = run_status(workflow=args.workflow, needs=needs, entries=entries, reports=args.reports)
+    text = status_markdown(status, reproduce=reproduce_commands(entries))
+    append_to(env.get("GITHUB_STEP_SUMMARY"), text)
+    failed = [j.job for j in status.jobs if not j.ok]
+    description = (
+        f"{len(status.published)} published, {len(status.failed)} failed"
+        if status.ok
+        else f"failed: {', '.join(failed)}"
+    )[:140]
+    write_outputs(
+        env.get("GITHUB_OUTPUT"),
+        {"state": "success" if status.ok else "failure", "description": description},
+    )
+    out.write(text)
+    return 0 if status.ok else 1
 
 
 def add_ci_parser(sub: Any) -> None:
-    """Register `buildtools ci <github|matrix|restore-site>`."""
+    """Register `buildtools ci <verb>`."""
     p = sub.add_parser(
         "ci",
-        help="GitHub Actions: generate the workflows from matrix.yaml, and their helpers",
+        help="GitHub Actions: generate the workflows from matrix.yaml, and their steps",
         description="`buildtools ci github` writes the release and pull-request workflows "
-        "(`--check`: fail when they no longer match matrix.yaml); `matrix` and "
-        "`restore-site` are steps those workflows run.",
+        "(`--check`: fail when they no longer match matrix.yaml); the other verbs are steps "
+        "those workflows run.",
     )
     verbs = p.add_subparsers(dest="ci_verb", required=True, metavar="CI_VERB")
     add_github_parser(verbs)
     add_matrix_parser(verbs)
-    add_restore_parser(verbs)
+    add_status_parser(verbs)
+    add_release_parsers(verbs)

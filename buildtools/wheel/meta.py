@@ -29,6 +29,7 @@ __all__ = [
     "make_build_record",
     "parse_build_record",
     "platform_tag_satisfies",
+    "public_wheel",
     "read_build_record",
     "read_metadata",
     "relabel_wheel",
@@ -384,6 +385,20 @@ def relabel_wheel(
         platform_tag=platform_tag,
         source_date_epoch=source_date_epoch,
     )
+
+
+def public_wheel(wheel: Path, *, out_dir: Path) -> Path:
+    """A copy of `wheel` in `out_dir` without its local version label (PyPI refuses one).
+
+    `1.2.0+pt213cu130` becomes `1.2.0` in the file name, METADATA and dist-info; the build
+    record inside still says which torch and accelerator it was built for.
+    """
+    wname = WheelName.parse(wheel.name)
+    try:
+        public = Version(wname.version.replace("_", "-")).public
+    except InvalidVersion as exc:
+        raise ValueError(f"{wheel.name}: {wname.version!r} is not a PEP 440 version") from exc
+    return _rewrite(wheel, out_dir=out_dir, version=public)
 
 
 def retag_wheel(wheel: Path, *, out_dir: Path, platform_tag: str) -> Path:
