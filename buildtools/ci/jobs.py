@@ -272,10 +272,13 @@ def smoke_job(
     permissions = {"contents": "read"}
     if from_run:
         permissions["actions"] = "read"
+    # explicit: a default success() would also be false when the (optional) image job
+    # upstream of the build was skipped or failed
+    upstream = needs[-1]
     return {
         "name": f"smoke ${{{{ matrix.id }}}} ({family})",
         "needs": needs,
-        "if": _flag(job),
+        "if": f"${{{{ !cancelled() && needs.{upstream}.result == 'success' && {_flag(job)} }}}}",
         "runs-on": runs_on(label),
         "timeout-minutes": layout.SMOKE_TIMEOUT,
         "permissions": permissions,

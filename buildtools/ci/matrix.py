@@ -10,7 +10,11 @@ and into matrices of at most 256, is `ci.outputs`.
 from __future__ import annotations
 
 __all__ = [
+    "BUILD_KEYS",
+    "IMAGE_KEYS",
     "MAX_MATRIX_JOBS",
+    "PREFETCH_KEYS",
+    "SMOKE_KEYS",
     "MatrixEntry",
     "job_globs",
     "matrix_entries",
@@ -90,6 +94,34 @@ class MatrixEntry:
             "image_key": self.image_key,
             "image_file": self.image_file,
         }
+
+    def view(self, keys: tuple[str, ...]) -> dict[str, Any]:
+        """The fields one job reads: a job's outputs are capped (1 MB), so matrices carry
+        only these; the plan artifact keeps the whole entry."""
+        whole = self.to_json()
+        return {k: whole[k] for k in keys}
+
+
+# What each job of the workflows reads from its matrix entry.
+BUILD_KEYS = (
+    "id",
+    "family",
+    "runner",
+    "timeout",
+    "python_versions",
+    "only",
+    "reproduce",
+    "prefetch_key",
+    "prefetch_restore",
+    "ccache_key",
+    "ccache_path",
+    "image",
+    "image_key",
+    "image_file",
+)
+SMOKE_KEYS = ("id", "family", "python_versions", "reproduce", "smoke")
+IMAGE_KEYS = ("id", "family", "runner", "only", "image", "image_key", "image_file")
+PREFETCH_KEYS = ("id", "python_versions", "prefetch_key")
 
 
 def job_globs(job: BuildJob, universe: Iterable[str]) -> tuple[str, ...]:

@@ -37,7 +37,10 @@ from typing import Any
 
 from ..errors import PlanError
 from . import layout
-from .matrix import MatrixEntry
+from .matrix import BUILD_KEYS, IMAGE_KEYS, PREFETCH_KEYS, SMOKE_KEYS, MatrixEntry
+
+# GitHub caps a job's outputs at 1 MB: the plan job's matrices stay well below.
+MAX_OUTPUTS_BYTES = 900_000
 
 RUN = "run"  # smoke tests of wheels built in this run
 PULL_REQUEST = "pull-request"  # … of wheels the pull request's run built
@@ -245,15 +248,19 @@ def assignments(
         for i in range(have):
             part = rows[i * layout.MAX_MATRIX_JOBS : (i + 1) * layout.MAX_MATRIX_JOBS]
             if family in shape.build:
-                jobs[shape.build_jobs(family)[i]] = [e.to_json() for e in part if e.id in built]
+                jobs[shape.build_jobs(family)[i]] = [
+                    e.view(BUILD_KEYS) for e in part if e.id in built
+                ]
             if family in shape.smoke:
                 jobs[shape.smoke_jobs(family)[i]] = [
-                    {**e.to_json(), "wheels_from": sources[e.id]} for e in part if e.id in sources
+                    {**e.view(SMOKE_KEYS), "wheels_from": sources[e.id]}
+                    for e in part
+                    if e.id in sources
                 ]
     if selection.kind in (layout.RELEASE_NAME, layout.CACHES_NAME):
-        jobs["images"] = [e.to_json() for e in selection.images]
+        jobs["images"] = [e.view(IMAGE_KEYS) for e in selection.images]
     if selection.kind == layout.CACHES_NAME:
-        jobs["prefetch"] = [e.to_json() for e in selection.prefetch]
+        jobs["prefetch"] = [e.view(PREFETCH_KEYS) for e in selection.prefetch]
     return jobs
 
 
@@ -271,6 +278,13 @@ def github_outputs(
     for name, value in (flags or {}).items():
         outputs[layout.run_flag(name)] = "true" if value else "false"
     outputs["jobs"] = str(build_count)
+    size = sum(len(k) + len(v) for k, v in outputs.items())
+    if size > MAX_OUTPUTS_BYTES:
+        raise PlanError(
+            f"the plan's matrices take {size} bytes of job outputs; GitHub keeps at most 1 MB "
+            "per job: split matrix.yaml into several files (e.g. one per accelerator family), "
+            "each with its own workflows"
+        )
     return outputs
 
 

@@ -66,6 +66,15 @@ def gate_condition(jobs: list[str], flag: str) -> str:
     return "${{ " + " && ".join(parts) + " }}"
 
 
+def _after(job: str, flag: str) -> str:
+    """Run when `job` passed and the plan set `flag` (explicit: a default success() would be
+    false for any job skipped further up, such as an image job with nothing to build)."""
+    return (
+        f"${{{{ !cancelled() && needs.{job}.result == 'success' && "
+        f"needs.plan.outputs.{layout.run_flag(flag)} == 'true' }}}}"
+    )
+
+
 def _tag_env() -> dict[str, str]:
     return {"BT_TAG": "${{ needs.plan.outputs.tag }}"}
 
@@ -151,7 +160,7 @@ def index_job(ctx: Context) -> dict[str, Any]:
     job: dict[str, Any] = {
         "name": "index" + (" and deploy to GitHub Pages" if pages else ""),
         "needs": ["plan", "assets"],
-        "if": f"needs.plan.outputs.{layout.run_flag('index')} == 'true'",
+        "if": _after("assets", "index"),
         "runs-on": ctx.control,
         "timeout-minutes": layout.INDEX_TIMEOUT,
         # restore → index → deploy, one at a time across releases and Pages workflows
@@ -235,7 +244,7 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
         "pypi-dist": {
             "name": "PyPI distributions",
             "needs": ["plan", "assets"],
-            "if": f"needs.plan.outputs.{layout.run_flag('pypi')} == 'true'",
+            "if": _after("assets", "pypi"),
             "runs-on": ctx.control,
             "timeout-minutes": layout.ASSETS_TIMEOUT,
             "permissions": {"contents": "read", "attestations": "read"},
@@ -244,6 +253,7 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
         "pypi": {
             "name": "publish to PyPI",
             "needs": ["plan", "pypi-dist"],
+            "if": "${{ !cancelled() && needs.pypi-dist.result == 'success' }}",
             "runs-on": ctx.control,
             "timeout-minutes": layout.INDEX_TIMEOUT,
             # trusted publishing: PyPI trusts this workflow in this environment, no token
