@@ -219,7 +219,7 @@ def test_fork_pull_requests_never_reach_self_hosted_runners(
     )
     files = reference if source == "reference" else _workflows(matrix)
     pr_workflow = files[layout.PR_WORKFLOW]
-    outputs, entries = Plan(tmp_path, matrix, pr_workflow, layout.PR_NAME).outputs()
+    outputs, _ = Plan(tmp_path, matrix, pr_workflow, layout.PR_NAME).outputs()
     fork = {"event_name": "pull_request", "repository": "acme/ext"}
     run = simulate(pr_workflow, github=fork, plan_outputs=outputs)
     assert run.results["status"] == "success"
