@@ -1,53 +1,30 @@
-"""`buildtools ci`: the generated workflows' job graph, safety rules, drift check, the plan
-job's matrix, the site restore, the pins and the YAML writer (no process is started)."""
+"""`buildtools ci github`: the generated workflows' jobs, their safety rules, the drift check
+and generation itself (no process is started). The job graph's scenarios are simulated in
+test_ci_graph.py, the plan job in test_ci_plan.py, the publishing steps in test_ci_publish.py."""
 
 from __future__ import annotations
 
-import fnmatch
 import io
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.crafted import make_wheel
-from fixtures.factories import make_cell, make_job
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from buildtools.ci import layout
 from buildtools.ci.github import check_files, generate, write_files
 from buildtools.ci.layout import GENERATED_MARKER
-from buildtools.ci.matrix import (
-    MAX_MATRIX_JOBS,
-    github_outputs,
-    job_globs,
-    matrix_entries,
-    summary_markdown,
-)
-from buildtools.ci.pins import load_pins, newest_release, parse_ls_remote
-from buildtools.ci.runners import is_hosted
-from buildtools.ci.site import pages_subpath, restore_site
-from buildtools.ci.yamlwriter import Pinned, dump
-from buildtools.cli.build import reproduce_command
-from buildtools.cli.main import _extra_verbs, build_parser, main
-from buildtools.errors import CiDriftError, ExitCode, KnowledgeError, PlanError, PublishError
-from buildtools.index.manifest import read_manifest
-from buildtools.index.publish import publish
-from buildtools.index.settings import IndexSettings
-from buildtools.index.wheels import read_wheel
-from buildtools.knowledge import load_knowledge
-from buildtools.matrix.config import load_matrix
-from buildtools.planner import Plan, plan
+from buildtools.ci.pins import load_pins, parse_requirements
+from buildtools.cli.main import main
+from buildtools.errors import CiDriftError, ExitCode
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
-KB = load_knowledge()
 PINS = load_pins()
-SHA_USES = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[0-9a-f]{40}$")
+HOSTED = set(PINS.hosted_runners.labels)
+SHA_USES = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[a-z]+)?@[0-9a-f]{40}$")
 
 
 def load(text: str) -> Any:
@@ -66,8 +43,7 @@ def project(
 
 
 def workflows(matrix: Path) -> dict[str, Any]:
-    ci = generate(matrix)
-    return {g.path: load(g.text) for g in ci.files}
+    return {g.path: load(g.text) for g in generate(matrix).files if g.path.endswith(".yml")}
 
 
 @pytest.fixture(scope="module")
@@ -77,189 +53,254 @@ def reference() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def large(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    root = tmp_path_factory.mktemp("large")
-    return workflows(project(root, FIXTURES / "matrix-large.yaml"))
+    return workflows(project(tmp_path_factory.mktemp("large"), FIXTURES / "matrix-large.yaml"))
 
 
-def jobs(files: dict[str, Any], which: str) -> dict[str, Any]:
-    path = layout.RELEASE_WORKFLOW if which == "release" else layout.PR_WORKFLOW
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return workflows(project(tmp_path_factory.mktemp("huge"), FIXTURES / "matrix-huge.yaml"))
+
+
+def jobs(files: dict[str, Any], path: str) -> dict[str, Any]:
     result: dict[str, Any] = files[path]["jobs"]
     return result
 
 
+def all_jobs(files: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, doc in files.items():
+        for name, job in doc["jobs"].items():
+            yield path, name, job
+
+
 def steps(files: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
-        for name, job in files[path]["jobs"].items():
-            for step in job.get("steps", []):
-                yield path, name, step
+    for path, name, job in all_jobs(files):
+        for step in job.get("steps", []):
+            yield path, name, step
 
 
-# -- the job graph ------------------------------------------------------------------------
+# -- the files and the job graph ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["release", "pr"])
-def test_reference_graph(reference: dict[str, Any], which: str) -> None:
-    graph = jobs(reference, which)
-    assert graph["build"]["needs"] == "plan"
-    # the reference matrix has smoke runners for cpu and cuda, none for rocm; and ARM ones
-    # for its aarch64 cells (Grace Hopper: the GH200 runner)
-    smokes = {"smoke-cpu", "smoke-cuda", "smoke-cpu-aarch64", "smoke-cuda-aarch64"}
-    assert {j for j in graph if j.startswith("smoke-")} == smokes
-    assert graph["smoke-cuda"]["runs-on"] == ["self-hosted", "linux", "gpu-h100"]
-    assert graph["smoke-cpu"]["runs-on"] == "ubuntu-24.04"
-    assert graph["smoke-cuda-aarch64"]["runs-on"] == ["self-hosted", "linux", "arm64", "gh200"]
-    assert graph["smoke-cpu-aarch64"]["runs-on"] == "ubuntu-24.04-arm"
-    for family in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):
+def test_the_files(reference: dict[str, Any], large: dict[str, Any]) -> None:
+    assert set(reference) == {
+        layout.TAG_WORKFLOW,
+        layout.RELEASE_WORKFLOW,
+        layout.PR_WORKFLOW,
+        layout.SELF_HOSTED_WORKFLOW,  # the CUDA smoke runner is self-hosted
+        layout.CACHES_WORKFLOW,
+    }
+    assert reference[layout.TAG_WORKFLOW]["on"] == {"push": {"tags": ["v*"]}}
+    assert reference[layout.RELEASE_WORKFLOW]["on"]["workflow_run"] == {
+        "workflows": [layout.TAG_NAME],
+        "types": ["completed"],
+    }
+    assert reference[layout.SELF_HOSTED_WORKFLOW]["on"]["workflow_run"]["workflows"] == [
+        layout.PR_NAME
+    ]
+    assert reference[layout.CACHES_WORKFLOW]["on"]["schedule"] == [{"cron": "23 4 * * 1"}]
+    names = {path: doc["name"] for path, doc in reference.items()}
+    assert names[layout.TAG_WORKFLOW] == layout.TAG_NAME
+    assert names[layout.PR_WORKFLOW] == layout.PR_NAME
+
+
+def test_release_graph_is_per_family(reference: dict[str, Any]) -> None:
+    graph = jobs(reference, layout.RELEASE_WORKFLOW)
+    assert list(graph) == [
+        "plan", "images", "build-cpu", "build-cuda", "build-rocm", "smoke-cpu", "smoke-cuda",
+        "assets", "index", "status",
+    ]  # fmt: skip
+    for family in ("cpu", "cuda"):
         smoke = graph[f"smoke-{family}"]
-        assert smoke["needs"] == ["plan", "build"]
-        assert f"needs.plan.outputs.has_{family} == 'true'" in smoke["if"]
+        # a smoke job waits for its own family's builds only
+        assert smoke["needs"] == ["plan", f"build-{family}"]
+        assert f"needs.build-{family}.result == 'success'" in smoke["if"]
         assert smoke["strategy"]["matrix"] == (
             f"${{{{ fromJSON(needs.plan.outputs.smoke_{family}) }}}}"
         )
-    index = graph["index"]
-    assert set(index["needs"]) == {"plan", "build", *smokes}
-    assert "needs.build.result == 'success'" in index["if"]
-    for family in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):
-        assert f"needs.smoke-{family}.result == 'success'" in index["if"]
-
-
-def test_release_publishes_only_after_every_smoke_job(reference: dict[str, Any]) -> None:
-    graph = jobs(reference, "release")
-    cond = graph["index"]["if"]
-    # a skipped smoke job lets the index through only when the plan had nothing to test
-    for family in ("cpu", "cuda"):
+    assert graph["smoke-cuda"]["runs-on"] == ["self-hosted", "linux", "gpu-h100"]
+    assert graph["build-cuda"]["needs"] == ["plan", "images"]
+    assert "!cancelled()" in graph["build-cuda"]["if"]  # the image job is optional
+    # the publish waits for every build and smoke job: each passed, or had no work
+    gate = graph["assets"]["if"]
+    for job in ("build-cpu", "build-cuda", "build-rocm", "smoke-cpu", "smoke-cuda"):
         assert (
-            f"(needs.smoke-{family}.result == 'success' || (needs.smoke-{family}.result == "
-            f"'skipped' && needs.plan.outputs.has_{family} != 'true'))"
-        ) in cond
-    assert cond.startswith("${{ !cancelled() && ")
-    # the deploy job runs after the index only; publishing is gated by --require-smoke
-    assert graph["deploy"]["needs"] == "index"
-    index_run = next(
-        s["run"] for s in graph["index"]["steps"] if "nox -s index" in s.get("run", "")
-    )
-    assert "--require-smoke" in index_run
-    assert 'if [ "${#gates[@]}" -eq 0 ]' in index_run  # no report: nothing is published
-    assert "wheels=()" in index_run
+            f"(needs.{job}.result == 'success' || (needs.{job}.result == 'skipped' && "
+            f"needs.plan.outputs.run_{job.replace('-', '_')} != 'true'))"
+        ) in gate
+    assert graph["index"]["needs"] == ["plan", "assets"]
+    assert set(graph["status"]["needs"]) == set(graph) - {"status"}
+    assert graph["status"]["if"] == "always()"
 
 
-def test_large_matrix_graph(large: dict[str, Any]) -> None:
-    graph = jobs(large, "release")
-    # cuda and rocm have GPU runners, cpu has none: no smoke job for it, and the header says
-    # its wheels are never published
-    assert {j for j in graph if j.startswith("smoke-")} == {"smoke-cuda", "smoke-rocm"}
-    assert graph["smoke-rocm"]["runs-on"] == ["self-hosted", "linux", "x64", "gpu-mi300x"]
-    assert set(graph["index"]["needs"]) == {"plan", "build", "smoke-cuda", "smoke-rocm"}
-    assert "smoke-cpu" not in graph["index"]["if"]
-    pr = jobs(large, "pr")
-    assert {j for j in pr if j.startswith("smoke-")} == {"smoke-cuda", "smoke-rocm"}
-
-
-def test_large_matrix_header_names_unsmoked_families(tmp_path: Path) -> None:
-    ci = generate(project(tmp_path, FIXTURES / "matrix-large.yaml"))
-    release = next(g.text for g in ci.files if g.path == layout.RELEASE_WORKFLOW)
-    assert "not smoke-tested, so never published: cpu (no runners.smoke.cpu)" in release
-    assert "profile `release`, 66 cell(s) in 66 build job(s)" in release
-    assert "smoke-tested on: cuda (self-hosted, linux, x64, gpu-a100); rocm" in release
-
-
-def test_pull_requests_from_forks_never_reach_self_hosted_runners(
-    reference: dict[str, Any], large: dict[str, Any]
-) -> None:
-    fork_guard = "github.event.pull_request.head.repo.full_name == github.repository"
-    assert fork_guard in jobs(reference, "pr")["smoke-cuda"]["if"]
-    assert fork_guard not in jobs(reference, "pr")["smoke-cpu"]["if"]  # a hosted runner
-    assert fork_guard in jobs(large, "pr")["smoke-rocm"]["if"]
-    for files in (reference, large):
-        for name, job in jobs(files, "release").items():
-            assert fork_guard not in str(job.get("if", "")), name
-
-
-def test_pr_workflow_runs_the_drift_check_first(reference: dict[str, Any]) -> None:
-    graph = jobs(reference, "pr")
-    assert graph["plan"]["needs"] == "drift"
-    runs = [s["run"] for s in graph["drift"]["steps"] if "run" in s]
-    assert any("nox -s ci -- --check" in r for r in runs)
-    assert "deploy" not in graph
-    assert reference[layout.PR_WORKFLOW]["on"] == {"pull_request": {}}
-    index_run = next(
-        s["run"] for s in graph["index"]["steps"] if "nox -s index" in s.get("run", "")
-    )
-    assert "--base-url ''" in index_run  # the preview links relatively
+def test_huge_matrix_splits_a_family_into_matrices_of_256(huge: dict[str, Any]) -> None:
+    graph = jobs(huge, layout.RELEASE_WORKFLOW)
+    assert [j for j in graph if j.startswith(("build-", "smoke-"))] == [
+        "build-cpu", "build-cuda-1", "build-cuda-2", "build-rocm",
+        "smoke-cuda-1", "smoke-cuda-2", "smoke-rocm",
+    ]  # fmt: skip
+    assert graph["smoke-cuda-2"]["needs"] == ["plan", "build-cuda-2"]
+    plan = next(s for s in graph["plan"]["steps"] if s.get("id") == "plan")
+    assert "--shape 'cpu=1,cuda=2,rocm=1;build=cpu,cuda,rocm;smoke=cuda,rocm'" in plan["run"]
+    assert graph["plan"]["outputs"]["build_cuda_2"] == "${{ steps.plan.outputs.build_cuda_2 }}"
+    # the ROCm build runner is self-hosted: never in the pull request workflow
+    assert "build-rocm" not in jobs(huge, layout.PR_WORKFLOW)
+    assert "build-rocm" in jobs(huge, layout.SELF_HOSTED_WORKFLOW)
 
 
 def test_release_triggers_and_dispatch_inputs(reference: dict[str, Any]) -> None:
     on = reference[layout.RELEASE_WORKFLOW]["on"]
-    assert on["push"] == {"tags": ["v*"]}
     inputs = on["workflow_dispatch"]["inputs"]
-    assert inputs["only"]["type"] == "string"
-    assert inputs["publish"]["type"] == "boolean"
-    plan_step = next(
-        s for s in jobs(reference, "release")["plan"]["steps"] if s.get("id") == "plan"
-    )
-    # the input reaches the script through env, never interpolated into it
-    assert plan_step["env"] == {"BT_ONLY": "${{ inputs.only }}"}
-    assert "nox -s ci -- matrix --profile release" in plan_step["run"]
+    assert inputs["tag"] == {
+        "description": "The tag to release or rebuild (e.g. v1.2.0); it is checked out",
+        "type": "string",
+        "required": True,
+    }
+    assert inputs["only"]["type"] == inputs["unsmoked"]["type"].replace("boolean", "string")
+    assert inputs["publish"]["default"] is True and inputs["unsmoked"]["default"] is False
+    plan = jobs(reference, layout.RELEASE_WORKFLOW)["plan"]
+    assert plan["if"].startswith("github.event_name == 'workflow_dispatch' || ")
+    checkout = plan["steps"][0]
+    tag = "${{ inputs.tag || github.event.workflow_run.head_branch }}"
+    assert checkout["with"]["ref"] == f"refs/tags/{tag}"
+    step = next(s for s in plan["steps"] if s.get("id") == "plan")
+    # inputs reach the script through env, never interpolated into it
+    assert step["env"]["BT_TAG"] == tag
+    assert step["env"]["BT_ONLY"] == "${{ inputs.only }}"
+    assert step["env"]["BT_EXPECT_SHA"] == "${{ github.event.workflow_run.head_sha }}"
+    assert '--tag "$BT_TAG" --sha "$sha" --published-from-releases' in step["run"]
+    # every later job checks out the commit the plan resolved the tag to
+    for name, job in jobs(reference, layout.RELEASE_WORKFLOW).items():
+        checkouts = [s for s in job["steps"] if "actions/checkout@" in str(s.get("uses"))]
+        if name != "plan":
+            assert all(s["with"]["ref"] == "${{ needs.plan.outputs.sha }}" for s in checkouts)
 
 
-def test_no_artifact_deploy_without_base_url(tmp_path: Path) -> None:
+def test_no_pages_without_base_url(tmp_path: Path) -> None:
     text = (
         (REPO / "matrix.yaml")
         .read_text()
         .replace("  base_url: https://example.github.io/bt-scatter/whl\n", "")
     )
     files = workflows(project(tmp_path, REPO / "matrix.yaml", text=text))
-    graph = jobs(files, "release")
-    assert "deploy" not in graph
+    index = jobs(files, layout.RELEASE_WORKFLOW)["index"]
+    assert "environment" not in index and "pages" not in index["permissions"]
     uses = [str(s.get("uses", "")) for _, _, s in steps(files)]
     assert not any("pages" in u for u in uses)
-    assert not any("restore-site" in s.get("run", "") for _, _, s in steps(files))
+    # the record and the site artifact still are
+    assert any("nox -s ci -- record" in s.get("run", "") for s in index["steps"])
 
 
-# -- safe by construction -------------------------------------------------------------------
+def test_pypi_is_off_by_default_and_reviewed_when_on(
+    reference: dict[str, Any], tmp_path: Path
+) -> None:
+    assert not any("pypi" in j for j in jobs(reference, layout.RELEASE_WORKFLOW))
+    text = (REPO / "matrix.yaml").read_text() + (
+        "ci:\n  pypi: {torch: '2.13.0', accelerator: cu130, environment: release-pypi}\n"
+    )
+    graph = jobs(
+        workflows(project(tmp_path, REPO / "matrix.yaml", text=text)), layout.RELEASE_WORKFLOW
+    )
+    dist, pypi = graph["pypi-dist"], graph["pypi"]
+    assert dist["needs"] == ["plan", "assets"] and "id-token" not in dist["permissions"]
+    download = next(s for s in dist["steps"] if "Download the variant" in s["name"])
+    assert download["with"]["pattern"] == "wheels-torch2.13.0-cu130-*"
+    assert pypi["environment"] == {
+        "name": "release-pypi",
+        "url": "https://pypi.org/project/bt-scatter/",
+    }
+    assert pypi["permissions"] == {"id-token": "write"}
+    publish = pypi["steps"][-1]
+    assert publish["uses"].startswith("pypa/gh-action-pypi-publish@")
+    assert publish["with"] == {"packages-dir": "dist/", "attestations": True}
+    assert [s.get("run") for s in pypi["steps"] if "run" in s] == []  # only the action
 
 
-@pytest.mark.parametrize("files_name", ["reference", "large"])
+def test_images_through_a_registry(tmp_path: Path) -> None:
+    text = (REPO / "matrix.yaml").read_text() + "ci:\n  image_registry: ghcr.io/example/builder\n"
+    files = workflows(project(tmp_path, REPO / "matrix.yaml", text=text))
+    images = jobs(files, layout.RELEASE_WORKFLOW)["images"]
+    assert images["permissions"] == {"contents": "read", "packages": "write"}
+    assert any("--push" in s.get("run", "") for s in images["steps"])
+    pr_build = jobs(files, layout.PR_WORKFLOW)["build-cpu"]
+    assert pr_build["permissions"] == {"contents": "read", "packages": "read"}
+    pull = next(s for s in pr_build["steps"] if s["name"] == "Pull the builder image")
+    assert pull["env"]["REGISTRY"] == "ghcr.io/example/builder"
+
+
+# -- safe by construction ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("files_name", ["reference", "large", "huge"])
 def test_every_action_is_pinned_by_sha_with_its_version(
-    files_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    files_name: str, request: pytest.FixtureRequest
 ) -> None:
     files = request.getfixturevalue(files_name)
     seen = set()
     for path, job, step in steps(files):
         if "uses" in step:
             assert SHA_USES.match(step["uses"]), (path, job, step["uses"])
-            seen.add(step["uses"].split("@")[0])
-    assert seen == set(PINS.actions)  # every pinned action is used, nothing unpinned is
-    # and the text says which release each SHA is
-    source = (
-        generate(REPO / "matrix.yaml")
-        if files_name == "reference"
-        else generate(project(tmp_path, FIXTURES / "matrix-large.yaml"))
-    )
+            seen.add("/".join(step["uses"].split("@")[0].split("/")[:2]))
+    assert seen == set(PINS.actions) - {"pypa/gh-action-pypi-publish"}  # that one: ci.pypi
+    source = generate(REPO / "matrix.yaml")
     for gen in source.files:
         for line in gen.text.splitlines():
-            if "uses:" in line:
+            if line.strip().startswith(("uses:", "- uses:")):
                 m = re.search(r"uses: ([^@\s]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$", line)
                 assert m, line
-                pin = PINS.actions[m.group(1)]
+                pin = PINS.actions["/".join(m.group(1).split("/")[:2])]
                 assert (m.group(2), m.group(3)) == (pin.sha, pin.version)
+
+
+# the permissions each job may have; anything else is a test failure
+PERMISSIONS = {
+    "build": [
+        {"contents": "read"},
+        {"contents": "read", "id-token": "write", "attestations": "write"},
+    ],
+    "assets": [{"contents": "write", "attestations": "read"}],
+    "index": [
+        {"contents": "write", "attestations": "read", "pages": "write", "id-token": "write"},
+        {"contents": "read"},  # the pull request's preview
+    ],
+    "pypi-dist": [{"contents": "read", "attestations": "read"}],
+    "pypi": [{"id-token": "write"}],
+    "tag": [{}],
+    "smoke": [{"contents": "read"}, {"contents": "read", "actions": "read"}],
+    "status": [{"contents": "read"}, {"contents": "read", "statuses": "write"}],
+}
 
 
 @pytest.mark.parametrize("files_name", ["reference", "large"])
 def test_least_privilege_permissions(files_name: str, request: pytest.FixtureRequest) -> None:
     files = request.getfixturevalue(files_name)
-    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
+    for path, name, job in all_jobs(files):
         assert files[path]["permissions"] == {}
-        for name, job in files[path]["jobs"].items():
-            perms = job["permissions"]
-            if name == "deploy":
-                assert perms == {"pages": "write", "id-token": "write"}
-                assert job["environment"]["name"] == "github-pages"
-            else:
-                assert perms == {"contents": "read"}, (path, name)
+        kind = name.split("-")[0] if name.split("-")[0] in ("build", "smoke") else name
+        allowed = PERMISSIONS.get(kind, [{"contents": "read"}])
+        assert job["permissions"] in allowed, (path, name, job["permissions"])
+        if "id-token" in job["permissions"] and kind == "build":
+            assert path == layout.RELEASE_WORKFLOW  # attestations only in the release
+        if job["permissions"].get("pages") == "write":
+            assert job["environment"]["name"] == "github-pages"
 
 
-@pytest.mark.parametrize("files_name", ["reference", "large"])
+@pytest.mark.parametrize("files_name", ["reference", "large", "huge"])
+def test_pull_request_workflow_uses_hosted_runners_only(
+    files_name: str, request: pytest.FixtureRequest
+) -> None:
+    files = request.getfixturevalue(files_name)
+    for name, job in jobs(files, layout.PR_WORKFLOW).items():
+        label = job["runs-on"]
+        if label == "${{ matrix.runner }}":
+            continue  # build jobs: the plan keeps only hosted ones (test_ci_graph.py)
+        assert isinstance(label, str) and label in HOSTED, (name, label)
+    # and the trusted workflows run only on trusted events
+    for path in (layout.RELEASE_WORKFLOW, layout.SELF_HOSTED_WORKFLOW, layout.CACHES_WORKFLOW):
+        if path in files:
+            assert not {"pull_request", "pull_request_target", "push"} & set(files[path]["on"])
+
+
+@pytest.mark.parametrize("files_name", ["reference", "large", "huge"])
 def test_no_expression_inside_run_scripts(files_name: str, request: pytest.FixtureRequest) -> None:
     files = request.getfixturevalue(files_name)
     runs = 0
@@ -267,54 +308,71 @@ def test_no_expression_inside_run_scripts(files_name: str, request: pytest.Fixtu
         if "run" in step:
             runs += 1
             assert "${{" not in step["run"], (path, job, step["name"])
-            assert step["run"].startswith("set -euo pipefail") or step["run"].startswith(
-                "python -m pip install nox=="
+            assert step["run"].startswith(("set -euo pipefail", "python -m pip install")) or (
+                "docker login" in step["run"]
             )
-    assert runs > 10
+    assert runs > 20
 
 
 @pytest.mark.parametrize("files_name", ["reference", "large"])
-def test_timeouts_concurrency_and_checkouts(
+def test_timeouts_concurrency_checkouts_and_artifacts(
     files_name: str, request: pytest.FixtureRequest
 ) -> None:
     files = request.getfixturevalue(files_name)
-    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
-        doc = files[path]
-        assert "group" in doc["concurrency"]
-        for name, job in doc["jobs"].items():
-            assert "timeout-minutes" in job, (path, name)
-        for step in (s for j in doc["jobs"].values() for s in j["steps"]):
-            if "actions/checkout@" in str(step.get("uses", "")):
+    for path, name, job in all_jobs(files):
+        assert "timeout-minutes" in job, (path, name)
+        for step in job["steps"]:
+            uses = str(step.get("uses", ""))
+            if "actions/checkout@" in uses:
                 assert step["with"]["persist-credentials"] is False
+            if "actions/upload-artifact@" in uses and step["with"]["name"].startswith("wheels-"):
+                # a wheel artifact is never replaced; kept a bounded time; not zipped twice
+                assert "overwrite" not in step["with"]
+                assert step["with"]["compression-level"] == 0
+                assert step["with"]["retention-days"] == (
+                    30 if path == layout.RELEASE_WORKFLOW else 7
+                )
+            if "run" in step and "pip install" in step["run"]:
+                assert "--require-hashes" in step["run"]
     release = files[layout.RELEASE_WORKFLOW]
-    assert release["concurrency"]["cancel-in-progress"] is False  # never cancel a publish
+    # no workflow-level concurrency: builds of different tags run side by side; only the
+    # publish (restore → index → deploy) is serialized, in the Pages group, never cancelled
+    assert "concurrency" not in release
+    grouped = {n: j["concurrency"] for _, n, j in all_jobs({0: release}) if "concurrency" in j}
+    assert grouped == {"index": {"group": "pages", "cancel-in-progress": False}}
     assert files[layout.PR_WORKFLOW]["concurrency"]["cancel-in-progress"] is True
 
 
-def test_cache_key_comes_from_the_plan(reference: dict[str, Any]) -> None:
-    build = jobs(reference, "release")["build"]
-    cache = next(s for s in build["steps"] if "actions/cache@" in str(s.get("uses", "")))
-    assert cache["with"]["key"] == "${{ matrix.cache_key }}"
-    assert build["timeout-minutes"] == "${{ matrix.timeout }}"
-    assert build["runs-on"] == "${{ matrix.runner }}"
+def test_caches_are_saved_only_by_trusted_workflows(reference: dict[str, Any]) -> None:
+    for path, name, step in steps(reference):
+        if "actions/cache/save@" in str(step.get("uses", "")):
+            assert path in (layout.RELEASE_WORKFLOW, layout.CACHES_WORKFLOW), (path, name)
+    build = jobs(reference, layout.PR_WORKFLOW)["build-cuda"]
+    restore = {
+        s["name"]: s["with"] for s in build["steps"] if "cache/restore@" in str(s.get("uses"))
+    }
+    assert restore["Restore downloads (torch, toolkit, build requirements)"] == {
+        "path": "~/.cache/torch-buildtools/prefetch",
+        "key": "${{ matrix.prefetch_key }}",
+        "restore-keys": "${{ matrix.prefetch_restore }}",
+    }
+    assert restore["Restore the compiler cache"]["path"] == "${{ matrix.ccache_path }}"
+    caches = jobs(reference, layout.CACHES_WORKFLOW)
+    assert set(caches) == {"plan", "images", "prefetch", "status"}
 
 
-@pytest.mark.parametrize("files_name", ["reference", "large"])
-def test_every_job_step_is_a_nox_session(files_name: str, request: pytest.FixtureRequest) -> None:
-    files = request.getfixturevalue(files_name)
-    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
-        for name, job in files[path]["jobs"].items():
-            if name == "deploy":
-                continue
-            runs = [s["run"] for s in job["steps"] if "run" in s and "nox==" not in s["run"]]
-            if name == "build":
-                runs = [r for r in runs if "nox -s" in r]
-            assert runs and all("nox -s " in r for r in runs), (path, name)
-    build = jobs(files, "release")["build"]
-    script = next(s for s in build["steps"] if s.get("name") == "Build (nox -s build)")
-    assert 'nox -s build -- "${args[@]}"' in script["run"]
-    assert "$GITHUB_STEP_SUMMARY" in script["run"]
-    assert "$BT_REPRODUCE" in script["run"]
+def test_release_builds_attest_their_wheels(reference: dict[str, Any]) -> None:
+    for name, job in jobs(reference, layout.RELEASE_WORKFLOW).items():
+        if name.startswith("build-"):
+            names = [s["name"] for s in job["steps"]]
+            assert names.index("Attest the wheels' provenance") < names.index("Upload wheels")
+    for name in ("assets", "index"):
+        job = jobs(reference, layout.RELEASE_WORKFLOW)[name]
+        verify = next(s for s in job["steps"] if "provenance" in s["name"])
+        assert "gh attestation verify" in verify["run"]
+        assert '--signer-workflow "$signer" --source-digest "$GITHUB_SHA"' in verify["run"]
+    for name, job in jobs(reference, layout.PR_WORKFLOW).items():
+        assert not any("attest" in str(s.get("uses", "")) for s in job["steps"]), name
 
 
 # -- determinism and drift ------------------------------------------------------------------
@@ -323,10 +381,8 @@ def test_every_job_step_is_a_nox_session(files_name: str, request: pytest.Fixtur
 def test_committed_workflows_match_the_reference_matrix() -> None:
     ci = generate(REPO / "matrix.yaml")
     assert check_files(ci) == [], "run `nox -s ci` and commit .github/"
-    assert (
-        main(["ci", "github", "--matrix", str(REPO / "matrix.yaml"), "--check"], out=io.StringIO())
-        == 0
-    )
+    out = io.StringIO()
+    assert main(["ci", "github", "--matrix", str(REPO / "matrix.yaml"), "--check"], out=out) == 0
 
 
 def test_generation_is_deterministic(tmp_path: Path) -> None:
@@ -335,9 +391,15 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
     assert [(g.path, g.text) for g in first.files] == [(g.path, g.text) for g in second.files]
     for gen in first.files:
         assert gen.text.startswith(f"# {GENERATED_MARKER} from matrix.yaml")
-        assert "nox -s ci" in gen.text.splitlines()[1] or gen.path == layout.ACTIONLINT_CONFIG
         assert gen.text.endswith("\n") and not gen.text.endswith("\n\n")
         assert all(line == line.rstrip() for line in gen.text.splitlines())
+
+
+def test_requirements_file_is_the_hashed_data(reference: dict[str, Any]) -> None:
+    gen = next(g for g in generate(REPO / "matrix.yaml").files if g.path == layout.REQUIREMENTS)
+    pins = parse_requirements(gen.text)
+    assert pins["nox"][0] == PINS.python.nox
+    assert {"virtualenv", "packaging", "build"} <= set(pins)
 
 
 def test_drift_check_names_the_files_and_the_command(
@@ -358,14 +420,29 @@ def test_drift_check_names_the_files_and_the_command(
     code = main(["ci", "github", "--matrix", str(matrix), "--check"], out=io.StringIO())
     assert code == ExitCode.CI_DRIFT == 14
     err = capsys.readouterr().err
-    assert "no longer match matrix.yaml" in err
     assert ".github/workflows/release.yml: differs" in err
     assert ".github/actionlint.yaml: differs" in err
     assert "+  smoke-rocm:" in err
     assert "regenerate them with `nox -s ci`" in err
-    # regenerating fixes it
     assert main(["ci", "github", "--matrix", str(matrix)], out=io.StringIO()) == 0
     assert main(["ci", "github", "--matrix", str(matrix), "--check"], out=io.StringIO()) == 0
+
+
+def test_a_file_no_longer_generated_is_stale(tmp_path: Path) -> None:
+    matrix = project(tmp_path, REPO / "matrix.yaml")
+    write_files(generate(matrix))
+    # the last self-hosted runner goes: self-hosted.yml is obsolete
+    matrix.write_text(
+        matrix.read_text().replace("cuda: [self-hosted, linux, gpu-h100]", "cuda: ubuntu-24.04")
+    )
+    ci = generate(matrix)
+    assert (
+        check_files(ci)[0]
+        == f"{layout.SELF_HOSTED_WORKFLOW}: no longer generated from matrix.yaml; remove it"
+    )
+    assert (layout.SELF_HOSTED_WORKFLOW, "removed") in write_files(ci)
+    assert not (tmp_path / layout.SELF_HOSTED_WORKFLOW).exists()
+    assert check_files(generate(matrix)) == []
 
 
 def test_drift_check_reports_missing_files(tmp_path: Path) -> None:
@@ -389,7 +466,7 @@ def test_matrix_in_a_subdirectory(tmp_path: Path) -> None:
     matrix = project(tmp_path, REPO / "matrix.yaml", name="packaging/matrix.yaml")
     ci = generate(matrix)
     assert ci.matrix == "packaging/matrix.yaml"
-    files = {g.path: load(g.text) for g in ci.files}
+    files = {g.path: load(g.text) for g in ci.files if g.path.endswith(".yml")}
     runs = [s.get("run", "") for _, _, s in steps(files)]
     assert any(
         "nox -s ci -- matrix --matrix packaging/matrix.yaml --profile release" in r for r in runs
@@ -411,433 +488,34 @@ def test_missing_ci_profile_is_a_config_error(tmp_path: Path) -> None:
     assert code == ExitCode.CONFIG
 
 
-# -- the plan job's matrix ------------------------------------------------------------------
-
-
-def _plan(matrix: Path, profile: str, only: tuple[str, ...] = ()) -> Plan:
-    return plan(
-        load_matrix(matrix, knowledge=KB), KB, host_python="3.12", profile=profile, only=only
-    )
-
-
-def test_matrix_entries_reproduce_the_build_command() -> None:
-    full = _plan(REPO / "matrix.yaml", "release")
-    entries = matrix_entries(full, full, profile="release", matrix="matrix.yaml", ci_python="3.12")
-    assert len(entries) == len(full.jobs) == 30  # 28 x86_64 + 2 aarch64
-    parser = build_parser(_extra_verbs())
-    for entry in entries:
-        argv = ["build", "--profile", "release"]
-        for glob in entry.only:
-            argv += ["--only", glob]
-        argv += ["--backend", "docker"]
-        # the summary's line is what `buildtools build` itself prints and records
-        assert entry.reproduce == reproduce_command(parser.parse_args(argv))
-        assert entry.python_versions.splitlines()[-1] == "3.12"
-    first = entries[0]
-    assert first.reproduce == (
-        "nox -s build -- --profile release --only torch2.11.0-cpu-cp310 --backend docker"
-    )
-    assert first.python_versions == "3.10\n3.12"
-    assert first.timeout == 60
-    assert first.smoke == "nox -s smoke -- wheelhouse --accelerator cpu --out smoke-results"
-    rocm = next(e for e in entries if e.family == "rocm")
-    assert rocm.smoke == "" and rocm.smoke_runner is None and rocm.timeout == 240
-
-
-def test_cache_key_covers_the_toolchain(tmp_path: Path) -> None:
-    full = _plan(REPO / "matrix.yaml", "release")
-    entries = {
-        e.id: e
-        for e in matrix_entries(
-            full, full, profile="release", matrix="matrix.yaml", ci_python="3.12"
-        )
-    }
-    e = entries["torch2.11.0-cu130-cp312"]
-    assert (
-        e.cache_key.startswith(e.cache_restore)
-        and e.cache_restore == "buildtools-torch2.11.0-cu130-cp312-"
-    )
-    assert len({x.cache_key for x in entries.values()}) == len(entries)
-    # another arch list (a toolchain input) gives another key
-    text = (
-        (REPO / "matrix.yaml")
-        .read_text()
-        .replace('arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"', 'arch_list: "8.0;9.0"')
-    )
-    other = tmp_path / "matrix.yaml"
-    other.write_text(text)
-    p2 = _plan(other, "release")
-    again = {
-        x.id: x
-        for x in matrix_entries(p2, p2, profile="release", matrix="matrix.yaml", ci_python="3.12")
-    }
-    assert again["torch2.11.0-cu130-cp312"].cache_key != e.cache_key
-    assert again["torch2.11.0-cpu-cp310"].cache_key == entries["torch2.11.0-cpu-cp310"].cache_key
-
-
-def test_abi3_jobs_get_one_glob_that_selects_exactly_their_cells(tmp_path: Path) -> None:
-    text = (FIXTURES / "matrix-large.yaml").read_text().replace("abi: per-python", "abi: abi3")
-    matrix = project(tmp_path, FIXTURES / "matrix-large.yaml", text=text)
-    full = _plan(matrix, "release")
-    entries = matrix_entries(full, full, profile="release", matrix="matrix.yaml", ci_python="3.12")
-    ids = [c.id for c in full.cells]
-    for entry, job in zip(entries, full.jobs, strict=True):
-        assert len(entry.only) == 1
-        assert {c for c in ids if fnmatch.fnmatchcase(c, entry.only[0])} == set(job.cell_ids)
-    e = next(x for x in entries if x.id == "torch2.13.0-cu130-cp310-abi3")
-    assert e.only == ("torch2.13.0-cu130-*",)
-    assert e.python_versions == "3.10\n3.11\n3.13\n3.12"
-
-
-def test_job_globs_fall_back_to_cell_ids() -> None:
-    cells = tuple(make_cell(accelerator="cu130", python=p) for p in ("3.10", "3.12"))
-    job = make_job(cells=cells, abi="abi3")
-    universe = [c.id for c in cells]
-    assert job_globs(job, universe) == ("torch2.13.0-cu130-*",)
-    # an aarch64 cell of the same torch × accelerator would match the glob: list the ids
-    assert job_globs(job, [*universe, "torch2.13.0-cu130-cp310-aarch64"]) == job.cell_ids
-
-
-def test_dispatch_only_narrows_the_matrix() -> None:
-    full = _plan(REPO / "matrix.yaml", "release")
-    selected = _plan(REPO / "matrix.yaml", "release", only=("torch2.11.0-cu130-*",))
-    entries = matrix_entries(
-        selected, full, profile="release", matrix="matrix.yaml", ci_python="3.12"
-    )
-    assert [e.id for e in entries] == [
-        "torch2.11.0-cu130-cp310",
-        "torch2.11.0-cu130-cp311",
-        "torch2.11.0-cu130-cp312-aarch64",
-        "torch2.11.0-cu130-cp312",
-        "torch2.11.0-cu130-cp313",
-    ]
-    outputs = github_outputs(entries)
-    assert outputs["has_cuda"] == "true"
-    assert outputs["has_cpu"] == "false"  # none selected
-    assert outputs["has_rocm"] == "false"
-    assert json.loads(outputs["smoke_cpu"]) == {"include": []}
-    assert len(json.loads(outputs["smoke_cuda"])["include"]) == 4  # x86 only
-    # the aarch64 wheel is smoked on the GH200 runner, in its own job
-    assert outputs["has_cuda-aarch64"] == "true" and "has_cpu-aarch64" not in outputs
-    (arm,) = json.loads(outputs["smoke_cuda-aarch64"])["include"]
-    assert arm["id"] == "torch2.11.0-cu130-cp312-aarch64" and arm["platform"] == "linux_aarch64"
-    assert arm["runner"] == "ubuntu-24.04-arm"
-    assert all("\n" not in v for v in outputs.values())
-
-
-def test_outputs_smoke_only_families_with_runners() -> None:
-    full = _plan(REPO / "matrix.yaml", "release")
-    outputs = github_outputs(
-        matrix_entries(full, full, profile="release", matrix="matrix.yaml", ci_python="3.12")
-    )
-    build = json.loads(outputs["build"])["include"]
-    assert {e["family"] for e in build} == {"cpu", "cuda", "rocm"}
-    assert outputs["has_rocm"] == "false"  # rocm wheels are built, never smoke-tested
-    assert {e["family"] for e in json.loads(outputs["smoke_cuda"])["include"]} == {"cuda"}
-    assert isinstance(build[0]["runner"], str)
-    cuda = next(e for e in build if e["family"] == "cuda")
-    assert cuda["runner"] == "ubuntu-24.04"  # builds run on CPU runners
-
-
-def test_too_many_jobs_for_one_matrix() -> None:
-    full = _plan(REPO / "matrix.yaml", "release")
-    many = Plan(
-        profile="release",
-        cells=full.cells,
-        jobs=full.jobs * (MAX_MATRIX_JOBS // len(full.jobs) + 1),
-        removed=(),
-        excluded=0,
-    )
-    with pytest.raises(PlanError, match="at most 256"):
-        matrix_entries(many, full, profile="release", matrix="matrix.yaml", ci_python="3.12")
-
-
-def test_cmd_matrix_writes_outputs_and_summary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(REPO)
-    monkeypatch.setattr("buildtools.planning.host_python", lambda: "3.12")
-    monkeypatch.setattr("buildtools.cli.ci.host_python", lambda: "3.12")
-    gh_out, summary, plan_json = tmp_path / "out", tmp_path / "summary.md", tmp_path / "plan.json"
-    code = main(
-        [
-            "ci", "matrix", "--profile", "release", "--only", "torch2.13.0-cu130-cp312",
-            "--github-output", str(gh_out), "--summary", str(summary), "--plan-json", str(plan_json),
-        ],
-        out=io.StringIO(),
-    )  # fmt: skip
-    assert code == 0
-    outputs = dict(line.split("=", 1) for line in gh_out.read_text().splitlines())
-    build = json.loads(outputs["build"])["include"]
-    assert [e["id"] for e in build] == ["torch2.13.0-cu130-cp312"]
-    assert build[0]["only"] == "torch2.13.0-cu130-cp312"
-    text = summary.read_text()
-    assert "`nox -s plan -- --profile release --only torch2.13.0-cu130-cp312`" in text
-    assert (
-        "nox -s build -- --profile release --only torch2.13.0-cu130-cp312 --backend docker" in text
-    )
-    assert json.loads(plan_json.read_text())["include"][0]["id"] == "torch2.13.0-cu130-cp312"
-
-
-def test_summary_says_which_wheels_are_never_published() -> None:
-    full = _plan(REPO / "matrix.yaml", "release")
-    entries = matrix_entries(full, full, profile="release", matrix="matrix.yaml", ci_python="3.12")
-    text = summary_markdown(entries, profile="release", matrix="matrix.yaml", only=())
-    assert "No smoke runner for `rocm` (`runners.smoke.rocm`)" in text
-    assert "| `torch2.13.0-rocm7.2-cp312` |" in text and "none: not published" in text
-
-
-def test_current_torch_never_reaches_ci() -> None:
-    cell = make_cell(torch="2.13.0+cpu", current=True)
-    job = make_job(cells=(cell,), abi="abi3", torch_source="current")
-    p = Plan(profile="release", cells=(cell,), jobs=(job,), removed=(), excluded=0)
-    with pytest.raises(PlanError, match="torch: current"):
-        matrix_entries(p, p, profile="release", matrix="matrix.yaml", ci_python="3.12")
-
-
-# -- restoring the published site -----------------------------------------------------------
-
-
-class DirFetcher:
-    """Serves a directory at a URL; missing files answer 404."""
-
-    def __init__(self, base: str, root: Path) -> None:
-        self.base, self.root, self.urls = base, root, []
-
-    def fetch(self, url: str, dest: Path) -> bool:
-        from urllib.parse import unquote
-
-        self.urls.append(url)
-        path = self.root / unquote(url.removeprefix(self.base + "/"))
-        if not path.is_file():
-            return False
-        dest.write_bytes(path.read_bytes())
-        return True
-
-
-def _wheel(directory: Path, version: str) -> Path:
-    record = json.dumps(
-        {"schema": 1, "torch": "2.13.0+cpu", "accelerator": "cpu", "cxx11_abi": True}
-    ).encode()
-    return make_wheel(
-        directory,
-        name="bt_scatter",
-        version=version,
-        tag="cp312-cp312-manylinux_2_28_x86_64",
-        files={"bt_scatter/__init__.py": version.encode()},
-        requires=["torch==2.13.*"],
-        dist_info_files={"buildtools.json": record},
-    )
-
-
-def test_restore_then_publish_keeps_every_published_wheel(tmp_path: Path) -> None:
-    base = "https://acme.github.io/proj/whl"
-    served = tmp_path / "served"
-    old = _wheel(tmp_path / "w1", "0.1.0+pt213cpu")
-    publish(served, [read_wheel(old)], IndexSettings(base_url=base), KB)
-    fetcher = DirFetcher(base, served)
-    restored = restore_site(base, tmp_path / "pages" / "whl", fetcher=fetcher)
-    assert restored.wheels == 1 and not restored.first_publish
-    assert (
-        f"{base}/wheels/bt_scatter-0.1.0%2Bpt213cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
-        in fetcher.urls
-    )
-    new = _wheel(tmp_path / "w2", "0.2.0+pt213cpu")
-    publish(restored.site, [read_wheel(new)], IndexSettings(base_url=base), KB)
-    names = {w.filename for w in read_manifest(restored.site).wheels}
-    assert names == {old.name, new.name}
-
-
-def test_restore_first_publish_and_damaged_sites(tmp_path: Path) -> None:
-    base = "https://acme.github.io/proj/whl"
-    empty = restore_site(base, tmp_path / "a", fetcher=DirFetcher(base, tmp_path / "nothing"))
-    assert empty.first_publish and not any((tmp_path / "a").iterdir())
-    served = tmp_path / "served"
-    wheel = _wheel(tmp_path / "w", "0.1.0+pt213cpu")
-    publish(served, [read_wheel(wheel)], IndexSettings(base_url=base), KB)
-    # a wheel whose bytes differ from what index.json records stops the publish
-    (served / "wheels" / wheel.name).write_bytes(b"tampered")
-    with pytest.raises(PublishError, match="sha256"):
-        restore_site(base, tmp_path / "b", fetcher=DirFetcher(base, served))
-    (served / "wheels" / wheel.name).unlink()
-    with pytest.raises(PublishError, match="published site is damaged"):
-        restore_site(base, tmp_path / "c", fetcher=DirFetcher(base, served))
-    (tmp_path / "d").mkdir()
-    (tmp_path / "d" / "x").write_text("x")
-    with pytest.raises(PublishError, match="not empty"):
-        restore_site(base, tmp_path / "d", fetcher=DirFetcher(base, served))
-
-
-def test_restore_site_command_writes_the_path(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from buildtools.cli.ci import cmd_restore_site
-
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("GITHUB_REPOSITORY", "example/bt-scatter")
-    gh_out = tmp_path / "out"
-    args = build_parser(_extra_verbs()).parse_args(
-        ["ci", "restore-site", "--site", str(tmp_path / "_site"), "--github-output", str(gh_out)]
-    )
-    base = "https://example.github.io/bt-scatter/whl"
-    out = io.StringIO()
-    assert cmd_restore_site(args, out, fetcher=DirFetcher(base, tmp_path / "none")) == 0
-    assert gh_out.read_text() == f"path={tmp_path / '_site' / 'whl'}\n"
-    assert "first publish" in out.getvalue()
-
-
-@pytest.mark.parametrize(
-    ("url", "repo", "want"),
-    [
-        ("https://example.github.io/bt-scatter/whl", "example/bt-scatter", "whl"),
-        ("https://Example.github.io/bt-scatter", "example/bt-scatter", ""),
-        ("https://example.github.io/whl", "example/example.github.io", "whl"),
-        ("https://wheels.example.org/torch/whl/", "example/bt-scatter", "torch/whl"),
-        ("https://example.github.io/bt-scatter/whl", None, "whl"),
-    ],
-)
-def test_pages_subpath(url: str, repo: str | None, want: str) -> None:
-    assert pages_subpath(url, repo) == want
-
-
-def test_pages_subpath_of_another_owner_is_refused() -> None:
-    with pytest.raises(PublishError, match="this repository's Pages URL"):
-        pages_subpath("https://upstream.github.io/proj/whl", "fork-owner/proj")
-
-
-# -- pins -----------------------------------------------------------------------------------
-
-
-def test_pins_are_full_shas_with_versions_and_sources() -> None:
-    for name, pin in PINS.actions.items():
-        assert re.fullmatch(r"[0-9a-f]{40}", pin.sha), name
-        assert re.fullmatch(r"v\d+\.\d+\.\d+", pin.version), name
-        assert pin.source and pin.released
-    assert PINS.uses("actions/checkout") == Pinned(
-        f"actions/checkout@{PINS.actions['actions/checkout'].sha}",
-        PINS.actions["actions/checkout"].version,
-    )
-
-
-def test_bad_pins_file(tmp_path: Path) -> None:
-    text = (REPO / "buildtools" / "data" / "actions.yaml").read_text()
-    bad = tmp_path / "actions.yaml"
-    bad.write_text(text.replace("sha: 3d3c42e5aac5ba805825da76410c181273ba90b1", "sha: v7"))
-    with pytest.raises(KnowledgeError, match="not a full commit SHA"):
-        load_pins(bad)
-    bad.write_text(text.replace("  actions/cache:\n", "  actions/cache-renamed:\n"))
-    with pytest.raises(KnowledgeError, match="no pin for actions/cache"):
-        load_pins(bad)
-
-
-def test_ls_remote_parsing_peels_annotated_tags() -> None:
-    a, b, c = ("a" * 40, "b" * 40, "c" * 40)
-    text = f"{a}\trefs/tags/v4.2.2\n{b}\trefs/tags/v4.10.0\n{c}\trefs/tags/v4.10.0^{{}}\n{a}\trefs/heads/main\n"
-    tags = parse_ls_remote(text)
-    assert tags == {"v4.2.2": a, "v4.10.0": c}
-    assert newest_release(tags) == ("v4.10.0", c)
-    assert newest_release(tags, major=5) is None
-
-
-def test_hosted_labels() -> None:
-    assert is_hosted("ubuntu-24.04")
-    assert not is_hosted(("self-hosted", "linux", "gpu-h100"))
-    assert not is_hosted("gpu-box")
-
-
-# -- the YAML writer ------------------------------------------------------------------------
-
-
-def test_yaml_writer_shapes() -> None:
-    text = dump(
-        {
-            "on": {"push": {"tags": ["v*"]}},
-            "permissions": {},
-            "jobs": {
-                "a": {
-                    "steps": [{"uses": Pinned("x/y@" + "0" * 40, "v1.2.3"), "with": {"k": True}}]
-                },
-                "b": {"run": "echo 1\necho '2'\n", "if": "${{ !cancelled() }}", "n": 3},
-            },
-        },
-        header=["hello"],
-        gaps=("jobs",),
-    )
-    assert text.startswith("# hello\n\non:\n")
-    assert f"      - uses: x/y@{'0' * 40} # v1.2.3\n" in text
-    assert "    run: |\n      echo 1\n      echo '2'\n" in text
-    assert "permissions: {}\n" in text
-    assert "\n\n  b:\n" in text  # jobs are separated by a blank line
-
-
-_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=30
-) | st.sampled_from(
-    ["yes", "no", "on", "off", "null", "~", "3.10", "0x1f", "1e3", "- x", ": x", "a: b", "a #b",
-     "${{ matrix.id }}", "'q'", '"q"', "*.whl", "&a", "!x", "|", ">", "@x", "`x`", "%x", " lead"]
-)  # fmt: skip
-_keys = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True).filter(lambda k: k != "on")
-_lines = st.lists(
-    st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), max_size=12),
-    min_size=2,
-    max_size=4,
-).map("\n".join)
-_values = st.recursive(
-    _text | _lines | st.booleans() | st.integers(-5, 5),
-    lambda inner: (
-        st.lists(inner.filter(lambda v: not isinstance(v, list)), max_size=3)
-        | st.dictionaries(_keys, inner, max_size=3)
-    ),
-    max_leaves=12,
-)
-
-
-@given(st.dictionaries(_keys, _values, max_size=4))
-@settings(max_examples=300, deadline=None)
-def test_yaml_writer_round_trips(data: dict[str, Any]) -> None:
-    text = dump(data)
-    for version in ((1, 2), (1, 1)):
-        yaml = YAML(typ="safe", pure=True)
-        yaml.version = version
-        assert yaml.load(text) == (data or None), text
-
-
-def test_stale_pins_report_newer_releases() -> None:
-    from buildtools.ci.pins import stale_pins
-
-    checkout = PINS.actions["actions/checkout"]
-    newer = "f" * 40
-    tags = {
-        "actions/checkout": {checkout.version: checkout.sha, "v7.1.0": newer, "v8.0.0": "e" * 40},
-        "actions/cache": {PINS.actions["actions/cache"].version: PINS.actions["actions/cache"].sha},
-    }
-    updates = stale_pins(PINS, tags)
-    assert [(u.action, u.new_version) for u in updates] == [("actions/checkout", "v8.0.0")]
-    same = stale_pins(PINS, tags, same_major=True)
-    assert [(u.action, u.new_version, u.new_sha) for u in same] == [
-        ("actions/checkout", "v7.1.0", newer)
-    ]
-    # a release tag moved to another commit is stale too
-    moved = {"actions/cache": {PINS.actions["actions/cache"].version: "d" * 40}}
-    assert [u.action for u in stale_pins(PINS, moved)] == ["actions/cache"]
+def test_headers_say_what_each_workflow_does(tmp_path: Path) -> None:
+    ci = generate(project(tmp_path, FIXTURES / "matrix-large.yaml"))
+    release = next(g.text for g in ci.files if g.path == layout.RELEASE_WORKFLOW)
+    assert "not smoke-tested, so never published: cpu (no runners.smoke.cpu)" in release
+    assert "profile `release`, 66 cell(s) in 66 build job(s)" in release
+    assert "smoke-tested on: cuda (self-hosted, linux, x64, gpu-a100); rocm" in release
+    pr = next(g.text for g in ci.files if g.path == layout.PR_WORKFLOW)
+    assert "GitHub-hosted runners only: a fork can edit this file." in pr
 
 
 def test_drift_check_on_the_large_matrix(tmp_path: Path) -> None:
     matrix = project(tmp_path, FIXTURES / "matrix-large.yaml")
     write_files(generate(matrix))
     assert check_files(generate(matrix)) == []
-    # the ROCm GPU runner gets another label: release.yml, pull-request.yml and the
-    # actionlint config are stale
+    # the ROCm GPU runner gets another label: every workflow that names it, and the
+    # actionlint config, are stale
     matrix.write_text(matrix.read_text().replace("gpu-mi300x", "gpu-mi355x"))
     stale = check_files(generate(matrix))
     assert [p.split(":")[0] for p in stale] == [
         layout.RELEASE_WORKFLOW,
         layout.PR_WORKFLOW,
+        layout.SELF_HOSTED_WORKFLOW,
+        layout.CACHES_WORKFLOW,
         layout.ACTIONLINT_CONFIG,
     ]
-    # a torch release more changes the plan, and so the header of both workflows
+    # a torch release more changes the release plan: the workflows planned from it
     write_files(generate(matrix))
     matrix.write_text(matrix.read_text().replace('"2.13.0"]', '"2.12.0", "2.13.0"]', 1))
     stale = check_files(generate(matrix))
-    assert [p.split(":")[0] for p in stale] == [layout.RELEASE_WORKFLOW]
+    assert [p.split(":")[0] for p in stale] == [layout.RELEASE_WORKFLOW, layout.CACHES_WORKFLOW]
     assert "cell(s) in" in stale[0]
