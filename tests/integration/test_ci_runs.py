@@ -1,0 +1,323 @@
+"""The generated workflows run end to end on this machine: every `run:` script by bash,
+against stubs (nox's builds and smoke tests, gh, docker), with a local GitHub API (releases
+and assets) and a local Pages "CDN" (`fixtures.localrun`).
+
+What they show: a tag is released (wheels attested, verified, uploaded as release assets,
+indexed with links to them, recorded, deployed); running it again publishes nothing new;
+the next release merges into the record even when the CDN still serves an older index; a
+wheel no build job attested stops the publish; a failed smoke test publishes nothing and
+the status job says what failed and how to reproduce it; a tag that is not the project's
+version, or a manual run from another branch, stops at the plan; a fork's pull request
+never reaches the self-hosted workflow, a branch's does; the cache workflow fills the cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures.fakegh import FakeGitHub, GitHubHandler
+from fixtures.localrun import LocalRun, Stores
+from ruamel.yaml import YAML
+
+from buildtools.ci import layout
+from buildtools.ci.github import generate, write_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A repository with the reference matrix, a GitHub API and a Pages site, all local."""
+    handler = type("H", (GitHubHandler,), {"store": FakeGitHub(), "log": []})
+    api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    stores = Stores(root=tmp_path / "stores")
+    pages = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0),
+        functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(stores.served)),
+    )
+    for server in (api, pages):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "examples" / "scatter", repo / "examples" / "scatter")
+    base_url = f"http://127.0.0.1:{pages.server_address[1]}/bt-scatter/whl"
+    text = (
+        (REPO / "matrix.yaml")
+        .read_text()
+        .replace("https://example.github.io/bt-scatter/whl", base_url)
+    )
+    (repo / "matrix.yaml").write_text(text)
+    _git(tmp_path, "init", "-q", str(repo))
+    write_files(generate(repo / "matrix.yaml"))
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    env = {
+        "GITHUB_API_URL": f"http://127.0.0.1:{api.server_address[1]}/api",
+        "BT_BASE_URL": base_url,
+    }
+    yield {"repo": repo, "stores": stores, "gh": handler.store, "env": env, "tmp": tmp_path}
+    api.shutdown()
+    pages.shutdown()
+
+
+def _workflow(repo: Path, path: str) -> dict[str, Any]:
+    result: dict[str, Any] = YAML(typ="safe", pure=True).load((repo / path).read_text())
+    return result
+
+
+def _release(world: dict[str, Any], tag: str, name: str, **kw: Any) -> LocalRun:
+    repo = world["repo"]
+    github = kw.pop("github", None) or {
+        "event_name": "workflow_run",
+        "repository": "example/bt-scatter",
+        "ref": "refs/heads/main",
+        "event": {
+            "workflow_run": {
+                "conclusion": "success",
+                "event": "push",
+                "head_branch": tag,
+                "head_sha": _git(repo, "rev-parse", "HEAD"),
+            },
+            "repository": {"default_branch": "main"},
+        },
+    }
+    if kw.get("tag_repo", True):
+        _git(repo, "tag", "-f", tag)
+    run = LocalRun(
+        _workflow(repo, layout.RELEASE_WORKFLOW),
+        repo=repo,
+        work=world["tmp"] / name,
+        stores=world["stores"],
+        github=github,
+        inputs=kw.get("inputs"),
+        env={**world["env"], "GITHUB_TOKEN": "t0ken", **kw.get("env", {})},
+    )
+    for job, hook in kw.get("hooks", {}).items():
+        run.hooks[job] = hook
+    run.run()
+    return run
+
+
+DISPATCH = {
+    "event_name": "workflow_dispatch",
+    "repository": "example/bt-scatter",
+    "ref": "refs/heads/main",
+    "event": {"repository": {"default_branch": "main"}},
+}
+FEW = "torch2.13.0-cpu-cp312 torch2.13.0-cu130-cp312 torch2.13.0-cu126-cp311"
+
+
+def _manual(world: dict[str, Any], tag: str, name: str, only: str = FEW, **kw: Any) -> LocalRun:
+    """A manual run of the release workflow for `tag`, narrowed to a few cells."""
+    inputs = {"tag": tag, "only": only, "unsmoked": False, "publish": True, **kw.pop("inputs", {})}
+    return _release(world, tag, name, github=DISPATCH, inputs=inputs, **kw)
+
+
+def _served(world: dict[str, Any]) -> dict[str, Any]:
+    return json.loads((world["stores"].served / "bt-scatter" / "whl" / "index.json").read_text())
+
+
+def _assets(world: dict[str, Any], tag: str) -> set[str]:
+    release = world["gh"].release(tag)
+    return {a["name"] for a in release["assets"]} if release else set()
+
+
+def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
+    run = _release(world, "v0.1.0", "first")
+    results = {j: r.result for j, r in run.jobs.items()}
+    assert results == {
+        "plan": "success", "images": "success", "build-cpu": "success", "build-cuda": "success",
+        "build-rocm": "skipped", "smoke-cpu": "success", "smoke-cuda": "success",
+        "assets": "success", "index": "success", "status": "success",
+    }, run.leg_log("status")[-3000:]  # fmt: skip
+    wheels = {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")}
+    assert len(wheels) == 24  # CPU and CUDA; ROCm has no smoke runner, so it is not built
+    assert "index.json" in _assets(world, "v0.1.0")  # the record
+    served = _served(world)
+    assert {w["filename"] for w in served["wheels"]} == wheels
+    assert all(
+        w["url"].startswith("https://github.com/example/bt-scatter/releases/download/v0.1.0/")
+        for w in served["wheels"]
+    )
+    # the site holds the index only: the wheels are release assets
+    assert not (world["stores"].served / "bt-scatter" / "whl" / "wheels").exists()
+    calls = run.calls()
+    assert sum(c.startswith("gh attestation verify") for c in calls) == 2 * 24
+    assert any(c.startswith("nox -s build -- --profile release --only") for c in calls)
+    assert "### Published: 24 wheel(s)" in run.leg_log("status")
+    # the same tag again (a manual rebuild): everything is published already, nothing is
+    # built, nothing is uploaded
+    again = _release(world, "v0.1.0", "again", tag_repo=False)
+    assert {j for j, r in again.jobs.items() if r.result == "success"} == {"plan", "status"}
+    assert "already published as" in again.leg_log("status")
+    assert len(_served(world)["wheels"]) == 24
+
+
+def test_the_next_release_merges_into_the_record_not_the_cdn(world: dict[str, Any]) -> None:
+    _manual(world, "v0.1.0", "first")
+    stale = world["stores"].served / "bt-scatter" / "whl" / "index.json"
+    first_index = stale.read_text()
+    init = world["repo"] / "examples" / "scatter" / "src" / "bt_scatter" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "0.1.0"', '__version__ = "0.2.0"'))
+    _git(world["repo"], "commit", "-qam", "0.2.0")
+    # the CDN still serves an index from before the first release: the record decides
+    stale.write_text(
+        json.dumps({"schema": "torch-buildtools/index/v1", "wheels": [], "generated": []})
+    )
+    run = _manual(world, "v0.2.0", "second")
+    assert run.jobs["index"].result == "success", run.leg_log("index")
+    assert "in the record, not served yet" in run.leg_log("index")
+    versions = {w["version"].split("+")[0] for w in _served(world)["wheels"]}
+    assert versions == {"0.1.0", "0.2.0"}
+    assert len(_served(world)["wheels"]) == 6
+    assert first_index
+
+
+def test_a_wheel_no_build_attested_is_never_published(world: dict[str, Any]) -> None:
+    def plant(run: LocalRun) -> None:
+        # something on a smoke machine uploads one more wheel under a wheels-* name
+        evil = run.artifacts / "wheels-evil"
+        evil.mkdir()
+        first = next((run.artifacts).glob("wheels-*/*.whl"))
+        (evil / first.name.replace("cp312", "cp39")).write_bytes(first.read_bytes() + b"\0")
+
+    run = _manual(world, "v0.1.0", "evil", hooks={"assets": plant})
+    assert run.jobs["assets"].result == "failure"
+    assert "no provenance from a build job of this run" in run.leg_log("assets")
+    assert run.jobs["index"].result == "skipped" and run.jobs["status"].result == "failure"
+    assert not any(a.endswith(".whl") for a in _assets(world, "v0.1.0"))
+
+
+def test_a_failed_smoke_test_publishes_nothing_and_says_why(world: dict[str, Any]) -> None:
+    run = _manual(world, "v0.1.0", "smoke", env={"BT_FAIL_SMOKE": "*pt213cu130-cp312*"})
+    assert run.jobs["smoke-cuda"].result == "failure"
+    assert run.jobs["smoke-cpu"].result == "success"
+    assert run.jobs["assets"].result == "skipped"
+    status = run.leg_log("status")
+    assert run.jobs["status"].result == "failure"
+    assert (
+        "`torch2.13.0-cu130-cp312`: smoke segfault; reproduce: `nox -s build -- --profile "
+        "release --only torch2.13.0-cu130-cp312 --backend docker --offline && nox -s smoke"
+    ) in status
+    assert _assets(world, "v0.1.0") == set()
+
+
+def test_a_failed_build_holds_back_only_its_family(world: dict[str, Any]) -> None:
+    run = _manual(world, "v0.1.0", "build", env={"BT_FAIL_BUILD": "torch2.13.0-cu126-cp311"})
+    assert run.jobs["build-cuda"].result == "failure"
+    assert run.jobs["smoke-cpu"].result == "success"  # the CPU family goes on
+    assert run.jobs["smoke-cuda"].result == "skipped"
+    status = run.leg_log("status")
+    assert "`torch2.13.0-cu126-cp311`: build failed: nvcc fatal: boom" in status
+    assert "Re-run failed jobs" in status
+    # the failed leg uploaded no wheels artifact, so re-running it can upload one
+    assert not (run.artifacts / "wheels-torch2.13.0-cu126-cp311").exists()
+    assert (run.artifacts / "build-report-torch2.13.0-cu126-cp311").exists()
+
+
+def test_the_plan_stops_a_wrong_tag_and_a_run_from_another_branch(world: dict[str, Any]) -> None:
+    wrong = _release(world, "v9.9.9", "wrong")
+    assert wrong.jobs["plan"].result == "failure"
+    assert "tag v9.9.9 releases 9.9.9, but" in wrong.leg_log("plan")
+    assert wrong.jobs["status"].result == "failure"
+    branch = {**DISPATCH, "ref": "refs/heads/feature"}
+    run = _release(world, "v0.1.0", "branch", github=branch, inputs={"tag": "v0.1.0", "only": ""})
+    assert run.jobs["plan"].result == "failure"
+    assert "run the release from main (chosen: refs/heads/feature)" in run.leg_log("plan")
+
+
+def test_a_manual_run_rebuilds_a_selection_of_the_tag(world: dict[str, Any]) -> None:
+    run = _manual(
+        world,
+        "v0.1.0",
+        "manual",
+        only="torch2.13.0-rocm7.2-cp31[23] torch2.13.0-cpu-cp312",
+        inputs={"unsmoked": True},
+    )
+    assert run.jobs["build-rocm"].result == "success"
+    assert run.jobs["build-cuda"].result == "skipped"
+    assert {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")} == {
+        "bt_scatter-0.1.0+pt213cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
+    }  # the ROCm wheels have no smoke runner: built, held back
+    assert "no smoke report" in run.leg_log("status") or "smoke not run" in run.leg_log("status")
+
+
+def test_pull_requests_from_a_fork_and_from_a_branch(world: dict[str, Any]) -> None:
+    repo = world["repo"]
+    pr = LocalRun(
+        _workflow(repo, layout.PR_WORKFLOW),
+        repo=repo,
+        work=world["tmp"] / "pr",
+        stores=world["stores"],
+        github={"event_name": "pull_request", "repository": "example/bt-scatter"},
+        env=world["env"],
+    )
+    pr.run()
+    assert {j: r.result for j, r in pr.jobs.items()} == {
+        "drift": "success", "plan": "success", "build-cpu": "success", "build-cuda": "success",
+        "smoke-cpu": "success", "index": "success", "status": "success",
+    }, pr.leg_log("drift")  # fmt: skip
+    assert (pr.artifacts / "site-preview" / "index.json").is_file()
+    follow_up = _workflow(repo, layout.SELF_HOSTED_WORKFLOW)
+    event = {"event": "pull_request", "conclusion": "success", "id": 7,
+             "head_sha": _git(repo, "rev-parse", "HEAD")}  # fmt: skip
+    for head, expect in (
+        ("mallory/bt-scatter", set()),
+        ("example/bt-scatter", {"plan", "smoke-cuda", "status"}),
+    ):
+        run = LocalRun(
+            follow_up,
+            repo=repo,
+            work=world["tmp"] / f"sh-{head.split('/')[0]}",
+            stores=world["stores"],
+            github={
+                "event_name": "workflow_run",
+                "repository": "example/bt-scatter",
+                "event": {"workflow_run": {**event, "head_repository": {"full_name": head}}},
+            },
+            env={**world["env"], "BT_OTHER_RUN_ARTIFACTS": str(pr.artifacts)},
+        )
+        run.run()
+        assert {j for j, r in run.jobs.items() if r.result == "success"} == expect, head
+    # the branch's verdict is posted on its commit
+    assert any(
+        c.startswith("gh api --method POST repos/example/bt-scatter/statuses/")
+        and "state=success" in c
+        for c in run.calls()
+    )
+
+
+def test_the_cache_workflow_seeds_downloads_and_images(world: dict[str, Any]) -> None:
+    repo = world["repo"]
+    run = LocalRun(
+        _workflow(repo, layout.CACHES_WORKFLOW),
+        repo=repo,
+        work=world["tmp"] / "caches",
+        stores=world["stores"],
+        github={"event_name": "schedule", "repository": "example/bt-scatter"},
+        env=world["env"],
+    )
+    run.run()
+    assert {j: r.result for j, r in run.jobs.items()} == {
+        "plan": "success", "images": "success", "prefetch": "success", "status": "success",
+    }, run.leg_log("plan")  # fmt: skip
+    saved = sorted(p.name for p in (world["stores"].root / "cache").iterdir())
+    assert any(k.startswith("bt-image-cuda-") for k in saved)
+    assert any(k.startswith("bt-dl-linux_x86_64-torch2.13.0-cu130-") for k in saved)
+    assert any(
+        c.startswith("nox -s ci -- prefetch --profile release --group bt-dl-") for c in run.calls()
+    )
