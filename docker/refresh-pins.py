@@ -3,11 +3,17 @@
 
     python docker/refresh-pins.py            # ask the registry (needs network access)
     python docker/refresh-pins.py --list     # only (re)write the list; digests kept as they are
+    python docker/refresh-pins.py --check    # exit 1 when an image lacks a digest or the list
+                                             # is out of date (offline; add --online to also
+                                             # compare every digest with the registry)
 
 Digests come from `docker buildx imagetools inspect IMAGE --format '{{json .Manifest}}'`
 (the manifest list's digest: the same on every architecture), or from
-`skopeo inspect --raw docker://IMAGE` hashed, whichever tool is present. The docker backend
-then builds FROM `IMAGE@sha256:…`, so a re-pushed tag cannot change a build silently.
+`skopeo inspect --raw docker://IMAGE` hashed, or, with neither tool, from the registry's
+HTTP API (an anonymous pull token, then `HEAD /v2/<name>/manifests/<tag>` asking for the
+manifest list or OCI index: its `Docker-Content-Digest`). The docker backend then builds
+FROM `IMAGE@sha256:…`, so a re-pushed tag cannot change a build silently; the release
+workflow's plan summary names every base that is still used by tag.
 
 Not run where no registry is reachable (the machine this was written on): the pins
 there are null, and images are used by tag.
@@ -19,9 +25,15 @@ import argparse
 import datetime
 import hashlib
 import json
+import re
 import shutil
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ruamel.yaml import YAML
 
@@ -54,6 +66,69 @@ def kb_images() -> list[str]:
     return sorted(images)
 
 
+# Manifest lists / OCI indexes first: their digest is the same on every architecture.
+_ACCEPT = ", ".join(
+    (
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+)
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+Opener = Callable[[urllib.request.Request], Any]
+
+
+def split_image(image: str) -> tuple[str, str, str]:
+    """`IMAGE` → (registry host, repository, tag): Docker Hub's names get `library/`."""
+    name, _, tag = (
+        image.rpartition(":") if ":" in image.rsplit("/", maxsplit=1)[-1] else (image, "", "latest")
+    )
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        host, repo = first, rest
+    else:
+        host, repo = "registry-1.docker.io", name
+    if host == "registry-1.docker.io" and "/" not in repo:
+        repo = f"library/{repo}"
+    return host, repo, tag or "latest"
+
+
+def _challenge(header: str) -> dict[str, str]:
+    """`Bearer realm="…",service="…",scope="…"` → its fields."""
+    return dict(re.findall(r'(\w+)="([^"]*)"', header))
+
+
+def registry_digest(image: str, *, opener: Opener = urllib.request.urlopen) -> str | None:
+    """The digest the registry serves for `image`, over its HTTP API (None: not found)."""
+    host, repo, tag = split_image(image)
+    url = f"https://{host}/v2/{repo}/manifests/{tag}"
+    headers = {"Accept": _ACCEPT}
+    for _ in range(2):
+        request = urllib.request.Request(url, method="HEAD", headers=headers)
+        try:
+            with opener(request) as resp:
+                digest = resp.headers.get("Docker-Content-Digest")
+                return digest if digest and _DIGEST_RE.match(digest) else None
+        except urllib.error.HTTPError as exc:
+            if exc.code != 401 or "Authorization" in headers:
+                return None
+            fields = _challenge(exc.headers.get("WWW-Authenticate", ""))
+            if "realm" not in fields:
+                return None
+            query = urllib.parse.urlencode(
+                {"service": fields.get("service", host), "scope": f"repository:{repo}:pull"}
+            )
+            with opener(urllib.request.Request(f"{fields['realm']}?{query}")) as resp:
+                token = json.loads(resp.read()).get("token")
+            if not token:
+                return None
+            headers = {**headers, "Authorization": f"Bearer {token}"}
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+    return None
+
+
 def digest_of(image: str) -> str | None:
     runner = SubprocessRunner()
     if shutil.which("docker"):
@@ -68,18 +143,43 @@ def digest_of(image: str) -> str | None:
         result = runner.run(["skopeo", "inspect", "--raw", f"docker://{image}"], capture=True)
         if result.ok:
             return "sha256:" + hashlib.sha256(result.output.encode()).hexdigest()
-    return None
+    return registry_digest(image)
+
+
+def check(old: dict[str, dict[str, object]], images: list[str], *, online: bool) -> list[str]:
+    """What makes the pins file stale: images it lacks or has too many, null or moved digests."""
+    problems = [f"{i}: not in {PINS.name}" for i in images if i not in old]
+    problems += [
+        f"{i}: in {PINS.name}, no longer named by the knowledge base"
+        for i in old
+        if i not in images
+    ]
+    for image in (i for i in images if i in old):
+        digest = (old.get(image) or {}).get("digest")
+        if digest is None:
+            problems.append(f"{image}: no digest (used by tag)")
+        elif online and (now := digest_of(image)) is not None and now != digest:
+            problems.append(f"{image}: pinned {digest}, the registry serves {now}")
+    return problems
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="do not query a registry")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when stale")
+    parser.add_argument("--online", action="store_true", help="--check: ask the registry too")
     args = parser.parse_args()
     yaml = YAML()
     old = {}
     if PINS.is_file():
         data = yaml.load(PINS.read_text()) or {}
         old = {row["image"]: row for row in data.get("pins") or []}
+    if args.check:
+        problems = check(old, kb_images(), online=args.online)
+        for problem in problems:
+            print(f"refresh-pins: {problem}")
+        print(f"refresh-pins: {len(problems)} problem(s) in {PINS}")
+        return 1 if problems else 0
     rows = []
     failed = []
     today = datetime.date.today().isoformat()
