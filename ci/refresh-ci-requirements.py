@@ -54,7 +54,9 @@ def resolve(top: list[str], python: str) -> dict[str, tuple[str, str]]:
         for wheel in sorted(Path(tmp).glob("*.whl")):
             m = _WHEEL_RE.match(wheel.name)
             if m is None:
-                sys.exit(f"{wheel.name}: not a pure-Python wheel; one hash cannot serve every runner")
+                sys.exit(
+                    f"{wheel.name}: not a pure-Python wheel; one hash cannot serve every runner"
+                )
             name = m["name"].lower().replace("_", "-")
             found[name] = (m["version"], hashlib.sha256(wheel.read_bytes()).hexdigest())
         return found

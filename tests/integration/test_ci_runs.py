@@ -321,3 +321,95 @@ def test_the_cache_workflow_seeds_downloads_and_images(world: dict[str, Any]) ->
     assert any(
         c.startswith("nox -s ci -- prefetch --profile release --group bt-dl-") for c in run.calls()
     )
+
+
+def _reconfigure(world: dict[str, Any], extra: str) -> None:
+    """Append to matrix.yaml, regenerate the workflows and commit them."""
+    repo = world["repo"]
+    (repo / "matrix.yaml").write_text((repo / "matrix.yaml").read_text() + extra)
+    write_files(generate(repo / "matrix.yaml"))
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ci settings")
+
+
+def test_a_release_with_a_registry_and_pypi(world: dict[str, Any]) -> None:
+    _reconfigure(
+        world,
+        "ci:\n  image_registry: ghcr.io/example/builder\n"
+        "  pypi: {torch: '2.13.0', accelerator: cu130}\n",
+    )
+    tag = LocalRun(
+        _workflow(world["repo"], layout.TAG_WORKFLOW),
+        repo=world["repo"],
+        work=world["tmp"] / "tag",
+        stores=world["stores"],
+        github={"event_name": "push", "ref": "refs/tags/v0.1.0", "ref_name": "v0.1.0"},
+        env=world["env"],
+    )
+    assert tag.run() == {"tag": "success"}
+    run = _manual(world, "v0.1.0", "pypi")
+    results = {j: r.result for j, r in run.jobs.items()}
+    assert results["pypi-dist"] == results["pypi"] == "success", run.leg_log("pypi-dist")
+    assert sorted(p.name for p in (world["stores"].root / "pypi").iterdir()) == [
+        "bt_scatter-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "bt_scatter-0.1.0.tar.gz",
+    ]
+    calls = run.calls()
+    assert any(c.startswith("docker login ghcr.io --username octocat") for c in calls)
+    assert any(c.startswith("docker pull --quiet ghcr.io/example/builder:cuda13.0-") for c in calls)
+    assert any(
+        c.startswith("nox -s ci -- builder-image --profile release --only")
+        and "--push ghcr.io/example/builder:" in c
+        for c in calls
+    )
+    assert "python -m build --sdist --outdir dist examples/scatter" in calls
+
+
+def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:
+    repo = world["repo"]
+    text = (
+        (repo / "matrix.yaml")
+        .read_text()
+        .replace(
+            "build: {cpu: ubuntu-24.04, cuda: ubuntu-24.04, rocm: ubuntu-24.04}",
+            "build: {cpu: ubuntu-24.04, cuda: [self-hosted, linux, x64, build-xl], rocm: ubuntu-24.04}",
+        )
+    )
+    (repo / "matrix.yaml").write_text(text)
+    _reconfigure(world, "")
+    pr = LocalRun(
+        _workflow(repo, layout.PR_WORKFLOW),
+        repo=repo,
+        work=world["tmp"] / "pr",
+        stores=world["stores"],
+        github={"event_name": "pull_request", "repository": "example/bt-scatter"},
+        env=world["env"],
+    )
+    pr.run()
+    assert "build-cuda" not in pr.jobs and pr.jobs["status"].result == "success"
+    run = LocalRun(
+        _workflow(repo, layout.SELF_HOSTED_WORKFLOW),
+        repo=repo,
+        work=world["tmp"] / "sh",
+        stores=world["stores"],
+        github={
+            "event_name": "workflow_run",
+            "repository": "example/bt-scatter",
+            "event": {
+                "workflow_run": {
+                    "event": "pull_request",
+                    "conclusion": "success",
+                    "id": 7,
+                    "head_sha": _git(repo, "rev-parse", "HEAD"),
+                    "head_repository": {"full_name": "example/bt-scatter"},
+                }
+            },
+        },
+        env={**world["env"], "BT_OTHER_RUN_ARTIFACTS": str(pr.artifacts)},
+    )
+    run.run()
+    assert {j: r.result for j, r in run.jobs.items()} == {
+        "plan": "success", "build-cuda": "success", "smoke-cuda": "success", "status": "success",
+    }, run.leg_log("plan")  # fmt: skip
+    # caches are restored, never saved, by a pull request's code
+    assert not any("saved bt-" in log for job in run.jobs.values() for log in job.logs)
