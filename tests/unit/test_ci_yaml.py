@@ -161,3 +161,33 @@ def test_stale_pins_report_newer_releases() -> None:
     # a release tag moved to another commit is stale too
     moved = {"actions/cache": {PINS.actions["actions/cache"].version: "d" * 40}}
     assert [u.action for u in stale_pins(PINS, moved)] == ["actions/cache"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("ci:\n  unsmoked: always\n", "ci.unsmoked: 'always' is not allowed"),
+        ("ci:\n  image_registry: ghcr.io/acme/x:latest\n", "is not a registry repository"),
+        ('ci:\n  image_registry: "ghcr.io/acme/x\\nrun: evil"\n', "control character U+000A"),
+        ("ci:\n  version_file: ../VERSION\n", "is not a relative path inside the project"),
+        ("ci:\n  cache_schedule: '@daily'\n", "is not a cron schedule"),
+        ("ci:\n  pages_group: 'pages; rm'\n", "is not a runner label"),
+        ("ci:\n  retention_days: 400\n", "ci.retention_days"),
+        (
+            "ci:\n  pypi: {torch: '2.9.0', accelerator: cpu}\n",
+            "pypi.torch: '2.9.0' is not in axes.torch",
+        ),
+        (
+            "ci:\n  pypi: {torch: '2.13.0', accelerator: cu999}\n",
+            "pypi.accelerator: 'cu999' is not in axes",
+        ),
+    ],
+)
+def test_ci_settings_are_validated(tmp_path: Path, extra: str, message: str) -> None:
+    from buildtools.errors import ConfigError
+    from buildtools.matrix.config import load_matrix
+
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text((REPO / "matrix.yaml").read_text() + extra)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_matrix(matrix)
