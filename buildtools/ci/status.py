@@ -23,6 +23,8 @@ from . import layout
 from .assets import Selection, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"
+# jobs whose work flag is another job's: both PyPI jobs run when the plan sets run_pypi
+_FLAG_OF = {"pypi-dist": "pypi"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +78,7 @@ def _reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:
 
 def _verdict(job: str, info: Mapping[str, Any], plan_outputs: Mapping[str, str]) -> JobVerdict:
     result = str(info.get("result", "skipped"))
-    flag = plan_outputs.get(layout.run_flag(job))
+    flag = plan_outputs.get(layout.run_flag(_FLAG_OF.get(job, job)))
     expected = flag == "true" if flag is not None else True
     if result == "success":
         return JobVerdict(job=job, result=result, expected=expected, ok=True, why="")

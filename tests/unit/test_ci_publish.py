@@ -393,6 +393,13 @@ def test_status_verdicts(tmp_path: Path) -> None:
         reports=tmp_path,
     )  # fmt: skip
     assert soft.ok
+    # the PyPI jobs follow run_pypi: skipped without a PyPI variant in this release
+    no_pypi = _needs(build_cpu="success", smoke_cpu="success", assets="success", index="success")
+    no_pypi["plan"]["outputs"]["run_pypi"] = "false"
+    no_pypi["pypi-dist"] = no_pypi["pypi"] = {"result": "skipped", "outputs": {}}
+    assert run_status(workflow="release", needs=no_pypi, entries=None, reports=tmp_path).ok
+    no_pypi["plan"]["outputs"]["run_pypi"] = "true"
+    assert not run_status(workflow="release", needs=no_pypi, entries=None, reports=tmp_path).ok
 
 
 def test_status_summary_lists_published_held_back_and_failed(
