@@ -71,7 +71,8 @@ def smoke(session: nox.Session) -> None:
 def ci(session: nox.Session) -> None:
     """GitHub Actions workflows from matrix.yaml: write them; `-- --check` fails on drift.
 
-    `-- matrix …` and `-- restore-site …` are the steps the generated workflows run.
+    `-- matrix …`, `-- restore-site …` and the other `ci` verbs are the steps the generated
+    workflows run.
     """
     session.install("-e", ".")
     args = session.posargs or []
