@@ -59,7 +59,8 @@ def prefetch_group(job: BuildJob) -> str:
         "build": list(BUILD_REQUIREMENTS),
         "platform": job.platform_tag,
     }
-    return f"bt-dl-{job.platform}-torch{job.torch}-{job.accelerator}-{_short(pins, 12)}-"
+    accel = job.accelerator.name
+    return f"bt-dl-{job.platform}-torch{job.torch}-{accel}-{_short(pins, 12)}-"
 
 
 def image_tag(job: BuildJob, env: Mapping[str, str]) -> str:

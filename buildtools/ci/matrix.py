@@ -185,7 +185,7 @@ def matrix_entries(
             MatrixEntry(
                 id=job.id,
                 family=family,
-                accelerator=job.accelerator,
+                accelerator=job.accelerator.name,
                 torch=job.torch,
                 cells=job.cell_ids,
                 runner=job.runner,

@@ -30,7 +30,7 @@ from collections.abc import Collection
 
 from ..ecosystem import load_ecosystem
 from ..matrix.config import MatrixFile
-from ..model import Accelerator, BuildJob
+from ..model import BuildJob
 from ..planner import Plan
 from . import layout
 
@@ -42,7 +42,7 @@ Label = str | tuple[str, ...]
 
 def family_of(job: BuildJob) -> str:
     """The accelerator family of a job: cpu, cuda or rocm."""
-    return Accelerator.parse(job.accelerator).kind
+    return job.accelerator.kind
 
 
 def runner_label(label: str | list[str] | tuple[str, ...] | None) -> Label:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fixtures.crafted import make_wheel
+from fixtures.factories import make_cell, make_job
 from fixtures.fakegh import FakeGitHub
 from packaging.version import Version
 
@@ -28,7 +29,6 @@ from buildtools.index.settings import IndexSettings
 from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.model import BuildJob, Cell
 from buildtools.planner import Plan, plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,31 +140,17 @@ def test_abi3_jobs_get_one_glob_that_selects_exactly_their_cells(tmp_path: Path)
     assert e.python_tag == ""  # one wheel for several Pythons
 
 
-def _job(cells: tuple[Cell, ...], **kw: Any) -> BuildJob:
-    base: dict[str, Any] = {
-        "id": cells[0].id, "cells": cells, "abi": "abi3", "torch": "2.13.0",
-        "torch_versions": ("2.13.0",), "accelerator": cells[0].accelerator,
-        "pythons": tuple(c.python for c in cells), "platform": "linux_x86_64",
-        "torch_requirement": "torch==2.13.0", "requires_dist": "torch==2.13.*", "toolkit": None,
-        "image": "img", "platform_tag": "manylinux_2_28_x86_64", "local_version": "pt213",
-        "cxx11_abi": True, "env": (), "runner": "ubuntu-24.04", "smoke_runner": None,
-        "repair": "auto",
-    }  # fmt: skip
-    base.update(kw)
-    return BuildJob(**base)
-
-
 def test_job_globs_fall_back_to_cell_ids() -> None:
-    cells = tuple(Cell(torch="2.13.0", accelerator="cu130", python=p) for p in ("3.10", "3.12"))
-    job = _job(cells)
+    cells = tuple(make_cell(accelerator="cu130", python=p) for p in ("3.10", "3.12"))
+    job = make_job(cells=cells, abi="abi3")
     universe = [c.id for c in cells]
     assert job_globs(job, universe) == ("torch2.13.0-cu130-*",)
     assert job_globs(job, [*universe, "torch2.13.0-cu130-cp310-aarch64"]) == job.cell_ids
 
 
 def test_current_torch_never_reaches_ci() -> None:
-    cell = Cell(torch="2.13.0+cpu", accelerator="cpu", python="3.12", current=True)
-    job = _job((cell,), torch_source="current", accelerator="cpu")
+    cell = make_cell(torch="2.13.0+cpu", current=True)
+    job = make_job(cells=(cell,), torch_source="current")
     p = Plan(profile="release", cells=(cell,), jobs=(job,), removed=(), excluded=0)
     with pytest.raises(PlanError, match="torch: current"):
         _entries(p)
