@@ -24,7 +24,14 @@ from typing import Any
 from ..planner import Plan
 from . import layout
 from .outputs import Shape
-from .runners import Label, label_text, runs_on, smoke_families, unsmoked_families
+from .runners import (
+    Label,
+    group_family,
+    label_text,
+    runs_on,
+    smoke_families,
+    unsmoked_families,
+)
 from .scripts import (
     build_script,
     free_disk_script,
@@ -33,6 +40,7 @@ from .scripts import (
     image_pull_script,
     plan_script,
     prefetch_script,
+    qemu_script,
     smoke_script,
 )
 from .steps import Context
@@ -51,12 +59,10 @@ def plan_outputs(ctx: Context, shape: Shape, extra: tuple[str, ...]) -> dict[str
     names: list[str] = []
     if ctx.kind in (layout.RELEASE_NAME, layout.SELF_HOSTED_NAME):
         names += ["tag", "sha"] if ctx.kind == layout.RELEASE_NAME else ["sha"]
-    for family in shape.chunks:
-        jobs = (shape.build_jobs(family) if family in shape.build else []) + (
-            shape.smoke_jobs(family) if family in shape.smoke else []
-        )
-        for job in jobs:
-            names += [layout.output_name(job), layout.run_flag(job)]
+    jobs = [j for f in shape.build for j in shape.build_jobs(f)]
+    jobs += [j for g in shape.smoke for j in shape.smoke_jobs(g)]
+    for job in jobs:
+        names += [layout.output_name(job), layout.run_flag(job)]
     for job in extra:
         if job in ("images", "prefetch"):
             names.append(job)
@@ -215,6 +221,15 @@ def build_job(
                 "run": free_disk_script(),
             }
         )
+    steps.append(
+        {
+            # an aarch64 job on an x86 runner (runners.linux_aarch64.emulate) builds in an
+            # arm64 container: QEMU user emulation, registered with the F flag
+            "name": "Set up QEMU for an emulated aarch64 build",
+            "if": "matrix.platform == 'linux_aarch64' && runner.arch != 'ARM64'",
+            "run": qemu_script(),
+        }
+    )
     steps += [
         ctx.setup_python("${{ matrix.python_versions }}"),
         *_registry_login(ctx),
@@ -266,19 +281,31 @@ def build_job(
 
 
 def smoke_job(
-    ctx: Context, family: str, label: Label, job: str, *, needs: list[str], from_run: str | None
+    ctx: Context, group: str, label: Label, job: str, *, needs: list[str], from_run: str | None
 ) -> dict[str, Any]:
-    """The smoke tests of one family's wheels on its runner (`from_run`: another run's)."""
+    """The smoke tests of one group's wheels on its runner (`from_run`: another run's).
+
+    A group is a family's x86_64 wheels (`cuda`) or its aarch64 ones (`cuda-aarch64`, on
+    an ARM machine from runners.linux_aarch64.smoke).
+    """
+    family = group_family(group)
     permissions = {"contents": "read"}
     if from_run:
         permissions["actions"] = "read"
     # explicit: a default success() would also be false when the (optional) image job
-    # upstream of the build was skipped or failed
-    upstream = needs[-1]
+    # upstream of the build was skipped or failed; a build job that had no work (every
+    # wheel of this group comes from the pull request's run) does not hold it back either
+    parts = ["!cancelled()", "needs.plan.result == 'success'", _flag(job)]
+    for build in needs[1:]:
+        result = f"needs.{build}.result"
+        parts.append(
+            f"({result} == 'success' || ({result} == 'skipped' && "
+            f"needs.plan.outputs.{layout.run_flag(build)} != 'true'))"
+        )
     return {
-        "name": f"smoke ${{{{ matrix.id }}}} ({family})",
+        "name": f"smoke ${{{{ matrix.id }}}} ({group})",
         "needs": needs,
-        "if": f"${{{{ !cancelled() && needs.{upstream}.result == 'success' && {_flag(job)} }}}}",
+        "if": "${{ " + " && ".join(parts) + " }}",
         "runs-on": runs_on(label),
         "timeout-minutes": layout.SMOKE_TIMEOUT,
         "permissions": permissions,
@@ -290,12 +317,7 @@ def smoke_job(
             ctx.checkout(),
             ctx.setup_python("${{ matrix.python_versions }}"),
             ctx.install_tools(),
-            ctx.download(
-                layout.WHEELHOUSE,
-                name="wheels-${{ matrix.id }}",
-                from_run=from_run,
-                title="Download the wheels",
-            ),
+            *_wheel_downloads(ctx, from_run),
             {
                 "name": "Smoke test (nox -s smoke)",
                 "env": {
@@ -310,6 +332,26 @@ def smoke_job(
             ),
         ],
     }
+
+
+def _wheel_downloads(ctx: Context, from_run: str | None) -> list[dict[str, Any]]:
+    """The job's wheels: from this run, or (`from_run`) from the pull request's run for the
+    entries whose `wheels_from` says so (built there on hosted runners)."""
+    here = ctx.download(
+        layout.WHEELHOUSE, name="wheels-${{ matrix.id }}", title="Download the wheels"
+    )
+    if from_run is None:
+        return [here]
+    there = ctx.download(
+        layout.WHEELHOUSE,
+        name="wheels-${{ matrix.id }}",
+        from_run=from_run,
+        title="Download the wheels the pull request's run built",
+    )
+    return [
+        {**here, "if": "matrix.wheels_from == 'run'"},
+        {**there, "if": "matrix.wheels_from == 'pull-request'"},
+    ]
 
 
 def images_job(ctx: Context, profile: str) -> dict[str, Any]:
@@ -436,6 +478,8 @@ def workflow_header(
         out.append(
             "smoke-tested on: " + "; ".join(f"{f} ({label_text(label)})" for f, label in smoked)
         )
-    for family in unsmoked_families(ctx.mf, plan):
-        out.append(f"not smoke-tested, so never published: {family} (no runners.smoke.{family})")
+    for group in unsmoked_families(ctx.mf, plan):
+        family = group_family(group)
+        table = "linux_aarch64.smoke" if group != family else "smoke"
+        out.append(f"not smoke-tested, so never published: {group} (no runners.{table}.{family})")
     return out

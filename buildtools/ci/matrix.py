@@ -31,7 +31,7 @@ from ..model import BuildJob, python_tag
 from ..planner import Plan
 from . import layout
 from .keys import build_keys, image_tag, prefetch_group
-from .runners import family_of, is_hosted, runner_label
+from .runners import family_of, is_hosted, runner_label, smoke_group
 
 # GitHub Actions runs at most 256 jobs from one matrix.
 MAX_MATRIX_JOBS = layout.MAX_MATRIX_JOBS
@@ -44,6 +44,7 @@ class MatrixEntry:
     id: str
     family: str
     accelerator: str
+    platform: str  # linux_x86_64 | linux_aarch64 (on an x86 runner: built under QEMU)
     torch: str
     cells: tuple[str, ...]
     runner: str | tuple[str, ...]
@@ -73,6 +74,8 @@ class MatrixEntry:
             "id": self.id,
             "family": self.family,
             "accelerator": self.accelerator,
+            "platform": self.platform,
+            "smoke_group": self.smoke_group,
             "torch": self.torch,
             "cells": " ".join(self.cells),
             "runner": label(self.runner),
@@ -95,6 +98,11 @@ class MatrixEntry:
             "image_file": self.image_file,
         }
 
+    @property
+    def smoke_group(self) -> str:
+        """Which smoke jobs test this entry's wheels: `cuda` or `cuda-aarch64`."""
+        return smoke_group(self.family, self.platform)
+
     def view(self, keys: tuple[str, ...]) -> dict[str, Any]:
         """The fields one job reads: a job's outputs are capped (1 MB), so matrices carry
         only these; the plan artifact keeps the whole entry."""
@@ -106,6 +114,7 @@ class MatrixEntry:
 BUILD_KEYS = (
     "id",
     "family",
+    "platform",
     "runner",
     "timeout",
     "python_versions",
@@ -186,6 +195,7 @@ def matrix_entries(
                 id=job.id,
                 family=family,
                 accelerator=job.accelerator.name,
+                platform=job.platform,
                 torch=job.torch,
                 cells=job.cell_ids,
                 runner=job.runner,

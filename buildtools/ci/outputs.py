@@ -38,6 +38,7 @@ from typing import Any
 from ..errors import PlanError
 from . import layout
 from .matrix import BUILD_KEYS, IMAGE_KEYS, PREFETCH_KEYS, SMOKE_KEYS, MatrixEntry
+from .runners import group_family
 
 # GitHub caps a job's outputs at 1 MB: the plan job's matrices stay well below.
 MAX_OUTPUTS_BYTES = 900_000
@@ -66,13 +67,14 @@ class Shape:
     kind: str
     chunks: Mapping[str, int] = field(default_factory=dict)
     build: tuple[str, ...] = ()  # families with build jobs
-    smoke: tuple[str, ...] = ()  # families with smoke jobs
+    smoke: tuple[str, ...] = ()  # smoke groups with smoke jobs: `cuda`, `cuda-aarch64`
 
     def build_jobs(self, family: str) -> list[str]:
         return layout.chunk_jobs("build", family, self.chunks[family])
 
-    def smoke_jobs(self, family: str) -> list[str]:
-        return layout.chunk_jobs("smoke", family, self.chunks[family])
+    def smoke_jobs(self, group: str) -> list[str]:
+        """The smoke jobs of a group, one per matrix of its family's builds."""
+        return layout.chunk_jobs("smoke", group, self.chunks[group_family(group)])
 
     def arg(self) -> str:
         """The plan job's `--shape`: `cpu=1,cuda=2;build=cpu,cuda;smoke=cuda`."""
@@ -97,7 +99,7 @@ class Shape:
             chunks[family] = int(n)
         build = tuple(filter(None, parts[1].removeprefix("build=").split(",")))
         smoke = tuple(filter(None, parts[2].removeprefix("smoke=").split(",")))
-        if not set(build) | set(smoke) <= set(chunks):
+        if not set(build) | {group_family(g) for g in smoke} <= set(chunks):
             raise PlanError(f"--shape {text!r}: a family without its number of matrices")
         return cls(kind=kind, chunks=chunks, build=build, smoke=smoke)
 
@@ -135,10 +137,11 @@ def select(
             if e.id in published:
                 skipped.append((e.id, f"already published as {published[e.id]}"))
             elif e.smoke_runner is None and not unsmoked:
+                table = "linux_aarch64.smoke" if e.platform == "linux_aarch64" else "smoke"
                 skipped.append(
                     (
                         e.id,
-                        f"no runners.smoke.{e.family}: not built for a release (run the "
+                        f"no runners.{table}.{e.family}: not built for a release (run the "
                         "workflow by hand with `unsmoked` to build it, kept as an artifact)",
                     )
                 )
@@ -195,8 +198,9 @@ def shape_of(entries: Sequence[MatrixEntry], kind: str) -> Shape:
         chunks[family] = math.ceil(len(rows) / layout.MAX_MATRIX_JOBS)
         if any(e.family == family for e in most.build):
             build.append(family)
-        if any(e.family == family for e, _ in most.smoke):
-            smoke.append(family)
+        for group in (family, f"{family}-aarch64"):
+            if any(e.smoke_group == group for e, _ in most.smoke):
+                smoke.append(group)
     for what, items in (("builder images", most.images), ("download groups", most.prefetch)):
         if len(items) > layout.MAX_MATRIX_JOBS:
             raise PlanError(
@@ -229,10 +233,15 @@ def assignments(
             kind
             for kind, ids, families in (
                 ("build", built, shape.build),
-                ("smoke", set(sources), shape.smoke),
+                ("smoke", set(sources), {group_family(g) for g in shape.smoke}),
             )
             if family not in families and any(e.id in ids for e in rows)
         ]
+        lacking += [
+            f"smoke-{e.smoke_group}"
+            for e in rows
+            if e.id in sources and e.smoke_group not in shape.smoke
+        ][:1]
         if need > have or lacking:
             what = (
                 f"no {'/'.join(lacking)} job for {family}"
@@ -251,11 +260,11 @@ def assignments(
                 jobs[shape.build_jobs(family)[i]] = [
                     e.view(BUILD_KEYS) for e in part if e.id in built
                 ]
-            if family in shape.smoke:
-                jobs[shape.smoke_jobs(family)[i]] = [
+            for group in (g for g in shape.smoke if group_family(g) == family):
+                jobs[shape.smoke_jobs(group)[i]] = [
                     {**e.view(SMOKE_KEYS), "wheels_from": sources[e.id]}
                     for e in part
-                    if e.id in sources
+                    if e.id in sources and e.smoke_group == group
                 ]
     if selection.kind in (layout.RELEASE_NAME, layout.CACHES_NAME):
         jobs["images"] = [e.view(IMAGE_KEYS) for e in selection.images]

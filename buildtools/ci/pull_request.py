@@ -19,7 +19,7 @@ from . import layout
 from .jobs import build_job, plan_job, smoke_job, workflow_header
 from .outputs import Shape
 from .publish import drift_job, preview_job, status_job
-from .runners import smoke_label
+from .runners import group_family, smoke_label
 from .steps import Context
 from .yamlwriter import dump
 
@@ -36,10 +36,11 @@ def render_pull_request(ctx: Context, plan: Plan, shape: Shape, *, self_hosted: 
         for job in shape.build_jobs(family):
             jobs[job] = build_job(ctx, profile, family, job, needs=["plan"])
             gated.append(job)
-    for family in shape.smoke:
-        for build, job in zip(shape.build_jobs(family), shape.smoke_jobs(family), strict=True):
+    for group in shape.smoke:
+        builds = shape.build_jobs(group_family(group))
+        for build, job in zip(builds, shape.smoke_jobs(group), strict=True):
             jobs[job] = smoke_job(
-                ctx, family, smoke_label(ctx.mf, family), job, needs=["plan", build], from_run=None
+                ctx, group, smoke_label(ctx.mf, group), job, needs=["plan", build], from_run=None
             )
             gated.append(job)
     jobs["index"] = preview_job(ctx, gated)

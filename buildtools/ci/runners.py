@@ -16,12 +16,14 @@ __all__ = [
     "control_label",
     "custom_labels",
     "family_of",
+    "group_family",
     "is_hosted",
     "label_text",
     "present_families",
     "runner_label",
     "runs_on",
     "smoke_families",
+    "smoke_group",
     "smoke_label",
     "unsmoked_families",
 ]
@@ -82,28 +84,52 @@ def present_families(plan: Plan) -> list[str]:
     return [f for f in layout.FAMILIES if f in present]
 
 
-def smoke_label(mf: MatrixFile, family: str) -> Label:
-    """The smoke runner of `family` (matrix.yaml runners.smoke); KeyError when it has none."""
-    table = {str(k): v for k, v in mf.matrix.runners.smoke.items()}
-    return runner_label(table[family])
+def smoke_group(family: str, platform: str) -> str:
+    """The smoke jobs a wheel goes to: `cuda`, or `cuda-aarch64` (an ARM machine's runner)."""
+    return f"{family}-aarch64" if platform == "linux_aarch64" else family
+
+
+def group_family(group: str) -> str:
+    """`cuda-aarch64` → `cuda`."""
+    return group.split("-", 1)[0]
+
+
+def _smoke_table(mf: MatrixFile, group: str) -> dict[str, str | list[str]]:
+    runners = mf.matrix.runners
+    table = runners.linux_aarch64.smoke if group.endswith("-aarch64") else runners.smoke
+    return {str(k): v for k, v in table.items()}
+
+
+def smoke_label(mf: MatrixFile, group: str) -> Label:
+    """The smoke runner of a group (`cuda`: runners.smoke.cuda, `cuda-aarch64`:
+    runners.linux_aarch64.smoke.cuda); KeyError when it has none."""
+    return runner_label(_smoke_table(mf, group)[group_family(group)])
+
+
+def _groups(plan: Plan) -> list[str]:
+    present = {smoke_group(family_of(j), j.platform) for j in plan.jobs}
+    order = [g for f in layout.FAMILIES for g in (f, f"{f}-aarch64")]
+    return [g for g in order if g in present]
 
 
 def smoke_families(mf: MatrixFile, plan: Plan) -> list[tuple[str, Label]]:
-    """(family, smoke runner) for each family of the plan that has a smoke runner."""
-    smoke = mf.matrix.runners.smoke
-    return [(f, runner_label(smoke[f])) for f in present_families(plan) if f in smoke]
+    """(group, smoke runner) for each smoke group of the plan that has a smoke runner."""
+    return [
+        (g, smoke_label(mf, g)) for g in _groups(plan) if group_family(g) in _smoke_table(mf, g)
+    ]
 
 
 def unsmoked_families(mf: MatrixFile, plan: Plan) -> list[str]:
-    """The families of the plan without a smoke runner: built only when asked, never published."""
-    return [f for f in present_families(plan) if f not in mf.matrix.runners.smoke]
+    """The groups of the plan without a smoke runner: built only when asked, never published."""
+    return [g for g in _groups(plan) if group_family(g) not in _smoke_table(mf, g)]
 
 
 def custom_labels(mf: MatrixFile, hosted: Collection[str]) -> list[str]:
     """The self-hosted labels of runners.build / runners.smoke actionlint must be told of."""
     runners = mf.matrix.runners
     labels: set[str] = set()
-    for table in (runners.build, runners.smoke):
+    arm = runners.linux_aarch64
+    for table in (runners.build, runners.smoke, arm.build, arm.smoke):
         for value in table.values():
             for label in [value] if isinstance(value, str) else value:
                 if label not in _PRESET_LABELS and label not in hosted:

@@ -17,6 +17,7 @@ __all__ = [
     "image_pull_script",
     "plan_script",
     "prefetch_script",
+    "qemu_script",
     "smoke_script",
     "status_script",
 ]
@@ -77,6 +78,15 @@ def free_disk_script() -> str:
     return bash(
         "sudo rm -rf /usr/share/dotnet /usr/local/lib/android /opt/ghc /opt/hostedtoolcache/CodeQL",
         "df -h /",
+    )
+
+
+def qemu_script() -> str:
+    """QEMU user emulation for an aarch64 container on an x86 runner (binfmt, F flag)."""
+    return bash(
+        "sudo apt-get update -qq",
+        "sudo apt-get install -y -qq qemu-user-static binfmt-support",
+        "cat /proc/sys/fs/binfmt_misc/qemu-aarch64",
     )
 
 

@@ -20,7 +20,7 @@ from . import layout
 from .jobs import build_job, plan_job, smoke_job, workflow_header
 from .outputs import Shape
 from .publish import status_job
-from .runners import smoke_label
+from .runners import group_family, smoke_label
 from .steps import Context
 from .yamlwriter import dump
 
@@ -43,16 +43,17 @@ def render_self_hosted(ctx: Context, plan: Plan, shape: Shape) -> str:
     for family in shape.build:
         for job in shape.build_jobs(family):
             jobs[job] = build_job(ctx, profile, family, job, needs=["plan"])
-    for family in shape.smoke:
+    for group in shape.smoke:
+        family = group_family(group)
         builds = shape.build_jobs(family) if family in shape.build else []
-        for i, job in enumerate(shape.smoke_jobs(family)):
+        for i, job in enumerate(shape.smoke_jobs(group)):
             jobs[job] = smoke_job(
                 ctx,
-                family,
-                smoke_label(ctx.mf, family),
+                group,
+                smoke_label(ctx.mf, group),
                 job,
                 needs=["plan", builds[i]] if builds else ["plan"],
-                from_run=None if builds else f"${{{{ {_RUN}.id }}}}",
+                from_run=f"${{{{ {_RUN}.id }}}}",
             )
     jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"], commit_status=True)
     header = workflow_header(

@@ -5,7 +5,7 @@
   `[project] version` or its `attr:`, setup.cfg's, the package's `__version__`, setup.py's
   literal `version=`). A tag that is not `v<version>` stops the release.
 - A job whose wheel is already published (the same project, version with its local label,
-  and Python tag in the published manifest) is not built again: rebuilding a tag after a
+  Python tag and architecture in the published manifest) is not built again: rebuilding a tag after a
   partial release builds what is missing, and never a second file under a published name.
 """
 
@@ -185,9 +185,12 @@ def published_jobs(
             full = Version(f"{version.public}+{job.local_version}")
         except InvalidVersion:
             continue
+        arch = job.platform.removeprefix("linux_")
         for wheel in by_version.get(full, []):
             tags = parse_wheel_filename(wheel.filename)[3]
             interpreters = {t.interpreter for t in tags}
+            if not any(t.platform.endswith(f"_{arch}") for t in tags):
+                continue  # the same version for another architecture
             if job.abi != "per-python" or python_tag(job.pythons[0]) in interpreters:
                 found[job.id] = wheel.filename
                 break

@@ -25,7 +25,6 @@ import re
 import string
 import types
 import typing
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -47,6 +45,7 @@ from ..errors import ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..model import PLATFORMS, AbiMode, Accelerator
 from .ciconfig import CiConfig
+from .fields import Strict, check_url
 from .runners import Runners
 from .yamlsource import Loc, SourceMap, load_yaml
 
@@ -122,10 +121,6 @@ TorchVersion = Annotated[str, _no_number("torch", "2.11.0")]
 PythonVersion = Annotated[str, _no_number("Python", "3.12")]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
-
 def _check_glob(pattern: str) -> str:
     """Reject globs fnmatch would silently read as literals (unbalanced brackets)."""
     depth = 0
@@ -149,7 +144,7 @@ def is_glob(value: str) -> bool:
     return any(ch in value for ch in "*?[")
 
 
-class CellRule(_Strict):
+class CellRule(Strict):
     """A partial cell: each key is a value or a glob; missing keys match everything."""
 
     torch: TorchVersion | None = None
@@ -172,7 +167,7 @@ class CellRule(_Strict):
         return {k: v for k in CELL_KEYS if (v := getattr(self, k)) is not None}
 
 
-class RepairCommand(_Strict):
+class RepairCommand(Strict):
     """A custom repair command: argv with {wheel}, {dest_dir}, {plat} placeholders."""
 
     command: list[str] = Field(min_length=1)
@@ -199,7 +194,7 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class AcceleratorOverride(_Strict):
+class AcceleratorOverride(Strict):
     """Per-accelerator settings; keys of `accelerators:` are names, families or globs."""
 
     arch_list: str | None = None
@@ -214,7 +209,7 @@ class AcceleratorOverride(_Strict):
     @field_validator("torch_index")
     @classmethod
     def _torch_index(cls, value: str | None) -> str | None:
-        return _check_url(value, schemes=("https", "http", "file")) if value else value
+        return check_url(value, schemes=("https", "http", "file")) if value else value
 
     @field_validator("arch_list")
     @classmethod
@@ -227,25 +222,11 @@ class AcceleratorOverride(_Strict):
         return value
 
 
-def _check_url(value: str, *, schemes: tuple[str, ...]) -> str:
-    """An absolute URL of one of `schemes` that no HTML attribute, YAML or shell can be broken
-    out of with: no whitespace, quotes, angle brackets or backslashes."""
-    parsed = urllib.parse.urlsplit(value)
-    if parsed.scheme not in schemes or not (parsed.netloc or parsed.scheme == "file"):
-        raise ValueError(
-            f"{value!r} is not an absolute {' or '.join(s + '://' for s in schemes)} URL"
-        )
-    bad = next((ch for ch in value if ch.isspace() or ch in "\"'<>\\`"), None)
-    if bad is not None:
-        raise ValueError(f"{value!r} contains {bad!r}; percent-encode it (e.g. %20 for a space)")
-    return value
-
-
 # the local version label of a wheel when matrix.yaml's index.local_version is not set
 DEFAULT_LOCAL_VERSION = "pt{torch_major}{torch_minor}{accelerator}"
 
 
-class Profile(_Strict):
+class Profile(Strict):
     """A named subset of the matrix: cells matching any `select` rule (all when empty)."""
 
     description: str = ""
@@ -267,7 +248,7 @@ def _check_page_key(value: str) -> str:
 PageKey = Annotated[str, AfterValidator(_check_page_key)]
 
 
-class IndexConfig(_Strict):
+class IndexConfig(Strict):
     """Settings of `buildtools index` (the find-links pages and PEP 503 index)."""
 
     base_url: str | None = None
@@ -280,7 +261,7 @@ class IndexConfig(_Strict):
     @classmethod
     def _base_url(cls, value: str | None) -> str | None:
         # '' is allowed: relative links (a site served from anywhere)
-        return _check_url(value, schemes=("https", "http")) if value else value
+        return check_url(value, schemes=("https", "http")) if value else value
 
     @field_validator("wheel_url")
     @classmethod
@@ -296,7 +277,7 @@ class IndexConfig(_Strict):
             )
         if "filename" not in names:
             raise ValueError("the template must use {filename} (the wheel's file name)")
-        return _check_url(value, schemes=("https", "http", "file"))
+        return check_url(value, schemes=("https", "http", "file"))
 
     @field_validator("local_version")
     @classmethod
@@ -318,13 +299,13 @@ class IndexConfig(_Strict):
         return value
 
 
-class BuildSettings(_Strict):
+class BuildSettings(Strict):
     max_jobs: int | None = Field(default=None, ge=1)
     # ccache for the host compiler and nvcc (when ccache is installed); false turns it off
     ccache: bool = True
 
 
-class ProjectConfig(_Strict):
+class ProjectConfig(Strict):
     path: str = "examples/scatter"
     name: str | None = None
     abi: AbiMode = "per-python"
@@ -337,7 +318,7 @@ class ProjectConfig(_Strict):
     _env = field_validator("build_env")(classmethod(lambda cls, v: _check_env(v)))
 
 
-class Axes(_Strict):
+class Axes(Strict):
     torch: list[Annotated[TorchVersion, AfterValidator(_check_torch_version)]] = Field(min_length=1)
     accelerator: list[Annotated[str, AfterValidator(_check_accelerator)]] = Field(min_length=1)
     python: list[Annotated[PythonVersion, AfterValidator(_check_python)]] = Field(min_length=1)
@@ -346,7 +327,7 @@ class Axes(_Strict):
     )
 
 
-class Matrix(_Strict):
+class Matrix(Strict):
     """The validated content of matrix.yaml."""
 
     version: Literal[1] = 1
@@ -390,7 +371,6 @@ class Matrix(_Strict):
                 f"{value!r} is not a profile; defined: {', '.join(names) or '(none)'}{hint}"
             )
         return value
-
 
     @field_validator("ci")
     @classmethod

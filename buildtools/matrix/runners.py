@@ -10,37 +10,14 @@ from __future__ import annotations
 
 __all__ = ["Aarch64Runners", "Family", "Label", "RunnerLabel", "Runners"]
 
-import re
-from typing import Annotated, Literal, Union
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from ..ecosystem import load_ecosystem
+from .fields import Label, RunnerLabel, Strict
 
 Family = Literal["cpu", "cuda", "rocm"]
-
-
-class _Strict(BaseModel):
-    # as matrix.config's records: unknown keys are errors, values frozen
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
-
-# GitHub runner labels: letters, digits and `._-` (a self-hosted label cannot hold spaces or
-# commas, and anything else could break out of the generated YAML or shell); at most 100.
-_LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-
-
-def _check_label(value: str) -> str:
-    if not _LABEL_RE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a runner label; allowed: letters, digits, '.', '_' and '-' "
-            "(at most 100, e.g. ubuntu-24.04 or [self-hosted, linux, gpu-h100])"
-        )
-    return value
-
-
-Label = Annotated[str, AfterValidator(_check_label)]
-RunnerLabel = Union[Label, list[Label]]  # noqa: UP007 (pydantic needs a runtime union here)
 
 
 def _default_build_runners() -> dict[Family, RunnerLabel]:
@@ -53,7 +30,7 @@ def _default_arm_build_runners() -> dict[Family, RunnerLabel]:
     return {"cpu": label, "cuda": label}
 
 
-class Aarch64Runners(_Strict):
+class Aarch64Runners(Strict):
     """Runners of the linux_aarch64 jobs (Grace Hopper / Grace Blackwell wheels).
 
     Builds run natively on ARM runners unless a family is listed in `emulate`: those build
@@ -75,7 +52,7 @@ class Aarch64Runners(_Strict):
         return value
 
 
-class Runners(_Strict):
+class Runners(Strict):
     """GitHub Actions runner labels per accelerator family, for builds and GPU smoke tests.
 
     `build` and `smoke` are the linux_x86_64 runners; `linux_aarch64` holds the ARM ones.

@@ -106,23 +106,30 @@ def test_the_files(reference: dict[str, Any], large: dict[str, Any]) -> None:
 def test_release_graph_is_per_family(reference: dict[str, Any]) -> None:
     graph = jobs(reference, layout.RELEASE_WORKFLOW)
     assert list(graph) == [
-        "plan", "images", "build-cpu", "build-cuda", "build-rocm", "smoke-cpu", "smoke-cuda",
-        "assets", "index", "status",
+        "plan", "images", "build-cpu", "build-cuda", "build-rocm", "smoke-cpu",
+        "smoke-cpu-aarch64", "smoke-cuda", "smoke-cuda-aarch64", "assets", "index", "status",
     ]  # fmt: skip
-    for family in ("cpu", "cuda"):
-        smoke = graph[f"smoke-{family}"]
+    for group in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):
+        smoke = graph[f"smoke-{group}"]
+        family = group.split("-")[0]
         # a smoke job waits for its own family's builds only
         assert smoke["needs"] == ["plan", f"build-{family}"]
-        assert f"needs.build-{family}.result == 'success'" in smoke["if"]
+        assert f"(needs.build-{family}.result == 'success' || " in smoke["if"]
         assert smoke["strategy"]["matrix"] == (
-            f"${{{{ fromJSON(needs.plan.outputs.smoke_{family}) }}}}"
+            f"${{{{ fromJSON(needs.plan.outputs.smoke_{group.replace('-', '_')}) }}}}"
         )
     assert graph["smoke-cuda"]["runs-on"] == ["self-hosted", "linux", "gpu-h100"]
+    # the aarch64 wheels on ARM machines (Grace Hopper: the GH200 runner)
+    assert graph["smoke-cuda-aarch64"]["runs-on"] == ["self-hosted", "linux", "arm64", "gh200"]
+    assert graph["smoke-cpu-aarch64"]["runs-on"] == "ubuntu-24.04-arm"
+    # an aarch64 job on an x86 runner (runners.linux_aarch64.emulate) gets QEMU
+    qemu = next(s for s in graph["build-cpu"]["steps"] if s["name"].startswith("Set up QEMU"))
+    assert qemu["if"] == "matrix.platform == 'linux_aarch64' && runner.arch != 'ARM64'"
     assert graph["build-cuda"]["needs"] == ["plan", "images"]
     assert "!cancelled()" in graph["build-cuda"]["if"]  # the image job is optional
     # the publish waits for every build and smoke job: each passed, or had no work
     gate = graph["assets"]["if"]
-    for job in ("build-cpu", "build-cuda", "build-rocm", "smoke-cpu", "smoke-cuda"):
+    for job in ("build-cpu", "build-cuda", "build-rocm", "smoke-cpu", "smoke-cuda-aarch64"):
         assert (
             f"(needs.{job}.result == 'success' || (needs.{job}.result == 'skipped' && "
             f"needs.plan.outputs.run_{job.replace('-', '_')} != 'true'))"
@@ -432,8 +439,9 @@ def test_a_file_no_longer_generated_is_stale(tmp_path: Path) -> None:
     matrix = project(tmp_path, REPO / "matrix.yaml")
     write_files(generate(matrix))
     # the last self-hosted runner goes: self-hosted.yml is obsolete
+    text = matrix.read_text().replace("cuda: [self-hosted, linux, gpu-h100]", "cuda: ubuntu-24.04")
     matrix.write_text(
-        matrix.read_text().replace("cuda: [self-hosted, linux, gpu-h100]", "cuda: ubuntu-24.04")
+        text.replace("cuda: [self-hosted, linux, arm64, gh200]", "cuda: ubuntu-24.04-arm")
     )
     ci = generate(matrix)
     assert (

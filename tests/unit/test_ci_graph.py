@@ -138,7 +138,7 @@ def test_release_all_green(tmp_path: Path, reference: dict[str, Any]) -> None:
     run, status = _release(tmp_path, reference)
     assert run.ran() == {
         "plan", "images", "build-cpu", "build-cuda", "smoke-cpu", "smoke-cuda",
-        "assets", "index", "status",
+        "smoke-cpu-aarch64", "smoke-cuda-aarch64", "assets", "index", "status",
     }  # fmt: skip
     # the reference matrix has no ROCm smoke runner: not built for a release
     assert run.results["build-rocm"] == "skipped"
@@ -267,5 +267,6 @@ def test_large_matrix_builds_self_hosted_cuda_outside_pull_requests(tmp_path: Pa
     assert "build-rocm" in pr and "build-rocm" not in follow_up
     rocm = follow_up["smoke-rocm"]
     assert rocm["needs"] == ["plan"] and rocm["permissions"]["actions"] == "read"
-    download = next(s for s in rocm["steps"] if s["name"] == "Download the wheels")
+    download = next(s for s in rocm["steps"] if "pull request's run" in s["name"])
     assert download["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert download["if"] == "matrix.wheels_from == 'pull-request'"

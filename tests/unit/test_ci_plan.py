@@ -62,7 +62,7 @@ def _ci_python(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_matrix_entries_reproduce_the_build_command() -> None:
     full = _plan(REPO / "matrix.yaml", "release")
     entries = _entries(full)
-    assert len(entries) == len(full.jobs) == 28
+    assert len(entries) == len(full.jobs) == 30  # 28 x86_64 + 2 aarch64
     parser = build_parser(_extra_verbs())
     for entry in entries:
         argv = ["build", "--profile", "release"]
@@ -111,14 +111,14 @@ def test_download_keys_follow_torch_accelerator_and_toolkit_pins(tmp_path: Path)
 def test_builder_images_are_one_per_recipe() -> None:
     full = _plan(REPO / "matrix.yaml", "release")
     entries = _entries(full, env={"BUILDTOOLS_DOCKER_DIR": str(REPO / "docker")})
-    by_accel = {}
+    by_accel: dict[tuple[str, str], set[str]] = {}
     for e in entries:
         assert e.image.startswith("torch-buildtools/builder:")
-        by_accel.setdefault(e.accelerator, set()).add(e.image)
-    # every job of one accelerator shares one builder image; accelerators differ
+        by_accel.setdefault((e.accelerator, e.platform), set()).add(e.image)
+    # every job of one accelerator and platform shares one builder image; the others differ
     assert all(len(images) == 1 for images in by_accel.values())
     assert len({next(iter(v)) for v in by_accel.values()}) == len(by_accel)
-    cuda = next(e for e in entries if e.accelerator == "cu130")
+    cuda = next(e for e in entries if e.accelerator == "cu130" and e.platform == "linux_x86_64")
     assert cuda.image_key == "bt-image-cuda-" + cuda.image.rsplit(":", 1)[1]
     assert cuda.image_file == "builder-" + cuda.image.rsplit(":", 1)[1] + ".tar"
     release = select(entries, layout.RELEASE_NAME)
@@ -213,11 +213,21 @@ def test_a_family_past_256_jobs_is_split() -> None:
     small = shape_of(entries, layout.RELEASE_NAME)
     with pytest.raises(PlanError, match=r"need 2 matrices .* regenerate it \(`nox -s ci`\)"):
         assignments(select(many, layout.RELEASE_NAME), small, regenerate=REGEN)
+    # a workflow generated before the matrix grew ROCm jobs, or aarch64 smoke runners
+    groups = ("cpu", "cpu-aarch64", "cuda", "cuda-aarch64")
     no_rocm = Shape(
-        kind="release", chunks={"cpu": 1, "cuda": 1}, build=("cpu", "cuda"), smoke=("cpu", "cuda")
+        kind="release", chunks={"cpu": 1, "cuda": 1}, build=("cpu", "cuda"), smoke=groups
     )
     with pytest.raises(PlanError, match="no build job for rocm"):
         assignments(select(entries, layout.RELEASE_NAME, unsmoked=True), no_rocm, regenerate=REGEN)
+    no_arm = Shape(
+        kind="release",
+        chunks={"cpu": 1, "cuda": 1, "rocm": 1},
+        build=("cpu", "cuda", "rocm"),
+        smoke=("cpu", "cuda"),
+    )
+    with pytest.raises(PlanError, match="no smoke-cpu-aarch64 job for cpu"):
+        assignments(select(entries, layout.RELEASE_NAME), no_arm, regenerate=REGEN)
 
 
 def test_outputs_past_the_job_output_cap_are_refused() -> None:
@@ -316,7 +326,7 @@ def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     upload_record(gh, "v0.1.0", _published_site(tmp_path) / "index.json")
     gh_out, summary = tmp_path / "out", tmp_path / "summary.md"
     plan_json, entries = tmp_path / "plan" / "plan.json", tmp_path / "plan" / "entries.json"
-    shape = "cpu=1,cuda=1,rocm=1;build=cpu,cuda,rocm;smoke=cpu,cuda"
+    shape = "cpu=1,cuda=1,rocm=1;build=cpu,cuda,rocm;smoke=cpu,cpu-aarch64,cuda,cuda-aarch64"
     args = build_parser(_extra_verbs()).parse_args(
         ["ci", "matrix", "--profile", "release", "--workflow", "release", "--shape", shape,
          "--tag", "v0.1.0", "--sha", "f" * 40, "--published-from-releases",
@@ -327,8 +337,14 @@ def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert cmd_matrix(args, io.StringIO(), api=gh) == 0
     outputs = dict(line.split("=", 1) for line in gh_out.read_text().splitlines())
     built = [e["id"] for e in json.loads(outputs["build_cpu"])["include"]]
-    # cp312 is published already: not built again; rocm has no smoke runner: not built
-    assert built == ["torch2.13.0-cpu-cp310", "torch2.13.0-cpu-cp311", "torch2.13.0-cpu-cp313"]
+    # cp312 (x86_64) is published already: not built again; its aarch64 twin is not; rocm
+    # has no smoke runner: not built
+    assert built == [
+        "torch2.13.0-cpu-cp310",
+        "torch2.13.0-cpu-cp311",
+        "torch2.13.0-cpu-cp312-aarch64",
+        "torch2.13.0-cpu-cp313",
+    ]
     assert outputs["run_build_rocm"] == "false" and outputs["run_build_cuda"] == "false"
     assert (outputs["tag"], outputs["sha"]) == ("v0.1.0", "f" * 40)
     assert outputs["run_assets"] == outputs["run_index"] == "true"
@@ -338,7 +354,10 @@ def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "tag `v0.1.0` releases version 0.1.0 of `bt-scatter`" in text
     assert "published record: 1 wheel(s) (`index.json` of the release v0.1.0)" in text
     data = json.loads(entries.read_text())
-    assert [e["job"] for e in data["build"]] == ["build-cpu"] * 3
+    assert [e["job"] for e in data["build"]] == ["build-cpu"] * 4
+    assert {e["id"]: e["job"] for e in data["smoke"]}["torch2.13.0-cpu-cp312-aarch64"] == (
+        "smoke-cpu-aarch64"
+    )
     assert {tuple(s) for s in data["skipped"]} >= {
         (
             "torch2.13.0-cpu-cp312",
