@@ -141,11 +141,14 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
     results = {j: r.result for j, r in run.jobs.items()}
     assert results == {
         "plan": "success", "images": "success", "build-cpu": "success", "build-cuda": "success",
-        "build-rocm": "skipped", "smoke-cpu": "success", "smoke-cuda": "success",
+        "build-rocm": "skipped", "smoke-cpu": "success", "smoke-cpu-aarch64": "success",
+        "smoke-cuda": "success", "smoke-cuda-aarch64": "success",
         "assets": "success", "index": "success", "status": "success",
     }, run.leg_log("status")[-3000:]  # fmt: skip
     wheels = {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")}
-    assert len(wheels) == 24  # CPU and CUDA; ROCm has no smoke runner, so it is not built
+    # CPU and CUDA (24 x86_64, 2 aarch64); ROCm has no smoke runner, so it is not built
+    assert len(wheels) == 26
+    assert sum(w.endswith("_aarch64.whl") for w in wheels) == 2
     assert "index.json" in _assets(world, "v0.1.0")  # the record
     served = _served(world)
     assert {w["filename"] for w in served["wheels"]} == wheels
@@ -156,15 +159,15 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
     # the site holds the index only: the wheels are release assets
     assert not (world["stores"].served / "bt-scatter" / "whl" / "wheels").exists()
     calls = run.calls()
-    assert sum(c.startswith("gh attestation verify") for c in calls) == 2 * 24
+    assert sum(c.startswith("gh attestation verify") for c in calls) == 2 * 26
     assert any(c.startswith("nox -s build -- --profile release --only") for c in calls)
-    assert "### Published: 24 wheel(s)" in run.leg_log("status")
+    assert "### Published: 26 wheel(s)" in run.leg_log("status")
     # the same tag again (a manual rebuild): everything is published already, nothing is
     # built, nothing is uploaded
     again = _release(world, "v0.1.0", "again", tag_repo=False)
     assert {j for j, r in again.jobs.items() if r.result == "success"} == {"plan", "status"}
     assert "already published as" in again.leg_log("status")
-    assert len(_served(world)["wheels"]) == 24
+    assert len(_served(world)["wheels"]) == 26
 
 
 def test_the_next_release_merges_into_the_record_not_the_cdn(world: dict[str, Any]) -> None:
@@ -269,7 +272,8 @@ def test_pull_requests_from_a_fork_and_from_a_branch(world: dict[str, Any]) -> N
     pr.run()
     assert {j: r.result for j, r in pr.jobs.items()} == {
         "drift": "success", "plan": "success", "build-cpu": "success", "build-cuda": "success",
-        "smoke-cpu": "success", "index": "success", "status": "success",
+        "smoke-cpu": "success", "smoke-cpu-aarch64": "success", "index": "success",
+        "status": "success",
     }, pr.leg_log("drift")  # fmt: skip
     assert (pr.artifacts / "site-preview" / "index.json").is_file()
     follow_up = _workflow(repo, layout.SELF_HOSTED_WORKFLOW)
@@ -277,7 +281,7 @@ def test_pull_requests_from_a_fork_and_from_a_branch(world: dict[str, Any]) -> N
              "head_sha": _git(repo, "rev-parse", "HEAD")}  # fmt: skip
     for head, expect in (
         ("mallory/bt-scatter", set()),
-        ("example/bt-scatter", {"plan", "smoke-cuda", "status"}),
+        ("example/bt-scatter", {"plan", "smoke-cuda", "smoke-cuda-aarch64", "status"}),
     ):
         run = LocalRun(
             follow_up,
@@ -314,7 +318,7 @@ def test_the_cache_workflow_seeds_downloads_and_images(world: dict[str, Any]) ->
     run.run()
     assert {j: r.result for j, r in run.jobs.items()} == {
         "plan": "success", "images": "success", "prefetch": "success", "status": "success",
-    }, run.leg_log("plan")  # fmt: skip
+    }, run.leg_log("images")[-4000:]  # fmt: skip
     saved = sorted(p.name for p in (world["stores"].root / "cache").iterdir())
     assert any(k.startswith("bt-image-cuda-") for k in saved)
     assert any(k.startswith("bt-dl-linux_x86_64-torch2.13.0-cu130-") for k in saved)
@@ -386,7 +390,9 @@ def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:
         env=world["env"],
     )
     pr.run()
-    assert "build-cuda" not in pr.jobs and pr.jobs["status"].result == "success"
+    # only the aarch64 CUDA build (on GitHub's ARM runner) is in the pull request's run
+    assert pr.jobs["status"].result == "success"
+    assert [e["id"] for e, _ in pr.jobs["build-cuda"].legs] == ["torch2.11.0-cu130-cp312-aarch64"]
     run = LocalRun(
         _workflow(repo, layout.SELF_HOSTED_WORKFLOW),
         repo=repo,
@@ -409,7 +415,10 @@ def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:
     )
     run.run()
     assert {j: r.result for j, r in run.jobs.items()} == {
-        "plan": "success", "build-cuda": "success", "smoke-cuda": "success", "status": "success",
+        "plan": "success", "build-cuda": "success", "smoke-cuda": "success",
+        "smoke-cuda-aarch64": "success", "status": "success",
     }, run.leg_log("plan")  # fmt: skip
+    # the x86 CUDA wheel was built here, the aarch64 one by the pull request's run
+    assert [e["id"] for e, _ in run.jobs["build-cuda"].legs] == ["torch2.11.0-cu130-cp312"]
     # caches are restored, never saved, by a pull request's code
     assert not any("saved bt-" in log for job in run.jobs.values() for log in job.logs)
