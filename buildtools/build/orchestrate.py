@@ -408,7 +408,14 @@ def _read_timings(opts: BuildOptions) -> dict[str, float]:
         data = json.loads(_timings_path(opts).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    # a cache file is only a hint: entries another version wrote in another shape are ignored
+    return {
+        k: float(v)
+        for k, v in data.items()
+        if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def build_plan(

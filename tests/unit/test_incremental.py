@@ -179,3 +179,16 @@ def test_a_changed_fingerprint_rebuilds(tmp_path: Path) -> None:
     wheel_with_record(tmp_path / "wh", "sha256:old")
     report, _ = run_plan(tmp_path, force=False, fingerprint="sha256:new")
     assert report.cells[0].status is Status.FAILED
+
+
+def test_timings_in_another_shape_are_ignored(tmp_path: Path) -> None:
+    """The ETA cache is a hint: a timings.json another version wrote (nested, strings,
+    booleans) must not stop a build."""
+    from buildtools.build.options import BuildOptions
+    from buildtools.build.orchestrate import _read_timings
+
+    (tmp_path / "timings.json").write_text(
+        '{"a": 12.5, "b": {"total": 3}, "c": "x", "d": true, "e": 4}'
+    )
+    opts = BuildOptions(project_dir=tmp_path, wheelhouse=tmp_path, cache_dir=tmp_path, env={})
+    assert _read_timings(opts) == {"a": 12.5, "e": 4.0}
