@@ -33,6 +33,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from .errors import UnsafeArtefactError
 
 _DRIVE_RE = re.compile(r"^[A-Za-z]:")
+_SAFE_TEXT_RE = re.compile(r"[^\x00-\x1f\x7f]*")  # no control character
 
 
 def safe_join(root: Path, member: str, *, what: str = "path") -> Path:
@@ -42,17 +43,7 @@ def safe_join(root: Path, member: str, *, what: str = "path") -> Path:
     drive letters (`C:x`), backslashes, `..` components, and names that resolve outside
     `root` through a symlink already inside it.
     """
-    problem = None
-    if not member or member in (".", "./"):
-        problem = "is empty"
-    elif any(ord(ch) < 32 or ord(ch) == 127 for ch in member):
-        problem = "contains a control character"
-    elif member.startswith(("/", "\\")) or _DRIVE_RE.match(member):
-        problem = "is absolute"
-    elif "\\" in member:
-        problem = "contains a backslash"
-    elif ".." in PurePosixPath(member).parts:
-        problem = "climbs out with '..'"
+    problem = _lexical_problem(member)
     if problem is None:
         target = root / member
         base = root.resolve()
@@ -63,12 +54,36 @@ def safe_join(root: Path, member: str, *, what: str = "path") -> Path:
     raise UnsafeArtefactError(f"{what} {member!r} {problem}; refusing to write or read it")
 
 
+def _lexical_problem(member: str) -> str | None:
+    """What makes `member` unsafe by its text alone, or None."""
+    if not member or member in (".", "./"):
+        return "is empty"
+    if not _SAFE_TEXT_RE.fullmatch(member):
+        return "contains a control character"
+    if member.startswith(("/", "\\")) or _DRIVE_RE.match(member):
+        return "is absolute"
+    if "\\" in member:
+        return "contains a backslash"
+    if ".." in member and ".." in PurePosixPath(member).parts:
+        return "climbs out with '..'"
+    return None
+
+
 def check_member_names(names: Iterable[str], *, what: str) -> None:
     """UnsafeArtefactError when any archive member name could land outside its root (what a
-    zip-slip wheel holds): one bad member makes the whole archive untrusted."""
-    root = Path("/nonexistent-root")
+    zip-slip wheel holds): one bad member makes the whole archive untrusted.
+
+    The names are judged by their text (as `safe_join` judges them): nothing is on disk
+    yet for a symbolic link to lead out through, so no path is resolved (a wheel with
+    thousands of members is checked in microseconds).
+    """
     for name in names:
-        safe_join(root, name.removesuffix("/") or name, what=f"{what}: member")
+        member = name.removesuffix("/") or name
+        problem = _lexical_problem(member)
+        if problem is not None:
+            raise UnsafeArtefactError(
+                f"{what}: member {member!r} {problem}; refusing to write or read it"
+            )
 
 
 def check_wheel_filename(name: str, *, what: str = "wheel") -> str:
@@ -79,7 +94,9 @@ def check_wheel_filename(name: str, *, what: str = "wheel") -> str:
         parse_wheel_filename(name)
     except InvalidWheelFilename as exc:
         raise UnsafeArtefactError(f"{what} {name!r} is not a wheel file name ({exc})") from None
-    safe_join(Path("/nonexistent-root"), name, what=what)
+    problem = _lexical_problem(name)
+    if problem is not None:
+        raise UnsafeArtefactError(f"{what} {name!r} {problem}; refusing to write or read it")
     return name
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Protocol
@@ -10,7 +11,13 @@ from ..model import BuildJob
 from ..runner import Runner
 from ..toolchain.envs import Toolchain
 
-__all__ = ["Backend"]
+__all__ = ["JOB_CCACHE_VAR", "NVCC_THREADS_VAR", "Backend", "nvcc_flags_env"]
+
+# What build_job tells a backend that does not use the host's toolchain (the docker
+# backend), through the build environment it passes: the job's compiler cache directory,
+# and the scheduler's `nvcc --threads` for the job's device code.
+JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
+NVCC_THREADS_VAR = "BUILDTOOLS_NVCC_THREADS"
 
 
 class Backend(Protocol):
@@ -42,3 +49,16 @@ class Backend(Protocol):
         runner: Runner,
         log: IO[str],
     ) -> list[Path]: ...
+
+
+def nvcc_flags_env(threads: int, env: Mapping[str, str]) -> dict[str, str]:
+    """NVCC_APPEND_FLAGS with `--threads N` added to what `env` has (pure); {} for 1 thread.
+
+    nvcc reads the variable itself, so torch's build (and its ninja file, and ccache's
+    key) is unchanged: the threads change how fast device code compiles, not the output.
+    A `--threads`/`-t` the user put there already wins.
+    """
+    current = env.get("NVCC_APPEND_FLAGS", "")
+    if threads <= 1 or re.search(r"(^|\s)(--threads|-t)(\s|=|\d|$)", current):
+        return {}
+    return {"NVCC_APPEND_FLAGS": f"{current} --threads {threads}".strip()}

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..backends.base import nvcc_flags_env
 from ..model import BuildJob
 from ..toolchain.envs import Toolchain
 from .ccache import CompilerCache, ccache_env, no_ccache_env
@@ -60,6 +61,7 @@ def job_environment(
 
     `opts.max_jobs` is the scheduler's share for this job and wins over any other MAX_JOBS
     (the host's, the matrix's): N concurrent jobs x MAX_JOBS never exceed the machine.
+    `opts.nvcc_threads` (the scheduler's `nvcc_threads`) goes to nvcc as `--threads`.
     """
     env = dict(opts.env)
     for key, value in toolchain.build_env:
@@ -78,6 +80,7 @@ def job_environment(
         env["MAX_JOBS"] = str(os.cpu_count() or 1)
     env["PYTHONNOUSERSITE"] = "1"
     env.update(reproducible_env(env, project_dir=opts.project_dir))
+    env.update(nvcc_flags_env(opts.nvcc_threads if job.toolkit else 1, env))
     if compiler_cache is not None:
         env.update(
             ccache_env(

@@ -28,3 +28,4 @@ class BuildOptions:
     ccache: bool = True  # False: --no-ccache (each job's matrix build.ccache also counts)
     jobs: int | None = None  # jobs compiling at once (default: as the machine allows)
     host: HostResources | None = None  # cores and memory (default: this machine's)
+    nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)

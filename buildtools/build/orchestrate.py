@@ -7,7 +7,7 @@ whose checks passed is moved (atomically) into the wheelhouse.
 
 from __future__ import annotations
 
-from ..backends.base import Backend
+from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend
 from ..backends.local import LocalBackend
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions
@@ -15,7 +15,6 @@ from .options import BuildOptions
 __all__ = ["Backend", "BuildOptions", "LocalBackend", "build_plan"]
 
 import contextlib
-import json
 import shlex
 import shutil
 import tempfile
@@ -30,7 +29,7 @@ from typing import IO, Any, Literal, TextIO
 
 from .. import __version__
 from ..errors import BuildFailedError, BuildtoolsError, CheckFailedError
-from ..files import copy_atomic, describe_os_error, sha256_file, write_atomic
+from ..files import copy_atomic, describe_os_error, sha256_file
 from ..knowledge import Knowledge
 from ..locks import file_lock
 from ..model import BuildJob, BuildRecord, Finding, Severity
@@ -52,7 +51,8 @@ from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
 from .report import CellResult, RunReport, Status
-from .scheduler import Slots, host_resources, plan_slots
+from .scheduler import Slots, device_sources, host_resources, nvcc_threads, plan_slots
+from .timings import JobTiming, read_timings, update_timings
 
 # A local host's glibc decides the best tag; a weaker one than promised is reported, not
 # fatal (the docker backend builds in the promised image).
@@ -228,7 +228,7 @@ def _build_job_locked(
                     out_dir=staging / "final",
                     local_version=job.local_version,
                     requires_dist_torch=job.requires_dist,
-                    build_record=record.to_json(),
+                    build_record=_with_threads(record.to_json(), job, opts),
                     source_date_epoch=source_date_epoch(opts.env),
                 )
                 _timed(run, "repair", started)
@@ -273,7 +273,7 @@ def _build_job_locked(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     results = []
-    size = wheel.stat().st_size if wheel else None
+    st = wheel.stat() if wheel else None
     digest = sha256_file(wheel) if wheel else None
     for cell in job.cells:
         results.append(
@@ -283,7 +283,8 @@ def _build_job_locked(
                 status=Status.BUILT if wheel else Status.FAILED,
                 wheel=str(wheel) if wheel else None,
                 sha256=digest,
-                size=size,
+                size=st.st_size if st else None,
+                mtime_ns=st.st_mtime_ns if st else None,
                 log=str(run.log_path),
                 reason=reason,
                 failure=failure,
@@ -312,10 +313,12 @@ def _compile(
         env = dict(opts.env)
         if opts.max_jobs is not None:
             env["MAX_JOBS"] = str(opts.max_jobs)
+        if opts.nvcc_threads > 1:  # the container's nvcc gets them (NVCC_APPEND_FLAGS)
+            env[NVCC_THREADS_VAR] = str(opts.nvcc_threads)
         if compiler_cache is not None:  # the container mounts the job's cache
             directory = compiler_cache.dir_for(job)
             directory.mkdir(parents=True, exist_ok=True)
-            env["BUILDTOOLS_JOB_CCACHE_DIR"] = str(directory)
+            env[JOB_CCACHE_VAR] = str(directory)
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )
@@ -371,6 +374,16 @@ def _repair(
     )
 
 
+def _with_threads(
+    record: dict[str, object], job: BuildJob, opts: BuildOptions
+) -> dict[str, object]:
+    """The build record with the nvcc threads a CUDA job compiled with (how fast, not what:
+    the fingerprint does not include them; readers of the record ignore the key)."""
+    if job.toolkit is not None and job.toolkit.kind == "cuda":
+        return {**record, "nvcc_threads": opts.nvcc_threads}
+    return record
+
+
 def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:
     """MAX_JOBS someone asked for: --max-jobs, else the host's MAX_JOBS, else the matrix's."""
     if opts.max_jobs is not None:
@@ -399,25 +412,6 @@ def _compiler_cache(
     return cache
 
 
-def _timings_path(opts: BuildOptions) -> Path:
-    return opts.cache_dir / "timings.json"
-
-
-def _read_timings(opts: BuildOptions) -> dict[str, float]:
-    try:
-        data = json.loads(_timings_path(opts).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    # a cache file is only a hint: entries another version wrote in another shape are ignored
-    return {
-        k: float(v)
-        for k, v in data.items()
-        if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-    }
-
-
 def build_plan(
     plan: Plan,
     *,
@@ -440,7 +434,8 @@ def build_plan(
     (opts.cache_dir / "staging").mkdir(parents=True, exist_ok=True)
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    for rel, why in scan_sources(opts.project_dir).skipped:
+    scan = scan_sources(opts.project_dir)
+    for rel, why in scan.skipped:
         out.write(f"note: {rel} is {why}: not part of the build's sources (skipped)\n")
     report = RunReport(
         matrix=opts.matrix,
@@ -482,6 +477,11 @@ def build_plan(
     )
     if todo:
         report.notes.append(f"scheduler: {slots.reason}")
+    cu_files = device_sources(scan.files)
+    threads = {j.id: nvcc_threads(j, slots, device_sources=cu_files) for j in todo}
+    for job_id, n in threads.items():
+        if n > 1:
+            report.notes.append(f"scheduler: {job_id}: nvcc --threads {n}")
     compiler_cache = _compiler_cache(opts, todo, report.notes.append)
     _run_jobs(
         todo,
@@ -495,6 +495,7 @@ def build_plan(
         fingerprints=fingerprints,
         compiler_cache=compiler_cache,
         skipped=[j.id for j in plan.jobs if j.id in results],
+        threads=threads,
     )
     for job in plan.jobs:
         report.cells.extend(results.get(job.id, []))
@@ -516,12 +517,14 @@ def _run_jobs(
     fingerprints: Mapping[str, str | None],
     compiler_cache: CompilerCache | None,
     skipped: list[str],
+    threads: Mapping[str, int],
 ) -> None:
     """Build `todo` with `slots.workers` threads, `slots.concurrent` compiling at once."""
     if hasattr(backend, "max_jobs"):
         # the docker backend passes MAX_JOBS into its containers: the scheduler's share
         setattr(backend, "max_jobs", slots.max_jobs)  # noqa: B010
-    timings = _read_timings(opts)
+    timings = read_timings(opts.cache_dir)
+    built: dict[str, JobTiming] = {}
     compile_slots = threading.BoundedSemaphore(slots.concurrent)
     stop = threading.Event()
     lock = threading.Lock()
@@ -530,7 +533,7 @@ def _run_jobs(
         [*skipped, *ids],
         out=out,
         live=opts.live,
-        expected={i: timings[i] for i in ids if i in timings},
+        expected={i: timings[i].seconds for i in ids if i in timings},
         concurrent=slots.concurrent,
     ) as progress:
         for job_id in skipped:
@@ -544,7 +547,7 @@ def _run_jobs(
             cells = build_job(
                 job,
                 kb=kb,
-                opts=opts,
+                opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
                 backend=backend,
                 runner=runner,
                 stage=progress.stage,
@@ -555,7 +558,12 @@ def _run_jobs(
             with lock:
                 results[job.id] = cells
                 if cells[0].status is Status.BUILT:
-                    timings[job.id] = round(time.monotonic() - started, 1)
+                    built[job.id] = JobTiming(
+                        seconds=time.monotonic() - started,
+                        stages=cells[0].durations,
+                        max_jobs=opts.max_jobs,
+                        nvcc_threads=threads.get(job.id) if job.toolkit else None,
+                    )
             status = cells[0].status.value
             progress.finish(
                 job.id, status if status != "failed" else f"FAILED (log: {cells[0].log})"
@@ -571,4 +579,4 @@ def _run_jobs(
                 for future in [pool.submit(one, job) for job in todo]:
                     future.result()
     if todo:
-        write_atomic(_timings_path(opts), json.dumps(timings, indent=1, sort_keys=True) + "\n")
+        update_timings(opts.cache_dir, built)

@@ -34,6 +34,9 @@ class CellResult:
     wheel: str | None = None
     sha256: str | None = None
     size: int | None = None
+    # the wheel's mtime when it was hashed: `buildtools index` reuses `sha256` while the
+    # file keeps this size and mtime
+    mtime_ns: int | None = None
     log: str | None = None
     reason: str | None = None
     failure: str | None = None
@@ -48,6 +51,7 @@ class CellResult:
             "wheel": self.wheel,
             "sha256": self.sha256,
             "size": self.size,
+            **({"mtime_ns": self.mtime_ns} if self.mtime_ns is not None else {}),
             "log": self.log,
             "reason": self.reason,
             "failure": self.failure,

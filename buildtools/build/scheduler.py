@@ -6,13 +6,29 @@ more). Jobs run concurrently while each gets an equal share of the budget as MAX
 `concurrent × max_jobs ≤ budget` always holds: the machine is never oversubscribed. A
 compile slot is held only while a job compiles; creating environments (downloads, unpacking)
 and repairing/checking run beside the compiles, in one extra worker.
+
+Device code is the long pole of a CUDA job: nvcc compiles each `.cu` file once per arch
+target, one after another, while the job's other cores idle (a torch extension has few
+translation units). `nvcc --threads N` compiles N targets at once; `nvcc_threads` picks N
+within the job's share, so the machine is neither idle nor oversubscribed.
 """
 
 from __future__ import annotations
 
-__all__ = ["GB_PER_COMPILE", "HostResources", "Slots", "host_resources", "plan_slots"]
+__all__ = [
+    "GB_PER_COMPILE",
+    "GB_PER_NVCC_THREAD",
+    "HostResources",
+    "Slots",
+    "device_sources",
+    "device_targets",
+    "host_resources",
+    "nvcc_threads",
+    "plan_slots",
+]
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +38,11 @@ from ..model import BuildJob
 # Peak resident memory of one compiler process, by the job's accelerator kind (measured on
 # the example: c++ on torch/extension.h ~1.2 GB; nvcc for six archs ~2.5 GB), with headroom.
 GB_PER_COMPILE = {"cpu": 2.0, "cuda": 4.0, "rocm": 4.0}
+# What one more arch compiled at once adds to an nvcc process (cicc + ptxas of one arch of
+# the example's kernel peak well under 1 GB; the host-side parse is shared), with headroom.
+GB_PER_NVCC_THREAD = 1.0
+# nvcc --threads appeared in CUDA 11.2 (older nvcc rejects the option).
+NVCC_THREADS_SINCE = (11, 2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +79,7 @@ class Slots:
     workers: int
     budget: int  # compiler processes the machine holds
     reason: str
+    memory_gb: float = 0.0  # memory of one job's share (the machine's / `concurrent`)
 
 
 def plan_slots(
@@ -96,4 +118,52 @@ def plan_slots(
         workers=workers,
         budget=budget,
         reason=f"{conc} job(s) at once × MAX_JOBS={per} ≤ budget {budget} ({why})",
+        memory_gb=host.memory_gb / conc,
     )
+
+
+def device_sources(files: Sequence[Path]) -> int:
+    """How many CUDA translation units (`.cu` files) a project's sources hold."""
+    return sum(1 for f in files if f.suffix == ".cu")
+
+
+def device_targets(arch_list: str) -> int:
+    """Device-code compiles of one `.cu` file: one per arch, one more for each `+PTX`.
+
+    >>> device_targets("7.5;8.0;8.6;9.0;10.0;12.0+PTX")
+    7
+    """
+    archs = [a for a in re.split(r"[;\s,]+", arch_list.strip()) if a]
+    return len(archs) + sum(1 for a in archs if a.upper().endswith("+PTX"))
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in (text or "").split(".")[:2])
+    except ValueError:
+        return ()
+
+
+def nvcc_threads(job: BuildJob, slots: Slots, *, device_sources: int) -> int:
+    """`nvcc --threads` for `job`'s compiles (pure): 1 for jobs without CUDA device code.
+
+    The job may run `slots.max_jobs` compiler processes. At most
+    `min(max_jobs, device_sources)` of them are nvcc at once, so each nvcc gets an equal
+    part of the share as threads: the example (one `.cu`, MAX_JOBS=2) compiles two of its
+    seven targets at once; a project with many `.cu` files already fills the share through
+    ninja and gets 1. Never more threads than targets (nvcc has nothing to run them on),
+    and each extra thread must fit in the share's memory (`GB_PER_NVCC_THREAD`). Only the
+    C++ files that compile beside the `.cu` files can exceed the share, briefly (they are
+    few and short next to device code).
+    """
+    toolkit = job.toolkit
+    if toolkit is None or toolkit.kind != "cuda" or device_sources <= 0:
+        return 1
+    if _version(toolkit.version) < NVCC_THREADS_SINCE:
+        return 1
+    nvccs = max(1, min(slots.max_jobs, device_sources))
+    threads = min(device_targets(toolkit.arch_list), slots.max_jobs // nvccs)
+    if slots.memory_gb > 0:
+        spare = slots.memory_gb / nvccs - GB_PER_COMPILE["cuda"]
+        threads = min(threads, 1 + int(max(0.0, spare) // GB_PER_NVCC_THREAD))
+    return max(1, threads)

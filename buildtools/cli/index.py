@@ -12,7 +12,7 @@ from ..errors import PublishError
 from ..index.gate import SmokeGate
 from ..index.publish import publish
 from ..index.settings import IndexSettings
-from ..index.wheels import collect_wheels, read_wheel
+from ..index.wheels import collect_wheels, read_wheels
 from ..knowledge import Knowledge, load_knowledge
 from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path
@@ -53,9 +53,20 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     kb = load_knowledge()
     settings = _settings(args, kb)
     paths = collect_wheels(args.paths or [Path("wheelhouse")])
-    sources = [read_wheel(p, wheel_url_template=settings.wheel_url) for p in paths]
+    sources = read_wheels(
+        paths, site=args.site, wheel_url_template=settings.wheel_url, verify=args.verify
+    )
     gate = SmokeGate.load(args.require_smoke) if args.require_smoke else None
-    result = publish(args.site, sources, settings, kb, gate=gate, dry_run=args.dry_run)
+    result = publish(
+        args.site,
+        sources,
+        settings,
+        kb,
+        gate=gate,
+        dry_run=args.dry_run,
+        link=not args.copy,
+        verify=args.verify,
+    )
     for name in result.added:
         out.write(f"  new        {name}\n")
     for name in result.unchanged:
@@ -124,6 +135,18 @@ def add_index_parser(sub: Any) -> None:
         default=[],
         metavar="REPORT",
         help="publish only wheels a smoke report (JSON) marks passed; repeatable",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="hash every wheel (default: reuse the sha256 of the build report or the site's "
+        "index.json for a file whose size and mtime are unchanged)",
+    )
+    p.add_argument(
+        "--copy",
+        action="store_true",
+        help="copy wheels into the site (default: reflink, else hard-link where the "
+        "filesystem allows)",
     )
     p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     p.set_defaults(handler=cmd_index)

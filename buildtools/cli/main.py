@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
@@ -21,6 +22,7 @@ from .check import add_check_parser
 from .ci import add_ci_parser
 from .common import add_plan_args, plan_from_args
 from .doctor import add_doctor_parser
+from .estimate import estimate_for, nvcc_threads_of, print_estimate
 from .index import add_index_parser
 from .init import add_init_parser
 from .smoke import add_smoke_parser
@@ -61,19 +63,27 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
-    result, _ = plan_from_args(args)
+    result, project_dir = plan_from_args(args)
+    estimate = (
+        estimate_for(result, project_dir, cache_dir=args.cache_dir) if args.estimate else None
+    )
     if args.format == "json":
-        out.write(
-            json.dumps(
-                {"include": [j.to_plan_json() for j in result.jobs]}, indent=2, sort_keys=True
-            )
-        )
+        # the scheduler's nvcc threads on this machine (a build elsewhere chooses its own)
+        threads = nvcc_threads_of(result, project_dir)
+        data: dict[str, Any] = {
+            "include": [{**j.to_plan_json(), "nvcc_threads": threads[j.id]} for j in result.jobs]
+        }
+        if estimate is not None:
+            data["estimate"] = estimate.to_json()
+        out.write(json.dumps(data, indent=2, sort_keys=True))
         out.write("\n")
     elif args.format == "ids":
         for cell in result.cells:
             out.write(cell.id + "\n")
     else:
         _print_plan_table(result, out)
+    if estimate is not None and args.format != "json":
+        print_estimate(estimate, out)
     return 0
 
 
@@ -114,6 +124,19 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
     p = sub.add_parser("plan", help="print the plan: cells, jobs, builds saved, removed cells")
     add_plan_args(p)
     p.add_argument("--format", choices=("table", "json", "ids"), default="table")
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="also estimate each job's build time (recorded timings, else a model), the "
+        "run's wall time here, and CI's wall time and runner-minutes",
+    )
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="the cache whose timings and environments --estimate reads "
+        "(default: $BUILDTOOLS_CACHE_DIR or ~/.cache/torch-buildtools)",
+    )
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")

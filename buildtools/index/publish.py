@@ -68,8 +68,15 @@ def publish(
     dry_run: bool = False,
     exchange: Exchange = exchange_dirs,
     fault: Fault | None = None,
+    link: bool = True,
+    verify: bool = False,
 ) -> PublishResult:
-    """Merge `sources` into the site at `site` and swap the new site in atomically."""
+    """Merge `sources` into the site at `site` and swap the new site in atomically.
+
+    New wheels are reflinked or hard-linked into the site where the filesystem allows
+    (`link`; else copied), after checking they are still the files that were read: same
+    size and mtime, and with `verify` the same sha256.
+    """
     held: list[tuple[str, str]] = []
     passing: list[WheelSource] = []
     for src in sources:
@@ -122,7 +129,17 @@ def publish(
         for src in result.added:
             if src.wheel.url is None:
                 rel = f"{WHEELS_DIR}/{src.wheel.filename}"
-                txn.copy_in(rel, src.path, sha256=src.wheel.sha256)
+                if link:
+                    txn.link_in(
+                        rel,
+                        src.path,
+                        sha256=src.wheel.sha256,
+                        size=src.size,
+                        mtime_ns=src.mtime_ns,
+                        verify=verify,
+                    )
+                else:
+                    txn.copy_in(rel, src.path, sha256=src.wheel.sha256)
                 txn.write(f"{rel}.metadata", src.metadata)
         txn.fault("wheels-copied")
         for rel, data in files.items():

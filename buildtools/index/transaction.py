@@ -4,7 +4,8 @@ A published site is what users' `pip install -f …` reads; it must never be see
 written, and a crash must leave the old site in place. So a new site is built in a
 staging directory next to the target (same filesystem, so renames are atomic), the
 old site's files that stay are hard-linked into it (wheels can be GBs; their content
-is immutable, so sharing inodes is safe), and then the two directories are swapped:
+is immutable, so sharing inodes is safe), new wheels are reflinked or hard-linked in
+where the filesystem allows (`link_in`), and then the two directories are swapped:
 
 - on Linux with `renameat2(RENAME_EXCHANGE)` (kernel ≥ 3.15, glibc ≥ 2.28): one atomic
   system call; at every instant the target path holds either the complete old or the
@@ -40,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PublishError
-from ..files import fsync_dir
+from ..files import fsync_dir, sha256_file
 from ..locks import file_lock
 
 Fault = Callable[[str], None]
@@ -91,31 +92,41 @@ class SiteTransaction:
     fault: Fault
     committed: bool = False
     written: list[Path] = field(default_factory=list)  # new files, made durable at commit
+    reflinks: bool = True  # until a reflink fails (the staging dir is on one filesystem)
+    _dirs: set[str] = field(default_factory=set)  # directories made in the staged site
 
     def carry_over(self, keep: Callable[[str], bool]) -> list[str]:
         """Hard-link (or copy) the old site's files for which `keep(relpath)` holds; sorted."""
         kept: list[str] = []
         if not self.site.is_dir():
             return kept
-        for path in sorted(_files(self.site)):
-            rel = path.relative_to(self.site).as_posix()
+        site, staging = str(self.site), str(self.staging)
+        for rel in sorted(_relative_files(site)):
             if not keep(rel):
                 continue
-            dest = self.staging / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            self._parent(rel)
+            source, dest = f"{site}/{rel}", f"{staging}/{rel}"
             try:
-                os.link(path, dest)
+                os.link(source, dest)
             except OSError:
-                shutil.copyfile(path, dest)
+                shutil.copyfile(source, dest)
             kept.append(rel)
         return kept
 
     def write(self, rel: str, data: bytes) -> None:
         """Write one file of the new site (the staging directory is private: no temp files)."""
         dest = self.staging / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        self._parent(rel)
         dest.write_bytes(data)
         self.written.append(dest)
+
+    def _parent(self, rel: str) -> None:
+        """Create the directory of `rel` in the staged site, once (a site has few of them
+        and tens of thousands of files)."""
+        parent = rel.rpartition("/")[0]
+        if parent and parent not in self._dirs:
+            (self.staging / parent).mkdir(parents=True, exist_ok=True)
+            self._dirs.add(parent)
 
     def copy_in(self, rel: str, source: Path, *, sha256: str) -> None:
         """Copy a file into the new site, checking it still has the sha256 it was published with.
@@ -150,6 +161,52 @@ class SiteTransaction:
         for dirpath, _dirs, _names in os.walk(self.staging):
             fsync_dir(Path(dirpath))
 
+    def link_in(
+        self,
+        rel: str,
+        source: Path,
+        *,
+        sha256: str,
+        size: int | None,
+        mtime_ns: int | None,
+        verify: bool = False,
+    ) -> str:
+        """Put `source` into the new site without copying its bytes where the filesystem
+        allows; returns how: "reflink", "hardlink" or "copy".
+
+        A reflink (a copy-on-write clone: Btrfs, XFS, …) is a copy that shares blocks; a
+        hard link shares the file itself, which is safe because buildtools never rewrites
+        a wheel in place (a rebuilt wheel is renamed over the old name, a new inode). The
+        file must still be the one that was read: the same size and mtime (with `verify`,
+        the same sha256), or PublishError. Without a size and mtime, or where neither
+        works (another filesystem), it is copied and hashed as `copy_in` does.
+        """
+        if size is None or mtime_ns is None:
+            self.copy_in(rel, source, sha256=sha256)
+            return "copy"
+        dest = self.staging / rel
+        self._parent(rel)
+        how = _reflink(source, dest) if self.reflinks else None
+        if how is None:
+            self.reflinks = False  # one filesystem: no need to try the next wheel
+            try:
+                os.link(source, dest)
+                how = "hardlink"
+            except OSError:  # another filesystem, protected_hardlinks, no links at all
+                self.copy_in(rel, source, sha256=sha256)
+                return "copy"
+        self.written.append(dest)
+        st = dest.stat() if how == "hardlink" else source.stat()
+        changed = st.st_size != size or st.st_mtime_ns != mtime_ns
+        if not changed and verify:
+            changed = sha256_file(dest) != sha256
+        if changed:
+            raise PublishError(
+                f"{source} changed while publishing (its size, mtime or sha256 is not what "
+                "was read); nothing was published, run again"
+            )
+        return how
+
     def commit(self) -> None:
         """Swap the staged site in (after making it durable); the old one is removed after."""
         self.fault("commit")
@@ -180,11 +237,41 @@ class SiteTransaction:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _files(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
+_FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
+
+
+def _reflink(source: Path, dest: Path) -> str | None:
+    """Clone `source` into a new `dest` (FICLONE) with its mtime; None where unsupported."""
+    if sys.platform != "linux":
+        return None
+    import fcntl
+
+    try:
+        with source.open("rb") as src, dest.open("xb") as out:
+            try:
+                fcntl.ioctl(out.fileno(), _FICLONE, src.fileno())
+            except OSError:
+                ok = False
+            else:
+                ok = True
+        if ok:
+            st = source.stat()
+            os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+            return "reflink"
+    except OSError:
+        pass
+    dest.unlink(missing_ok=True)
+    return None
+
+
+def _relative_files(root: str) -> Iterator[str]:
+    """Every file under `root`, as a '/'-separated path relative to it (strings: a site has
+    tens of thousands of files, and Path objects cost more than the links made of them)."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
         for name in filenames:
-            yield Path(dirpath) / name
+            yield prefix + name
 
 
 def _leftovers(site: Path, kind: str) -> Iterable[Path]:

@@ -6,13 +6,14 @@ The only module of the index that opens a wheel; everything after it works on th
 
 from __future__ import annotations
 
-__all__ = ["WheelSource", "collect_wheels", "read_wheel", "wheel_url"]
+__all__ = ["WheelSource", "collect_wheels", "read_wheel", "read_wheels", "wheel_url"]
 
+import functools
 import hashlib
+import os
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from email.parser import BytesHeaderParser
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,7 +24,9 @@ from packaging.version import InvalidVersion, Version
 from ..errors import PublishError
 from ..files import check_member_names
 from ..wheel.meta import BUILD_RECORD_NAME, WheelName, parse_build_record
-from .manifest import IndexedWheel
+from .hashes import KnownHash, manifest_hashes, report_hashes, trusted_sha256
+from .manifest import IndexedWheel, read_manifest
+from .pages import WHEELS_DIR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +36,10 @@ class WheelSource:
     wheel: IndexedWheel
     path: Path
     metadata: bytes
+    # the file's size and mtime when it was read: publishing checks them again (cheaply)
+    # before it links the file into the site
+    size: int | None = None
+    mtime_ns: int | None = None
 
 
 def _sha256(path: Path) -> tuple[str, int]:
@@ -56,19 +63,57 @@ def _dist_info(names: Iterable[str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+def _headers(metadata: bytes) -> dict[str, list[str]]:
+    """METADATA's header fields (RFC 822 style, as `email.parser` reads them), by lower-cased
+    name; continuation lines joined. Only the header block: the body is the description."""
+    text = metadata.decode("utf-8", errors="surrogateescape")
+    fields: dict[str, list[str]] = {}
+    last: list[str] | None = None
+    for raw in text.split("\n"):
+        line = raw.rstrip("\r")
+        if not line:
+            break
+        if line[0] in " \t" and last is not None:
+            last[-1] += "\n" + line
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            last = None
+            continue
+        last = fields.setdefault(name.strip().lower(), [])
+        last.append(value.strip())
+    return fields
+
+
+@functools.lru_cache(maxsize=4096)
+def _torch_requirement(value: str) -> str | None:
+    """The specifier of one Requires-Dist value when it is an unconditional torch requirement.
+
+    Cached: the wheels of one project share a handful of requirement lines.
+    """
+    if not value.lstrip().lower().startswith("torch"):
+        return None  # not torch (its name has no separator to normalise): no parse needed
+    try:
+        req = Requirement(value)
+    except InvalidRequirement:
+        return None
+    if canonicalize_name(req.name) == "torch" and (
+        req.marker is None or "extra" not in str(req.marker)
+    ):
+        return str(req.specifier)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _public(version: str) -> str:
+    """The public part of a version (InvalidVersion for a bad one); cached like the above."""
+    return Version(version).public
+
+
 def _torch_spec(requires: Iterable[str]) -> str | None:
     """The unconditional torch requirement of METADATA's Requires-Dist, as one specifier."""
-    specs: list[str] = []
-    for value in requires:
-        try:
-            req = Requirement(value)
-        except InvalidRequirement:
-            continue
-        if canonicalize_name(req.name) == "torch" and (
-            req.marker is None or "extra" not in str(req.marker)
-        ):
-            specs.append(str(req.specifier))
-    return ",".join(s for s in specs if s) or None
+    specs = [s for s in (_torch_requirement(v) for v in requires) if s]
+    return ",".join(specs) or None
 
 
 def wheel_url(template: str, wheel: IndexedWheel) -> str:
@@ -81,11 +126,23 @@ def wheel_url(template: str, wheel: IndexedWheel) -> str:
     )
 
 
-def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSource:
-    """Hash `path` and read its METADATA and build record; PublishError names what is wrong."""
+def read_wheel(
+    path: Path,
+    *,
+    wheel_url_template: str | None = None,
+    known: KnownHash | None = None,
+    verify: bool = False,
+) -> WheelSource:
+    """Hash `path` and read its METADATA and build record; PublishError names what is wrong.
+
+    `known`: a hash a record gives for it, taken instead of hashing when the file still has
+    the size and mtime it had then (`hashes.trusted_sha256`; never with `verify`).
+    """
     try:
         wname = WheelName.parse(path.name)
-        sha, size = _sha256(path)
+        st = path.stat()
+        trusted = trusted_sha256(known, st, verify=verify)
+        sha, size = (trusted, st.st_size) if trusted is not None else _sha256(path)
         with zipfile.ZipFile(path) as zf:
             check_member_names(zf.namelist(), what=path.name)  # a zip-slip wheel is refused
             dist_info = _dist_info(zf.namelist())
@@ -105,15 +162,17 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
         record = parse_build_record(raw_record)
     except ValueError as exc:
         raise PublishError(f"{path}: {exc}") from exc
-    headers = BytesHeaderParser().parsebytes(metadata)
-    name, version = str(headers.get("Name", "")).strip(), str(headers.get("Version", "")).strip()
+    headers = _headers(metadata)
+    name = (headers.get("name") or [""])[0]
+    version = (headers.get("version") or [""])[0]
     try:
-        consistent = canonicalize_name(name) == canonicalize_name(wname.name) and Version(
-            version
-        ) == Version(wname.version)
-        torch = Version(record.torch).public
+        consistent = canonicalize_name(name) == canonicalize_name(wname.name) and (
+            version == wname.version or Version(version) == Version(wname.version)
+        )
+        torch = _public(record.torch)
         versions = record.torch_versions or [torch]
-        torch_versions = tuple(sorted({Version(v).public for v in versions}, key=Version))
+        public = {_public(v) for v in versions}
+        torch_versions = tuple(public) if len(public) == 1 else tuple(sorted(public, key=Version))
     except (InvalidVersion, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     if not consistent:
@@ -121,7 +180,7 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
             f"{path}: METADATA says {name} {version}, the file name {wname.name} "
             f"{wname.version}; pip refuses such a wheel"
         )
-    requires_python = headers.get("Requires-Python")
+    requires_python = next(iter(headers.get("requires-python", [])), None)
     wheel = IndexedWheel(
         filename=path.name,
         sha256=sha,
@@ -132,13 +191,74 @@ def read_wheel(path: Path, *, wheel_url_template: str | None = None) -> WheelSou
         metadata_sha256=hashlib.sha256(metadata).hexdigest(),
         torch=torch,
         torch_versions=torch_versions,
-        torch_specifier=_torch_spec(str(v) for v in headers.get_all("Requires-Dist", [])),
+        torch_specifier=_torch_spec(headers.get("requires-dist", [])),
         accelerator=record.accelerator.name,
         fingerprint=record.fingerprint,
     )
     if wheel_url_template is not None:
         wheel = replace(wheel, url=wheel_url(wheel_url_template, wheel))
-    return WheelSource(wheel=wheel, path=path, metadata=metadata)
+    return WheelSource(
+        wheel=wheel, path=path, metadata=metadata, size=st.st_size, mtime_ns=st.st_mtime_ns
+    )
+
+
+def read_wheels(
+    paths: Sequence[Path],
+    *,
+    site: Path | None = None,
+    wheel_url_template: str | None = None,
+    verify: bool = False,
+) -> list[WheelSource]:
+    """`read_wheel` of each path, reusing the hashes buildtools recorded (see `hashes`).
+
+    A wheel the site at `site` already publishes, as this very file (same size and mtime
+    as the site's copy), is taken from the site's manifest without being opened: it is
+    unchanged. Another wheel's hash comes from the build report beside it when that still
+    matches. With `verify`, every wheel is read and hashed.
+    """
+    published: dict[str, IndexedWheel] = {}
+    from_site: dict[str, KnownHash] = {}
+    # the manifest is read only when the site hosts one of these names already
+    if (
+        site is not None
+        and not verify
+        and any((site / WHEELS_DIR / p.name).exists() for p in paths)
+    ):
+        try:
+            wheels = read_manifest(site).wheels
+        except PublishError:
+            wheels = ()  # publish() reports a damaged site; here it only means no reuse
+        published = {w.filename: w for w in wheels}
+        from_site = manifest_hashes(site, wheels, (p.name for p in paths))
+    reports: dict[Path, dict[str, KnownHash]] = {}
+    out: list[WheelSource] = []
+    for path in paths:
+        if not verify and path.parent not in reports:
+            reports[path.parent] = report_hashes(path.parent)
+        st = _stat(path)
+        if st is not None and trusted_sha256(from_site.get(path.name), st, verify=verify):
+            out.append(
+                WheelSource(
+                    wheel=published[path.name],
+                    path=path,
+                    metadata=b"",  # unchanged: its .metadata file is published already
+                    size=st.st_size,
+                    mtime_ns=st.st_mtime_ns,
+                )
+            )
+            continue
+        known = None if verify else reports[path.parent].get(path.name)
+        out.append(
+            read_wheel(path, wheel_url_template=wheel_url_template, known=known, verify=verify)
+        )
+    return out
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:
+        return None
 
 
 def collect_wheels(paths: Sequence[Path]) -> list[Path]:

@@ -20,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from fixtures.cli import HOST, HOST_CELL, REPO, buildtools
+from fixtures.cli import HOST, HOST_CELL, REPO, buildtools, cache_dir
 
 pytestmark = pytest.mark.docker
 
@@ -102,6 +102,19 @@ def test_cpu_cell_builds_in_the_container_offline(docker_build: Path) -> None:
         assert not [n for n in names if "libtorch" in n or "libc10" in n], names
         record = next(n for n in names if n.endswith("buildtools.json"))
         assert json.loads(zf.read(record))["torch"] == "2.13.0+cpu"
+
+
+def test_the_containers_compiles_went_through_the_jobs_mounted_ccache(docker_build: Path) -> None:
+    """The image's ccache, in front of c++ (masquerade links on PATH), wrote the job's cache
+    on the host: a second container build of the same code hits it."""
+    report = json.loads((docker_build / "report.json").read_text())
+    log = Path(report["cells"][0]["log"]).read_text()
+    assert 'PATH="/opt/buildtools/ccache:$PATH"' in log
+    assert "TORCH_NO_COMPILER_WRAPPER" in log
+    cache = cache_dir() / "ccache" / HOST_CELL
+    bookkeeping = {"ccache.conf", "stats", "CACHEDIR.TAG"}
+    entries = [p for p in cache.rglob("*") if p.is_file() and p.name not in bookkeeping]
+    assert entries, f"no compiler cache entries in {cache}"
 
 
 def test_wheel_imports_in_a_clean_env_outside_the_container(

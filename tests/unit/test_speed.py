@@ -12,13 +12,20 @@ import pytest
 from fixtures.factories import make_job, make_toolchain
 from fixtures.fakes import FakeRunner
 
+from buildtools.backends.base import nvcc_flags_env
 from buildtools.backends.local import LocalBackend
 from buildtools.build.ccache import CompilerCache, ccache_dir, make_masquerade
 from buildtools.build.environment import job_environment
 from buildtools.build.options import BuildOptions
 from buildtools.build.progress import Progress, estimate_remaining, format_seconds
-from buildtools.build.scheduler import HostResources, plan_slots
-from buildtools.model import BuildJob
+from buildtools.build.scheduler import (
+    HostResources,
+    device_sources,
+    device_targets,
+    nvcc_threads,
+    plan_slots,
+)
+from buildtools.model import BuildJob, Toolkit
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
 
@@ -156,6 +163,114 @@ def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
     )
     assert all(p.readlink() == Path("/usr/bin/ccache") for p in directory.iterdir())
     assert ccache_dir(tmp_path, make_job()) != ccache_dir(tmp_path, make_job(accelerator="cu130"))
+
+
+# ---------------------------------------------------------------------------- nvcc threads
+
+SIX_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+
+
+def cuda_job(arch_list: str = SIX_ARCHS, version: str = "13.0", **kw: Any) -> BuildJob:
+    return make_job(
+        accelerator="cu130",
+        toolkit=Toolkit(kind="cuda", version=version, arch_list=arch_list),
+        **kw,
+    )
+
+
+def test_device_targets_count_archs_and_ptx() -> None:
+    assert device_targets(SIX_ARCHS) == 7
+    assert device_targets("8.0 9.0") == 2 and device_targets("9.0+PTX") == 2
+    assert device_sources([Path("a.cu"), Path("b.cpp"), Path("c.cuh"), Path("d/e.cu")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("cores", "cu_files", "arch_list", "expected"),
+    [
+        (2, 1, SIX_ARCHS, 2),  # the example on this machine: both cores on the one .cu
+        (16, 1, SIX_ARCHS, 7),  # never more threads than targets
+        (16, 3, SIX_ARCHS, 5),  # 3 nvcc at once x 5 threads <= 16
+        (2, 10, SIX_ARCHS, 1),  # ninja already fills the share with .cu files
+        (8, 1, "9.0", 1),  # one target: nothing to run in parallel
+        (1, 1, SIX_ARCHS, 1),
+    ],
+)
+def test_nvcc_threads_fill_the_jobs_share_and_no_more(
+    cores: int, cu_files: int, arch_list: str, expected: int
+) -> None:
+    the_job = cuda_job(arch_list)
+    slots = plan_slots([the_job], HostResources(cores=cores, memory_gb=256))
+    threads = nvcc_threads(the_job, slots, device_sources=cu_files)
+    assert threads == expected
+    assert min(slots.max_jobs, cu_files) * threads <= max(slots.max_jobs, 1) or threads == 1
+
+
+def test_nvcc_threads_share_the_machine_between_concurrent_jobs() -> None:
+    many = [cuda_job(id=f"j{i}") for i in range(4)]
+    slots = plan_slots(many, HostResources(cores=8, memory_gb=256))
+    assert slots.concurrent == 4 and slots.max_jobs == 2
+    assert nvcc_threads(many[0], slots, device_sources=1) == 2  # 4 jobs x 2 threads = 8 cores
+
+
+def test_nvcc_threads_fit_in_memory() -> None:
+    the_job = cuda_job()
+    slots = plan_slots([the_job], HostResources(cores=16, memory_gb=6.5))
+    assert slots.max_jobs == 1  # 6.5 GB / 4 GB per nvcc
+    assert nvcc_threads(the_job, slots, device_sources=1) == 1
+    slots = plan_slots([the_job], HostResources(cores=4, memory_gb=9.0))
+    assert nvcc_threads(the_job, slots, device_sources=1) == 2  # 2 by memory, room for both
+
+
+def test_no_nvcc_threads_without_cuda_device_code_or_before_cuda_11_2() -> None:
+    slots = plan_slots([make_job()], HostResources(cores=16, memory_gb=256))
+    assert nvcc_threads(make_job(), slots, device_sources=1) == 1  # a CPU job
+    assert nvcc_threads(cuda_job(), slots, device_sources=0) == 1  # no .cu file
+    assert nvcc_threads(cuda_job(version="11.1"), slots, device_sources=1) == 1
+    rocm = make_job(
+        accelerator="rocm7.2",
+        toolkit=Toolkit(kind="rocm", version="7.2", arch_list="gfx90a;gfx942"),
+    )
+    assert nvcc_threads(rocm, slots, device_sources=1) == 1
+
+
+def test_nvcc_threads_reach_nvcc_through_its_append_variable() -> None:
+    assert nvcc_flags_env(3, {}) == {"NVCC_APPEND_FLAGS": "--threads 3"}
+    assert nvcc_flags_env(3, {"NVCC_APPEND_FLAGS": "-lineinfo"}) == {
+        "NVCC_APPEND_FLAGS": "-lineinfo --threads 3"
+    }
+    assert nvcc_flags_env(3, {"NVCC_APPEND_FLAGS": "--threads 8"}) == {}  # the user's wins
+    assert nvcc_flags_env(3, {"NVCC_APPEND_FLAGS": "-t 8"}) == {}
+    assert nvcc_flags_env(1, {}) == {}
+
+
+def test_a_cuda_jobs_build_environment_carries_its_threads(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    the_job = cuda_job()
+    tc = make_toolchain(tmp_path / "venv", cuda_home=tmp_path / "cu13")
+    opts = BuildOptions(
+        project_dir=tmp_path / "src",
+        wheelhouse=tmp_path / "wh",
+        cache_dir=tmp_path / "cache",
+        env={"PATH": "/usr/bin"},
+        max_jobs=2,
+        nvcc_threads=2,
+    )
+    env = job_environment(the_job, tc, opts)
+    assert env["NVCC_APPEND_FLAGS"] == "--threads 2" and env["MAX_JOBS"] == "2"
+    assert "NVCC_APPEND_FLAGS" not in job_environment(
+        make_job(), make_toolchain(tmp_path / "venv"), opts
+    )
+    assert "NVCC_APPEND_FLAGS" not in job_environment(the_job, tc, replace(opts, nvcc_threads=1))
+
+
+def test_nvcc_threads_leave_the_fingerprint_alone() -> None:
+    from buildtools.build.fingerprint import build_vars, job_config
+
+    # the threads live in the job's build environment and the build record, not in the
+    # job or the host variables the fingerprint reads
+    assert "nvcc_threads" not in job_config(cuda_job())
+    assert build_vars({"PATH": "/usr/bin"}) == {}
 
 
 # -------------------------------------------------------------------------------- progress

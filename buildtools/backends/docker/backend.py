@@ -36,6 +36,7 @@ from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
 from ...runner import Runner, which
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
+from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR
 from .cibw import (
     CibwRun,
     PipPassthrough,
@@ -54,7 +55,6 @@ from .images import (
     validate_image_ref,
 )
 
-JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
 _DOCKER_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}  # uname -m → Docker's platform names
 DOCKER_INSTALL_HINT = (
     "apt-get install -y docker.io (Debian/Ubuntu; https://docs.docker.com/engine/install/ "
@@ -313,6 +313,7 @@ class DockerBackend:
         pip: PipPassthrough | None,
         torch_index: str | None,
         ccache_dir: Path | None = None,
+        nvcc_threads: int = 1,
     ) -> CibwRun:
         """The cibuildwheel run for `job` with this backend's settings."""
         return compose_cibuildwheel(
@@ -329,6 +330,7 @@ class DockerBackend:
             torch_index=torch_index,
             host_python=self.python,
             ccache_dir=ccache_dir,
+            nvcc_threads=nvcc_threads,
         )
 
     def build_raw(
@@ -365,8 +367,11 @@ class DockerBackend:
             torch_index=index,
             # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
             ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
+            nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
         )
-        cibw_env = {k: v for k, v in env.items() if not k.startswith("CIBW_")}
+        cibw_env = {
+            k: v for k, v in env.items() if not k.startswith("CIBW_") and k != NVCC_THREADS_VAR
+        }
         ignored = sorted(k for k in env if k.startswith("CIBW_"))
         if ignored:
             log.write(f"# ignoring the host's {', '.join(ignored)}: the plan sets the options\n")

@@ -51,6 +51,7 @@ from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
+from ..base import nvcc_flags_env
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
 
@@ -63,6 +64,10 @@ CONTAINER_WHEELS_DIR = "/buildtools/wheels"
 CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
 CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
+# ccache in every builder image (docker/install-tools.sh): the program, and a directory of
+# compiler-named links to it that goes first on the build's PATH (as on the host)
+CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
+CONTAINER_CCACHE_MASQUERADE = "/opt/buildtools/ccache"
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
@@ -363,13 +368,16 @@ def compose_cibuildwheel(
     torch_index: str | None = None,
     host_python: str = "python",
     ccache_dir: Path | None = None,
+    nvcc_threads: int = 1,
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
     `buildtools_dir` is the `buildtools` package directory (mounted at
     /buildtools/lib/buildtools); `job_dir` holds `job_files(job, …)`; `wheels_dir` the prefetched
     wheels (offline); `pip` the host pip configuration (online); `torch_index` is used
-    only online. `host_python` runs cibuildwheel on the host.
+    only online. `host_python` runs cibuildwheel on the host. `ccache_dir` is the job's
+    compiler cache, mounted read-write and put in front of c++ and nvcc as on the host;
+    `nvcc_threads` the scheduler's `nvcc --threads` for the job's device code.
     """
     accel = job.accelerator
     arch = _arch(job)
@@ -406,14 +414,21 @@ def compose_cibuildwheel(
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
     container_env.append(("PIP_NO_COMPILE", "0"))
     if ccache_dir is not None:
-        # torch >= 2.13 puts a ccache installed in the image in front of c++ and nvcc by
-        # itself; these make it use the job's cache, mounted from the host between runs
+        # the image's ccache in front of every compiler, the same way for every torch
+        # version (buildtools.build.ccache): masquerade links first on PATH (set below),
+        # nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is the
+        # job's, mounted from the host, so a container rebuild hits like a local one
         container_env += [
             ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
             ("CCACHE_BASEDIR", "/project"),
             ("CCACHE_NOHASHDIR", "1"),
+            ("TORCH_NO_COMPILER_WRAPPER", "1"),
         ]
+        if accel.kind == "cuda":
+            container_env.append(("PYTORCH_NVCC", f"{CONTAINER_CCACHE} {CUDA_LINK}/bin/nvcc"))
     container_env += [(_env_name(k, f"{job.id}: build_env"), v) for k, v in job.env]
+    if accel.kind == "cuda":
+        container_env += list(nvcc_flags_env(nvcc_threads, dict(job.env)).items())
     if "MAX_JOBS" not in dict(job.env):
         container_env.append(("MAX_JOBS", str(max_jobs)))
     if offline:
@@ -421,6 +436,11 @@ def compose_cibuildwheel(
     elif pip is not None:
         container_env += list(pip.env)
     container_env.append(("PIP_CONSTRAINT", f"{CONTAINER_JOB_DIR}/constraints.txt"))
+
+    environment = quote_environment(container_env)
+    if ccache_dir is not None:
+        # the one expanded value: the container's own PATH, behind the masquerade links
+        environment += f' PATH="{CONTAINER_CCACHE_MASQUERADE}:$PATH"'
 
     before = ["--python", BUILD_PYTHON]
     before += ["--torch", _requirement(job.torch_requirement, f"{job.id}: torch requirement")]
@@ -456,7 +476,7 @@ def compose_cibuildwheel(
         ),
         ("CIBW_BUILD_FRONTEND", "build; args: --no-isolation"),
         ("CIBW_BEFORE_BUILD", shlex.join(_incontainer("before-build", *before))),
-        ("CIBW_ENVIRONMENT", quote_environment(container_env)),
+        ("CIBW_ENVIRONMENT", environment),
         ("CIBW_REPAIR_WHEEL_COMMAND", shlex.join(_incontainer("repair", *repair))),
         (
             "CIBW_TEST_COMMAND",

@@ -1,0 +1,181 @@
+"""The docker backend as CI runs it: first build, no-op rebuild, rebuilds after one edit.
+
+Every build is `python -m buildtools build --backend docker --offline` in a child process,
+in a builder image made FROM a local base (docker/local-base.sh: no registry is assumed),
+on a copy of the example's source, with a fresh cache directory whose compiler cache is
+empty; the prefetched wheels, the shared environments and the builder image are reused
+(making them is a one-time cost, reported apart when it happens):
+
+- cold:    the first build (empty ccache, mounted into the container);
+- no-op:   the same command again (the job's fingerprint is on the wheel: skipped);
+- edit:    one source file changed, the same command: a code edit of the cell's device
+           file (`scatter_cuda.cu`) for a CUDA cell, of `scatter.cpp` for the CPU cell;
+           the container compiles everything again, ccache hits what did not change;
+- comment: a comment-only edit of `scatter.cpp` (ccache's preprocessed hash hits).
+
+    python bench/containers.py --cell torch2.13.0-cpu-cp311 --json bench/containers.json
+
+Needs a running Docker engine, root and debootstrap (for the local base); without them the
+benchmark says why and stops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from buildtools.build.fingerprint import IGNORED_DIRS
+from buildtools.cachedir import default_cache_dir
+from buildtools.planning import host_python
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ("envs", "prefetch", "docker")  # reused between runs: downloads and images
+
+
+def _why_not() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker is not installed"
+    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+        return "no Docker engine answers (see .ci/run for how CI starts one)"
+    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+        return "the local base image needs root and debootstrap"
+    return None
+
+
+def _matrix(path: Path, project: Path, cell: str, base: str) -> None:
+    torch, accelerator, tag = cell.removeprefix("torch").split("-")[:3]
+    python = f"{tag[2]}.{tag[3:]}"
+    extra = '    arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"\n' if accelerator == "cu130" else ""
+    path.write_text(
+        f"project: {{path: {project}, abi: per-python}}\n"
+        f'axes:\n  torch: ["{torch}"]\n  accelerator: [{accelerator}]\n'
+        f'  python: ["{python}"]\n'
+        "accelerators:\n"
+        f"  {accelerator}:\n"
+        f"    torch_index: https://download.pytorch.org/whl/{accelerator}\n"
+        f"    image: {base}\n" + extra
+    )
+
+
+def _build(matrix: Path, wheelhouse: Path, env: dict[str, str]) -> tuple[float, str]:
+    argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(matrix)]
+    argv += ["--backend", "docker", "--offline", "--wheelhouse", str(wheelhouse), "--no-live"]
+    started = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    took = time.perf_counter() - started
+    if proc.returncode != 0:
+        logs = "".join(p.read_text()[-4000:] for p in (wheelhouse / "logs").glob("*.log"))
+        raise SystemExit(f"build failed ({proc.returncode}):\n{proc.stdout[-3000:]}{logs}")
+    report = json.loads((wheelhouse / "report.json").read_text())
+    return took, ",".join(sorted({c["status"] for c in report["cells"]}))
+
+
+def _edit(path: Path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def run(cell: str, runs: int) -> dict[str, Any]:
+    python = f"{cell.split('-')[2][2]}.{cell.split('-')[2][3:]}"
+    base = subprocess.run(
+        ["bash", str(ROOT / "docker" / "local-base.sh"), "--python", python],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[-1]
+    shared = default_cache_dir(os.environ)
+    device = "cpu" not in cell.split("-")[1]
+    times: dict[str, list[float]] = {"cold": [], "noop": [], "edit": [], "comment": []}
+    status: dict[str, str] = {}
+    ccache: dict[str, str] = {}
+    for i in range(runs):
+        scratch = Path(tempfile.mkdtemp(prefix="bench-containers-", dir=shared))
+        try:
+            src = scratch / "src"
+            ignore = shutil.ignore_patterns(*IGNORED_DIRS, "*.egg-info")
+            shutil.copytree(ROOT / "examples" / "scatter", src, ignore=ignore)
+            cache = scratch / "cache"
+            cache.mkdir()
+            for name in SHARED:
+                (shared / name).mkdir(parents=True, exist_ok=True)
+                (cache / name).symlink_to(shared / name)
+            env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache)}
+            env.pop("BUILDTOOLS_CCACHE_DIR", None)
+            matrix = scratch / "matrix.yaml"
+            _matrix(matrix, src, cell, base)
+            wheelhouse = scratch / "wheelhouse"
+            if i == 0:  # the builder image and the prefetch, once: not part of a build
+                started = time.perf_counter()
+                _build(matrix, scratch / "warm", env)
+                times["setup"] = [time.perf_counter() - started]
+                shutil.rmtree(cache / "ccache", ignore_errors=True)
+                shutil.rmtree(cache / "build", ignore_errors=True)
+            for step in ("cold", "noop", "edit", "comment"):
+                if step == "edit":
+                    edited = src / "csrc" / ("scatter_cuda.cu" if device else "scatter.cpp")
+                    _edit(
+                        edited,
+                        f"\nnamespace {{ [[maybe_unused]] int bench_edit_{i}() {{ return {i}; }} }}\n",
+                    )
+                elif step == "comment":
+                    _edit(src / "csrc" / "scatter.cpp", f"\n// bench: a comment-only edit {i}\n")
+                took, status[step] = _build(matrix, wheelhouse, env)
+                times[step].append(took)
+                stats = subprocess.run(
+                    ["ccache", "--print-stats"],
+                    env={**env, "CCACHE_DIR": str(cache / "ccache" / cell)},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout
+                hits = [
+                    ln
+                    for ln in stats.splitlines()
+                    if ln.startswith(("direct_cache_hit", "preprocessed_cache_hit", "cache_miss"))
+                ]
+                ccache[step] = " ".join(hits)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        print(f"  {cell} run {i + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "cell": cell,
+        "base": base,
+        "runs": runs,
+        "times_s": times,
+        "median_s": med,
+        "status": status,
+        "ccache": ccache,
+        "noop_ratio": med["noop"] / med["cold"],
+        "edit_ratio": med["edit"] / med["cold"],
+        "comment_ratio": med["comment"] / med["cold"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--cell", action="append", default=None, help="cell id (repeatable)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    cells = args.cell or [f"torch2.13.0-cpu-cp{host_python().replace('.', '')}"]
+    reason = _why_not()
+    result: dict[str, Any] = (
+        {"skipped": reason} if reason else {"cells": [run(c, args.runs) for c in cells]}
+    )
+    print(json.dumps(result, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

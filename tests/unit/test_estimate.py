@@ -1,0 +1,158 @@
+"""`plan --estimate`: the cost model, recorded timings, CI fan-out and billing (pure)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fixtures.factories import make_job
+
+from buildtools.build.estimate import (
+    HOSTED_RUNNER,
+    CostModel,
+    ProjectShape,
+    estimate_plan,
+    project_shape,
+)
+from buildtools.build.scheduler import HostResources
+from buildtools.build.timings import JobTiming, read_timings, update_timings
+from buildtools.cli.estimate import print_estimate
+from buildtools.model import BuildJob
+
+SIX_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+EXAMPLE = ProjectShape(cpp_sources=1, cu_sources=1)
+TWO_CORES = HostResources(cores=2, memory_gb=24.0)
+MODEL = CostModel()
+
+
+def job(accelerator: str = "cpu", python: str = "3.12", cells: int = 1, **kw: Any) -> BuildJob:
+    pythons = [f"3.{10 + i}" for i in range(cells)] if cells > 1 else [python]
+    arch = {"arch_list": SIX_ARCHS} if accelerator.startswith("cu") else {}
+    abi = "per-python" if cells == 1 else "abi3"
+    return make_job(accelerator=accelerator, pythons=pythons, abi=abi, **arch, **kw)
+
+
+def estimate(jobs: list[BuildJob], **kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "cells": sum(len(j.cells) for j in jobs),
+        "shape": EXAMPLE,
+        "host": TWO_CORES,
+        "timings": {},
+        "env_cached": lambda j: True,
+        "runner": lambda j: HOSTED_RUNNER,
+    }
+    args.update(kw)
+    return estimate_plan(jobs, **args)
+
+
+def test_project_shape_counts_translation_units() -> None:
+    files = [Path(p) for p in ("csrc/a.cpp", "csrc/b.cu", "csrc/a.h", "setup.py", "x.cc")]
+    assert project_shape(files) == ProjectShape(cpp_sources=2, cu_sources=1)
+
+
+def test_the_model_of_the_example_cells() -> None:
+    """CPU: one C++ file. CUDA: the .cu's 7 targets 2 at a time beside the C++ file."""
+    (cpu,) = estimate([job()]).jobs
+    assert cpu.source == "model" and cpu.max_jobs == 2
+    assert cpu.seconds == MODEL.env_reused_s + MODEL.fixed_s + MODEL.cpp_tu_s
+    (cuda,) = estimate([job("cu130")]).jobs
+    assert cuda.nvcc_threads == 2
+    per_cu = MODEL.cu_host_s + math.ceil(7 / 2) * MODEL.cu_target_s
+    work = (MODEL.cpp_tu_s + MODEL.cu_host_s + 7 * MODEL.cu_target_s) / 2
+    assert cuda.seconds == MODEL.env_reused_s + MODEL.fixed_s + max(per_cu, work)
+
+
+def test_more_threads_are_faster_and_a_created_environment_costs_its_download() -> None:
+    (one,) = estimate([job("cu130")], host=HostResources(cores=1, memory_gb=24)).jobs
+    (two,) = estimate([job("cu130")]).jobs
+    assert one.nvcc_threads == 1 and two.seconds < one.seconds
+    (cold,) = estimate([job("cu130")], env_cached=lambda j: False).jobs
+    assert cold.seconds - two.seconds == MODEL.env_s["cuda"] - MODEL.env_reused_s
+
+
+def test_ci_fans_out_one_runner_per_job_and_bills_started_minutes() -> None:
+    jobs = [job(python=p) for p in ("3.10", "3.11", "3.12", "3.13")] + [job("cu130")]
+    est = estimate(jobs)
+    ci = [j.ci_seconds for j in est.jobs]
+    assert est.ci_wall_s == pytest.approx(2 * MODEL.control_job_s + max(ci))
+    assert est.ci_minutes == sum(math.ceil(s / 60) for s in ci) + 2
+    # in CI every environment is created (a runner starts empty), on a 4-core runner
+    cpu = est.jobs[0]
+    assert cpu.ci_seconds == MODEL.env_s["cpu"] + MODEL.fixed_s + MODEL.cpp_tu_s + MODEL.ci_job_s
+    # here: two jobs at a time on two cores (MAX_JOBS=1 each)
+    assert est.concurrent == 2 and est.local_s > max(j.seconds for j in est.jobs)
+
+
+def test_ci_concurrency_limits_the_fan_out() -> None:
+    jobs = [job(python=f"3.{i}", id=f"j{i}") for i in range(10)]
+    wide = estimate(jobs)
+    narrow = estimate(jobs, model=CostModel(ci_concurrency=5))
+    assert narrow.ci_wall_s - 2 * MODEL.control_job_s == pytest.approx(
+        2 * (wide.ci_wall_s - 2 * MODEL.control_job_s)
+    )
+
+
+def test_recorded_timings_replace_the_model() -> None:
+    recorded = JobTiming(
+        seconds=300.0, stages={"env": 200.0, "build": 90.0, "repair": 6.0}, max_jobs=2
+    )
+    the_job = job("cu130")
+    (est,) = estimate([the_job], timings={the_job.id: recorded}).jobs
+    assert est.source == "recorded"
+    assert est.seconds == pytest.approx(300.0 - 200.0 + MODEL.env_reused_s)  # env exists now
+    (cold,) = estimate([the_job], timings={the_job.id: recorded}, env_cached=lambda j: False).jobs
+    assert cold.seconds == pytest.approx(300.0 - 200.0 + MODEL.env_s["cuda"])
+    # a bare number (timings.json before stages were recorded) is taken as it is
+    (bare,) = estimate([the_job], timings={the_job.id: JobTiming(seconds=123.0)}).jobs
+    assert bare.seconds == 123.0
+
+
+def test_the_abi_mode_and_skip_unchanged_savings() -> None:
+    grouped = job(cells=4)
+    est = estimate([grouped])
+    assert est.cells == 4 and est.builds_saved == 3
+    assert est.minutes_saved_by_abi == 3 * est.jobs[0].ci_minutes
+    assert est.unchanged_minutes == 1 + 2  # one job finding its wheel published, plan, index
+
+
+def test_timings_file_round_trip_and_merge(tmp_path: Path) -> None:
+    (tmp_path / "timings.json").write_text(json.dumps({"old": 12.5, "bad": "x", "neg": -1}))
+    assert read_timings(tmp_path) == {"old": JobTiming(seconds=12.5)}
+    update_timings(tmp_path, {"new": JobTiming(seconds=3.0, stages={"env": 1.0}, max_jobs=2)})
+    got = read_timings(tmp_path)
+    assert set(got) == {"old", "new"}  # another run's entry is kept
+    assert got["new"] == JobTiming(seconds=3.0, stages={"env": 1.0}, max_jobs=2)
+    (tmp_path / "timings.json").write_text("[1, 2]")
+    assert read_timings(tmp_path) == {}
+
+
+def test_the_printed_estimate_names_the_totals() -> None:
+    out = io.StringIO()
+    print_estimate(estimate([job("cu130")]), out)
+    text = out.getvalue()
+    assert "runner-minute(s) billed" in text
+    assert "model (env cached, MAX_JOBS=2, nvcc --threads 2)" in text
+
+
+def test_plan_estimate_through_the_cli(tmp_path: Path) -> None:
+    """The reference matrix's pr profile, with an empty cache directory: the model's figures,
+    in the JSON next to the plan (each job with its nvcc threads) and as a table."""
+    from buildtools.cli.main import main
+
+    repo = Path(__file__).resolve().parents[2]
+    argv = ["plan", "--matrix", str(repo / "matrix.yaml"), "--profile", "pr", "--estimate"]
+    argv += ["--cache-dir", str(tmp_path)]
+    out = io.StringIO()
+    assert main([*argv, "--format", "json"], out=out) == 0
+    data = json.loads(out.getvalue())
+    assert {j["id"] for j in data["include"]} == set(data["estimate"]["jobs"])
+    assert all(isinstance(j["nvcc_threads"], int) for j in data["include"])
+    assert all(j["source"] == "model" for j in data["estimate"]["jobs"].values())
+    assert data["estimate"]["ci_runner_minutes"] >= len(data["include"]) + 2
+    table = io.StringIO()
+    assert main(argv, out=table) == 0
+    assert "runner-minute(s) billed" in table.getvalue()

@@ -1,0 +1,157 @@
+"""Publishing reuses hashes it can trust and links wheels into the site (no timings here)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from buildtools.cli.main import main
+from buildtools.errors import PublishError
+from buildtools.index.hashes import KnownHash, manifest_hashes, report_hashes, trusted_sha256
+from buildtools.index.manifest import read_manifest
+from buildtools.index.publish import publish
+from buildtools.index.transaction import site_transaction
+from buildtools.index.wheels import read_wheel, read_wheels
+
+from .test_index import KB, REL, wheel
+
+SHA = "a" * 64
+
+
+def stat_of(size: int, mtime_ns: int) -> os.stat_result:
+    fields = (0o100644, 0, 0, 1, 0, 0, size, 0, 0, 0, 0.0, 0.0, 0.0, 0, mtime_ns, 0)
+    return os.stat_result(fields)
+
+
+@pytest.mark.parametrize(
+    ("known", "size", "mtime", "verify", "expected"),
+    [
+        (KnownHash(sha256=SHA, size=10, mtime_ns=5, source="report"), 10, 5, False, SHA),
+        (KnownHash(sha256=SHA, size=10, mtime_ns=5, source="report"), 11, 5, False, None),
+        (KnownHash(sha256=SHA, size=10, mtime_ns=5, source="report"), 10, 6, False, None),
+        (KnownHash(sha256=SHA, size=10, mtime_ns=5, source="manifest"), 10, 5, True, None),
+        (None, 10, 5, False, None),
+    ],
+    ids=["unchanged", "size-changed", "touched", "verify", "unknown"],
+)
+def test_a_known_hash_is_taken_only_for_the_file_as_it_was_hashed(
+    known: KnownHash | None, size: int, mtime: int, verify: bool, expected: str | None
+) -> None:
+    assert trusted_sha256(known, stat_of(size, mtime), verify=verify) == expected
+
+
+def write_report(directory: Path, *wheels: Path, sha: str | None = None, **extra: object) -> None:
+    cells = []
+    for w in wheels:
+        st = w.stat()
+        cells.append(
+            {
+                "cell": w.name,
+                "status": "built",
+                "wheel": str(w),
+                "sha256": sha or hashlib.sha256(w.read_bytes()).hexdigest(),
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                **extra,
+            }
+        )
+    data = {"schema": "torch-buildtools/run-report/v1", "cells": cells}
+    (directory / "report.json").write_text(json.dumps(data))
+
+
+def test_the_build_reports_hash_is_reused_while_the_wheel_is_unchanged(tmp_path: Path) -> None:
+    path = wheel(tmp_path)
+    write_report(tmp_path, path, sha=SHA)  # a recorded hash the file does not have
+    assert report_hashes(tmp_path)[path.name].sha256 == SHA
+    (src,) = read_wheels([path])
+    assert src.wheel.sha256 == SHA  # taken, not recomputed: the record is trusted
+    (verified,) = read_wheels([path], verify=True)
+    assert verified.wheel.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    os.utime(path, ns=(0, path.stat().st_mtime_ns + 1))  # touched since the build
+    (again,) = read_wheels([path])
+    assert again.wheel.sha256 == verified.wheel.sha256
+
+
+def test_reports_that_cannot_be_trusted_give_nothing(tmp_path: Path) -> None:
+    path = wheel(tmp_path)
+    (tmp_path / "report.json").write_text("{broken")
+    assert report_hashes(tmp_path) == {}
+    write_report(tmp_path, path, mtime_ns=None)  # an older report: no mtime
+    assert report_hashes(tmp_path) == {}
+    other = tmp_path / "other"
+    other.mkdir()
+    write_report(other, path)  # a report about wheels of another directory
+    assert report_hashes(other) == {}
+
+
+def test_a_wheel_the_site_hosts_as_this_file_is_unchanged_without_being_read(
+    tmp_path: Path,
+) -> None:
+    wh, site = tmp_path / "wh", tmp_path / "site"
+    wh.mkdir()
+    path = wheel(wh)
+    publish(site, [read_wheel(path)], REL, KB)
+    published = read_manifest(site).wheels
+    known = manifest_hashes(site, published, [path.name])
+    assert known[path.name].source == "manifest"
+    assert (site / "wheels" / path.name).stat().st_mtime_ns == path.stat().st_mtime_ns
+    (src,) = read_wheels([path], site=site)
+    assert src.metadata == b"" and src.wheel == published[0]  # from the manifest
+    result = publish(site, [src], REL, KB)
+    assert result.unchanged == (path.name,) and result.added == ()
+    # a rebuilt file with the same name is read (and refused: published wheels are immutable)
+    rebuilt = wheel(tmp_path, payload=b"other bytes")
+    rebuilt.replace(path)
+    (fresh,) = read_wheels([path], site=site)
+    assert fresh.metadata != b"" and fresh.wheel.sha256 != published[0].sha256
+
+
+def test_new_wheels_are_linked_into_the_site_and_checked_first(tmp_path: Path) -> None:
+    wh, site = tmp_path / "wh", tmp_path / "site"
+    wh.mkdir()
+    path = wheel(wh)
+    publish(site, read_wheels([path]), REL, KB)
+    hosted = site / "wheels" / path.name
+    assert hosted.read_bytes() == path.read_bytes()
+    # same filesystem: a reflink or a hard link, never a second copy's write
+    assert hosted.stat().st_mtime_ns == path.stat().st_mtime_ns
+    copied_site = tmp_path / "copied"
+    publish(copied_site, read_wheels([path]), REL, KB, link=False)
+    assert not (copied_site / "wheels" / path.name).samefile(path)
+
+
+def test_a_wheel_that_changed_after_it_was_read_is_not_published(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    wh.mkdir()
+    path = wheel(wh)
+    (src,) = read_wheels([path])
+    os.utime(path, ns=(0, path.stat().st_mtime_ns + 10))
+    with site_transaction(tmp_path / "site") as txn, pytest.raises(PublishError, match="changed"):
+        txn.link_in(
+            "wheels/x.whl", path, sha256=src.wheel.sha256, size=src.size, mtime_ns=src.mtime_ns
+        )
+    (src,) = read_wheels([path])
+    with site_transaction(tmp_path / "site") as txn, pytest.raises(PublishError, match="changed"):
+        txn.link_in(  # --verify: the bytes are hashed, a wrong recorded sha256 is caught
+            "wheels/x.whl", path, sha256=SHA, size=src.size, mtime_ns=src.mtime_ns, verify=True
+        )
+
+
+def test_the_cli_takes_verify_and_copy(tmp_path: Path) -> None:
+    wh, site = tmp_path / "wh", tmp_path / "site"
+    wh.mkdir()
+    path = wheel(wh)
+    write_report(wh, path, sha=SHA)  # a wrong recorded hash: only --verify sees through it
+    out = io.StringIO()
+    assert main(["index", str(wh), "--site", str(site), "--no-matrix", "--verify"], out=out) == 0
+    manifest = read_manifest(site)
+    assert manifest.wheels[0].sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    write_report(wh, path)
+    other = tmp_path / "other"
+    assert main(["index", str(wh), "--site", str(other), "--no-matrix", "--copy"], out=out) == 0
+    assert not (other / "wheels" / path.name).samefile(path)
