@@ -39,6 +39,7 @@ from buildtools.planning import host_python
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ("envs", "prefetch", "docker")  # reused between runs: downloads and images
+STEPS = ("cold", "noop", "edit", "comment")
 
 
 def _why_not() -> str | None:
@@ -83,7 +84,7 @@ def _edit(path: Path, text: str) -> None:
     path.write_text(path.read_text() + text)
 
 
-def run(cell: str, runs: int) -> dict[str, Any]:
+def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
     python = f"{cell.split('-')[2][2]}.{cell.split('-')[2][3:]}"
     base = subprocess.run(
         ["bash", str(ROOT / "docker" / "local-base.sh"), "--python", python],
@@ -93,7 +94,7 @@ def run(cell: str, runs: int) -> dict[str, Any]:
     ).stdout.split()[-1]
     shared = default_cache_dir(os.environ)
     device = "cpu" not in cell.split("-")[1]
-    times: dict[str, list[float]] = {"cold": [], "noop": [], "edit": [], "comment": []}
+    times: dict[str, list[float]] = {step: [] for step in ("cold", *steps)}
     status: dict[str, str] = {}
     ccache: dict[str, str] = {}
     for i in range(runs):
@@ -118,7 +119,7 @@ def run(cell: str, runs: int) -> dict[str, Any]:
                 times["setup"] = [time.perf_counter() - started]
                 shutil.rmtree(cache / "ccache", ignore_errors=True)
                 shutil.rmtree(cache / "build", ignore_errors=True)
-            for step in ("cold", "noop", "edit", "comment"):
+            for step in ("cold", *steps):
                 if step == "edit":
                     edited = src / "csrc" / ("scatter_cuda.cu" if device else "scatter.cpp")
                     _edit(
@@ -154,9 +155,7 @@ def run(cell: str, runs: int) -> dict[str, Any]:
         "median_s": med,
         "status": status,
         "ccache": ccache,
-        "noop_ratio": med["noop"] / med["cold"],
-        "edit_ratio": med["edit"] / med["cold"],
-        "comment_ratio": med["comment"] / med["cold"],
+        **{f"{step}_ratio": med[step] / med["cold"] for step in steps if step != "cold"},
     }
 
 
@@ -164,12 +163,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--cell", action="append", default=None, help="cell id (repeatable)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--steps",
+        default=",".join(STEPS),
+        help="which builds after the cold one (a CUDA cell's build is long): "
+        "comma-separated of noop, edit, comment (default: all)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    steps = tuple(s for s in args.steps.split(",") if s)
+    if not set(steps) <= set(STEPS):
+        parser.error(f"--steps: one of {', '.join(STEPS)}")
     cells = args.cell or [f"torch2.13.0-cpu-cp{host_python().replace('.', '')}"]
     reason = _why_not()
     result: dict[str, Any] = (
-        {"skipped": reason} if reason else {"cells": [run(c, args.runs) for c in cells]}
+        {"skipped": reason} if reason else {"cells": [run(c, args.runs, steps) for c in cells]}
     )
     print(json.dumps(result, indent=1))
     if args.json:
