@@ -10,9 +10,13 @@ __all__ = ["WheelSource", "collect_wheels", "read_wheel", "read_wheels", "wheel_
 
 import functools
 import hashlib
+import multiprocessing
 import os
+import sys
+import threading
 import zipfile
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import quote
@@ -231,7 +235,8 @@ def read_wheels(
         published = {w.filename: w for w in wheels}
         from_site = manifest_hashes(site, wheels, (p.name for p in paths))
     reports: dict[Path, dict[str, KnownHash]] = {}
-    out: list[WheelSource] = []
+    out: list[WheelSource | None] = []
+    to_read: list[tuple[int, _ReadTask]] = []
     for path in paths:
         if not verify and path.parent not in reports:
             reports[path.parent] = report_hashes(path.parent)
@@ -248,10 +253,46 @@ def read_wheels(
             )
             continue
         known = None if verify else reports[path.parent].get(path.name)
-        out.append(
-            read_wheel(path, wheel_url_template=wheel_url_template, known=known, verify=verify)
-        )
-    return out
+        to_read.append((len(out), (path, wheel_url_template, known, verify)))
+        out.append(None)
+    for index, source in zip(
+        (i for i, _ in to_read), _read_all([t for _, t in to_read]), strict=True
+    ):
+        out[index] = source
+    return [s for s in out if s is not None]
+
+
+_ReadTask = tuple[Path, "str | None", "KnownHash | None", bool]
+
+PARALLEL_FROM = 2000
+"""Wheels to open before reading them in parallel processes: below it, starting the
+processes costs more than they save (a wheel takes ~0.2 ms to read)."""
+_CHUNK = 500
+
+
+def _read_chunk(tasks: Sequence[_ReadTask]) -> list[WheelSource]:
+    return [read_wheel(p, wheel_url_template=t, known=k, verify=v) for p, t, k, v in tasks]
+
+
+def _workers() -> int:
+    """Processes for reading, or 1: forking is only safe from a single-threaded process
+    (the CLI is; a test runner or an embedding application may not be)."""
+    if sys.platform != "linux" or threading.active_count() > 1:
+        return 1
+    return min(len(os.sched_getaffinity(0)), 8)
+
+
+def _read_all(tasks: Sequence[_ReadTask]) -> list[WheelSource]:
+    """`read_wheel` of each task, in order; large wheelhouses (thousands of wheels: opening
+    each zip is Python work) in forked processes, one chunk of wheels each. The first
+    error in task order is raised, as a sequential read would."""
+    workers = _workers()
+    if len(tasks) < PARALLEL_FROM or workers < 2:
+        return _read_chunk(tasks)
+    chunks = [tasks[i : i + _CHUNK] for i in range(0, len(tasks), _CHUNK)]
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return [source for chunk in pool.map(_read_chunk, chunks) for source in chunk]
 
 
 def _stat(path: Path) -> os.stat_result | None:

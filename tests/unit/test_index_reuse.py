@@ -6,7 +6,9 @@ import hashlib
 import io
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +157,40 @@ def test_the_cli_takes_verify_and_copy(tmp_path: Path) -> None:
     other = tmp_path / "other"
     assert main(["index", str(wh), "--site", str(other), "--no-matrix", "--copy"], out=out) == 0
     assert not (other / "wheels" / path.name).samefile(path)
+
+
+def test_a_large_wheelhouse_is_read_in_processes_with_the_same_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of wheels are read by forked processes, chunk by chunk: the result is the
+    sequential one, in the same order, and a bad wheel fails it as it would sequentially."""
+    from buildtools.index import wheels as wheels_mod
+
+    paths = [
+        wheel(tmp_path / "wh", version=f"0.1.{i}+pt213cpu", payload=str(i).encode())
+        for i in range(7)
+    ]
+    sequential = read_wheels(paths)
+    pids = tmp_path / "pids"
+    real_read = wheels_mod.read_wheel
+
+    def read(path: Path, **kwargs: Any) -> wheels_mod.WheelSource:
+        with pids.open("a") as fh:  # the children inherit this function through fork
+            fh.write(f"{os.getpid()}\n")
+        return real_read(path, **kwargs)
+
+    monkeypatch.setattr(wheels_mod, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(wheels_mod, "_CHUNK", 2)
+    monkeypatch.setattr(wheels_mod, "_workers", lambda: 2)
+    monkeypatch.setattr(wheels_mod, "read_wheel", read)
+    parallel = read_wheels(paths)
+    assert [s.wheel for s in parallel] == [s.wheel for s in sequential]
+    assert [s.metadata for s in parallel] == [s.metadata for s in sequential]
+    assert [s.path for s in parallel] == paths
+    readers = set(pids.read_text().split())
+    assert readers and str(os.getpid()) not in readers  # every read ran in another process
+
+    (tmp_path / "wh" / paths[5].name).write_bytes(b"not a zip")
+    (tmp_path / "wh" / paths[3].name).write_bytes(b"not a zip either")
+    with pytest.raises(PublishError, match=re.escape(paths[3].name)):
+        read_wheels(paths)
