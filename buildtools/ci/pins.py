@@ -1,4 +1,8 @@
-"""The actions the generated workflows use, pinned by commit SHA (`data/actions.yaml`)."""
+"""What the generated workflows use, pinned: actions by commit SHA (`data/actions.yaml`), and
+the hashed requirements beside it: `ci-requirements.txt` (nox, installed first) and
+`buildtools-requirements.txt` (buildtools' dependencies, which the noxfile installs), both
+written by ci/refresh-ci-requirements.py; `lock_gaps` says what the lock misses of a
+dependency list, so a dependency added to pyproject.toml cannot go unhashed unnoticed."""
 
 from __future__ import annotations
 

@@ -136,3 +136,8 @@ def test_the_workflows_name_what_the_noxfiles_read() -> None:
     assert f'os.environ.get("{layout.LOCK_ENV}")' in text
     assert f'os.environ.get("{layout.LOCK_ENV}")' in (REPO / "noxfile.py").read_text()
     assert layout.LOCK in text
+
+
+def test_docs_show_the_noxfile_init_writes() -> None:
+    """docs/ci.md's copy for adopters is the noxfile itself (an edited copy once broke build)."""
+    assert f"```python\n{render_noxfile()}```\n" in (REPO / "docs" / "ci.md").read_text()
