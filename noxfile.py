@@ -30,12 +30,31 @@ def _caller_env() -> dict[str, str]:
 
 
 _CALLER = _caller_env()  # read at import time, before any session changes the environment
+# Set by the generated workflows: buildtools' dependencies pinned by sha256 for the CI Python
+# (.github/buildtools-requirements.txt, written by `nox -s ci`).
+_LOCK = os.environ.get("BUILDTOOLS_REQUIREMENTS")
+
+
+def _install(session: nox.Session, extras: str = "") -> None:
+    """This checkout: its dependencies from the hashed lock when the workflow names one.
+
+    Elsewhere (a developer's Python or machine may have no wheel in the lock) they resolve
+    from pyproject.toml's ranges.
+    """
+    if not _LOCK:
+        session.log("BUILDTOOLS_REQUIREMENTS unset: buildtools' dependencies by range, unhashed")
+        session.install("-e", f".{extras}")
+        return
+    if not Path(_LOCK).is_file():
+        session.error(f"BUILDTOOLS_REQUIREMENTS={_LOCK}: no such file; run `nox -s ci`")
+    session.install("--require-hashes", "-r", _LOCK)
+    session.install("--no-deps", "-e", f".{extras}")
 
 
 @nox.session
 def plan(session: nox.Session) -> None:
     """Print the plan of matrix.yaml (pass buildtools plan options after --)."""
-    session.install("-e", ".")
+    _install(session)
     session.run("buildtools", "plan", *session.posargs, env=_CALLER)
 
 
@@ -45,14 +64,14 @@ def build(session: nox.Session) -> None:
 
     `nox -s build -- --backend docker --only <cell id>` is what a CI job runs for one cell.
     """
-    session.install("-e", ".[docker]")
+    _install(session, "[docker]")
     session.run("buildtools", "build", *session.posargs, env=_CALLER)
 
 
 @nox.session
 def index(session: nox.Session) -> None:
     """Publish wheelhouse/ as a find-links site + PEP 503 index in site/ (options after --)."""
-    session.install("-e", ".")
+    _install(session)
     session.run("buildtools", "index", *session.posargs)
 
 
@@ -63,7 +82,7 @@ def smoke(session: nox.Session) -> None:
     Each wheel gets a fresh env with its cell's torch; offline, the torch of the environment
     nox was started from is reused (`--system-torch`). Reports go to smoke-results/.
     """
-    session.install("-e", ".")
+    _install(session)
     session.run("buildtools", "smoke", *session.posargs, env=_CALLER)
 
 
@@ -74,7 +93,7 @@ def ci(session: nox.Session) -> None:
     `-- matrix …`, `-- restore-site …` and the other `ci` verbs are the steps the generated
     workflows run.
     """
-    session.install("-e", ".")
+    _install(session)
     args = session.posargs or []
     if not args or args[0].startswith("-"):
         args = ["github", *args]

@@ -21,8 +21,9 @@ if [ -z "$py" ]; then
 fi
 [ -n "$py" ] && [ -x "$py" ] || { echo "install-tools.sh: no CPython >= 3.10 under /opt/python (set TOOLS_PYTHON)" >&2; exit 1; }
 "$py" -m venv /opt/buildtools/venv
+# every wheel checked against its sha256 in tools-requirements.txt (ci/refresh-ci-requirements.py)
 /opt/buildtools/venv/bin/python -m pip install --no-index --find-links "$here/wheels" \
-    --disable-pip-version-check --no-cache-dir -r "$here/tools-requirements.txt"
+    --disable-pip-version-check --no-cache-dir --require-hashes -r "$here/tools-requirements.txt"
 site=$(/opt/buildtools/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 echo /buildtools/lib >"$site/buildtools-host.pth"
 mkdir -p /opt/buildtools/ccache

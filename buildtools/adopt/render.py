@@ -143,48 +143,75 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
     return "\n".join(lines)
 
 
+# The variable the generated workflows set to their hashed lock (ci.layout.LOCK_ENV; adopt
+# may not import ci: tests/unit/test_init.py runs this noxfile with it)
+LOCK_ENV = "BUILDTOOLS_REQUIREMENTS"
+
+
 def render_noxfile() -> str:
-    """The sessions the generated workflows call, pinned to this buildtools."""
+    """The sessions the generated workflows call, pinned to this buildtools.
+
+    In the workflows (which set LOCK_ENV) buildtools' dependencies install from the hashed
+    lock, then buildtools without them; elsewhere by range.
+    """
     return f'''"""nox sessions of torch-buildtools (written by `buildtools init`): `nox -l` lists them."""
+
+import os
 
 import nox
 
-BUILDTOOLS = "torch-buildtools=={__version__}"
+VERSION = "{__version__}"
+# Set by the generated workflows: buildtools' dependencies pinned by sha256 for the CI Python
+# (.github/buildtools-requirements.txt, written by `nox -s ci`).
+LOCK = os.environ.get("{LOCK_ENV}")
 nox.options.reuse_existing_virtualenvs = True
+
+
+def install(session: nox.Session, extras: str = "") -> None:
+    """torch-buildtools: its dependencies hashed from the lock when the workflow names one."""
+    buildtools = f"torch-buildtools{{extras}}=={{VERSION}}"
+    if not LOCK:
+        session.log("{LOCK_ENV} unset: buildtools' dependencies by range, unhashed")
+        session.install(buildtools)
+        return
+    if not os.path.isfile(LOCK):
+        session.error(f"{LOCK_ENV}={{LOCK}}: no such file; run `nox -s ci`")
+    session.install("--require-hashes", "-r", LOCK)
+    session.install("--no-deps", buildtools)
 
 
 @nox.session
 def plan(session: nox.Session) -> None:
     """Print the plan of matrix.yaml."""
-    session.install(BUILDTOOLS)
+    install(session)
     session.run("buildtools", "plan", *session.posargs)
 
 
 @nox.session
 def build(session: nox.Session) -> None:
     """Build, repair and check wheels into wheelhouse/."""
-    session.install(f"{{BUILDTOOLS}}[docker]")
+    install(session, "[docker]")
     session.run("buildtools", "build", *session.posargs)
 
 
 @nox.session
 def smoke(session: nox.Session) -> None:
     """Install each wheel with its torch and run project.smoke."""
-    session.install(BUILDTOOLS)
+    install(session)
     session.run("buildtools", "smoke", *session.posargs)
 
 
 @nox.session
 def index(session: nox.Session) -> None:
     """Publish wheelhouse/ as a find-links site in site/."""
-    session.install(BUILDTOOLS)
+    install(session)
     session.run("buildtools", "index", *session.posargs)
 
 
 @nox.session
 def ci(session: nox.Session) -> None:
     """Write the GitHub Actions workflows; `-- --check` fails when they no longer match."""
-    session.install(BUILDTOOLS)
+    install(session)
     args = session.posargs
     if not args or args[0].startswith("-"):
         args = ["github", *args]

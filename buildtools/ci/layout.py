@@ -48,6 +48,9 @@ SELF_HOSTED_WORKFLOW = f"{WORKFLOWS_DIR}/self-hosted.yml"
 CACHES_WORKFLOW = f"{WORKFLOWS_DIR}/caches.yml"
 ACTIONLINT_CONFIG = ".github/actionlint.yaml"
 REQUIREMENTS = ".github/ci-requirements.txt"
+# buildtools' dependencies by sha256: the workflows name it in LOCK_ENV for the noxfile
+LOCK = ".github/buildtools-requirements.txt"
+LOCK_ENV = "BUILDTOOLS_REQUIREMENTS"
 DEFAULT_MATRIX = "matrix.yaml"
 # The `name:` of each workflow (`workflow_run` triggers name the workflow they follow).
 TAG_NAME = "release-tag"

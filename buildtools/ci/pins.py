@@ -1,23 +1,32 @@
-"""The actions the generated workflows use, pinned by commit SHA (`data/actions.yaml`)."""
+"""What the generated workflows use, pinned: actions by commit SHA (`data/actions.yaml`), and
+the hashed requirements beside it: `ci-requirements.txt` (nox, installed first) and
+`buildtools-requirements.txt` (buildtools' dependencies, which the noxfile installs), both
+written by ci/refresh-ci-requirements.py; `lock_gaps` says what the lock misses of a
+dependency list, so a dependency added to pyproject.toml cannot go unhashed unnoticed."""
 
 from __future__ import annotations
 
 __all__ = [
+    "LOCK_PATH",
     "REQUIREMENTS_PATH",
     "ActionPin",
     "CiPins",
     "PinUpdate",
+    "applies",
     "load_pins",
+    "lock_gaps",
     "newest_release",
     "parse_ls_remote",
     "stale_pins",
 ]
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import KnowledgeError
@@ -27,6 +36,9 @@ from .yamlwriter import Pinned
 PINS_PATH = Path(__file__).resolve().parents[1] / "data" / "actions.yaml"
 # nox (and build) with every dependency, pinned by sha256: the workflows install it hashed
 REQUIREMENTS_PATH = PINS_PATH.with_name("ci-requirements.txt")
+# buildtools' own dependencies (with the docker extra) pinned by sha256, for the CI Python on
+# every machine of python.machines: the workflows' nox sessions install them hashed
+LOCK_PATH = PINS_PATH.with_name("buildtools-requirements.txt")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _VERSION_RE = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 _ACTION_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -41,7 +53,10 @@ REQUIRED = (
     "actions/deploy-pages",
     "actions/attest-build-provenance",
 )
-_HASHED_RE = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n    --hash=sha256:([0-9a-f]{64})$", re.M)
+_HASHED_RE = re.compile(
+    r"^([A-Za-z0-9_.-]+)==(\S+)((?: \\\n    --hash=sha256:[0-9a-f]{64})+)$", re.M
+)
+_HASH_RE = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 
 
 class _Strict(BaseModel):
@@ -74,6 +89,7 @@ class ActionPin(_Strict):
 class PythonPins(_Strict):
     version: str = Field(pattern=r"^3\.\d+$")
     nox: str = Field(pattern=r"^\d+(\.\d+)*$")
+    machines: tuple[str, ...] = Field(min_length=1)  # the runners' Linux architectures
 
 
 class HostedRunners(_Strict):
@@ -90,6 +106,7 @@ class CiPins(_Strict):
     python: PythonPins
     hosted_runners: HostedRunners
     requirements: str = ""  # data/ci-requirements.txt (filled by load_pins)
+    lock: str = ""  # data/buildtools-requirements.txt (filled by load_pins)
 
     @field_validator("actions")
     @classmethod
@@ -113,13 +130,21 @@ class CiPins(_Strict):
         return label in self.hosted_runners.labels
 
 
-def parse_requirements(text: str) -> dict[str, tuple[str, str]]:
-    """`name==version \\ --hash=sha256:…` lines → name → (version, sha256); one hash each."""
-    found = {m[1].lower(): (m[2], m[3]) for m in _HASHED_RE.finditer(text)}
+def parse_requirements(text: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """`name==version \\ --hash=sha256:… [\\ --hash=…]` → name → (version, sha256s)."""
+    found = {m[1].lower(): (m[2], tuple(_HASH_RE.findall(m[3]))) for m in _HASHED_RE.finditer(text)}
     body = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    if len(body) != 2 * len(found):
-        raise ValueError("every requirement is `name==version \\` then one `--hash=sha256:` line")
+    if len(body) != len(found) + sum(len(hashes) for _, hashes in found.values()):
+        raise ValueError("every requirement is `name==version \\` then `--hash=sha256:` lines")
     return found
+
+
+def _read_hashed(path: Path) -> tuple[str, dict[str, tuple[str, tuple[str, ...]]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return text, parse_requirements(text)
+    except (OSError, ValueError) as exc:
+        raise KnowledgeError(f"{path}: {exc}") from None
 
 
 def load_pins(path: Path = PINS_PATH, requirements: Path | None = None) -> CiPins:
@@ -133,17 +158,57 @@ def load_pins(path: Path = PINS_PATH, requirements: Path | None = None) -> CiPin
         where = ".".join(str(p) for p in first["loc"])
         msg = str(first["msg"]).removeprefix("Value error, ")
         raise KnowledgeError(f"{path}: {where}: {msg}") from None
-    try:
-        text = req_path.read_text(encoding="utf-8")
-        pinned = parse_requirements(text)
-    except (OSError, ValueError) as exc:
-        raise KnowledgeError(f"{req_path}: {exc}") from None
-    if pinned.get("nox", ("", ""))[0] != pins.python.nox:
+    text, pinned = _read_hashed(req_path)
+    if pinned.get("nox", ("", ()))[0] != pins.python.nox:
         raise KnowledgeError(
-            f"{req_path}: pins nox {pinned.get('nox', ('none', ''))[0]}, but {path} says "
+            f"{req_path}: pins nox {pinned.get('nox', ('none', ()))[0]}, but {path} says "
             f"python.nox: {pins.python.nox}; run `python ci/refresh-ci-requirements.py`"
         )
-    return pins.model_copy(update={"requirements": text})
+    lock, _ = _read_hashed(req_path.with_name(LOCK_PATH.name))
+    return pins.model_copy(update={"requirements": text, "lock": lock})
+
+
+def applies(req: Requirement, *, python: str, machine: str, extras: Iterable[str] = ()) -> bool:
+    """Whether `req`'s markers hold for CPython `python` on Linux `machine` (with `extras`)."""
+    if req.marker is None:
+        return True
+    env = {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": machine,
+    }
+    return any(req.marker.evaluate({**env, "extra": extra}) for extra in ("", *extras))
+
+
+def lock_gaps(
+    requires: Iterable[str],
+    locked: Mapping[str, tuple[str, tuple[str, ...]]],
+    *,
+    python: str,
+    machines: Iterable[str],
+    extras: Iterable[str] = ("docker",),
+) -> list[str]:
+    """What a lock misses of `requires` (PEP 508 lines) on CPython `python`, Linux `machines`.
+
+    A requirement whose markers hold on one of the machines (with `extras` asked for) must
+    be locked, at a version its specifier admits: one line per one that is not.
+    """
+    gaps = []
+    for line in requires:
+        req = Requirement(line)
+        name = canonicalize_name(req.name)
+        if not any(applies(req, python=python, machine=m, extras=extras) for m in machines):
+            continue
+        if name not in locked:
+            gaps.append(f"{req}: not in the lock")
+        elif not req.specifier.contains(locked[name][0], prereleases=True):
+            gaps.append(f"{req}: the lock pins {locked[name][0]}")
+    return gaps
 
 
 def parse_ls_remote(text: str) -> dict[str, str]:

@@ -61,6 +61,7 @@ def render_pull_request(ctx: Context, plan: Plan, shape: Shape, *, self_hosted: 
             "group": "${{ github.workflow }}-${{ github.event.pull_request.number }}",
             "cancel-in-progress": True,
         },
+        "env": ctx.env,
         "jobs": jobs,
     }
     return dump(doc, header=header, gaps=("jobs",))

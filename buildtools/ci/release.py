@@ -161,6 +161,7 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
             "workflow_dispatch": {"inputs": _inputs()},
         },
         "permissions": {},
+        "env": ctx.env,
         "jobs": jobs,
     }
     return dump(doc, header=header, gaps=("jobs",))

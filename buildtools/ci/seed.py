@@ -48,6 +48,7 @@ def render_caches(ctx: Context, plan: Plan) -> str:
         "on": {"schedule": [{"cron": schedule}], "workflow_dispatch": {}},
         "permissions": {},
         "concurrency": {"group": "${{ github.workflow }}", "cancel-in-progress": False},
+        "env": ctx.env,
         "jobs": jobs,
     }
     return dump(doc, header=header, gaps=("jobs",))

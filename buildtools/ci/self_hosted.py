@@ -75,6 +75,7 @@ def render_self_hosted(ctx: Context, plan: Plan, shape: Shape) -> str:
             f"-${{{{ {_RUN}.head_branch }}}}",
             "cancel-in-progress": True,
         },
+        "env": ctx.env,
         "jobs": jobs,
     }
     return dump(doc, header=header, gaps=("jobs",))

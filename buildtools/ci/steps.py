@@ -1,7 +1,8 @@
 """What every job builder of the workflows shares: the context and the common steps.
 
 Safe by construction: actions pinned by commit SHA (`data/actions.yaml`), checkouts without
-persisted credentials, tools installed with `--require-hashes`, no `${{ }}` inside a
+persisted credentials, tools installed with `--require-hashes` (nox here, buildtools'
+dependencies by the noxfile, from the lock the workflow's `env:` names), no `${{ }}` inside a
 `run:` script (values reach scripts through `env:`). Wheel artifacts are never
 overwritten (a re-run job of the same name fails instead of replacing a wheel another job
 may have smoke-tested), are kept `ci.retention_days` (`ci.pr_retention_days` for pull
@@ -61,6 +62,14 @@ class Context:
         if self.kind in (layout.RELEASE_NAME, layout.SELF_HOSTED_NAME):
             return "${{ needs.plan.outputs.sha }}"
         return None
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The workflow's `env:`: the noxfile installs buildtools' dependencies from this lock.
+
+        Hashed in CI only: a developer's own Python or machine may have no wheel in it.
+        """
+        return {layout.LOCK_ENV: layout.LOCK}
 
     def do_not_edit(self) -> str:
         """The first line of every generated file (the drift check looks for the marker)."""

@@ -6,7 +6,8 @@
 - `self-hosted.yml` (when a runner is self-hosted): a pull request's self-hosted builds
   and smoke tests, after its run, for branches of the repository only;
 - `caches.yml`: the scheduled run on the default branch that seeds the caches;
-- `actionlint.yaml`: the custom runner labels; `ci-requirements.txt`: the hashed tools.
+- `actionlint.yaml`: the custom runner labels; `ci-requirements.txt`: the hashed tools;
+  `buildtools-requirements.txt`: buildtools' dependencies, hashed, for the nox sessions.
 
 Which jobs a workflow has per family (and how many matrices of 256) is its `Shape`, from
 the plan of its profile; the plan job checks at run time that its plan still fits.
@@ -42,6 +43,7 @@ GENERATED_FILES = (
     layout.CACHES_WORKFLOW,
     layout.ACTIONLINT_CONFIG,
     layout.REQUIREMENTS,
+    layout.LOCK,
 )
 
 
@@ -62,8 +64,8 @@ def _actionlint(ctx: Context) -> str:
     return dump({"self-hosted-runner": {"labels": labels}}, header=header)
 
 
-def _requirements(ctx: Context) -> str:
-    return f"# {ctx.do_not_edit()}\n" + ctx.pins.requirements
+def _hashed(ctx: Context, text: str) -> str:
+    return f"# {ctx.do_not_edit()}\n" + text
 
 
 def render_workflows(
@@ -86,12 +88,13 @@ def render_workflows(
     def ctx(kind: str) -> Context:
         return Context(mf=mf, pins=pins, matrix=matrix, kind=kind)
 
+    release_ctx = ctx(layout.RELEASE_NAME)
     self_hosted = bool(self_shape.build or self_shape.smoke)
     files = [
-        Generated(path=layout.TAG_WORKFLOW, text=render_release_tag(ctx(layout.RELEASE_NAME))),
+        Generated(path=layout.TAG_WORKFLOW, text=render_release_tag(release_ctx)),
         Generated(
             path=layout.RELEASE_WORKFLOW,
-            text=render_release(ctx(layout.RELEASE_NAME), release, release_shape),
+            text=render_release(release_ctx, release, release_shape),
         ),
         Generated(
             path=layout.PR_WORKFLOW,
@@ -109,7 +112,8 @@ def render_workflows(
         Generated(
             path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release)
         ),
-        Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(ctx(layout.RELEASE_NAME))),
-        Generated(path=layout.REQUIREMENTS, text=_requirements(ctx(layout.RELEASE_NAME))),
+        Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(release_ctx)),
+        Generated(path=layout.REQUIREMENTS, text=_hashed(release_ctx, pins.requirements)),
+        Generated(path=layout.LOCK, text=_hashed(release_ctx, pins.lock)),
     ]
     return files

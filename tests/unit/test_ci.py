@@ -409,6 +409,31 @@ def test_requirements_file_is_the_hashed_data(reference: dict[str, Any]) -> None
     assert {"virtualenv", "packaging", "build"} <= set(pins)
 
 
+def test_nox_sessions_install_buildtools_from_the_hashed_lock() -> None:
+    """Every workflow that runs nox names the lock (the noxfile installs from it), emitted."""
+    files = generate(REPO / "matrix.yaml").files
+    lock = next(g for g in files if g.path == layout.LOCK)
+    assert parse_requirements(lock.text) == parse_requirements(PINS.lock)
+    assert {"pydantic-core", "ruamel-yaml", "uv", "cibuildwheel"} <= set(
+        parse_requirements(lock.text)
+    )
+    named = []
+    for gen in files:
+        if not gen.path.endswith(".yml"):
+            continue
+        doc = YAML(typ="safe").load(gen.text)
+        steps = [s for job in doc["jobs"].values() for s in job.get("steps", [])]
+        if any("nox -s" in s.get("run", "") for s in steps):
+            assert doc["env"] == {layout.LOCK_ENV: layout.LOCK}, gen.path
+            named.append(gen.path)
+    assert {
+        layout.RELEASE_WORKFLOW,
+        layout.PR_WORKFLOW,
+        layout.SELF_HOSTED_WORKFLOW,
+        layout.CACHES_WORKFLOW,
+    } <= set(named)
+
+
 def test_drift_check_names_the_files_and_the_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

