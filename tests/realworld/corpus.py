@@ -21,6 +21,25 @@ class Extension:
     edits: tuple[tuple[str, str, str], ...] = ()
     # why the published sdist builds no extension by default (the build must say so)
     pure: str | None = None
+    # its CUDA cell is built by test_cuda_cell (opt-in: BUILDTOOLS_TEST_CUDA=1)
+    cuda: bool = True
+
+
+# The CUDA cell every compiled corpus extension builds on the CPU-only machine (its toolchain:
+# torch 2.11.0+cu130 and the CUDA 13.0 compiler wheels, Python 3.12), from the `pr` profile
+# `buildtools init` writes.
+CUDA_CELL = "torch2.11.0-cu130-cp312"
+
+# The one matrix.yaml edit of the CUDA cells: device code for the GPU the wheels are tested on
+# (H100, sm_90) instead of the six archs of the knowledge base. Each arch is a separate device
+# compile of every .cu file; on a 2-core machine six of them took torchlpc 1510 s.
+CUDA_EDITS: tuple[tuple[str, str, str], ...] = (
+    (
+        "\ndefault_profile:",
+        '\naccelerators:\n  cu130: {arch_list: "9.0"}\n\ndefault_profile:',
+        "arch list reduced to sm_90 (the H100 the wheels are tested on): compile time on 2 cores",
+    ),
+)
 
 
 CORPUS: tuple[Extension, ...] = (
@@ -70,5 +89,6 @@ CORPUS: tuple[Extension, ...] = (
         module="torch_linear_assignment",
         pure="0.1.0 builds its extension only with TLA_BUILD_LEGACY_CUDA=1 (CUDA only, a "
         "benchmark); by default the wheel is pure Python",
+        cuda=False,
     ),
 )
