@@ -42,6 +42,18 @@ CUDA_EDITS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# xformers 0.0.34's test files that import only the package (see its edit)
+XFORMERS_TESTS = (
+    "attention_patterns",
+    "checkpoint",
+    "fwbw_overlap",
+    "profiler",
+    "tiled_matmul",
+    "tree_attention",
+    "triton_varargs",
+    "unbind",
+)
+
 CORPUS: tuple[Extension, ...] = (
     Extension(
         name="torch-scatter",
@@ -78,6 +90,29 @@ CORPUS: tuple[Extension, ...] = (
         style="pyproject.toml (setuptools backend) + setup.py from PyTorch's extension "
         "template (py_limited_api switch, off in this release), OpenMP, ships tests/",
         module="torchlpc",
+    ),
+    Extension(
+        name="xformers",
+        version="0.0.34",
+        sdist="xformers-0.0.34.tar.gz",
+        sha256="716bd9ffe61f46c2cc0536abf8b8c43ec594bea47a49394ea5cfa417e9de6a6f",
+        style="pyproject.toml (setuptools backend, torch>=2.10 at build time) + setup.py; "
+        "py_limited_api=True with bdist_wheel py_limited_api=cp39 (a cp39-abi3 wheel, as on "
+        "PyPI), LibTorch stable ABI; CPU: three .cpp files; CUDA: cutlass + flash-attention",
+        module="xformers",
+        edits=(
+            (
+                "--import-mode=importlib tests\n",
+                "--import-mode=importlib "
+                + " ".join(f"tests/test_{t}.py" for t in XFORMERS_TESTS)
+                + "\n",
+                "the sdist ships tests/test_*.py but not the helpers 12 of them import "
+                "(tests/utils.py, tests/multiprocessing_utils.py): those fail at collection; the "
+                "smoke runs the 8 that import nothing else",
+            ),
+        ),
+        # several hundred .cu files (cutlass attention, flash-attention 2 and 3): hours here
+        cuda=False,
     ),
     Extension(
         name="torch-linear-assignment",

@@ -19,9 +19,12 @@ import subprocess
 import sys
 import tarfile
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
+
+from buildtools.wheel.elf import inspect_elf
 
 from .corpus import CORPUS, CUDA_CELL, CUDA_EDITS, Extension
 
@@ -166,6 +169,22 @@ def test_extension_builds_unmodified_and_passes_its_tests(ext: Extension, tmp_pa
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
 
 
+def device_archs(wheelhouse: Path) -> set[str]:
+    """The CUDA archs the wheels' objects carry, read apart from the no-device-code check."""
+    archs: set[str] = set()
+    for wheel in wheelhouse.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            for name in zf.namelist():
+                if ".so" in name.rsplit("/", 1)[-1]:
+                    path = wheelhouse / "unpacked" / name
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(zf.read(name))
+                    info = inspect_elf(path)
+                    if info.cuda is not None:
+                        archs |= info.cuda.archs
+    return archs
+
+
 @pytest.mark.cuda_toolchain
 @pytest.mark.parametrize(
     "ext", [e for e in CORPUS if e.cuda], ids=[e.name for e in CORPUS if e.cuda]
@@ -184,6 +203,9 @@ def test_cuda_cell_builds_with_device_code(ext: Extension, tmp_path: Path) -> No
     returncode = build(src, wheelhouse, row, "--profile", "pr", "--only", CUDA_CELL)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{ext.name}-{CUDA_CELL}.json").write_text(json.dumps(row, indent=1))
+    archs = device_archs(wheelhouse)
+    row["device_archs"] = sorted(archs)
+    (RESULTS / f"{ext.name}-{CUDA_CELL}.json").write_text(json.dumps(row, indent=1))
     keep = CACHE / "realworld" / "wheels" / CUDA_CELL
     keep.mkdir(parents=True, exist_ok=True)
     for wheel in wheelhouse.glob("*.whl"):  # for the GPU run
@@ -194,3 +216,4 @@ def test_cuda_cell_builds_with_device_code(ext: Extension, tmp_path: Path) -> No
     findings = row["findings"]
     assert isinstance(findings, list), findings
     assert not any(str(f).startswith("error") for f in findings), findings
+    assert "sm_90" in archs, archs
