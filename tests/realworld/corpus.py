@@ -42,15 +42,17 @@ CUDA_EDITS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-# xformers 0.0.33.post2's test files that import only the package (see its edit)
+# xformers 0.0.33.post2's test files that import only the package (see its edit), less two
+# that test no compiled code and fail here for other reasons (measured: 35 of 272 failed):
+# test_checkpoint.py (xformers.checkpoint, pure Python over torch.utils.checkpoint: 24 fail
+# with an IndexError inside torch 2.13's checkpoint.py, 7 need scipy's LinearConstraint) and
+# test_fwbw_overlap.py (4 tests allocate on "cuda" without a skip marker).
 XFORMERS_TESTS = (
     "attention_mask",
     "attention_patterns",
     "attention_utils",
-    "checkpoint",
     "core_attention",
     "custom_ops",
-    "fwbw_overlap",
     "profiler",
     "residual",
     "sparsecs",
@@ -115,7 +117,7 @@ CORPUS: tuple[Extension, ...] = (
                 + "\n",
                 "the sdist ships tests/test_*.py but not the helpers 13 of them import "
                 "(tests/utils.py, tests/multiprocessing_utils.py): those fail at collection; "
-                "the smoke runs the 14 that import nothing else",
+                "the smoke runs 12 of the 14 that import nothing else (see XFORMERS_TESTS)",
             ),
         ),
         # hundreds of .cu files (cutlass attention, flash-attention 2 and 3): hours here
