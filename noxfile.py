@@ -111,7 +111,8 @@ def tests(session: nox.Session) -> None:
 def realworld(session: nox.Session) -> None:
     """Third-party extensions from PyPI built unmodified (tests/realworld; minutes each).
 
-    Table of the last results: docs/realworld.md. `-- -k torchlpc` for one of them.
+    Table of the last results: docs/realworld.md. `-- -k torchlpc` for one of them; with
+    BUILDTOOLS_TEST_CUDA=1 the CUDA cells too (`-- -k cuda_cell` for only those).
     """
     session.install("-e", ".[test]")
     session.run("pytest", "tests/realworld", "-m", "realworld", *session.posargs)

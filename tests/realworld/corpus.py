@@ -21,7 +21,46 @@ class Extension:
     edits: tuple[tuple[str, str, str], ...] = ()
     # why the published sdist builds no extension by default (the build must say so)
     pure: str | None = None
+    # its CUDA cell is built by test_cuda_cell (opt-in: BUILDTOOLS_TEST_CUDA=1)
+    cuda: bool = True
 
+
+# The CUDA cell every compiled corpus extension builds on the CPU-only machine (its toolchain:
+# torch 2.11.0+cu130 and the CUDA 13.0 compiler wheels, Python 3.12), from the `pr` profile
+# `buildtools init` writes.
+CUDA_CELL = "torch2.11.0-cu130-cp312"
+
+# The one matrix.yaml edit of the CUDA cells: device code for the GPU the wheels are tested on
+# (H100, sm_90) instead of the six archs of the knowledge base. Each arch is a separate device
+# compile of every .cu file; on a 2-core machine six of them took torchlpc 1510 s.
+CUDA_EDITS: tuple[tuple[str, str, str], ...] = (
+    (
+        "\ndefault_profile:",
+        '\naccelerators:\n  cu130: {arch_list: "9.0"}\n\ndefault_profile:',
+        "arch list reduced to sm_90 (the H100 the wheels are tested on): compile time on 2 cores",
+    ),
+)
+
+
+# xformers 0.0.33.post2's test files that import only the package (see its edit), less two
+# that test no compiled code and fail here for other reasons (measured: 35 of 272 failed):
+# test_checkpoint.py (xformers.checkpoint, pure Python over torch.utils.checkpoint: 24 fail
+# with an IndexError inside torch 2.13's checkpoint.py, 7 need scipy's LinearConstraint) and
+# test_fwbw_overlap.py (4 tests allocate on "cuda" without a skip marker).
+XFORMERS_TESTS = (
+    "attention_mask",
+    "attention_patterns",
+    "attention_utils",
+    "core_attention",
+    "custom_ops",
+    "profiler",
+    "residual",
+    "sparsecs",
+    "tiled_matmul",
+    "tree_attention",
+    "triton_varargs",
+    "unbind",
+)
 
 CORPUS: tuple[Extension, ...] = (
     Extension(
@@ -61,6 +100,30 @@ CORPUS: tuple[Extension, ...] = (
         module="torchlpc",
     ),
     Extension(
+        name="xformers",
+        version="0.0.33.post2",
+        sdist="xformers-0.0.33.post2.tar.gz",
+        sha256="647ddf26578d2b8643230467ef1f0fbfef0bbe556a546bd27a70d4855d3433e1",
+        style="pyproject.toml (setuptools backend, torch>=2.7 at build time) + setup.py; "
+        "py_limited_api=True with bdist_wheel py_limited_api=cp39 (a cp39-abi3 wheel, as on "
+        "PyPI); CPU: 13 .cpp files (sparse attention CPU kernels); CUDA: cutlass + "
+        "flash-attention",
+        module="xformers",
+        edits=(
+            (
+                "--import-mode=importlib tests\n",
+                "--import-mode=importlib "
+                + " ".join(f"tests/test_{t}.py" for t in XFORMERS_TESTS)
+                + "\n",
+                "the sdist ships tests/test_*.py but not the helpers 13 of them import "
+                "(tests/utils.py, tests/multiprocessing_utils.py): those fail at collection; "
+                "the smoke runs 12 of the 14 that import nothing else (see XFORMERS_TESTS)",
+            ),
+        ),
+        # hundreds of .cu files (cutlass attention, flash-attention 2 and 3): hours here
+        cuda=False,
+    ),
+    Extension(
         name="torch-linear-assignment",
         version="0.1.0",
         sdist="torch_linear_assignment-0.1.0.tar.gz",
@@ -70,5 +133,6 @@ CORPUS: tuple[Extension, ...] = (
         module="torch_linear_assignment",
         pure="0.1.0 builds its extension only with TLA_BUILD_LEGACY_CUDA=1 (CUDA only, a "
         "benchmark); by default the wheel is pure Python",
+        cuda=False,
     ),
 )
