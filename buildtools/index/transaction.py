@@ -153,7 +153,7 @@ class SiteTransaction:
         loss) after the swap cannot leave a site whose pages point at empty files. Few new
         files are fsynced one by one; many (a first publish of thousands) by one sync()."""
         if len(self.written) > _FSYNC_EACH_UP_TO:
-            os.sync()
+            _sync_filesystem(self.staging)
         else:
             for path in self.written:
                 with path.open("rb") as fh:
@@ -235,6 +235,25 @@ class SiteTransaction:
             raise
         self.committed = True
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _sync_filesystem(directory: Path) -> None:
+    """Flush the filesystem holding `directory` (Linux `syncfs`), not every filesystem of
+    the machine as `sync()` does: on a shared machine or CI runner, `sync()` waits for
+    every other process's writes too (other builds, downloads) — seconds, for nothing."""
+    if sys.platform == "linux":
+        try:
+            syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+        except (OSError, AttributeError):
+            syncfs = None
+        if syncfs is not None:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                if syncfs(fd) == 0:
+                    return
+            finally:
+                os.close(fd)
+    os.sync()
 
 
 _FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,23 @@ def test_a_large_wheelhouse_is_read_in_processes_with_the_same_result(
     (tmp_path / "wh" / paths[3].name).write_bytes(b"not a zip either")
     with pytest.raises(PublishError, match=re.escape(paths[3].name)):
         read_wheels(paths)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="syncfs is Linux's")
+def test_a_large_publish_flushes_its_own_filesystem_not_the_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thousands of new files are made durable by one flush of the site's filesystem
+    (syncfs): a global sync() would wait for every other process's writes."""
+    from buildtools.index import transaction
+
+    def global_sync() -> None:
+        raise AssertionError("sync() of every filesystem")
+
+    monkeypatch.setattr(os, "sync", global_sync)
+    site = tmp_path / "site"
+    with site_transaction(site) as txn:
+        for i in range(transaction._FSYNC_EACH_UP_TO + 1):
+            txn.write(f"f{i}.txt", b"x")
+        txn.commit()
+    assert len(list(site.iterdir())) == transaction._FSYNC_EACH_UP_TO + 1
