@@ -52,6 +52,7 @@ from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
 from ..base import nvcc_flags_env
+from .cross import CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
 
@@ -369,6 +370,7 @@ def compose_cibuildwheel(
     host_python: str = "python",
     ccache_dir: Path | None = None,
     nvcc_threads: int = 1,
+    cross_toolchain: Path | None = None,
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
@@ -378,6 +380,8 @@ def compose_cibuildwheel(
     only online. `host_python` runs cibuildwheel on the host. `ccache_dir` is the job's
     compiler cache, mounted read-write and put in front of c++ and nvcc as on the host;
     `nvcc_threads` the scheduler's `nvcc --threads` for the job's device code.
+    `cross_toolchain` (an emulated aarch64 job) is the x86_64 cross GCC mounted at
+    CROSS_PREFIX, with CC/CXX set to the job directory's wrappers (`.cross`).
     """
     accel = job.accelerator
     arch = _arch(job)
@@ -396,6 +400,8 @@ def compose_cibuildwheel(
         mounts.append(Mount(source=wheels_dir, target=CONTAINER_WHEELS_DIR))
     elif pip is not None:
         mounts += pip.mounts
+    if cross_toolchain is not None:
+        mounts.append(Mount(source=cross_toolchain, target=CROSS_PREFIX))
     create_args += [m.arg for m in mounts]
     if ccache_dir is not None:
         Mount(source=ccache_dir, target=CONTAINER_CCACHE_DIR)  # the same path rules
@@ -409,6 +415,8 @@ def compose_cibuildwheel(
             ("LIBRARY_PATH", str(LIB_LINK_DIR)),
         ]
     container_env.append(("DIST_EXTRA_CONFIG", f"{CONTAINER_JOB_DIR}/setup.cfg"))
+    if cross_toolchain is not None:
+        container_env += cross_environment(CONTAINER_JOB_DIR)
     # Byte-compiling torch's thousands of modules costs ~8 s per install (measured), in a
     # container that is thrown away. pip reads a `no-` option's variable inverted:
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
@@ -445,6 +453,8 @@ def compose_cibuildwheel(
     before = ["--python", BUILD_PYTHON]
     before += ["--torch", _requirement(job.torch_requirement, f"{job.id}: torch requirement")]
     before += ["--kind", accel.kind]
+    if cross_toolchain is not None:
+        before += ["--cross", CROSS_GXX]
     if torch_index and not offline:
         before += ["--index-url", _url(torch_index, f"{job.id}: torch_index")]
     if accel.kind == "cuda":
