@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
-from fixtures.fakes import Call, FakeRunner
+from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.cross import (
     CROSS_GXX,
@@ -30,6 +31,14 @@ def made(call: Call) -> None:
     (out / "MANIFEST").write_text("gcc 12.2.0\nprefix /opt/buildtools/cross\n")
 
 
+def uv_wheel(call: Call) -> None:
+    """What `pip download uv` leaves behind: its musllinux wheel with the binary."""
+    dest = Path(call.argv[call.argv.index("--dest") + 1])
+    dest.mkdir(parents=True)
+    with zipfile.ZipFile(dest / "uv-0.13.9-py3-none-musllinux_1_1_x86_64.whl", "w") as zf:
+        zf.writestr("uv-0.13.9.data/scripts/uv", b"\x7fELF static uv")
+
+
 def test_the_cross_toolchain_is_mounted_and_compiles_through_the_wrappers() -> None:
     run = compose(jobs()[ARM], cross_toolchain=Path("/cache/cross/aarch64-gcc-0123"))
     assert "--volume=/cache/cross/aarch64-gcc-0123:/opt/buildtools/cross:ro" in run.create_args
@@ -37,7 +46,22 @@ def test_the_cross_toolchain_is_mounted_and_compiles_through_the_wrappers() -> N
     assert env["CC"] == "/buildtools/job/cross/cc"
     assert env["CXX"] == "/buildtools/job/cross/c++"
     assert "LDSHARED" not in env  # distutils derives it from CC, keeping Python's own flags
-    assert f"--cross {CROSS_GXX}" in run.options_dict["CIBW_BEFORE_BUILD"]
+    options = run.options_dict
+    assert f"--cross {CROSS_GXX} --installer uv" in options["CIBW_BEFORE_BUILD"]
+    # offline: the native uv installs the prefetched wheels, in before-build and the test venv
+    assert options["CIBW_BUILD_FRONTEND"] == "build[uv]; args: --no-isolation"
+    assert env["UV_OFFLINE"] == "1" and env["UV_FIND_LINKS"] == "/buildtools/wheels"
+    assert env["UV_CONSTRAINT"] == "/buildtools/job/constraints.txt"
+    assert options["CIBW_ENVIRONMENT"].endswith('PATH="/opt/buildtools/cross/bin:$PATH"')
+
+
+def test_online_the_emulated_build_installs_with_pip() -> None:
+    run = compose(jobs()[ARM], offline=False, cross_toolchain=Path("/cache/cross/x"))
+    options = run.options_dict
+    assert options["CIBW_BUILD_FRONTEND"] == "build; args: --no-isolation"
+    assert "--installer" not in options["CIBW_BEFORE_BUILD"]
+    assert not any(k.startswith("UV_") for k, _ in run.container_env)
+    assert dict(run.container_env)["CXX"] == "/buildtools/job/cross/c++"
 
 
 def test_without_a_cross_toolchain_the_emulated_build_uses_the_images_compiler() -> None:
@@ -53,16 +77,27 @@ def test_the_backend_makes_the_toolchain_once_and_says_which_compiler_builds(
 ) -> None:
     job = jobs()[ARM]
     b = backend(tmp_path, host_machine="x86_64")
-    runner = FakeRunner().on("bash", effect=made)
+    runner = FakeRunner().on("bash", effect=made).on(ANY, "-m", "pip", effect=uv_wheel)
     log = io.StringIO()
     first = b.cross_for(job, runner=runner, log=log)
     assert isinstance(first, CrossToolchain) and first.version == "12.2.0"
-    (call,) = runner.calls
-    assert call.argv[1].endswith("docker/cross-toolchain.sh")
-    assert call.argv[-2:] == ("--prefix", "/opt/buildtools/cross")
+    script, download = runner.calls
+    assert script.argv[1].endswith("docker/cross-toolchain.sh")
+    assert script.argv[-2:] == ("--prefix", "/opt/buildtools/cross")
+    assert download.argv[-1] == "uv==0.13.9" and "musllinux_1_1_x86_64" in download.argv
+    assert (first.path / "bin" / "uv").read_bytes() == b"\x7fELF static uv"
     assert "the x86_64 cross GCC 12.2.0" in log.getvalue()
     again = b.cross_for(job, runner=runner, log=io.StringIO())
-    assert again == first and len(runner.calls) == 1  # reused
+    assert again == first and len(runner.calls) == 2  # reused
+
+
+def test_without_uv_the_toolchain_is_not_kept(tmp_path: Path) -> None:
+    b = backend(tmp_path, host_machine="x86_64")
+    runner = FakeRunner().on("bash", effect=made).on(ANY, "-m", "pip", returncode=1)
+    log = io.StringIO()
+    assert b.cross_for(jobs()[ARM], runner=runner, log=log) is None
+    assert "downloading uv==0.13.9 (musllinux_1_1_x86_64) failed" in log.getvalue()
+    assert not list((tmp_path / "cache" / "cross").glob("aarch64-gcc-*"))
 
 
 @pytest.mark.parametrize(

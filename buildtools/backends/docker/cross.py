@@ -15,6 +15,12 @@ object links to an aarch64 shared object (`incontainer before-build --cross`). W
 does not, the wrappers run the image's compiler (emulated) and the log says why. Where no
 toolchain can be made (not an x86_64 host, no apt/patchelf, a failing download) the build
 is the plain emulated one, logged too; `BUILDTOOLS_CROSS_COMPILE=0` asks for it.
+
+The other half of an emulated build's time is pip: unpacking torch (twice: the build and
+cibuildwheel's test venv) in an emulated Python. The toolchain directory also holds uv's
+static x86_64 binary (`bin/uv`, from its musllinux wheel on PyPI): offline builds (the
+prefetched wheels) install with it at native speed, the test venv too (cibuildwheel's
+`build[uv]` frontend); the emulated Python only imports.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ __all__ = [
     "CROSS_GXX",
     "CROSS_OK_FILE",
     "CROSS_PREFIX",
+    "CROSS_UV",
+    "UV_REQUIREMENT",
     "CrossToolchain",
     "cross_disabled",
     "cross_environment",
@@ -38,6 +46,7 @@ import re
 import shlex
 import shutil
 import stat
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +58,11 @@ from ...runner import Runner
 CROSS_PREFIX = "/opt/buildtools/cross"  # where the toolchain is mounted in the container
 CROSS_GXX = f"{CROSS_PREFIX}/usr/bin/aarch64-linux-gnu-g++"
 CROSS_GCC = f"{CROSS_PREFIX}/usr/bin/aarch64-linux-gnu-gcc"
+CROSS_BIN = f"{CROSS_PREFIX}/bin"  # goes first on the build's PATH: uv
+CROSS_UV = f"{CROSS_BIN}/uv"
+# uv's musllinux_1_1_x86_64 wheel holds a static-pie binary: it runs in any container
+UV_REQUIREMENT = "uv==0.13.9"
+_UV_PLATFORM = "musllinux_1_1_x86_64"
 # written by before-build once the cross compiler passed its checks; the wrappers read it
 CROSS_OK_FILE = "/tmp/buildtools/cross-ok"
 CROSS_ENV_VAR = "BUILDTOOLS_CROSS_COMPILE"  # 0/off/no: the image's compiler, emulated
@@ -92,10 +106,23 @@ def wrapper_scripts() -> dict[str, str]:
     return {"cc": _wrapper(CROSS_GCC, "cc"), "c++": _wrapper(CROSS_GXX, "c++")}
 
 
-def cross_environment(job_dir_in_container: str) -> list[tuple[str, str]]:
-    """CC and CXX of the build: the wrappers. LDSHARED follows CC (distutils' rule)."""
+def cross_environment(
+    job_dir_in_container: str, *, wheels_dir: str | None, constraints: str
+) -> list[tuple[str, str]]:
+    """CC and CXX of the build: the wrappers (LDSHARED follows CC: distutils' rule); and,
+    offline, uv's configuration: the prefetched wheels only, the job's constraints."""
     base = f"{job_dir_in_container}/{WRAPPER_DIR}"
-    return [("CC", f"{base}/cc"), ("CXX", f"{base}/c++")]
+    env = [("CC", f"{base}/cc"), ("CXX", f"{base}/c++")]
+    if wheels_dir is not None:
+        env += [
+            ("UV_OFFLINE", "1"),
+            ("UV_FIND_LINKS", wheels_dir),
+            ("UV_CONSTRAINT", constraints),
+            # the cache is in the container, the venvs too; no hard links across mounts
+            ("UV_LINK_MODE", "copy"),
+            ("UV_PYTHON_DOWNLOADS", "never"),
+        ]
+    return env
 
 
 def write_wrappers(job_dir: Path) -> None:
@@ -125,7 +152,8 @@ def ensure_cross_toolchain(
     script = docker_dir / SCRIPT
     if not script.is_file():
         return None, f"{script} is missing"
-    digest = hashlib.sha256(script.read_bytes() + CROSS_PREFIX.encode()).hexdigest()[:12]
+    recipe = script.read_bytes() + CROSS_PREFIX.encode() + UV_REQUIREMENT.encode()
+    digest = hashlib.sha256(recipe).hexdigest()[:12]
     dest = cache_dir / "cross" / f"aarch64-gcc-{digest}"
     with file_lock(cache_dir / "cross" / ".locks" / digest):
         version = _version(dest)
@@ -142,13 +170,39 @@ def ensure_cross_toolchain(
         argv = ["bash", str(script), "--out", str(dest), "--prefix", CROSS_PREFIX]
         log.write(f"# making the cross toolchain: {shlex.join(argv)}\n")
         result = runner.run(argv, env={**env, "PATH": path}, log=log, timeout=_TIMEOUT_S)
-        version = _version(dest)
+        version = _version(dest, uv=False)
         if not result.ok or version is None:
             return None, f"{SCRIPT} failed (exit {result.returncode}; see the log)"
+        why = _add_uv(dest, python=python, env=env, runner=runner, log=log)
+        if why is not None:
+            shutil.rmtree(dest, ignore_errors=True)
+            return None, why
     return CrossToolchain(path=dest, version=version), "made"
 
 
-def _version(dest: Path) -> str | None:
+def _add_uv(
+    dest: Path, *, python: str, env: Mapping[str, str], runner: Runner, log: IO[str]
+) -> str | None:
+    """Put uv's static x86_64 binary at dest/bin/uv; why not, or None."""
+    wheels = dest / ".uv-wheel"
+    argv = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    argv += ["--platform", _UV_PLATFORM, "--python-version", "3.10", "--dest", str(wheels)]
+    result = runner.run([*argv, UV_REQUIREMENT], env=env, log=log, timeout=600)
+    found = sorted(wheels.glob("uv-*.whl"))
+    if not result.ok or not found:
+        return f"downloading {UV_REQUIREMENT} ({_UV_PLATFORM}) failed (exit {result.returncode})"
+    with zipfile.ZipFile(found[0]) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".data/scripts/uv")]
+        if not names:
+            return f"{found[0].name} holds no uv binary"
+        (dest / "bin").mkdir(exist_ok=True)
+        (dest / "bin" / "uv").write_bytes(zf.read(names[0]))
+    (dest / "bin" / "uv").chmod(0o755)
+    shutil.rmtree(wheels, ignore_errors=True)
+    return None
+
+
+def _version(dest: Path, *, uv: bool = True) -> str | None:
     """The GCC version in a complete toolchain's MANIFEST (its first line), else None."""
     try:
         first = (dest / "MANIFEST").read_text(encoding="utf-8").splitlines()[:1]
@@ -157,4 +211,5 @@ def _version(dest: Path) -> str | None:
     if not first or not first[0].startswith("gcc "):
         return None
     version = first[0].removeprefix("gcc ").strip()
-    return version if _VERSION_RE.match(version) and (dest / "usr" / "bin").is_dir() else None
+    complete = (dest / "usr" / "bin").is_dir() and (not uv or (dest / "bin" / "uv").is_file())
+    return version if _VERSION_RE.match(version) and complete else None

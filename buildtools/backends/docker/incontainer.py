@@ -13,7 +13,8 @@ Every argument is composed by `buildtools.backends.docker.cibw` from the plan; n
         image's /usr/local/cuda-X.Y when its nvcc is X.Y, else NVIDIA's PyPI toolkit
         (pinned by the plan), linked at CUDA_LINK (the job's CUDA_HOME). With --cross
         (an emulated build, `buildtools.backends.docker.cross`): accept the mounted x86_64
-        cross g++ when it is the image's g++ major version and links an aarch64 object.
+        cross g++ when it is the image's g++ major version and links an aarch64 object;
+        `--installer uv` installs with the mounted native uv instead of pip.
     repair --python python --plat TAG [--policy auto|skip] [--command-json JSON]
            [--never-bundle-file FILE] [--exclude P]… -w DIR WHEEL
         `repair_against_torch` with the torch installed in the build interpreter.
@@ -60,8 +61,12 @@ def _capture(argv: Sequence[str]) -> str:
     return result.output
 
 
-def _pip_install(python: str, requirements: Sequence[str], index_url: str | None) -> None:
-    argv = [python, "-m", "pip", "install"]
+def _pip_install(
+    python: str, requirements: Sequence[str], index_url: str | None, *, installer: str = "pip"
+) -> None:
+    # uv: the native binary of an emulated build's cross toolchain (on PATH there)
+    argv = ["uv", "pip", "install", "--python", python] if installer == "uv" else []
+    argv = argv or [python, "-m", "pip", "install"]
     if index_url:
         argv += ["--extra-index-url", index_url]
     argv += list(requirements)
@@ -115,7 +120,9 @@ def _relink(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
-def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str | None) -> Path:
+def _choose_cuda(
+    python: str, cuda: str, toolkit: Sequence[str], index_url: str | None, *, installer: str = "pip"
+) -> Path:
     """The image's CUDA X.Y when its nvcc matches, else the pinned PyPI toolkit."""
     from ...toolchain.cuda import link_unversioned_libs, locate_cuda_wheels
 
@@ -129,7 +136,7 @@ def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str 
                 f"the image has no CUDA {cuda} at {system} and the plan names no PyPI toolkit"
             )
         print(f"[buildtools] CUDA {cuda} compiler: NVIDIA's wheels {' '.join(toolkit)}", flush=True)
-        _pip_install(python, toolkit, index_url)
+        _pip_install(python, toolkit, index_url, installer=installer)
         site = Path(_capture([python, "-c", _PURELIB]).strip())
         found = locate_cuda_wheels(site, cuda_version=cuda)
         if found is None:
@@ -215,10 +222,10 @@ def _before_build(args: argparse.Namespace) -> None:
     # evidence for the log: with --network=none the container has the loopback only
     print(f"[buildtools] network interfaces: {' '.join(_network_interfaces())}", flush=True)
     python = _interpreter(args.python)
-    _pip_install(python, [args.torch, *args.requirements], args.index_url)
+    _pip_install(python, [args.torch, *args.requirements], args.index_url, installer=args.installer)
     _verify_torch(python, args.torch, args.kind, args.cuda)
     if args.cuda:
-        _choose_cuda(python, args.cuda, args.toolkit, args.index_url)
+        _choose_cuda(python, args.cuda, args.toolkit, args.index_url, installer=args.installer)
     if args.cross:
         _choose_compiler(args.cross)
 
@@ -301,6 +308,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cuda", default=None)
     p.add_argument("--toolkit", action="append", default=[])
     p.add_argument("--cross", default=None)
+    p.add_argument("--installer", choices=("pip", "uv"), default="pip")
     p.add_argument("requirements", nargs="*")
     p.set_defaults(func=_before_build)
     p = sub.add_parser("repair")
