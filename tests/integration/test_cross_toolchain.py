@@ -68,3 +68,37 @@ def test_before_build_checks_the_objects_machine() -> None:
         assert why is not None and "not the same GCC" in why
     else:
         assert why == "a test object is EM_AARCH64, this container runs EM_X86_64"
+
+
+def test_the_cross_wrapper_passes_library_path_as_l_options(tmp_path: Path) -> None:
+    """A cross GCC ignores LIBRARY_PATH; CUDA cells link libcudart through it."""
+    fake = tmp_path / "gxx"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "[$a]"; done\n')
+    fake.chmod(0o755)
+    ok = tmp_path / "ok"
+    ok.touch()
+    text = (
+        wrapper_scripts()["c++"]
+        .replace(CROSS_OK_FILE, str(ok))
+        .replace(CROSS_GXX, str(fake))
+        .replace("/opt/buildtools/venv/bin/ccache", str(tmp_path / "no-ccache"))
+    )
+    wrapper = tmp_path / "c++"
+    wrapper.write_text(text)
+    wrapper.chmod(0o755)
+    out = subprocess.run(
+        [str(wrapper), "-shared", "x.o", "-lcudart"],
+        env={"PATH": "/usr/bin:/bin", "LIBRARY_PATH": "/tmp/bt/lib:/a b:"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.splitlines()
+    assert out == [
+        "[--sysroot=/]",
+        "[-shared]",
+        "[x.o]",
+        "[-lcudart]",
+        "[-L/tmp/bt/lib]",
+        "[-L/a b]",
+    ]

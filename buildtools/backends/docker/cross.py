@@ -92,6 +92,13 @@ def _wrapper(cross: str, native: str) -> str:
         "# torch-buildtools: the x86_64 cross compiler (run natively by the kernel) once\n"
         f"# before-build accepted it ({CROSS_OK_FILE}); else the image's own, emulated.\n"
         f"if [ -f {CROSS_OK_FILE} ]; then\n"
+        "    # a cross GCC ignores LIBRARY_PATH (native GCCs only): pass it as -L (CUDA\n"
+        "    # cells link libcudart through it)\n"
+        '    if [ -n "${LIBRARY_PATH:-}" ]; then\n'
+        "        _ifs=$IFS; IFS=:\n"
+        '        for _d in $LIBRARY_PATH; do [ -n "$_d" ] && set -- "$@" "-L$_d"; done\n'
+        "        IFS=$_ifs\n"
+        "    fi\n"
         f'    if [ -n "${{CCACHE_DIR:-}}" ] && [ -x {_CCACHE} ]; then\n'
         f'        exec {_CCACHE} {cross} --sysroot=/ "$@"\n'
         "    fi\n"
