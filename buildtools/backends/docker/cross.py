@@ -5,7 +5,7 @@ instruction; for the compiler that is 6-13x the native time (docs/aarch64.md). T
 runs x86_64 programs natively inside the same container, so the build container gets a
 read-only mount of a relocated x86_64 → aarch64 cross GCC (docker/cross-toolchain.sh:
 Debian's cross compiler with every x86_64 library it loads, patched to load them from
-CROSS_PREFIX) and CC/CXX pointing at two small wrappers: Python, pip, setup.py and torch
+CROSS_PREFIX) and CC/CXX pointing at two small wrappers: Python, setup.py and torch
 stay emulated aarch64 programs; only cc1plus, as and ld run at native speed.
 
 What the compiler sees is the container's: sysroot `/` (its glibc headers, crt files and
