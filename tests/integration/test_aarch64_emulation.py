@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -95,6 +96,11 @@ def test_aarch64_cell_builds_under_emulation(arm_build: Path) -> None:
     assert not [f for f in cell["findings"] if f["severity"] == "error"], cell["findings"]
     log = Path(cell["log"]).read_text()
     assert "linux_aarch64 on x86_64: emulated (qemu-aarch64" in log
+    if os.uname().machine == "x86_64" and shutil.which("apt-get"):
+        # the fast path (backends/docker/cross.py): x86_64 cross g++ and uv, run natively
+        assert "[buildtools] compiler: the x86_64 cross g++ " in log, log[-3000:]
+        assert "/buildtools/job/cross/c++ -shared" in log  # the link too (LDSHARED from CC)
+        assert "$ uv pip install --python" in log
     wheel = Path(cell["wheel"])
     assert wheel.name.startswith("bt_scatter-0.1.0+pt210cpu-cp311-cp311-") and wheel.name.endswith(
         "_aarch64.whl"

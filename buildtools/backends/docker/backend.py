@@ -46,6 +46,13 @@ from .cibw import (
     prefetch_commands,
     prefetch_platforms,
 )
+from .cross import (
+    CROSS_ENV_VAR,
+    CrossToolchain,
+    cross_disabled,
+    ensure_cross_toolchain,
+    write_wrappers,
+)
 from .images import (
     CONTEXT_FILES,
     BuilderImage,
@@ -314,6 +321,7 @@ class DockerBackend:
         torch_index: str | None,
         ccache_dir: Path | None = None,
         nvcc_threads: int = 1,
+        cross: CrossToolchain | None = None,
     ) -> CibwRun:
         """The cibuildwheel run for `job` with this backend's settings."""
         return compose_cibuildwheel(
@@ -331,7 +339,37 @@ class DockerBackend:
             host_python=self.python,
             ccache_dir=ccache_dir,
             nvcc_threads=nvcc_threads,
+            cross_toolchain=cross.path if cross is not None else None,
         )
+
+    def cross_for(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> CrossToolchain | None:
+        """The x86_64 cross GCC for an emulated aarch64 job, or None (logged either way)."""
+        machine = job.platform.removeprefix("linux_")
+        if machine == self.host_machine:
+            return None
+        plain = f"# compiler for {job.platform}: the image's own, under QEMU emulation"
+        if machine != "aarch64" or self.host_machine != "x86_64":
+            log.write(f"{plain} (a cross toolchain is made for aarch64 on x86_64 only)\n")
+            return None
+        if cross_disabled(self.env):
+            log.write(f"{plain} ({CROSS_ENV_VAR}={self.env[CROSS_ENV_VAR]})\n")
+            return None
+        found, why = ensure_cross_toolchain(
+            docker_dir=docker_dir(self.env),
+            cache_dir=self.cache_dir,
+            python=self.python,
+            env=self._child_env(),
+            runner=runner,
+            log=log,
+        )
+        if found is None:
+            log.write(f"{plain}: no cross toolchain ({why})\n")
+            return None
+        log.write(
+            f"# compiler for {job.platform}: the x86_64 cross GCC {found.version} ({found.path}), "
+            "run natively inside the emulated container once before-build accepts it\n"
+        )
+        return found
 
     def build_raw(
         self,
@@ -351,6 +389,9 @@ class DockerBackend:
         job_dir.mkdir(parents=True, exist_ok=True)
         for name, text in job_files(job, never_bundle=self.kb.never_bundle).items():
             (job_dir / name).write_text(text, encoding="utf-8")
+        cross = self.cross_for(job, runner=runner, log=log)
+        if cross is not None:
+            write_wrappers(job_dir)
         if self.offline:
             wheels: Path | None = self.prefetch(job, runner=runner, log=log)
             pip, index = None, None
@@ -368,6 +409,7 @@ class DockerBackend:
             # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
             ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
             nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
+            cross=cross,
         )
         cibw_env = {
             k: v for k, v in env.items() if not k.startswith("CIBW_") and k != NVCC_THREADS_VAR

@@ -52,6 +52,7 @@ from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
 from ..base import nvcc_flags_env
+from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
 
@@ -369,6 +370,7 @@ def compose_cibuildwheel(
     host_python: str = "python",
     ccache_dir: Path | None = None,
     nvcc_threads: int = 1,
+    cross_toolchain: Path | None = None,
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
@@ -378,6 +380,8 @@ def compose_cibuildwheel(
     only online. `host_python` runs cibuildwheel on the host. `ccache_dir` is the job's
     compiler cache, mounted read-write and put in front of c++ and nvcc as on the host;
     `nvcc_threads` the scheduler's `nvcc --threads` for the job's device code.
+    `cross_toolchain` (an emulated aarch64 job) is the x86_64 cross GCC mounted at
+    CROSS_PREFIX, with CC/CXX set to the job directory's wrappers (`.cross`).
     """
     accel = job.accelerator
     arch = _arch(job)
@@ -396,6 +400,8 @@ def compose_cibuildwheel(
         mounts.append(Mount(source=wheels_dir, target=CONTAINER_WHEELS_DIR))
     elif pip is not None:
         mounts += pip.mounts
+    if cross_toolchain is not None:
+        mounts.append(Mount(source=cross_toolchain, target=CROSS_PREFIX))
     create_args += [m.arg for m in mounts]
     if ccache_dir is not None:
         Mount(source=ccache_dir, target=CONTAINER_CCACHE_DIR)  # the same path rules
@@ -409,6 +415,14 @@ def compose_cibuildwheel(
             ("LIBRARY_PATH", str(LIB_LINK_DIR)),
         ]
     container_env.append(("DIST_EXTRA_CONFIG", f"{CONTAINER_JOB_DIR}/setup.cfg"))
+    # uv (native, in the cross toolchain) installs from the prefetched wheels; online, pip
+    uv = cross_toolchain is not None and offline
+    if cross_toolchain is not None:
+        container_env += cross_environment(
+            CONTAINER_JOB_DIR,
+            wheels_dir=CONTAINER_WHEELS_DIR if offline else None,
+            constraints=f"{CONTAINER_JOB_DIR}/constraints.txt",
+        )
     # Byte-compiling torch's thousands of modules costs ~8 s per install (measured), in a
     # container that is thrown away. pip reads a `no-` option's variable inverted:
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
@@ -438,13 +452,19 @@ def compose_cibuildwheel(
     container_env.append(("PIP_CONSTRAINT", f"{CONTAINER_JOB_DIR}/constraints.txt"))
 
     environment = quote_environment(container_env)
-    if ccache_dir is not None:
-        # the one expanded value: the container's own PATH, behind the masquerade links
-        environment += f' PATH="{CONTAINER_CCACHE_MASQUERADE}:$PATH"'
+    # the one expanded value: the container's own PATH, behind the masquerade links and uv
+    front = [CONTAINER_CCACHE_MASQUERADE] if ccache_dir is not None else []
+    front += [CROSS_BIN] if uv else []
+    if front:
+        environment += f' PATH="{":".join(front)}:$PATH"'
 
     before = ["--python", BUILD_PYTHON]
     before += ["--torch", _requirement(job.torch_requirement, f"{job.id}: torch requirement")]
     before += ["--kind", accel.kind]
+    if cross_toolchain is not None:
+        before += ["--cross", CROSS_GXX]
+    if uv:
+        before += ["--installer", "uv"]
     if torch_index and not offline:
         before += ["--index-url", _url(torch_index, f"{job.id}: torch_index")]
     if accel.kind == "cuda":
@@ -474,7 +494,7 @@ def compose_cibuildwheel(
             + " ".join(shlex.quote(a) for a in create_args)
             + "; disable_host_mount: true",
         ),
-        ("CIBW_BUILD_FRONTEND", "build; args: --no-isolation"),
+        ("CIBW_BUILD_FRONTEND", f"build{'[uv]' if uv else ''}; args: --no-isolation"),
         ("CIBW_BEFORE_BUILD", shlex.join(_incontainer("before-build", *before))),
         ("CIBW_ENVIRONMENT", environment),
         ("CIBW_REPAIR_WHEEL_COMMAND", shlex.join(_incontainer("repair", *repair))),

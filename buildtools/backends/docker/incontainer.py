@@ -7,11 +7,14 @@ mounted read-only at /buildtools/lib, so the container repairs with the host's o
 Every argument is composed by `buildtools.backends.docker.cibw` from the plan; nothing here decides policy.
 
     before-build --python python --torch REQ [--kind cpu|cuda|rocm] [--index-url URL]
-                 [--cuda X.Y --toolkit REQ…] REQ…
+                 [--cuda X.Y --toolkit REQ…] [--cross GXX] REQ…
         pip-install the job's exact torch and build requirements into the build
         interpreter, verify torch is the cell's build; for CUDA pick the compiler: the
         image's /usr/local/cuda-X.Y when its nvcc is X.Y, else NVIDIA's PyPI toolkit
-        (pinned by the plan), linked at CUDA_LINK (the job's CUDA_HOME).
+        (pinned by the plan), linked at CUDA_LINK (the job's CUDA_HOME). With --cross
+        (an emulated build, `buildtools.backends.docker.cross`): accept the mounted x86_64
+        cross g++ when it is the image's g++ major version and links an aarch64 object;
+        `--installer uv` installs with the mounted native uv instead of pip.
     repair --python python --plat TAG [--policy auto|skip] [--command-json JSON]
            [--never-bundle-file FILE] [--exclude P]… -w DIR WHEEL
         `repair_against_torch` with the torch installed in the build interpreter.
@@ -58,8 +61,12 @@ def _capture(argv: Sequence[str]) -> str:
     return result.output
 
 
-def _pip_install(python: str, requirements: Sequence[str], index_url: str | None) -> None:
-    argv = [python, "-m", "pip", "install"]
+def _pip_install(
+    python: str, requirements: Sequence[str], index_url: str | None, *, installer: str = "pip"
+) -> None:
+    # uv: the native binary of an emulated build's cross toolchain (on PATH there)
+    argv = ["uv", "pip", "install", "--python", python] if installer == "uv" else []
+    argv = argv or [python, "-m", "pip", "install"]
     if index_url:
         argv += ["--extra-index-url", index_url]
     argv += list(requirements)
@@ -113,7 +120,9 @@ def _relink(link: Path, target: Path) -> None:
     link.symlink_to(target)
 
 
-def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str | None) -> Path:
+def _choose_cuda(
+    python: str, cuda: str, toolkit: Sequence[str], index_url: str | None, *, installer: str = "pip"
+) -> Path:
     """The image's CUDA X.Y when its nvcc matches, else the pinned PyPI toolkit."""
     from ...toolchain.cuda import link_unversioned_libs, locate_cuda_wheels
 
@@ -127,7 +136,7 @@ def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str 
                 f"the image has no CUDA {cuda} at {system} and the plan names no PyPI toolkit"
             )
         print(f"[buildtools] CUDA {cuda} compiler: NVIDIA's wheels {' '.join(toolkit)}", flush=True)
-        _pip_install(python, toolkit, index_url)
+        _pip_install(python, toolkit, index_url, installer=installer)
         site = Path(_capture([python, "-c", _PURELIB]).strip())
         found = locate_cuda_wheels(site, cuda_version=cuda)
         if found is None:
@@ -145,6 +154,65 @@ def _choose_cuda(python: str, cuda: str, toolkit: Sequence[str], index_url: str 
     return home
 
 
+def _gcc_version(compiler: str) -> str | None:
+    try:
+        result = SubprocessRunner().run([compiler, "-dumpfullversion"], capture=True, timeout=120)
+    except ToolMissingError:  # not there, or not executable here
+        return None
+    lines = result.output.strip().splitlines() if result.ok else []
+    return lines[-1].strip() if lines else None
+
+
+def _cross_check(gxx: str) -> str | None:
+    """Why the cross g++ may not compile this build (None: it may)."""
+    import platform
+
+    from ...ecosystem import load_ecosystem
+    from ...wheel.elf import inspect_elf
+
+    cross = _gcc_version(gxx)
+    if cross is None:
+        return f"{gxx} does not run here (the kernel runs x86_64 programs only on x86_64)"
+    native = _gcc_version("c++")
+    if native is None or native.split(".")[0] != cross.split(".")[0]:
+        return f"the image's c++ is {native or 'missing'}, the cross g++ {cross}: not the same GCC"
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "t.cpp", Path(tmp) / "t.so"
+        src.write_text(
+            "#include <string>\n#include <cmath>\n"
+            'extern "C" double bt_probe(int n) { return std::sqrt(std::string(n, 47).size()); }\n',
+            encoding="utf-8",
+        )
+        argv = [gxx, "--sysroot=/", "-O2", "-fPIC", "-shared", str(src), "-o", str(out)]
+        result = SubprocessRunner().run(argv, capture=True, timeout=300)
+        if not result.ok or not out.is_file():
+            tail = result.output.strip().splitlines()[-1:] or ["no output"]
+            return f"a test object does not link ({tail[0]})"
+        want = load_ecosystem().elf_machines.get(platform.machine())
+        got = inspect_elf(out).machine
+        if want is not None and got != want:
+            return f"a test object is {got}, this container runs {want}"
+    print(
+        f"[buildtools] compiler: the x86_64 cross g++ {cross} (native speed), the image's "
+        f"c++ is {native}",
+        flush=True,
+    )
+    return None
+
+
+def _choose_compiler(gxx: str) -> None:
+    from .cross import CROSS_OK_FILE
+
+    why = _cross_check(gxx)
+    ok = Path(CROSS_OK_FILE)
+    if why is None:
+        ok.parent.mkdir(parents=True, exist_ok=True)
+        ok.write_text(gxx + "\n", encoding="utf-8")
+    else:
+        ok.unlink(missing_ok=True)
+        print(f"[buildtools] compiler: the image's c++ under emulation: {why}", flush=True)
+
+
 def _network_interfaces() -> list[str]:
     net = Path("/sys/class/net")
     return sorted(p.name for p in net.iterdir()) if net.is_dir() else []
@@ -154,10 +222,12 @@ def _before_build(args: argparse.Namespace) -> None:
     # evidence for the log: with --network=none the container has the loopback only
     print(f"[buildtools] network interfaces: {' '.join(_network_interfaces())}", flush=True)
     python = _interpreter(args.python)
-    _pip_install(python, [args.torch, *args.requirements], args.index_url)
+    _pip_install(python, [args.torch, *args.requirements], args.index_url, installer=args.installer)
     _verify_torch(python, args.torch, args.kind, args.cuda)
     if args.cuda:
-        _choose_cuda(python, args.cuda, args.toolkit, args.index_url)
+        _choose_cuda(python, args.cuda, args.toolkit, args.index_url, installer=args.installer)
+    if args.cross:
+        _choose_compiler(args.cross)
 
 
 def _repair(args: argparse.Namespace) -> None:
@@ -237,6 +307,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=("cpu", "cuda", "rocm"), default="cpu")
     p.add_argument("--cuda", default=None)
     p.add_argument("--toolkit", action="append", default=[])
+    p.add_argument("--cross", default=None)
+    p.add_argument("--installer", choices=("pip", "uv"), default="pip")
     p.add_argument("requirements", nargs="*")
     p.set_defaults(func=_before_build)
     p = sub.add_parser("repair")
