@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from containers import docker_unavailable  # bench/containers.py, beside this script
+
 from buildtools.build.fingerprint import IGNORED_DIRS
 from buildtools.cachedir import default_cache_dir
 from buildtools.probe.emulation import emulation_for
@@ -57,12 +59,9 @@ _DONE = re.compile(r"^\s*✓ ([0-9.]+)s\s*$")
 
 
 def _why_not() -> str | None:
-    if shutil.which("docker") is None:
-        return "docker is not installed"
-    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
-        return "no Docker engine answers (see .ci/run for how CI starts one)"
-    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
-        return "the local base images need root and debootstrap"
+    reason = docker_unavailable()
+    if reason is not None:
+        return reason
     found = emulation_for("aarch64", host_machine=os.uname().machine)
     return None if found.ok else f"no QEMU for aarch64: {found.reason}"
 

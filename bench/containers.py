@@ -42,10 +42,15 @@ SHARED = ("envs", "prefetch", "docker")  # reused between runs: downloads and im
 STEPS = ("cold", "noop", "edit", "comment")
 
 
-def _why_not() -> str | None:
+def docker_unavailable() -> str | None:
+    """Why the container benchmarks cannot run here (also bench/aarch64.py's), or None."""
     if shutil.which("docker") is None:
         return "docker is not installed"
-    if subprocess.run(["docker", "info"], capture_output=True, check=False).returncode != 0:
+    try:
+        info = subprocess.run(["docker", "info"], capture_output=True, check=False, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "the Docker engine did not answer within 60 s"
+    if info.returncode != 0:
         return "no Docker engine answers (see .ci/run for how CI starts one)"
     if os.geteuid() != 0 or shutil.which("debootstrap") is None:
         return "the local base image needs root and debootstrap"
@@ -71,7 +76,9 @@ def _build(matrix: Path, wheelhouse: Path, env: dict[str, str]) -> tuple[float, 
     argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(matrix)]
     argv += ["--backend", "docker", "--offline", "--wheelhouse", str(wheelhouse), "--no-live"]
     started = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False, timeout=5400
+    )
     took = time.perf_counter() - started
     if proc.returncode != 0:
         logs = "".join(p.read_text()[-4000:] for p in (wheelhouse / "logs").glob("*.log"))
@@ -91,6 +98,7 @@ def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
         capture_output=True,
         text=True,
         check=True,
+        timeout=3600,
     ).stdout.split()[-1]
     shared = default_cache_dir(os.environ)
     device = "cpu" not in cell.split("-")[1]
@@ -136,6 +144,7 @@ def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
                     capture_output=True,
                     text=True,
                     check=False,
+                    timeout=60,
                 ).stdout
                 hits = [
                     ln
@@ -175,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     if not set(steps) <= set(STEPS):
         parser.error(f"--steps: one of {', '.join(STEPS)}")
     cells = args.cell or [f"torch2.13.0-cpu-cp{host_python().replace('.', '')}"]
-    reason = _why_not()
+    reason = docker_unavailable()
     result: dict[str, Any] = (
         {"skipped": reason} if reason else {"cells": [run(c, args.runs, steps) for c in cells]}
     )

@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                 argv += ["--only", CELL, "--project", str(src), "--wheelhouse", str(wheelhouse)]
                 argv += ["--cache-dir", str(ours_cache), "--no-live"]
                 started = time.perf_counter()
-                run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+                run = subprocess.run(
+                    argv, env=env, capture_output=True, text=True, check=False, timeout=5400
+                )
                 times["ours"].append(time.perf_counter() - started)
                 if run.returncode != 0:
                     print(run.stdout[-3000:] + run.stderr, file=sys.stderr)

@@ -39,6 +39,7 @@ def _cli(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         check=False,
+        timeout=5400,
     )
     if proc.returncode != 0:
         raise SystemExit(f"buildtools {' '.join(argv)} failed:\n{proc.stdout[-3000:]}{proc.stderr}")

@@ -61,7 +61,7 @@ def _build(src: Path, cache: Path, wheelhouse: Path, only: str, env: dict[str, s
     argv += ["--project", str(src), "--wheelhouse", str(wheelhouse)]
     argv += ["--cache-dir", str(cache), "--no-live"]
     started = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=5400)
     took = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"build failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")

@@ -72,7 +72,7 @@ def _run(name: str, args: list[str], out: Path) -> dict[str, Any] | None:
     argv = [sys.executable, str(BENCH / f"{name}.py"), *args, "--json", str(out)]
     print(f"\n=== {name}: {' '.join(argv[1:])}", flush=True)
     started = time.perf_counter()
-    proc = subprocess.run(argv, check=False)
+    proc = subprocess.run(argv, check=False, timeout=6 * 3600)  # a whole benchmark
     print(f"=== {name}: {time.perf_counter() - started:.0f} s, exit {proc.returncode}", flush=True)
     if proc.returncode != 0 or not out.is_file():
         return None
