@@ -1,10 +1,11 @@
 """Source-level risks of an extension, found before any build, each with its remedy.
 
-Three kinds: CUDA decided with `torch.cuda.is_available()` at build time (False on a
+Four kinds: CUDA decided with `torch.cuda.is_available()` at build time (False on a
 CPU-only build machine, so a CUDA cell would silently build a CPU-only wheel); C++ APIs
 newer than the oldest torch of the matrix (`data/source_risks.yaml`, `apis`); constructs
 hipcc rejects (`hip`, reported when the matrix has ROCm cells or the project has CUDA code
-that a ROCm cell would hipify).
+that a ROCm cell would hipify); CUDA headers a CPU cell's build includes outside any `#if` (`cpu_build`, found
+by `cpubuild`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ __all__ = ["Risk", "find_risks", "load_risk_rules"]
 
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
+from pathlib import Path
 
 from packaging.version import Version
 from ruamel.yaml import YAML
 
 from ..knowledge import DATA_DIR
+from .cpubuild import cpu_translation_units, unguarded_cuda_includes
 from .inspect import Inspection
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -33,7 +36,8 @@ def _code(text: str) -> str:
 class Risk:
     """One finding: what, where, and what to do about it."""
 
-    code: str  # build-time-cuda-detection | api-newer-than-torch | hip-incompatible
+    # build-time-cuda-detection | api-newer-than-torch | hip-incompatible | cuda-header-in-cpu-build
+    code: str
     message: str
     remedy: str
     where: tuple[str, ...] = ()  # relative paths
@@ -49,12 +53,12 @@ class _Rule:
 
 
 @cache
-def load_risk_rules() -> tuple[tuple[_Rule, ...], tuple[_Rule, ...]]:
-    """(api rules, hip rules) from data/source_risks.yaml; a malformed row fails loudly."""
+def load_risk_rules() -> tuple[tuple[_Rule, ...], tuple[_Rule, ...], tuple[_Rule, ...]]:
+    """(api, hip, cpu_build rules) from data/source_risks.yaml; a malformed row fails loudly."""
     path = DATA_DIR / "source_risks.yaml"
     data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
     out: list[tuple[_Rule, ...]] = []
-    for key in ("apis", "hip"):
+    for key in ("apis", "hip", "cpu_build"):
         rows = []
         for i, row in enumerate(data[key]):
             try:
@@ -72,7 +76,7 @@ def load_risk_rules() -> tuple[tuple[_Rule, ...], tuple[_Rule, ...]]:
             except (KeyError, TypeError, re.error) as exc:
                 raise ValueError(f"{path}: {key}[{i}]: {exc}") from exc
         out.append(tuple(rows))
-    return out[0], out[1]
+    return out[0], out[1], out[2]
 
 
 def _sources(project: Inspection) -> dict[str, str]:
@@ -94,8 +98,55 @@ def _sources(project: Inspection) -> dict[str, str]:
     return found
 
 
-def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool) -> list[Risk]:
-    """The risks of `project` for a matrix whose oldest torch is `oldest_torch`."""
+def _matches(pattern: re.Pattern[str], text: str) -> bool:
+    return pattern.search(text) is not None
+
+
+def _read_code(path: Path) -> str:
+    try:
+        return _code(path.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""
+
+
+def _cpu_build_risks(project: Inspection, rules: tuple[_Rule, ...]) -> list[Risk]:
+    headers = [
+        path.relative_to(project.root).as_posix()
+        for path in sorted(project.root.rglob("*"))
+        if path.suffix in (".h", ".hpp", ".hh", ".cuh", ".inl") and path.is_file()
+    ][:20_000]
+    risks = []
+    for rule in rules:
+        found = unguarded_cuda_includes(
+            project.root,
+            cpu_translation_units(project.cpp_sources),
+            headers,
+            is_cuda_header=partial(_matches, rule.pattern),
+            read=_read_code,
+        )
+        if found:
+            first = found[0]
+            via = "" if first.by == first.unit else f" through {first.by}"
+            names = sorted({f"<{f.header}>" for f in found})
+            risks.append(
+                Risk(
+                    code="cuda-header-in-cpu-build",
+                    message=f"{', '.join(names[:4])}{' …' if len(names) > 4 else ''} included "
+                    f"outside any #if by the CPU build's sources ({first.unit}{via}): a CPU "
+                    f'cell fails to compile with "{first.header.rsplit("/", 1)[-1]}: No such '
+                    'file or directory" on a machine without the CUDA toolkit',
+                    remedy=rule.remedy,
+                    where=tuple(dict.fromkeys(f.by for f in found)),
+                )
+            )
+    return risks
+
+
+def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool, cpu: bool) -> list[Risk]:
+    """The risks of `project` for a matrix whose oldest torch is `oldest_torch`.
+
+    `rocm`: the matrix has ROCm cells; `cpu`: it has CPU cells.
+    """
     risks: list[Risk] = []
     if project.cuda_gate == "torch.cuda.is_available() at build time":
         risks.append(
@@ -110,7 +161,7 @@ def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool) -> list[Ri
                 where=("setup.py",),
             )
         )
-    apis, hip = load_risk_rules()
+    apis, hip, cpu_build = load_risk_rules()
     texts = _sources(project)
     oldest = Version(oldest_torch)
     for rule in apis:
@@ -146,4 +197,6 @@ def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool) -> list[Ri
                         where=where,
                     )
                 )
+    if cpu and project.cpp_sources:
+        risks += _cpu_build_risks(project, cpu_build)
     return risks

@@ -82,6 +82,7 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
         existing = load_matrix(matrix_path, knowledge=kb).matrix
         torch_axis = tuple(t for t in existing.axes.torch if t != "current")
         rocm = any(a.startswith("rocm") for a in existing.axes.accelerator)
+        cpu = "cpu" in existing.axes.accelerator
         out.write(f"matrix.yaml exists: kept as it is (its torch: {', '.join(torch_axis)})\n")
         oldest = min(torch_axis, key=lambda v: tuple(int(x) for x in v.split(".")[:3]))
     else:
@@ -89,6 +90,7 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
         text = render_matrix(project, choice)
         _validated(text, root)
         oldest, rocm = choice.torch[0], False
+        cpu = "cpu" in choice.accelerators
         if args.dry_run:
             out.write(f"--- would write {matrix_path}:\n{text}")
         else:
@@ -111,7 +113,7 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
         write_atomic(noxfile, render_noxfile())
         out.write(f"wrote {noxfile}\n")
 
-    risks = find_risks(project, oldest_torch=oldest, rocm=rocm)
+    risks = find_risks(project, oldest_torch=oldest, rocm=rocm, cpu=cpu)
     if risks:
         out.write(f"\n{len(risks)} source-level risk(s), before any build:\n")
         for risk in risks:

@@ -63,7 +63,7 @@ def test_inspection_reads_the_build(repo: Path) -> None:
 
 
 def test_risks_with_their_remedies(repo: Path) -> None:
-    risks = find_risks(inspect_project(repo), oldest_torch="2.0.0", rocm=True)
+    risks = find_risks(inspect_project(repo), oldest_torch="2.0.0", rocm=True, cpu=True)
     assert [r.code for r in risks] == [
         "build-time-cuda-detection",
         "api-newer-than-torch",
@@ -73,7 +73,7 @@ def test_risks_with_their_remedies(repo: Path) -> None:
     assert risks[1].where == ("csrc/ops_cuda.cu",) and "data_ptr<T>()" in risks[1].remedy
     assert "HIP has no __ldg overload for c10::Half" in risks[2].remedy
     # a matrix whose oldest torch has the API: no API risk
-    newer = find_risks(inspect_project(repo), oldest_torch="2.11.0", rocm=False)
+    newer = find_risks(inspect_project(repo), oldest_torch="2.11.0", rocm=False, cpu=True)
     assert "api-newer-than-torch" not in [r.code for r in newer]
 
 
@@ -118,3 +118,62 @@ def test_dry_run_prints_and_writes_nothing(repo: Path) -> None:
 def test_not_a_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["init", str(tmp_path)]) == 3
     assert "no setup.py, pyproject.toml or CMakeLists.txt" in capsys.readouterr().err
+
+
+def _cpu_build_repo(root: Path, header: str) -> Path:
+    (root / "csrc" / "cuda").mkdir(parents=True)
+    (root / "setup.py").write_text(SETUP)
+    (root / "csrc" / "ops.cpp").write_text('#include <torch/extension.h>\n#include "utils.h"\n')
+    (root / "csrc" / "utils.h").write_text(header)
+    # device-side C++ files: compiled by CUDA builds only, never flagged
+    (root / "csrc" / "cuda" / "launch.cpp").write_text("#include <cuda_runtime.h>\n")
+    (root / "csrc" / "ops_cuda.cpp").write_text("#include <ATen/cuda/CUDAContext.h>\n")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("header", "flagged"),
+    [
+        ("#pragma once\n#include <cuda.h>\n", ("<cuda.h>",)),
+        # an include guard is not a condition
+        (
+            "#ifndef UTILS_H\n#define UTILS_H\n#include <ATen/cuda/CUDAContext.h>\n"
+            '#include "more.h"\n#endif\n',
+            ("<ATen/cuda/CUDAContext.h>", "<cuda_fp16.h>"),
+        ),
+        ("#pragma once\n#ifdef WITH_CUDA\n#include <cuda_runtime.h>\n#endif\n", ()),
+        ("#pragma once\n#if defined(USE_CUDA)\n#  include <cuda_runtime.h>\n#endif\n", ()),
+        ("#pragma once\n// #include <cuda.h>\n/* #include <cublas_v2.h> */\n", ()),
+        ("#pragma once\n#include <torch/extension.h>\n", ()),
+    ],
+)
+def test_cuda_header_in_the_cpu_build(
+    tmp_path: Path, header: str, flagged: tuple[str, ...]
+) -> None:
+    root = _cpu_build_repo(tmp_path / "proj", header)
+    (root / "csrc" / "more.h").write_text("#pragma once\n#include <cuda_fp16.h>\n")
+    risks = [
+        r
+        for r in find_risks(inspect_project(root), oldest_torch="2.11.0", rocm=False, cpu=True)
+        if r.code == "cuda-header-in-cpu-build"
+    ]
+    if not flagged:
+        assert risks == []
+        return
+    (risk,) = risks
+    assert all(name in risk.message for name in flagged), risk.message
+    assert "csrc/ops.cpp through csrc/utils.h" in risk.message
+    assert risk.where[0] == "csrc/utils.h" and "#ifdef WITH_CUDA" in risk.remedy
+    assert "csrc/cuda/launch.cpp" not in risk.where and "csrc/ops_cuda.cpp" not in risk.where
+    # a matrix without CPU cells has no CPU build to break
+    no_cpu = find_risks(inspect_project(root), oldest_torch="2.11.0", rocm=False, cpu=False)
+    assert "cuda-header-in-cpu-build" not in [r.code for r in no_cpu]
+
+
+def test_init_reports_a_cuda_header_in_the_cpu_build(tmp_path: Path) -> None:
+    root = _cpu_build_repo(tmp_path / "proj", "#pragma once\n#include <cuda.h>\n")
+    out = io.StringIO()
+    assert cli.main(["init", str(root), "--dry-run"], out=out) == 0
+    text = out.getvalue()
+    assert "risk   cuda-header-in-cpu-build: <cuda.h> included outside any #if" in text, text
+    assert "(csrc/utils.h)" in text
