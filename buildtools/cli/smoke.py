@@ -114,17 +114,22 @@ def add_smoke_parser(sub: Any) -> None:
 def _smoke_command(
     args: argparse.Namespace,
 ) -> tuple[str | None, Path | None, tuple[str, ...]]:
-    """(smoke command, project directory, what it needs installed)."""
-    if args.smoke_command is not None:
-        return args.smoke_command, (args.project.resolve() if args.project else None), ()
+    """(smoke command, project directory, what it needs installed).
+
+    `--smoke-command` replaces project.smoke only: with `--matrix` named, the project
+    directory (where the command's relative paths point) and smoke_requires still come from it.
+    """
+    given = args.project.resolve() if args.project else None
+    if args.smoke_command is not None and args.matrix is None:
+        return args.smoke_command, given, ()
     path = args.matrix or default_matrix_path()
     if not path.is_file():
         if args.matrix is not None:
             raise ConfigError(f"{path}: no such file")
-        return None, (args.project.resolve() if args.project else None), ()
+        return None, given, ()
     mf = load_matrix(path)
-    project = args.project.resolve() if args.project else mf.project_dir
-    return mf.matrix.project.smoke, project, tuple(mf.matrix.project.smoke_requires)
+    command = args.smoke_command if args.smoke_command is not None else mf.matrix.project.smoke
+    return command, given or mf.project_dir, tuple(mf.matrix.project.smoke_requires)
 
 
 def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:

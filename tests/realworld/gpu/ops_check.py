@@ -1,6 +1,6 @@
 """CUDA op calls of a corpus wheel that ships no tests, checked against a reference.
 
-Usage: python ops_check.py MODULE   (chamferdist | torch_scatter | torch_cluster)
+Usage: python ops_check.py MODULE   (chamferdist | torch_scatter | torch_cluster | xformers)
 Each check runs the extension's CUDA kernel and compares it with the same wheel's CPU kernel
 or a plain-torch computation. Prints one line per check; exit 1 if any failed.
 """
@@ -143,6 +143,93 @@ def torch_cluster():
         for a, b in zip(w, w[1:], strict=False)  # noqa: RUF007 (runs on any Python 3)
     )
     check("random_walk cuda follows edges", ok and walks.shape == (1000, 11))
+
+
+def _attention_reference(q, k, v):
+    # [batch, seq, heads, dim] like xformers; float32 softmax(q k^T / sqrt(d)) v
+    q, k, v = (t.float().transpose(1, 2) for t in (q, k, v))
+    w = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(-1)
+    return (w @ v).transpose(1, 2)
+
+
+def _try(name, fn):
+    try:
+        fn()
+    except Exception as e:  # reported as a failed check; the run goes on
+        check(name, False, f"{type(e).__name__}: {e}")
+
+
+def xformers():
+    # the compiled ops of an xformers wheel built without flash-attention: attention runs
+    # torch's own CUTLASS/flash kernels; 2:4 sparsity and SwiGLU are xformers' .cu files
+    import xformers.ops as xops
+    from xformers.ops import sp24, swiglu_op
+
+    g = torch.Generator().manual_seed(0)
+
+    def attention():
+        q, k, v = (torch.randn(2, 256, 4, 64, generator=g) for _ in range(3))
+        qd, kd, vd = (t.to(DEV, torch.float16).requires_grad_() for t in (q, k, v))
+        out = xops.memory_efficient_attention(qd, kd, vd)
+        ref = _attention_reference(q, k, v)
+        err = (out.float().cpu() - ref).abs().max().item()
+        check("memory_efficient_attention forward == reference", err < 2e-2, f"max err {err:.2e}")
+        out.float().sum().backward()
+        qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
+        _attention_reference(qr, kr, vr).sum().backward()
+        gerr = max(
+            (a.grad.float().cpu() - b.grad).abs().max().item()
+            for a, b in zip((qd, kd, vd), (qr, kr, vr), strict=True)
+        )
+        check(
+            "memory_efficient_attention backward == reference", gerr < 5e-2, f"max err {gerr:.2e}"
+        )
+
+    def sparse24():
+        x = torch.randn(256, 256, generator=g).to(DEV, torch.float16)
+        xs = sp24.sparsify24(x, backend=sp24.BACKEND_CUTLASS)  # sparse24_sparsify_both_ways
+        dense = sp24.SparsifyApplyDenseOutput.OPERATOR(x, xs.threads_masks).float()
+        kept = dense != 0
+        rows = kept.view(256, 64, 4).sum(-1)
+        cols = kept.t().reshape(256, 64, 4).sum(-1)
+        check(
+            "sparsify24 keeps at most 2 of every 4, both ways",
+            bool((rows <= 2).all() and (cols <= 2).all()),
+        )
+        check("sparsify24 keeps the input's values", torch.equal(dense[kept], x.float()[kept]))
+        if torch.cuda.get_device_capability()[0] != 8:
+            # xformers' own limit: its sparse GEMM goes through torch._structured_sparse_linear
+            print(
+                "SKIP sparse24 GEMM: xformers supports it on compute capability 8.x only",
+                flush=True,
+            )
+            return
+        w = torch.randn(256, 128, generator=g).to(DEV, torch.float16)
+        err = ((xs @ w).float() - dense @ w.float()).abs().max().item()
+        check("sparse24 GEMM == dense GEMM of the pruned matrix", err < 0.5, f"max err {err:.2e}")
+
+    def swiglu():
+        x = torch.randn(512, 256, generator=g).to(DEV, torch.float16)
+        # the packed op takes w1/w2 (and b1/b2) as views of one stacked tensor, as SwiGLU holds them
+        w12 = torch.randn(2, 512, 256, generator=g).to(DEV, torch.float16) * 0.05
+        b12 = torch.randn(2, 512, generator=g).to(DEV, torch.float16) * 0.05
+        w3 = torch.randn(256, 512, generator=g).to(DEV, torch.float16) * 0.05
+        b3 = torch.randn(256, generator=g).to(DEV, torch.float16) * 0.05
+        args = (x, w12[0], b12[0], w12[1], b12[1], w3, b3)
+        fused = xops.swiglu(*args, op=swiglu_op.SwiGLUPackedFusedOp)  # dual_gemm_silu
+        eager = xops.swiglu(*args, op=swiglu_op.SwiGLUEagerOp)
+        err = (fused.float() - eager.float()).abs().max().item()
+        check("swiglu fused (dual GEMM) == eager", err < 5e-2, f"max err {err:.2e}")
+        xr = x.clone().requires_grad_()
+        xops.swiglu(xr, *args[1:], op=swiglu_op.SwiGLUPackedFusedOp).float().sum().backward()
+        xe = x.clone().requires_grad_()
+        xops.swiglu(xe, *args[1:], op=swiglu_op.SwiGLUEagerOp).float().sum().backward()
+        gerr = (xr.grad.float() - xe.grad.float()).abs().max().item()
+        check("swiglu fused backward == eager", gerr < 5e-2, f"max err {gerr:.2e}")
+
+    _try("memory_efficient_attention", attention)
+    _try("sparse24", sparse24)
+    _try("swiglu", swiglu)
 
 
 if __name__ == "__main__":
