@@ -28,6 +28,7 @@ __all__ = [
     "wheels_prefix",
 ]
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,20 +75,28 @@ def wheels_prefix(base_url: str | None, depth: int) -> str:
     return f"{base_url}/" if base_url else "../" * depth
 
 
+@functools.lru_cache(maxsize=1024)
+def _escaped(text: str) -> str:
+    """html.escape of the strings many links share (a prefix, a Requires-Python range)."""
+    return escape(text)
+
+
 def anchor(target: LinkTarget, prefix: str) -> str:
     """The `<a>` line of one wheel; `prefix` comes from `wheels_prefix`."""
     if target.url is not None:
-        href = target.url
+        href = escape(target.url)
     else:
-        href = f"{prefix}{WHEELS_DIR}/{quote_name(target.filename)}"
-    attrs = [f'href="{escape(href)}#sha256={target.sha256}"']
+        # escape() works character by character and quote_name's output (letters, digits,
+        # '._-%') has nothing it changes: only the shared prefix needs it
+        href = f"{_escaped(prefix)}{WHEELS_DIR}/{quote_name(target.filename)}"
+    attrs = f'href="{href}#sha256={target.sha256}"'
     if target.requires_python:
-        attrs.append(f'data-requires-python="{escape(target.requires_python)}"')
+        attrs += f' data-requires-python="{_escaped(target.requires_python)}"'
     if target.metadata_sha256 is not None and target.url is None:
         value = f"sha256={target.metadata_sha256}"
-        attrs.append(f'data-dist-info-metadata="{value}"')
-        attrs.append(f'data-core-metadata="{value}"')
-    return f"<a {' '.join(attrs)}>{escape(target.filename)}</a><br>"
+        attrs += f' data-dist-info-metadata="{value}" data-core-metadata="{value}"'
+    name = target.filename
+    return f"<a {attrs}>{name if _PLAIN.fullmatch(name) else escape(name)}</a><br>"
 
 
 def render_find_links(title: str, anchors: Sequence[str]) -> str:

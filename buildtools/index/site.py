@@ -32,8 +32,9 @@ from .variants import Aliases, Variant
 SIMPLE_DIR = "simple"
 
 
-def _python_tags(wheels: Iterable[IndexedWheel]) -> tuple[str, ...]:
-    tags = {t for w in wheels for t in WheelName.parse(w.filename).python.split(".")}
+def _python_tags(fields: Iterable[str]) -> tuple[str, ...]:
+    """The interpreter tags of wheels, from their file names' python fields ('cp311.cp312')."""
+    tags = {t for field in set(fields) for t in field.split(".")}
     return tuple(sorted(tags, key=lambda t: (len(t), t)))
 
 
@@ -56,13 +57,22 @@ def render_site(
     nested = wheels_prefix(base, 2)
     flat: dict[str, str] = {}
     deep: dict[str, str] = {}
+    python: dict[str, str] = {}  # file name → its python tag field
     pages: dict[Variant, list[IndexedWheel]] = defaultdict(list)
     for w in wheels:
         target = w.link()
         flat[w.filename] = anchor(target, top)
-        deep[w.filename] = anchor(target, nested)
+        deep[w.filename] = anchor(target, nested) if nested != top else flat[w.filename]
+        python[w.filename] = WheelName.parse(w.filename).python
         for variant in aliases.variants(w):
             pages[variant].append(w)
+    parsed: dict[str, Version] = {}  # each distinct version string parsed once
+
+    def version_key(text: str) -> Version:
+        if text not in parsed:
+            parsed[text] = Version(text)
+        return parsed[text]
+
     files: dict[str, str] = {}
     rows: list[LandingRow] = []
     for variant in sorted(pages, key=Variant.sort_key):
@@ -77,14 +87,14 @@ def render_site(
             files[f"{root}/{project}/index.html"] = render_simple_project(
                 f"{project} for torch {variant.key}", [deep[w.filename] for w in group]
             )
-            versions = sorted({w.version for w in group}, key=Version, reverse=True)
+            versions = sorted({w.version for w in group}, key=version_key, reverse=True)
             rows.append(
                 LandingRow(
                     torch=variant.torch,
                     accelerator=variant.accelerator,
                     project=project,
                     versions=tuple(versions),
-                    pythons=_python_tags(group),
+                    pythons=_python_tags(python[w.filename] for w in group),
                     page=variant.page,
                     index=f"{root}/",
                     torch_index=f"{load_ecosystem().pytorch_index}/{variant.accelerator}",
