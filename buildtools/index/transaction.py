@@ -93,30 +93,45 @@ class SiteTransaction:
     committed: bool = False
     written: list[Path] = field(default_factory=list)  # new files, made durable at commit
     reflinks: bool = True  # until a reflink fails (the staging dir is on one filesystem)
+    reused: bool = False  # staging started as the previous generation (`.NAME.prev`)
     _dirs: set[str] = field(default_factory=set)  # directories made in the staged site
 
     def carry_over(self, keep: Callable[[str], bool]) -> list[str]:
         """Hard-link (or copy) the old site's files for which `keep(relpath)` holds; sorted."""
         kept: list[str] = []
         if not self.site.is_dir():
+            if self.reused:
+                _empty(self.staging)
             return kept
         site, staging = str(self.site), str(self.staging)
-        for rel in sorted(_relative_files(site)):
+        have = _inodes(staging) if self.reused else {}
+        live = _inodes(site)
+        for rel in sorted(live):
             if not keep(rel):
+                continue
+            if have.pop(rel, None) == live[rel]:
+                kept.append(rel)  # the previous generation holds this very file already
                 continue
             self._parent(rel)
             source, dest = f"{site}/{rel}", f"{staging}/{rel}"
+            _remove(dest)
             try:
                 os.link(source, dest)
             except OSError:
                 shutil.copyfile(source, dest)
             kept.append(rel)
+        for rel in have:  # in the previous generation only, or not kept: not in the new site
+            _remove(f"{staging}/{rel}")
+        if self.reused:
+            _drop_foreign(staging, live.keys() & set(kept))
         return kept
 
     def write(self, rel: str, data: bytes) -> None:
         """Write one file of the new site (the staging directory is private: no temp files)."""
         dest = self.staging / rel
         self._parent(rel)
+        if self.reused:
+            _remove(str(dest))  # a leftover of the previous generation may share an inode
         dest.write_bytes(data)
         self.written.append(dest)
 
@@ -136,6 +151,8 @@ class SiteTransaction:
         """
         dest = self.staging / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
+        if self.reused:
+            _remove(str(dest))
         digest = hashlib.sha256()
         with source.open("rb") as src, dest.open("wb") as out:
             while chunk := src.read(1 << 20):
@@ -220,7 +237,7 @@ class SiteTransaction:
             fsync_dir(self.site.parent)
             self.committed = True
             self.fault("exchanged")
-            shutil.rmtree(self.staging, ignore_errors=True)
+            _keep_as_previous(self.staging, self.site)
             return
         old = Path(tempfile.mkdtemp(prefix=f".{self.site.name}.old-", dir=self.site.parent))
         old.rmdir()
@@ -234,7 +251,7 @@ class SiteTransaction:
                 old.rename(self.site)
             raise
         self.committed = True
-        shutil.rmtree(old, ignore_errors=True)
+        _keep_as_previous(old, self.site)
 
 
 def _sync_filesystem(directory: Path) -> None:
@@ -281,6 +298,72 @@ def _reflink(source: Path, dest: Path) -> str | None:
         pass
     dest.unlink(missing_ok=True)
     return None
+
+
+def _previous(site: Path) -> Path:
+    return site.parent / f".{site.name}.prev"
+
+
+def _keep_as_previous(old: Path, site: Path) -> None:
+    """Keep the replaced generation beside the site for the next publish to start from:
+    it already holds (hard links to) nearly every file the next site will, so a merge
+    costs its changes, not one link and one unlink per file of the site."""
+    previous = _previous(site)
+    if previous.is_symlink() or previous.exists():
+        shutil.rmtree(old, ignore_errors=True)  # not ours to replace: stays as it is
+        return
+    try:
+        old.rename(previous)
+    except OSError:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _inodes(root: str) -> dict[str, tuple[int, int]]:
+    """Regular files under `root` (never following links): '/'-separated relative path →
+    (device, inode). Anything else (links, sockets, …) is left out, so it is removed."""
+    found: dict[str, tuple[int, int]] = {}
+    stack = [("", root)]
+    while stack:
+        prefix, directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    found[rel] = (st.st_dev, st.st_ino)
+    return found
+
+
+def _remove(path: str | Path) -> None:
+    """Remove whatever `path` is (a file, a link, a directory tree); nothing if absent."""
+    target = Path(path)
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target, ignore_errors=True)
+    else:
+        target.unlink(missing_ok=True)
+
+
+def _drop_foreign(staging: str, kept: set[str]) -> None:
+    """Remove what the previous generation holds besides regular files the new site keeps:
+    links, special files and directories that hold nothing kept (bottom up)."""
+    needed = {"/".join(rel.split("/")[:i]) for rel in kept for i in range(1, rel.count("/") + 1)}
+    for dirpath, dirnames, filenames in os.walk(staging, topdown=False):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(staging).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        for name in filenames:
+            if prefix + name not in kept:
+                _remove(here / name)
+        for name in dirnames:
+            if (here / name).is_symlink() or prefix + name not in needed:
+                _remove(here / name)
+
+
+def _empty(directory: Path) -> None:
+    for entry in os.scandir(directory):
+        _remove(entry.path)
 
 
 def _relative_files(root: str) -> Iterator[str]:
@@ -339,9 +422,20 @@ def site_transaction(
     with _locked(site):
         _recover(site)
         staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.staging-", dir=site.parent))
+        previous = _previous(site)
+        reused = site.is_dir() and previous.is_dir() and not previous.is_symlink()
+        if not reused and (previous.is_symlink() or previous.exists()):
+            _remove(previous)  # of a site that is gone, or not a directory: not ours to use
+        if reused:
+            staging.rmdir()
+            previous.rename(staging)  # a crash from here on: _recover drops it
         staging.chmod(_site_mode(site))  # mkdtemp makes 0700; a web server must read it
         txn = SiteTransaction(
-            site=site, staging=staging, exchange=exchange, fault=fault or _no_fault
+            site=site,
+            staging=staging,
+            exchange=exchange,
+            fault=fault or _no_fault,
+            reused=reused,
         )
         try:
             yield txn
