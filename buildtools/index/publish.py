@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = ["PublishResult", "publish"]
 
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,18 @@ def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:
         raise ImmutableWheelError(
             "published files are immutable; nothing was written:\n  " + "\n  ".join(clashes)
         )
+
+
+def _holds(site: Path, rel: str, files: dict[str, bytes]) -> bool:
+    """Whether the site's `rel` is a regular file with exactly the bytes of `files[rel]`."""
+    path = site / rel
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(files[rel]):
+            return False
+        return path.read_bytes() == files[rel]
+    except OSError:
+        return False
 
 
 def publish(
@@ -108,7 +121,10 @@ def publish(
         return decide()[3]
     with site_transaction(site, exchange=exchange, fault=fault) as txn:
         manifest, result, files, outcome = decide()  # under the lock: nobody else publishes
-        replaced = set(manifest.generated) | set(files)
+        # a page the live site holds with exactly these bytes is kept (linked, or already in
+        # the previous generation) rather than written again: a merge changes a few pages
+        same = {rel for rel in manifest.generated if rel in files and _holds(site, rel, files)}
+        replaced = (set(manifest.generated) | set(files)) - same
         new_hosted = {f"{WHEELS_DIR}/{s.wheel.filename}" for s in result.added if not s.wheel.url}
         replaced |= new_hosted | {f"{p}.metadata" for p in new_hosted}
         kept = set(txn.carry_over(lambda rel: rel not in replaced))
@@ -143,7 +159,8 @@ def publish(
                 txn.write(f"{rel}.metadata", src.metadata)
         txn.fault("wheels-copied")
         for rel, data in files.items():
-            txn.write(rel, data)
+            if rel not in same or rel not in kept:
+                txn.write(rel, data)
         txn.fault("pages-written")
         txn.commit()
     return outcome

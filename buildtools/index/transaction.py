@@ -34,6 +34,7 @@ import errno
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -97,15 +98,20 @@ class SiteTransaction:
     _dirs: set[str] = field(default_factory=set)  # directories made in the staged site
 
     def carry_over(self, keep: Callable[[str], bool]) -> list[str]:
-        """Hard-link (or copy) the old site's files for which `keep(relpath)` holds; sorted."""
+        """Hard-link (or copy) the old site's regular files for which `keep(relpath)` holds
+        into the staged site; sorted.
+
+        Started from the previous generation (`reused`), the staged site already holds most
+        of them as the very same files (same device and inode): those cost nothing. Before
+        anything is linked, the previous generation is reduced to regular files and real
+        directories (it is a directory anyone who can write the site's parent can change):
+        nothing is ever created through a symbolic link in it, and a file of it that is not
+        the live site's own is replaced or removed.
+        """
         kept: list[str] = []
-        if not self.site.is_dir():
-            if self.reused:
-                _empty(self.staging)
-            return kept
+        have, dirs = _sanitize(self.staging) if self.reused else ({}, [])
+        live = _inodes(str(self.site)) if self.site.is_dir() else {}
         site, staging = str(self.site), str(self.staging)
-        have = _inodes(staging) if self.reused else {}
-        live = _inodes(site)
         for rel in sorted(live):
             if not keep(rel):
                 continue
@@ -114,16 +120,24 @@ class SiteTransaction:
                 continue
             self._parent(rel)
             source, dest = f"{site}/{rel}", f"{staging}/{rel}"
-            _remove(dest)
+            if self.reused:
+                _remove(dest)
             try:
                 os.link(source, dest)
             except OSError:
                 shutil.copyfile(source, dest)
             kept.append(rel)
-        for rel in have:  # in the previous generation only, or not kept: not in the new site
-            _remove(f"{staging}/{rel}")
-        if self.reused:
-            _drop_foreign(staging, live.keys() & set(kept))
+        for rel, inode in have.items():  # not in the new site
+            _unlink_if(f"{staging}/{rel}", inode)
+        needed = set()  # the directories of kept files and their ancestors
+        for directory in {rel.rpartition("/")[0] for rel in kept}:
+            ancestor = directory
+            while ancestor and ancestor not in needed:
+                needed.add(ancestor)
+                ancestor = ancestor.rpartition("/")[0]
+        for rel_dir in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+            if rel_dir not in needed:
+                _remove(f"{staging}/{rel_dir}")  # holds nothing the new site keeps
         return kept
 
     def write(self, rel: str, data: bytes) -> None:
@@ -140,6 +154,8 @@ class SiteTransaction:
         and tens of thousands of files)."""
         parent = rel.rpartition("/")[0]
         if parent and parent not in self._dirs:
+            if self.reused:
+                _clear_way(self.staging, parent)
             (self.staging / parent).mkdir(parents=True, exist_ok=True)
             self._dirs.add(parent)
 
@@ -150,7 +166,7 @@ class SiteTransaction:
         changed between being read and being copied (a build writing into the wheelhouse).
         """
         dest = self.staging / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        self._parent(rel)
         if self.reused:
             _remove(str(dest))
         digest = hashlib.sha256()
@@ -320,8 +336,19 @@ def _keep_as_previous(old: Path, site: Path) -> None:
 
 def _inodes(root: str) -> dict[str, tuple[int, int]]:
     """Regular files under `root` (never following links): '/'-separated relative path →
-    (device, inode). Anything else (links, sockets, …) is left out, so it is removed."""
+    (device, inode). Anything else (links, sockets, …) is left out: never carried over."""
+    return _scan(root, sanitize=False)[0]
+
+
+def _sanitize(root: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """`_inodes` of the previous generation, removing from it on the way whatever is neither
+    a regular file nor a directory; also its directories (relative paths)."""
+    return _scan(str(root), sanitize=True)
+
+
+def _scan(root: str, *, sanitize: bool) -> tuple[dict[str, tuple[int, int]], list[str]]:
     found: dict[str, tuple[int, int]] = {}
+    dirs: list[str] = []
     stack = [("", root)]
     while stack:
         prefix, directory = stack.pop()
@@ -330,10 +357,23 @@ def _inodes(root: str) -> dict[str, tuple[int, int]]:
                 rel = prefix + entry.name
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((rel + "/", entry.path))
+                    dirs.append(rel)
                 elif entry.is_file(follow_symlinks=False):
                     st = entry.stat(follow_symlinks=False)
                     found[rel] = (st.st_dev, st.st_ino)
-    return found
+                elif sanitize:
+                    Path(entry.path).unlink()  # a symbolic link, a socket, a device, a fifo
+    return found, dirs
+
+
+def _unlink_if(path: str, inode: tuple[int, int]) -> None:
+    """Remove the regular file at `path` if it is still the one scanned as `inode`."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == inode:
+        Path(path).unlink()
 
 
 def _remove(path: str | Path) -> None:
@@ -345,35 +385,19 @@ def _remove(path: str | Path) -> None:
         target.unlink(missing_ok=True)
 
 
-def _drop_foreign(staging: str, kept: set[str]) -> None:
-    """Remove what the previous generation holds besides regular files the new site keeps:
-    links, special files and directories that hold nothing kept (bottom up)."""
-    needed = {"/".join(rel.split("/")[:i]) for rel in kept for i in range(1, rel.count("/") + 1)}
-    for dirpath, dirnames, filenames in os.walk(staging, topdown=False):
-        here = Path(dirpath)
-        rel_dir = here.relative_to(staging).as_posix()
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        for name in filenames:
-            if prefix + name not in kept:
-                _remove(here / name)
-        for name in dirnames:
-            if (here / name).is_symlink() or prefix + name not in needed:
-                _remove(here / name)
-
-
-def _empty(directory: Path) -> None:
-    for entry in os.scandir(directory):
-        _remove(entry.path)
-
-
-def _relative_files(root: str) -> Iterator[str]:
-    """Every file under `root`, as a '/'-separated path relative to it (strings: a site has
-    tens of thousands of files, and Path objects cost more than the links made of them)."""
-    for dirpath, _dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        for name in filenames:
-            yield prefix + name
+def _clear_way(root: Path, rel_dir: str) -> None:
+    """Remove what stands where a directory of the staged site must be (a file of the
+    previous generation), so that `mkdir` makes it rather than failing."""
+    parts = rel_dir.split("/")
+    for i in range(1, len(parts) + 1):
+        path = root.joinpath(*parts[:i])
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            path.unlink()
+            return
 
 
 def _leftovers(site: Path, kind: str) -> Iterable[Path]:
