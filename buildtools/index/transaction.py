@@ -110,12 +110,13 @@ class SiteTransaction:
         """
         kept: list[str] = []
         have, dirs = _sanitize(self.staging) if self.reused else ({}, [])
-        live = _inodes(str(self.site)) if self.site.is_dir() else {}
+        # the live site's inodes matter only against the previous generation's
+        live = _scan(str(self.site), inodes=self.reused)[0] if self.site.is_dir() else {}
         site, staging = str(self.site), str(self.staging)
         for rel in sorted(live):
             if not keep(rel):
                 continue
-            if have.pop(rel, None) == live[rel]:
+            if self.reused and have.pop(rel, None) == live[rel]:
                 kept.append(rel)  # the previous generation holds this very file already
                 continue
             self._parent(rel)
@@ -334,20 +335,20 @@ def _keep_as_previous(old: Path, site: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _inodes(root: str) -> dict[str, tuple[int, int]]:
-    """Regular files under `root` (never following links): '/'-separated relative path →
-    (device, inode). Anything else (links, sockets, …) is left out: never carried over."""
-    return _scan(root, sanitize=False)[0]
+def _sanitize(root: Path) -> tuple[dict[str, tuple[int, int] | None], list[str]]:
+    """`_scan` of the previous generation, removing from it on the way whatever is neither
+    a regular file nor a directory."""
+    return _scan(str(root), inodes=True, sanitize=True)
 
 
-def _sanitize(root: Path) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    """`_inodes` of the previous generation, removing from it on the way whatever is neither
-    a regular file nor a directory; also its directories (relative paths)."""
-    return _scan(str(root), sanitize=True)
-
-
-def _scan(root: str, *, sanitize: bool) -> tuple[dict[str, tuple[int, int]], list[str]]:
-    found: dict[str, tuple[int, int]] = {}
+def _scan(
+    root: str, *, inodes: bool, sanitize: bool = False
+) -> tuple[dict[str, tuple[int, int] | None], list[str]]:
+    """The regular files under `root` (never following links): '/'-separated relative path
+    → (device, inode), or None without `inodes` (a stat per file: only a previous
+    generation is compared by inode); and its directories. Anything else (links, sockets,
+    …) is left out, so never carried over; with `sanitize`, removed."""
+    found: dict[str, tuple[int, int] | None] = {}
     dirs: list[str] = []
     stack = [("", root)]
     while stack:
@@ -359,14 +360,17 @@ def _scan(root: str, *, sanitize: bool) -> tuple[dict[str, tuple[int, int]], lis
                     stack.append((rel + "/", entry.path))
                     dirs.append(rel)
                 elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    found[rel] = (st.st_dev, st.st_ino)
+                    if inodes:
+                        st = entry.stat(follow_symlinks=False)
+                        found[rel] = (st.st_dev, st.st_ino)
+                    else:
+                        found[rel] = None
                 elif sanitize:
                     Path(entry.path).unlink()  # a symbolic link, a socket, a device, a fifo
     return found, dirs
 
 
-def _unlink_if(path: str, inode: tuple[int, int]) -> None:
+def _unlink_if(path: str, inode: tuple[int, int] | None) -> None:
     """Remove the regular file at `path` if it is still the one scanned as `inode`."""
     try:
         st = os.lstat(path)
