@@ -18,8 +18,11 @@ Phases (each the median of --runs; every run starts from the same inputs):
            report `buildtools build` writes beside its wheels, so the hashes it recorded
            are reused (the files' size and mtime are unchanged);
 - verify:  the same with `--verify` (every wheel hashed again, as before hash reuse);
-- merge:   the same command adding 1 new wheel to the 10,000-wheel site (the old site's
-           files are hard-linked into the staged one).
+- merge:   the same command adding 1 new wheel to the 10,000-wheel site just published
+           (the old site's files are hard-linked into the staged one; pages with the
+           same bytes are kept, not written);
+- merge again: the same into a site published into before, whose previous generation
+           (`.NAME.prev`) the merge starts from: it links only what changed since.
 """
 
 from __future__ import annotations

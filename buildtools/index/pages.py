@@ -20,6 +20,8 @@ __all__ = [
     "LandingRow",
     "LinkTarget",
     "anchor",
+    "anchor_href_start",
+    "anchor_tail",
     "quote_name",
     "render_find_links",
     "render_landing",
@@ -84,19 +86,32 @@ def _escaped(text: str) -> str:
 def anchor(target: LinkTarget, prefix: str) -> str:
     """The `<a>` line of one wheel; `prefix` comes from `wheels_prefix`."""
     if target.url is not None:
+        return f'<a href="{anchor_tail(target)}'
+    # escape() works character by character: the prefix is escaped on its own
+    return f'<a href="{_escaped(prefix)}{anchor_tail(target)}'
+
+
+def anchor_tail(target: LinkTarget) -> str:
+    """What follows the wheels prefix in the `<a>` line of one wheel: the same on every
+    page, so a site's renderer makes it once per wheel and adds each page's prefix."""
+    if target.url is not None:
         href = escape(target.url)
     else:
-        # escape() works character by character and quote_name's output (letters, digits,
-        # '._-%') has nothing it changes: only the shared prefix needs it
-        href = f"{_escaped(prefix)}{WHEELS_DIR}/{quote_name(target.filename)}"
-    attrs = f'href="{href}#sha256={target.sha256}"'
+        # quote_name's output (letters, digits, '._-%') has nothing escape() changes
+        href = f"{WHEELS_DIR}/{quote_name(target.filename)}"
+    attrs = f'{href}#sha256={target.sha256}"'
     if target.requires_python:
         attrs += f' data-requires-python="{_escaped(target.requires_python)}"'
     if target.metadata_sha256 is not None and target.url is None:
         value = f"sha256={target.metadata_sha256}"
         attrs += f' data-dist-info-metadata="{value}" data-core-metadata="{value}"'
     name = target.filename
-    return f"<a {attrs}>{name if _PLAIN.fullmatch(name) else escape(name)}</a><br>"
+    return f"{attrs}>{name if _PLAIN.fullmatch(name) else escape(name)}</a><br>"
+
+
+def anchor_href_start(prefix: str) -> str:
+    """The start of every hosted wheel's `<a>` line on a page with this `prefix`."""
+    return f'<a href="{_escaped(prefix)}'
 
 
 def render_find_links(title: str, anchors: Sequence[str]) -> str:

@@ -15,11 +15,11 @@ from packaging.version import Version
 
 from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
-from ..wheel.meta import WheelName
 from .manifest import MANIFEST_NAME, IndexedWheel, Manifest
 from .pages import (
     LandingRow,
-    anchor,
+    anchor_href_start,
+    anchor_tail,
     render_find_links,
     render_landing,
     render_simple_project,
@@ -59,11 +59,17 @@ def render_site(
     deep: dict[str, str] = {}
     python: dict[str, str] = {}  # file name → its python tag field
     pages: dict[Variant, list[IndexedWheel]] = defaultdict(list)
+    flat_start, deep_start = anchor_href_start(top), anchor_href_start(nested)
     for w in wheels:
-        target = w.link()
-        flat[w.filename] = anchor(target, top)
-        deep[w.filename] = anchor(target, nested) if nested != top else flat[w.filename]
-        python[w.filename] = WheelName.parse(w.filename).python
+        tail = anchor_tail(w.link())
+        if w.url is not None:
+            flat[w.filename] = deep[w.filename] = f'<a href="{tail}'
+        else:
+            flat[w.filename] = flat_start + tail
+            deep[w.filename] = deep_start + tail
+        # the name was checked (read_wheel parsed it, the manifest's check_wheel_filename):
+        # its python field is the third field from the end
+        python[w.filename] = w.filename.rsplit("-", 3)[1]
         for variant in aliases.variants(w):
             pages[variant].append(w)
     parsed: dict[str, Version] = {}  # each distinct version string parsed once
