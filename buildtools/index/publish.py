@@ -120,6 +120,11 @@ def publish(
     if dry_run:
         return decide()[3]
     with site_transaction(site, exchange=exchange, fault=fault) as txn:
+        # the old wheels are linked on another core while the manifest is read and the
+        # pages rendered; an input's name is left to carry_over (it may be new: then the
+        # site's file of that name, if any, is not the one to keep)
+        inputs = [s.wheel.filename for s in passing]
+        txn.prelink(WHEELS_DIR, {*inputs, *(f"{n}.metadata" for n in inputs)})
         manifest, result, files, outcome = decide()  # under the lock: nobody else publishes
         # a page the live site holds with exactly these bytes is kept (linked, or already in
         # the previous generation) rather than written again: a merge changes a few pages

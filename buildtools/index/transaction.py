@@ -38,13 +38,14 @@ import stat
 import sys
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PublishError
 from ..files import fsync_dir, sha256_file
 from ..locks import file_lock
+from .links import Prelink, link_all, start_prelink
 
 Fault = Callable[[str], None]
 """Called with a stage name at each step of a publish; tests raise (or exit) there."""
@@ -97,6 +98,31 @@ class SiteTransaction:
     reflinks: bool = True  # until a reflink fails (the staging dir is on one filesystem)
     reused: bool = False  # staging started as the previous generation (`.NAME.prev`)
     _dirs: set[str] = field(default_factory=set)  # directories made in the staged site
+    _prelink: Prelink | None = None
+
+    def prelink(self, directory: str, skip: Collection[str]) -> None:
+        """Start linking the old site's `directory` (its regular files but `skip`) in the
+        background, for `carry_over` to take; a staged site started from the previous
+        generation has them already."""
+        if self.site.is_dir() and self._prelink is None:
+            prelink = start_prelink(self.site, self.staging, directory, skip, reused=self.reused)
+            self._prelink = prelink
+            if prelink is not None and not self.reused:
+                self._dirs.add(directory)
+
+    def _take_prelinked(self) -> tuple[set[str], str | None]:
+        """What the background linking linked (waited for), and its directory; nothing if
+        it failed: then `carry_over` links that directory again (a new one is removed
+        first; the previous generation's is taken as it is, as any other part of it)."""
+        prelink, self._prelink = self._prelink, None
+        if prelink is None:
+            return set(), None
+        if prelink.finish():
+            return {f"{prelink.directory}/{n}" for n in prelink.names}, prelink.directory
+        if not self.reused:
+            shutil.rmtree(self.staging / prelink.directory, ignore_errors=True)
+            self._dirs.discard(prelink.directory)
+        return set(), None
 
     def carry_over(self, keep: Callable[[str], bool]) -> list[str]:
         """Hard-link (or copy) the old site's regular files for which `keep(relpath)` holds
@@ -107,19 +133,30 @@ class SiteTransaction:
         anything is linked, the previous generation is reduced to regular files and real
         directories (it is a directory anyone who can write the site's parent can change):
         nothing is ever created through a symbolic link in it, and a file of it that is not
-        the live site's own is replaced or removed.
+        the live site's own is replaced or removed. A directory `prelink` started is taken
+        from the process that linked it (or done here if that failed).
         """
         kept: list[str] = []
-        have, dirs = _sanitize(self.staging) if self.reused else ({}, [])
+        prelinked, done = self._take_prelinked()  # `done`: its files are in place
+        have: dict[str, tuple[int, int] | None] = {}
+        dirs: list[str] = []
+        if self.reused:
+            have, dirs = _scan(str(self.staging), inodes=True, sanitize=True, done=done)
         # the live site's inodes matter only against the previous generation's
-        live = _scan(str(self.site), inodes=self.reused)[0] if self.site.is_dir() else {}
+        live: dict[str, tuple[int, int] | None] = {}
+        if self.site.is_dir():
+            live = _scan(str(self.site), inodes=self.reused, done=done)[0]
         staging = str(self.staging)
         to_link: dict[str, list[str]] = defaultdict(list)  # directory → names to link there
         for rel in sorted(live):
             if not keep(rel):
                 continue
             kept.append(rel)
-            if self.reused and have.pop(rel, None) == live[rel]:
+            if rel in prelinked:
+                prelinked.discard(rel)
+                continue
+            inode = live[rel]
+            if inode is not None and have.pop(rel, None) == inode:
                 continue  # the previous generation holds this very file already
             self._parent(rel)
             if self.reused:
@@ -127,7 +164,9 @@ class SiteTransaction:
             directory, _, name = rel.rpartition("/")
             to_link[directory].append(name)
         for directory, names in to_link.items():
-            _link_all(self.site, self.staging, directory, names)
+            link_all(self.site, self.staging, directory, names)
+        for rel in prelinked:  # linked early, but not kept (or gone from the site since)
+            (self.staging / rel).unlink()
         for rel, inode in have.items():  # not in the new site
             _unlink_if(f"{staging}/{rel}", inode)
         needed = set()  # the directories of kept files and their ancestors
@@ -335,22 +374,20 @@ def _keep_as_previous(old: Path, site: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _sanitize(root: Path) -> tuple[dict[str, tuple[int, int] | None], list[str]]:
-    """`_scan` of the previous generation, removing from it on the way whatever is neither
-    a regular file nor a directory."""
-    return _scan(str(root), inodes=True, sanitize=True)
-
-
 def _scan(
-    root: str, *, inodes: bool, sanitize: bool = False
+    root: str, *, inodes: bool, sanitize: bool = False, done: str | None = None
 ) -> tuple[dict[str, tuple[int, int] | None], list[str]]:
     """The regular files under `root` (never following links): '/'-separated relative path
     → (device, inode), or None without `inodes` (a stat per file: only a previous
     generation is compared by inode); and its directories. Anything else (links, sockets,
-    …) is left out, so never carried over; with `sanitize`, removed."""
+    …) is left out, so never carried over; with `sanitize` (the previous generation: a
+    directory anyone who can write the site's parent can change), removed. The regular
+    files directly in `done` (linked in the background) are not stat'ed: left out with
+    `sanitize`, else listed with None."""
     found: dict[str, tuple[int, int] | None] = {}
     dirs: list[str] = []
     stack = [("", root)]
+    skip = f"{done}/" if done is not None else None
     while stack:
         prefix, directory = stack.pop()
         with os.scandir(directory) as entries:
@@ -360,7 +397,10 @@ def _scan(
                     stack.append((rel + "/", entry.path))
                     dirs.append(rel)
                 elif entry.is_file(follow_symlinks=False):
-                    if inodes:
+                    if prefix == skip:
+                        if not sanitize:
+                            found[rel] = None
+                    elif inodes:
                         st = entry.stat(follow_symlinks=False)
                         found[rel] = (st.st_dev, st.st_ino)
                     else:
@@ -368,27 +408,6 @@ def _scan(
                 elif sanitize:
                     Path(entry.path).unlink()  # a symbolic link, a socket, a device, a fifo
     return found, dirs
-
-
-def _link_all(site: Path, staging: Path, directory: str, names: list[str]) -> None:
-    """Hard-link (or copy) `names` of the site's `directory` into the staged one: relative
-    to open directories (a site's `wheels/` holds 20,000 names: no path walked twice)."""
-    source = site / directory if directory else site
-    dest = staging / directory if directory else staging
-    flags = os.O_RDONLY | os.O_DIRECTORY
-    src_fd = os.open(source, flags)  # the site itself may be a link to its directory
-    try:
-        dest_fd = os.open(dest, flags | os.O_NOFOLLOW)  # a real directory, made or cleared
-        try:
-            for name in names:
-                try:
-                    os.link(name, name, src_dir_fd=src_fd, dst_dir_fd=dest_fd)
-                except OSError:  # another filesystem, no hard links
-                    shutil.copyfile(source / name, dest / name)
-        finally:
-            os.close(dest_fd)
-    finally:
-        os.close(src_fd)
 
 
 def _unlink_if(path: str, inode: tuple[int, int] | None) -> None:
@@ -489,5 +508,6 @@ def site_transaction(
         try:
             yield txn
         finally:
+            txn._take_prelinked()  # nothing may still be linking into a removed directory
             if not txn.committed:
                 shutil.rmtree(staging, ignore_errors=True)

@@ -8,16 +8,28 @@ pages hold.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from buildtools.index import links, transaction
 from buildtools.index.manifest import read_manifest
 from buildtools.index.publish import publish
 from buildtools.index.transaction import SiteTransaction
 from buildtools.index.wheels import read_wheel
 
 from .test_index import KB, REL, snapshot, wheel
+
+
+@pytest.fixture(params=["inline", "forked"], autouse=True)
+def linking(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: the old site's `wheels/` linked by the publisher, and by a forked
+    process (what a site of 2,000 wheels or more gets)."""
+    if request.param == "forked":
+        monkeypatch.setattr(links, "PRELINK_FROM", 1)
+    return str(request.param)
 
 
 def tree(root: Path) -> tuple[dict[str, bytes], list[str]]:
@@ -43,8 +55,10 @@ def wheels(tmp_path: Path) -> list[Path]:
     ]
 
 
-def publish_paths(site: Path, paths: list[Path]) -> None:
+def publish_paths(site: Path, paths: list[Path], *, keep_previous: bool = True) -> None:
     publish(site, [read_wheel(p) for p in paths], REL, KB)
+    if not keep_previous:
+        shutil.rmtree(site.parent / f".{site.name}.prev", ignore_errors=True)
 
 
 def test_merges_one_by_one_give_exactly_the_site_one_publish_gives(tmp_path: Path) -> None:
@@ -159,3 +173,53 @@ def test_a_crash_before_the_swap_of_a_reused_generation_leaves_the_site(
     assert tree(site) == before
     publish_paths(site, paths[3:])
     assert tree(site) == tree(whole)
+
+
+@pytest.mark.parametrize("previous", [False, True])
+@pytest.mark.parametrize("child_fails", [False, True])
+def test_wheels_linked_by_a_forked_process_give_the_same_site(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    child_fails: bool,
+    previous: bool,
+    linking: str,
+) -> None:
+    """A large `wheels/` is linked by a forked process while the pages are rendered; the
+    site is the same as without it, and the same when that process fails (the publisher
+    links everything itself)."""
+    paths = wheels(tmp_path)
+    whole = tmp_path / "whole"
+    publish_paths(whole, paths)
+    started: list[bool] = []
+    real_start = links.start_prelink
+
+    def start(*args: Any, **kwargs: Any) -> Any:
+        prelink = real_start(*args, **kwargs)
+        started.append(prelink is not None)
+        return prelink
+
+    monkeypatch.setattr(transaction, "start_prelink", start)
+    if child_fails:
+
+        def fail(*args: Any) -> None:
+            raise OSError("no links today")
+
+        monkeypatch.setattr(links, "link_all", fail)  # the child's, not the publisher's
+        monkeypatch.setattr(links, "sync_from", fail)
+    site = tmp_path / "site"
+    publish_paths(site, paths[:2])  # into a new site: nothing to link
+    if previous:  # a second publish: the merge starts from the previous generation
+        publish_paths(site, paths[2:3])
+        prev = tmp_path / ".site.prev"
+        (prev / "wheels" / paths[0].name).unlink()  # not the live site's file any more
+        (prev / "wheels" / paths[0].name).write_bytes(b"tampered")
+        (prev / "wheels" / "x.whl").symlink_to("/etc/passwd")
+        (prev / "wheels" / "evil-1.0-py3-none-any.whl").write_bytes(b"not published")
+        (prev / "wheels" / "sub").mkdir()  # a directory the site does not have
+    else:
+        publish_paths(site, paths[2:3], keep_previous=False)
+    started.clear()
+    publish_paths(site, paths[3:])
+    assert started == [linking == "forked"]
+    assert tree(site) == tree(whole)
+    assert not any(p.is_symlink() for p in site.rglob("*"))
