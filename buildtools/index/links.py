@@ -147,5 +147,8 @@ def start_prelink(
     context = multiprocessing.get_context("fork")
     args = (site, staging, directory, names, reused)
     process = context.Process(target=_child, args=args, daemon=True)
-    process.start()
+    try:
+        process.start()
+    except (AssertionError, OSError):  # a daemonic process may not fork one; no memory
+        return None
     return Prelink(directory=directory, names=names, process=process)
