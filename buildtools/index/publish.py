@@ -1,9 +1,9 @@
 """Publishing: the gate, the merge and the pages decided, then one atomic swap of the site.
 
 The only writer of the index. Everything is decided (under the site's lock) before the
-first file is written, but the old wheels, which are linked into the staging directory
-meanwhile (whatever is decided, they stay); the new site is staged next to the old one
-and swapped in by `transaction`, so a crash at any point leaves the old site
+first file is written, but the old wheels: they are linked into the staging directory
+meanwhile (the few a decision drops are unlinked again). The new site is staged next to
+the old one and swapped in by `transaction`, so a crash at any point leaves the old site
 byte-identical. A page the old site holds with the very bytes rendered now is kept, not
 written again.
 """
