@@ -171,7 +171,7 @@ class Manifest:
     generated: tuple[str, ...] = ()
 
     def to_json(self) -> str:
-        """One wheel per line (diffs stay readable); json's C encoder does each line."""
+        """One wheel per line (diffs stay readable), each as json.dumps writes it."""
 
         def line(value: Any) -> str:
             return json.dumps(value, sort_keys=True, ensure_ascii=False)

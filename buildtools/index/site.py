@@ -1,7 +1,9 @@
 """Every generated file of the site, path → bytes: pages and manifest (pure).
 
-Each wheel's `<a>` line is made once per directory depth and shared by every page that
-lists it, so a large site renders in one pass over its wheels.
+Each wheel's `<a>` line is made once (what follows the prefix of a page's depth) and
+shared by every page that lists it; its pages (variants) are found once per kind of
+wheel, each version string parsed once: a large site renders in one pass over its
+wheels.
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ where the filesystem allows (`link_in`), and then the two directories are swappe
 
 A lock file next to the site (`.NAME.lock`, `flock`) serialises publishers, so two CI
 jobs publishing at once cannot lose each other's wheels.
+
+The replaced generation is not deleted (20,000 unlinks) but kept as `.NAME.prev`, and
+the next publish starts its staging directory from it: it holds nearly every file the
+next site will, as the very same inodes, so a merge costs what changed since. It is
+taken only after it is reduced to regular files and real directories, and only a file
+that is the live site's own (same device and inode) stays; a crash while it is being
+reused leaves a staging directory, removed by the next run, and the old site as it was.
 """
 
 from __future__ import annotations
