@@ -35,6 +35,13 @@ def link_all(site: Path, staging: Path, directory: str, names: Collection[str]) 
     to open directories (a site's `wheels/` holds 20,000 names: no path walked twice)."""
     source = site / directory if directory else site
     dest = staging / directory if directory else staging
+    if os.link not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):  # Windows
+        for name in names:
+            try:
+                os.link(source / name, dest / name)
+            except OSError:
+                shutil.copyfile(source / name, dest / name)
+        return
     flags = os.O_RDONLY | os.O_DIRECTORY
     src_fd = os.open(source, flags)  # the site itself may be a link to its directory
     try:

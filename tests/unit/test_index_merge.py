@@ -8,6 +8,7 @@ pages hold.
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,15 @@ from buildtools.index.wheels import read_wheel
 from .test_index import KB, REL, snapshot, wheel
 
 
-@pytest.fixture(params=["inline", "forked"], autouse=True)
+@pytest.fixture(params=["inline", "forked", "by-path"], autouse=True)
 def linking(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test twice: the old site's `wheels/` linked by the publisher, and by a forked
-    process (what a site of 2,000 wheels or more gets)."""
+    """Every test three ways: the old site's `wheels/` linked by the publisher, by a forked
+    process (what a site of 2,000 wheels or more gets), and by path (where links relative
+    to an open directory are missing: Windows)."""
     if request.param == "forked":
         monkeypatch.setattr(links, "PRELINK_FROM", 1)
+    if request.param == "by-path":
+        monkeypatch.setattr(os, "supports_dir_fd", set())
     return str(request.param)
 
 
