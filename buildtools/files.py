@@ -86,8 +86,30 @@ def check_member_names(names: Iterable[str], *, what: str) -> None:
             )
 
 
+# The wheel file names tools write (`pip wheel`, `build`, `buildtools build`): an escaped
+# project name, a PEP 440 version without epoch or alternative spellings, an optional build
+# tag, identifier interpreter tags, non-empty ABI and platform tags; ASCII only. Every name
+# it takes, packaging's `parse_wheel_filename` takes with the same fields (checked by
+# tests/unit/test_wheel_filename.py). It exists because a site's manifest lists thousands
+# of names and packaging builds a Version and a set of Tags for each, which nothing here
+# needs. Anything else goes to packaging, which decides and words the error.
+_CANONICAL_WHEEL_RE = re.compile(
+    r"(?P<name>[A-Za-z0-9]+(?:[._][A-Za-z0-9]+)*)"
+    r"-(?P<version>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+    r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?)"
+    r"(?:-(?P<build>[0-9]+[A-Za-z0-9_.]*))?"
+    r"-(?P<python>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"-(?P<abi>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)"
+    r"-(?P<platform>[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)"
+    r"\.whl",
+    re.ASCII,
+)
+
+
 def check_wheel_filename(name: str, *, what: str = "wheel") -> str:
     """`name` when it is a bare wheel file name (PEP 427), else UnsafeArtefactError."""
+    if _CANONICAL_WHEEL_RE.fullmatch(name):
+        return name  # no '/', '\\', control character or '..': nothing lexical to refuse
     if "/" in name or "\\" in name or not name.endswith(".whl"):
         raise UnsafeArtefactError(f"{what} {name!r} is not a wheel file name")
     try:

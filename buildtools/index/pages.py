@@ -20,6 +20,8 @@ __all__ = [
     "LandingRow",
     "LinkTarget",
     "anchor",
+    "anchor_href_start",
+    "anchor_tail",
     "quote_name",
     "render_find_links",
     "render_landing",
@@ -28,6 +30,7 @@ __all__ = [
     "wheels_prefix",
 ]
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,20 +77,41 @@ def wheels_prefix(base_url: str | None, depth: int) -> str:
     return f"{base_url}/" if base_url else "../" * depth
 
 
+@functools.lru_cache(maxsize=1024)
+def _escaped(text: str) -> str:
+    """html.escape of the strings many links share (a prefix, a Requires-Python range)."""
+    return escape(text)
+
+
 def anchor(target: LinkTarget, prefix: str) -> str:
     """The `<a>` line of one wheel; `prefix` comes from `wheels_prefix`."""
     if target.url is not None:
-        href = target.url
+        return f'<a href="{anchor_tail(target)}'
+    # escape() works character by character: the prefix is escaped on its own
+    return f'<a href="{_escaped(prefix)}{anchor_tail(target)}'
+
+
+def anchor_tail(target: LinkTarget) -> str:
+    """What follows the wheels prefix in the `<a>` line of one wheel: the same on every
+    page, so a site's renderer makes it once per wheel and adds each page's prefix."""
+    if target.url is not None:
+        href = escape(target.url)
     else:
-        href = f"{prefix}{WHEELS_DIR}/{quote_name(target.filename)}"
-    attrs = [f'href="{escape(href)}#sha256={target.sha256}"']
+        # quote_name's output (letters, digits, '._-%') has nothing escape() changes
+        href = f"{WHEELS_DIR}/{quote_name(target.filename)}"
+    attrs = f'{href}#sha256={target.sha256}"'
     if target.requires_python:
-        attrs.append(f'data-requires-python="{escape(target.requires_python)}"')
+        attrs += f' data-requires-python="{_escaped(target.requires_python)}"'
     if target.metadata_sha256 is not None and target.url is None:
         value = f"sha256={target.metadata_sha256}"
-        attrs.append(f'data-dist-info-metadata="{value}"')
-        attrs.append(f'data-core-metadata="{value}"')
-    return f"<a {' '.join(attrs)}>{escape(target.filename)}</a><br>"
+        attrs += f' data-dist-info-metadata="{value}" data-core-metadata="{value}"'
+    name = target.filename
+    return f"{attrs}>{name if _PLAIN.fullmatch(name) else escape(name)}</a><br>"
+
+
+def anchor_href_start(prefix: str) -> str:
+    """The start of every hosted wheel's `<a>` line on a page with this `prefix`."""
+    return f'<a href="{_escaped(prefix)}'
 
 
 def render_find_links(title: str, anchors: Sequence[str]) -> str:

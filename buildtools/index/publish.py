@@ -1,14 +1,18 @@
 """Publishing: the gate, the merge and the pages decided, then one atomic swap of the site.
 
 The only writer of the index. Everything is decided (under the site's lock) before the
-first file is written; the new site is staged next to the old one and swapped in by
-`transaction`, so a crash at any point leaves the old site byte-identical.
+first file is written, but the old wheels: they are linked into the staging directory
+meanwhile (the few a decision drops are unlinked again). The new site is staged next to
+the old one and swapped in by `transaction`, so a crash at any point leaves the old site
+byte-identical. A page the old site holds with the very bytes rendered now is kept, not
+written again.
 """
 
 from __future__ import annotations
 
 __all__ = ["PublishResult", "publish"]
 
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +60,18 @@ def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:
         raise ImmutableWheelError(
             "published files are immutable; nothing was written:\n  " + "\n  ".join(clashes)
         )
+
+
+def _holds(site: Path, rel: str, files: dict[str, bytes]) -> bool:
+    """Whether the site's `rel` is a regular file with exactly the bytes of `files[rel]`."""
+    path = site / rel
+    try:
+        st = path.lstat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(files[rel]):
+            return False
+        return path.read_bytes() == files[rel]
+    except OSError:
+        return False
 
 
 def publish(
@@ -107,8 +123,16 @@ def publish(
     if dry_run:
         return decide()[3]
     with site_transaction(site, exchange=exchange, fault=fault) as txn:
+        # the old wheels are linked on another core while the manifest is read and the
+        # pages rendered; an input's name is left to carry_over (it may be new: then the
+        # site's file of that name, if any, is not the one to keep)
+        inputs = [s.wheel.filename for s in passing]
+        txn.prelink(WHEELS_DIR, {*inputs, *(f"{n}.metadata" for n in inputs)})
         manifest, result, files, outcome = decide()  # under the lock: nobody else publishes
-        replaced = set(manifest.generated) | set(files)
+        # a page the live site holds with exactly these bytes is kept (linked, or already in
+        # the previous generation) rather than written again: a merge changes a few pages
+        same = {rel for rel in manifest.generated if rel in files and _holds(site, rel, files)}
+        replaced = (set(manifest.generated) | set(files)) - same
         new_hosted = {f"{WHEELS_DIR}/{s.wheel.filename}" for s in result.added if not s.wheel.url}
         replaced |= new_hosted | {f"{p}.metadata" for p in new_hosted}
         kept = set(txn.carry_over(lambda rel: rel not in replaced))
@@ -143,7 +167,8 @@ def publish(
                 txn.write(f"{rel}.metadata", src.metadata)
         txn.fault("wheels-copied")
         for rel, data in files.items():
-            txn.write(rel, data)
+            if rel not in same or rel not in kept:
+                txn.write(rel, data)
         txn.fault("pages-written")
         txn.commit()
     return outcome

@@ -1,7 +1,9 @@
 """Every generated file of the site, path → bytes: pages and manifest (pure).
 
-Each wheel's `<a>` line is made once per directory depth and shared by every page that
-lists it, so a large site renders in one pass over its wheels.
+Each wheel's `<a>` line is made once (what follows the prefix of a page's depth) and
+shared by every page that lists it; its pages (variants) are found once per kind of
+wheel, each version string parsed once: a large site renders in one pass over its
+wheels.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from packaging.version import Version
 
 from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
-from ..wheel.meta import WheelName
 from .manifest import MANIFEST_NAME, IndexedWheel, Manifest
 from .pages import (
     LandingRow,
-    anchor,
+    anchor_href_start,
+    anchor_tail,
     render_find_links,
     render_landing,
     render_simple_project,
@@ -32,8 +34,9 @@ from .variants import Aliases, Variant
 SIMPLE_DIR = "simple"
 
 
-def _python_tags(wheels: Iterable[IndexedWheel]) -> tuple[str, ...]:
-    tags = {t for w in wheels for t in WheelName.parse(w.filename).python.split(".")}
+def _python_tags(fields: Iterable[str]) -> tuple[str, ...]:
+    """The interpreter tags of wheels, from their file names' python fields ('cp311.cp312')."""
+    tags = {t for field in set(fields) for t in field.split(".")}
     return tuple(sorted(tags, key=lambda t: (len(t), t)))
 
 
@@ -56,13 +59,28 @@ def render_site(
     nested = wheels_prefix(base, 2)
     flat: dict[str, str] = {}
     deep: dict[str, str] = {}
+    python: dict[str, str] = {}  # file name → its python tag field
     pages: dict[Variant, list[IndexedWheel]] = defaultdict(list)
+    flat_start, deep_start = anchor_href_start(top), anchor_href_start(nested)
     for w in wheels:
-        target = w.link()
-        flat[w.filename] = anchor(target, top)
-        deep[w.filename] = anchor(target, nested)
+        tail = anchor_tail(w.link())
+        if w.url is not None:
+            flat[w.filename] = deep[w.filename] = f'<a href="{tail}'
+        else:
+            flat[w.filename] = flat_start + tail
+            deep[w.filename] = deep_start + tail
+        # the name was checked (read_wheel parsed it, the manifest's check_wheel_filename):
+        # its python field is the third field from the end
+        python[w.filename] = w.filename.rsplit("-", 3)[1]
         for variant in aliases.variants(w):
             pages[variant].append(w)
+    parsed: dict[str, Version] = {}  # each distinct version string parsed once
+
+    def version_key(text: str) -> Version:
+        if text not in parsed:
+            parsed[text] = Version(text)
+        return parsed[text]
+
     files: dict[str, str] = {}
     rows: list[LandingRow] = []
     for variant in sorted(pages, key=Variant.sort_key):
@@ -77,14 +95,14 @@ def render_site(
             files[f"{root}/{project}/index.html"] = render_simple_project(
                 f"{project} for torch {variant.key}", [deep[w.filename] for w in group]
             )
-            versions = sorted({w.version for w in group}, key=Version, reverse=True)
+            versions = sorted({w.version for w in group}, key=version_key, reverse=True)
             rows.append(
                 LandingRow(
                     torch=variant.torch,
                     accelerator=variant.accelerator,
                     project=project,
                     versions=tuple(versions),
-                    pythons=_python_tags(group),
+                    pythons=_python_tags(python[w.filename] for w in group),
                     page=variant.page,
                     index=f"{root}/",
                     torch_index=f"{load_ecosystem().pytorch_index}/{variant.accelerator}",

@@ -16,6 +16,13 @@ where the filesystem allows (`link_in`), and then the two directories are swappe
 
 A lock file next to the site (`.NAME.lock`, `flock`) serialises publishers, so two CI
 jobs publishing at once cannot lose each other's wheels.
+
+The replaced generation is not deleted (20,000 unlinks) but kept as `.NAME.prev`, and
+the next publish starts its staging directory from it: it holds nearly every file the
+next site will, as the very same inodes, so a merge costs what changed since. It is
+taken only after it is reduced to regular files and real directories, and only a file
+that is the live site's own (same device and inode) stays; a crash while it is being
+reused leaves a staging directory, removed by the next run, and the old site as it was.
 """
 
 from __future__ import annotations
@@ -34,15 +41,18 @@ import errno
 import hashlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import PublishError
 from ..files import fsync_dir, sha256_file
 from ..locks import file_lock
+from .links import Prelink, link_all, start_prelink
 
 Fault = Callable[[str], None]
 """Called with a stage name at each step of a publish; tests raise (or exit) there."""
@@ -93,30 +103,96 @@ class SiteTransaction:
     committed: bool = False
     written: list[Path] = field(default_factory=list)  # new files, made durable at commit
     reflinks: bool = True  # until a reflink fails (the staging dir is on one filesystem)
+    reused: bool = False  # staging started as the previous generation (`.NAME.prev`)
     _dirs: set[str] = field(default_factory=set)  # directories made in the staged site
+    _prelink: Prelink | None = None
+
+    def prelink(self, directory: str, skip: Collection[str]) -> None:
+        """Start linking the old site's `directory` (its regular files but `skip`) in the
+        background, for `carry_over` to take; a staged site started from the previous
+        generation has them already."""
+        if self.site.is_dir() and self._prelink is None:
+            prelink = start_prelink(self.site, self.staging, directory, skip, reused=self.reused)
+            self._prelink = prelink
+            if prelink is not None and not self.reused:
+                self._dirs.add(directory)
+
+    def _take_prelinked(self) -> tuple[set[str], str | None]:
+        """What the background linking linked (waited for), and its directory; nothing if
+        it failed: then `carry_over` links that directory again (a new one is removed
+        first; the previous generation's is taken as it is, as any other part of it)."""
+        prelink, self._prelink = self._prelink, None
+        if prelink is None:
+            return set(), None
+        if prelink.finish():
+            return {f"{prelink.directory}/{n}" for n in prelink.names}, prelink.directory
+        if not self.reused:
+            shutil.rmtree(self.staging / prelink.directory, ignore_errors=True)
+            self._dirs.discard(prelink.directory)
+        return set(), None
 
     def carry_over(self, keep: Callable[[str], bool]) -> list[str]:
-        """Hard-link (or copy) the old site's files for which `keep(relpath)` holds; sorted."""
+        """Hard-link (or copy) the old site's regular files for which `keep(relpath)` holds
+        into the staged site; sorted.
+
+        Started from the previous generation (`reused`), the staged site already holds most
+        of them as the very same files (same device and inode): those cost nothing. Before
+        anything is linked, the previous generation is reduced to regular files and real
+        directories (it is a directory anyone who can write the site's parent can change):
+        nothing is ever created through a symbolic link in it, and a file of it that is not
+        the live site's own is replaced or removed. A directory `prelink` started is taken
+        from the process that linked it (or done here if that failed).
+        """
         kept: list[str] = []
-        if not self.site.is_dir():
-            return kept
-        site, staging = str(self.site), str(self.staging)
-        for rel in sorted(_relative_files(site)):
+        prelinked, done = self._take_prelinked()  # `done`: its files are in place
+        have: dict[str, tuple[int, int] | None] = {}
+        dirs: list[str] = []
+        if self.reused:
+            have, dirs = _scan(str(self.staging), inodes=True, sanitize=True, done=done)
+        # the live site's inodes matter only against the previous generation's
+        live: dict[str, tuple[int, int] | None] = {}
+        if self.site.is_dir():
+            live = _scan(str(self.site), inodes=self.reused, done=done)[0]
+        staging = str(self.staging)
+        to_link: dict[str, list[str]] = defaultdict(list)  # directory → names to link there
+        for rel in sorted(live):
             if not keep(rel):
                 continue
-            self._parent(rel)
-            source, dest = f"{site}/{rel}", f"{staging}/{rel}"
-            try:
-                os.link(source, dest)
-            except OSError:
-                shutil.copyfile(source, dest)
             kept.append(rel)
+            if rel in prelinked:
+                prelinked.discard(rel)
+                continue
+            inode = live[rel]
+            if inode is not None and have.pop(rel, None) == inode:
+                continue  # the previous generation holds this very file already
+            self._parent(rel)
+            if self.reused:
+                _remove(f"{staging}/{rel}")
+            directory, _, name = rel.rpartition("/")
+            to_link[directory].append(name)
+        for directory, names in to_link.items():
+            link_all(self.site, self.staging, directory, names)
+        for rel in prelinked:  # linked early, but not kept (or gone from the site since)
+            (self.staging / rel).unlink()
+        for rel, inode in have.items():  # not in the new site
+            _unlink_if(f"{staging}/{rel}", inode)
+        needed = set()  # the directories of kept files and their ancestors
+        for directory in {rel.rpartition("/")[0] for rel in kept}:
+            ancestor = directory
+            while ancestor and ancestor not in needed:
+                needed.add(ancestor)
+                ancestor = ancestor.rpartition("/")[0]
+        for rel_dir in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+            if rel_dir not in needed:
+                _remove(f"{staging}/{rel_dir}")  # holds nothing the new site keeps
         return kept
 
     def write(self, rel: str, data: bytes) -> None:
         """Write one file of the new site (the staging directory is private: no temp files)."""
         dest = self.staging / rel
         self._parent(rel)
+        if self.reused:
+            _remove(str(dest))  # a leftover of the previous generation may share an inode
         dest.write_bytes(data)
         self.written.append(dest)
 
@@ -125,6 +201,8 @@ class SiteTransaction:
         and tens of thousands of files)."""
         parent = rel.rpartition("/")[0]
         if parent and parent not in self._dirs:
+            if self.reused:
+                _clear_way(self.staging, parent)
             (self.staging / parent).mkdir(parents=True, exist_ok=True)
             self._dirs.add(parent)
 
@@ -135,7 +213,9 @@ class SiteTransaction:
         changed between being read and being copied (a build writing into the wheelhouse).
         """
         dest = self.staging / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        self._parent(rel)
+        if self.reused:
+            _remove(str(dest))
         digest = hashlib.sha256()
         with source.open("rb") as src, dest.open("wb") as out:
             while chunk := src.read(1 << 20):
@@ -220,7 +300,7 @@ class SiteTransaction:
             fsync_dir(self.site.parent)
             self.committed = True
             self.fault("exchanged")
-            shutil.rmtree(self.staging, ignore_errors=True)
+            _keep_as_previous(self.staging, self.site)
             return
         old = Path(tempfile.mkdtemp(prefix=f".{self.site.name}.old-", dir=self.site.parent))
         old.rmdir()
@@ -234,7 +314,7 @@ class SiteTransaction:
                 old.rename(self.site)
             raise
         self.committed = True
-        shutil.rmtree(old, ignore_errors=True)
+        _keep_as_previous(old, self.site)
 
 
 def _sync_filesystem(directory: Path) -> None:
@@ -283,14 +363,92 @@ def _reflink(source: Path, dest: Path) -> str | None:
     return None
 
 
-def _relative_files(root: str) -> Iterator[str]:
-    """Every file under `root`, as a '/'-separated path relative to it (strings: a site has
-    tens of thousands of files, and Path objects cost more than the links made of them)."""
-    for dirpath, _dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        prefix = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-        for name in filenames:
-            yield prefix + name
+def _previous(site: Path) -> Path:
+    return site.parent / f".{site.name}.prev"
+
+
+def _keep_as_previous(old: Path, site: Path) -> None:
+    """Keep the replaced generation beside the site for the next publish to start from:
+    it already holds (hard links to) nearly every file the next site will, so a merge
+    costs its changes, not one link and one unlink per file of the site."""
+    previous = _previous(site)
+    if previous.is_symlink() or previous.exists():
+        shutil.rmtree(old, ignore_errors=True)  # not ours to replace: stays as it is
+        return
+    try:
+        old.rename(previous)
+    except OSError:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _scan(
+    root: str, *, inodes: bool, sanitize: bool = False, done: str | None = None
+) -> tuple[dict[str, tuple[int, int] | None], list[str]]:
+    """The regular files under `root` (never following links): '/'-separated relative path
+    → (device, inode), or None without `inodes` (a stat per file: only a previous
+    generation is compared by inode); and its directories. Anything else (links, sockets,
+    …) is left out, so never carried over; with `sanitize` (the previous generation: a
+    directory anyone who can write the site's parent can change), removed. The regular
+    files directly in `done` (linked in the background) are not stat'ed: left out with
+    `sanitize`, else listed with None."""
+    found: dict[str, tuple[int, int] | None] = {}
+    dirs: list[str] = []
+    stack = [("", root)]
+    skip = f"{done}/" if done is not None else None
+    while stack:
+        prefix, directory = stack.pop()
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((rel + "/", entry.path))
+                    dirs.append(rel)
+                elif entry.is_file(follow_symlinks=False):
+                    if prefix == skip:
+                        if not sanitize:
+                            found[rel] = None
+                    elif inodes:
+                        st = entry.stat(follow_symlinks=False)
+                        found[rel] = (st.st_dev, st.st_ino)
+                    else:
+                        found[rel] = None
+                elif sanitize:
+                    Path(entry.path).unlink()  # a symbolic link, a socket, a device, a fifo
+    return found, dirs
+
+
+def _unlink_if(path: str, inode: tuple[int, int] | None) -> None:
+    """Remove the regular file at `path` if it is still the one scanned as `inode`."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) == inode:
+        Path(path).unlink()
+
+
+def _remove(path: str | Path) -> None:
+    """Remove whatever `path` is (a file, a link, a directory tree); nothing if absent."""
+    target = Path(path)
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target, ignore_errors=True)
+    else:
+        target.unlink(missing_ok=True)
+
+
+def _clear_way(root: Path, rel_dir: str) -> None:
+    """Remove what stands where a directory of the staged site must be (a file of the
+    previous generation), so that `mkdir` makes it rather than failing."""
+    parts = rel_dir.split("/")
+    for i in range(1, len(parts) + 1):
+        path = root.joinpath(*parts[:i])
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            path.unlink()
+            return
 
 
 def _leftovers(site: Path, kind: str) -> Iterable[Path]:
@@ -339,12 +497,24 @@ def site_transaction(
     with _locked(site):
         _recover(site)
         staging = Path(tempfile.mkdtemp(prefix=f".{site.name}.staging-", dir=site.parent))
+        previous = _previous(site)
+        reused = site.is_dir() and previous.is_dir() and not previous.is_symlink()
+        if not reused and (previous.is_symlink() or previous.exists()):
+            _remove(previous)  # of a site that is gone, or not a directory: not ours to use
+        if reused:
+            staging.rmdir()
+            previous.rename(staging)  # a crash from here on: _recover drops it
         staging.chmod(_site_mode(site))  # mkdtemp makes 0700; a web server must read it
         txn = SiteTransaction(
-            site=site, staging=staging, exchange=exchange, fault=fault or _no_fault
+            site=site,
+            staging=staging,
+            exchange=exchange,
+            fault=fault or _no_fault,
+            reused=reused,
         )
         try:
             yield txn
         finally:
+            txn._take_prelinked()  # nothing may still be linking into a removed directory
             if not txn.committed:
                 shutil.rmtree(staging, ignore_errors=True)

@@ -71,6 +71,8 @@ class Aliases:
         self.kb = kb
         self._patches: dict[str, tuple[str, ...]] = {}
         self._admits: dict[tuple[str, str], bool] = {}
+        # a site's wheels share a handful of (accelerator, torch versions, specifier)
+        self._variants: dict[tuple[str, tuple[str, ...], str | None], frozenset[Variant]] = {}
 
     def patches(self, torch: str) -> tuple[str, ...]:
         if torch not in self._patches:
@@ -90,7 +92,15 @@ class Aliases:
             self._admits[key] = spec.contains(torch, prereleases=True)
         return self._admits[key]
 
-    def variants(self, wheel: IndexedWheel) -> set[Variant]:
+    def variants(self, wheel: IndexedWheel) -> frozenset[Variant]:
+        """The pages that list `wheel` (computed once per kind of wheel)."""
+        key = (wheel.accelerator, wheel.torch_versions, wheel.torch_specifier)
+        found = self._variants.get(key)
+        if found is None:
+            found = self._variants[key] = frozenset(self._find(wheel))
+        return found
+
+    def _find(self, wheel: IndexedWheel) -> set[Variant]:
         found = {Variant(torch=t, accelerator=wheel.accelerator) for t in wheel.torch_versions}
         if self.settings.alias_patches:
             spec = wheel.torch_specifier or ""

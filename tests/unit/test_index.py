@@ -83,8 +83,12 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 
 def leftovers(site: Path) -> list[str]:
+    """Directories a publish left beside the site, except the previous generation it
+    keeps on purpose (`.NAME.prev`, where the next publish starts)."""
     return sorted(
-        p.name for p in site.parent.iterdir() if p.name.startswith(f".{site.name}.") and p.is_dir()
+        p.name
+        for p in site.parent.iterdir()
+        if p.name.startswith(f".{site.name}.") and p.is_dir() and p.name != f".{site.name}.prev"
     )
 
 

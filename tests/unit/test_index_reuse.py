@@ -215,3 +215,84 @@ def test_a_large_publish_flushes_its_own_filesystem_not_the_machine(
             txn.write(f"f{i}.txt", b"x")
         txn.commit()
     assert len(list(site.iterdir())) == transaction._FSYNC_EACH_UP_TO + 1
+
+
+def _three_generations(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A site published twice (so a previous generation exists), and a third wheel."""
+    wh = tmp_path / "wh"
+    paths = [wheel(wh, version=f"0.1.{i}+pt213cpu", payload=str(i).encode()) for i in range(3)]
+    site = tmp_path / "site"
+    publish(site, [read_wheel(paths[0])], REL, KB)
+    publish(site, [read_wheel(paths[1])], REL, KB)
+    assert (tmp_path / ".site.prev").is_dir()  # the replaced generation, kept
+    return site, paths
+
+
+def test_a_merge_starts_from_the_previous_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replaced generation is kept beside the site and the next publish starts from
+    it: the files it shares with the live site (same inode) are not linked again, so a
+    merge links only what changed since — not every file of the site."""
+    site, paths = _three_generations(tmp_path)
+    linked: list[str] = []
+    real_link = os.link
+
+    def link(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        linked.append(str(dst))
+        real_link(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "link", link)
+    publish(site, [read_wheel(paths[2])], REL, KB)
+    names = sorted(Path(p).name for p in linked)
+    # the second generation's wheel + metadata (not in the kept first generation), and
+    # the new wheel: the first wheel and its metadata were already there
+    assert paths[0].name not in names and f"{paths[0].name}.metadata" not in names
+    assert paths[1].name in names and paths[2].name in names
+    assert len(read_manifest(site).wheels) == 3
+    for w in read_manifest(site).wheels:
+        assert hashlib.sha256((site / "wheels" / w.filename).read_bytes()).hexdigest() == w.sha256
+
+
+def test_a_tampered_previous_generation_cannot_reach_the_site(tmp_path: Path) -> None:
+    """The previous generation is a directory anyone with write access to the site's
+    parent could change: a file that is not the live site's own (another inode), an
+    extra wheel, a symlink, a stray directory — none of it reaches the new site."""
+    site, paths = _three_generations(tmp_path)
+    prev = tmp_path / ".site.prev"
+    kept = prev / "wheels" / paths[0].name
+    kept.unlink()
+    kept.write_bytes(b"not the published wheel")  # same name, another inode
+    (prev / "wheels" / "evil-1.0-py3-none-any.whl").write_bytes(b"x")
+    (prev / "wheels" / "link.whl").symlink_to("/etc/passwd")
+    (prev / "junk").mkdir()
+    (prev / "junk" / "x").write_bytes(b"x")
+    publish(site, [read_wheel(paths[2])], REL, KB)
+    files = sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file())
+    assert not any("evil" in f or "link.whl" in f or f.startswith("junk") for f in files)
+    assert not any(p.is_symlink() for p in site.rglob("*"))
+    for w in read_manifest(site).wheels:
+        assert hashlib.sha256((site / "wheels" / w.filename).read_bytes()).hexdigest() == w.sha256
+
+
+def test_a_crash_while_reusing_the_previous_generation_leaves_the_site(tmp_path: Path) -> None:
+    """A publisher killed after taking the previous generation as its staging directory
+    leaves the live site as it was; the next run starts from scratch and works."""
+
+    class Crash(Exception):
+        pass
+
+    def fault(at: str) -> None:
+        if at == "carried-over":
+            raise Crash(at)
+
+    site, paths = _three_generations(tmp_path)
+    before = {
+        p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()
+    }
+    with pytest.raises(Crash):
+        publish(site, [read_wheel(paths[2])], REL, KB, fault=fault)
+    after = {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    assert after == before
+    publish(site, [read_wheel(paths[2])], REL, KB)
+    assert len(read_manifest(site).wheels) == 3
