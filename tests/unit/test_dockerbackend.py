@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,7 @@ def test_offline_job_makes_the_image_prefetches_and_runs_cibuildwheel(tmp_path: 
         ("probe", "https://download.pytorch.org/whl/cpu/torch/"),
         ("pip", "download"),  # torch, build requirements
         ("pip", "download"),  # virtualenv at cibuildwheel's pin
+        ("pip", "download"),  # uv's static binary (none here: the installs stay pip's)
         ("cibuildwheel",),
     ]
     cache = tmp_path / "cache"
@@ -284,3 +286,49 @@ def test_container_output_that_is_no_wheel_is_refused(tmp_path: Path, kind: str)
     runner = FakeRunner().on(ANY, "-m", "cibuildwheel", effect=plant)
     with pytest.raises(UnsafeArtefactError, match="container output"):
         build(backend(tmp_path), runner, tmp_path)
+
+
+def uv_wheel(call: Call) -> None:
+    """What `pip download uv` leaves behind: its musllinux wheel with the binary."""
+    dest = Path(call.argv[call.argv.index("--dest") + 1])
+    dest.mkdir(parents=True)
+    with zipfile.ZipFile(dest / "uv-0.13.9-py3-none-musllinux_1_1_x86_64.whl", "w") as zf:
+        zf.writestr("uv-0.13.9.data/scripts/uv", b"\x7fELF static uv")
+
+
+def test_offline_native_builds_install_with_uv_made_once(tmp_path: Path) -> None:
+    """The container's two torch installs (build env, test venv) go through uv's binary,
+    mounted read-only; without one (a failed download) they stay pip's."""
+    b = backend(tmp_path, host_machine="x86_64")
+    runner = docker_runner().on(ANY, "-m", "pip", "download", effect=uv_wheel_or_nothing)
+    build(b, runner, tmp_path)
+    uv_dir = tmp_path / "cache" / "uv" / "uv-0.13.9"
+    assert (uv_dir / "bin" / "uv").read_bytes() == b"\x7fELF static uv"
+    options = dict(cibw_options(runner))
+    assert options["CIBW_BUILD_FRONTEND"] == "build[uv]; args: --no-isolation"
+    assert f"--volume={uv_dir}:/opt/buildtools/uv:ro" in options["CIBW_CONTAINER_ENGINE"]
+    assert "--installer uv" in options["CIBW_BEFORE_BUILD"]
+    env = options["CIBW_ENVIRONMENT"]
+    assert 'UV_OFFLINE="1"' in env and 'PATH="/opt/buildtools/uv/bin:' in env
+    downloads = [c for c in runner.calls if "uv==0.13.9" in c.argv]
+    build(b, runner, tmp_path / "again")
+    assert [c for c in runner.calls if "uv==0.13.9" in c.argv] == downloads  # made once
+
+    plain = backend(tmp_path / "nouv", host_machine="x86_64")
+    failing = docker_runner()  # `pip download uv` leaves no wheel
+    build(plain, failing, tmp_path / "nouv")
+    options = dict(cibw_options(failing))
+    assert options["CIBW_BUILD_FRONTEND"] == "build; args: --no-isolation"
+    assert "/opt/buildtools/uv" not in options["CIBW_CONTAINER_ENGINE"]
+
+
+def uv_wheel_or_nothing(call: Call) -> None:
+    if "uv==0.13.9" in call.argv:
+        uv_wheel(call)
+
+
+def cibw_options(runner: FakeRunner) -> list[tuple[str, str]]:
+    """The CIBW_* options the last cibuildwheel call ran with."""
+    call = [c for c in runner.calls if c.argv[1:3] == ("-m", "cibuildwheel")][-1]
+    assert call.env is not None
+    return [(k, v) for k, v in call.env.items() if k.startswith("CIBW_")]

@@ -61,6 +61,7 @@ from .images import (
     load_pins,
     validate_image_ref,
 )
+from .uvbin import ensure_uv
 
 _DOCKER_ARCH = {"aarch64": "arm64", "x86_64": "amd64"}  # uname -m → Docker's platform names
 DOCKER_INSTALL_HINT = (
@@ -322,6 +323,7 @@ class DockerBackend:
         ccache_dir: Path | None = None,
         nvcc_threads: int = 1,
         cross: CrossToolchain | None = None,
+        uv_dir: Path | None = None,
     ) -> CibwRun:
         """The cibuildwheel run for `job` with this backend's settings."""
         return compose_cibuildwheel(
@@ -340,7 +342,25 @@ class DockerBackend:
             ccache_dir=ccache_dir,
             nvcc_threads=nvcc_threads,
             cross_toolchain=cross.path if cross is not None else None,
+            uv_dir=uv_dir,
         )
+
+    def uv_for(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> Path | None:
+        """uv for a native offline job's installs, or None: pip (logged either way)."""
+        if job.platform.removeprefix("linux_") != "x86_64" or self.host_machine != "x86_64":
+            return None  # uv's static binary is x86_64; an emulated job has the cross one
+        found, why = ensure_uv(
+            cache_dir=self.cache_dir,
+            python=self.python,
+            env=self._child_env(),
+            runner=runner,
+            log=log,
+        )
+        if found is None:
+            log.write(f"# installs in the container: pip (no uv: {why})\n")
+        else:
+            log.write(f"# installs in the container: uv ({found / 'bin' / 'uv'}, {why})\n")
+        return found
 
     def cross_for(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> CrossToolchain | None:
         """The x86_64 cross GCC for an emulated aarch64 job, or None (logged either way)."""
@@ -392,9 +412,11 @@ class DockerBackend:
         cross = self.cross_for(job, runner=runner, log=log)
         if cross is not None:
             write_wrappers(job_dir)
+        uv_dir = None
         if self.offline:
             wheels: Path | None = self.prefetch(job, runner=runner, log=log)
             pip, index = None, None
+            uv_dir = None if cross is not None else self.uv_for(job, runner=runner, log=log)
         else:
             wheels, pip, index = None, self.pip_config(runner), self._torch_index(job, runner, log)
         run = self.compose(
@@ -410,6 +432,7 @@ class DockerBackend:
             ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
             nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
             cross=cross,
+            uv_dir=uv_dir,
         )
         cibw_env = {
             k: v for k, v in env.items() if not k.startswith("CIBW_") and k != NVCC_THREADS_VAR

@@ -55,6 +55,7 @@ from ..base import nvcc_flags_env
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
+from .uvbin import UV_BIN, UV_MOUNT, uv_environment
 
 TOOLS_PYTHON = "/opt/buildtools/venv/bin/python"
 # the build interpreter inside the container: cibuildwheel puts the job's Python first on PATH
@@ -371,6 +372,7 @@ def compose_cibuildwheel(
     ccache_dir: Path | None = None,
     nvcc_threads: int = 1,
     cross_toolchain: Path | None = None,
+    uv_dir: Path | None = None,
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
@@ -381,7 +383,9 @@ def compose_cibuildwheel(
     compiler cache, mounted read-write and put in front of c++ and nvcc as on the host;
     `nvcc_threads` the scheduler's `nvcc --threads` for the job's device code.
     `cross_toolchain` (an emulated aarch64 job) is the x86_64 cross GCC mounted at
-    CROSS_PREFIX, with CC/CXX set to the job directory's wrappers (`.cross`).
+    CROSS_PREFIX, with CC/CXX set to the job directory's wrappers (`.cross`); its uv
+    installs offline. `uv_dir` (a native offline job) holds bin/uv (`uvbin.ensure_uv`),
+    mounted at UV_MOUNT: the build environment and the test venv are installed with it.
     """
     accel = job.accelerator
     arch = _arch(job)
@@ -402,6 +406,11 @@ def compose_cibuildwheel(
         mounts += pip.mounts
     if cross_toolchain is not None:
         mounts.append(Mount(source=cross_toolchain, target=CROSS_PREFIX))
+    # uv: the cross toolchain's (emulated jobs) or uv_dir's, offline only (prefetched wheels)
+    native_uv = offline and cross_toolchain is None and uv_dir is not None
+    if native_uv:
+        assert uv_dir is not None
+        mounts.append(Mount(source=uv_dir, target=UV_MOUNT))
     create_args += [m.arg for m in mounts]
     if ccache_dir is not None:
         Mount(source=ccache_dir, target=CONTAINER_CCACHE_DIR)  # the same path rules
@@ -415,13 +424,16 @@ def compose_cibuildwheel(
             ("LIBRARY_PATH", str(LIB_LINK_DIR)),
         ]
     container_env.append(("DIST_EXTRA_CONFIG", f"{CONTAINER_JOB_DIR}/setup.cfg"))
-    # uv (native, in the cross toolchain) installs from the prefetched wheels; online, pip
-    uv = cross_toolchain is not None and offline
+    uv = offline and (cross_toolchain is not None or native_uv)
     if cross_toolchain is not None:
         container_env += cross_environment(
             CONTAINER_JOB_DIR,
             wheels_dir=CONTAINER_WHEELS_DIR if offline else None,
             constraints=f"{CONTAINER_JOB_DIR}/constraints.txt",
+        )
+    elif native_uv:
+        container_env += uv_environment(
+            wheels_dir=CONTAINER_WHEELS_DIR, constraints=f"{CONTAINER_JOB_DIR}/constraints.txt"
         )
     # Byte-compiling torch's thousands of modules costs ~8 s per install (measured), in a
     # container that is thrown away. pip reads a `no-` option's variable inverted:
@@ -454,7 +466,7 @@ def compose_cibuildwheel(
     environment = quote_environment(container_env)
     # the one expanded value: the container's own PATH, behind the masquerade links and uv
     front = [CONTAINER_CCACHE_MASQUERADE] if ccache_dir is not None else []
-    front += [CROSS_BIN] if uv else []
+    front += [CROSS_BIN if cross_toolchain is not None else UV_BIN] if uv else []
     if front:
         environment += f' PATH="{":".join(front)}:$PATH"'
 

@@ -46,7 +46,6 @@ import re
 import shlex
 import shutil
 import stat
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,15 +53,13 @@ from typing import IO
 
 from ...locks import file_lock
 from ...runner import Runner
+from .uvbin import UV_REQUIREMENT, add_uv, uv_environment
 
 CROSS_PREFIX = "/opt/buildtools/cross"  # where the toolchain is mounted in the container
 CROSS_GXX = f"{CROSS_PREFIX}/usr/bin/aarch64-linux-gnu-g++"
 CROSS_GCC = f"{CROSS_PREFIX}/usr/bin/aarch64-linux-gnu-gcc"
 CROSS_BIN = f"{CROSS_PREFIX}/bin"  # goes first on the build's PATH: uv
 CROSS_UV = f"{CROSS_BIN}/uv"
-# uv's musllinux_1_1_x86_64 wheel holds a static-pie binary: it runs in any container
-UV_REQUIREMENT = "uv==0.13.9"
-_UV_PLATFORM = "musllinux_1_1_x86_64"
 # written by before-build once the cross compiler passed its checks; the wrappers read it
 CROSS_OK_FILE = "/tmp/buildtools/cross-ok"
 CROSS_ENV_VAR = "BUILDTOOLS_CROSS_COMPILE"  # 0/off/no: the image's compiler, emulated
@@ -121,14 +118,7 @@ def cross_environment(
     base = f"{job_dir_in_container}/{WRAPPER_DIR}"
     env = [("CC", f"{base}/cc"), ("CXX", f"{base}/c++")]
     if wheels_dir is not None:
-        env += [
-            ("UV_OFFLINE", "1"),
-            ("UV_FIND_LINKS", wheels_dir),
-            ("UV_CONSTRAINT", constraints),
-            # the cache is in the container, the venvs too; no hard links across mounts
-            ("UV_LINK_MODE", "copy"),
-            ("UV_PYTHON_DOWNLOADS", "never"),
-        ]
+        env += uv_environment(wheels_dir=wheels_dir, constraints=constraints)
     return env
 
 
@@ -180,33 +170,11 @@ def ensure_cross_toolchain(
         version = _version(dest, uv=False)
         if not result.ok or version is None:
             return None, f"{SCRIPT} failed (exit {result.returncode}; see the log)"
-        why = _add_uv(dest, python=python, env=env, runner=runner, log=log)
+        why = add_uv(dest, python=python, env=env, runner=runner, log=log)
         if why is not None:
             shutil.rmtree(dest, ignore_errors=True)
             return None, why
     return CrossToolchain(path=dest, version=version), "made"
-
-
-def _add_uv(
-    dest: Path, *, python: str, env: Mapping[str, str], runner: Runner, log: IO[str]
-) -> str | None:
-    """Put uv's static x86_64 binary at dest/bin/uv; why not, or None."""
-    wheels = dest / ".uv-wheel"
-    argv = [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-    argv += ["--platform", _UV_PLATFORM, "--python-version", "3.10", "--dest", str(wheels)]
-    result = runner.run([*argv, UV_REQUIREMENT], env=env, log=log, timeout=600)
-    found = sorted(wheels.glob("uv-*.whl"))
-    if not result.ok or not found:
-        return f"downloading {UV_REQUIREMENT} ({_UV_PLATFORM}) failed (exit {result.returncode})"
-    with zipfile.ZipFile(found[0]) as zf:
-        names = [n for n in zf.namelist() if n.endswith(".data/scripts/uv")]
-        if not names:
-            return f"{found[0].name} holds no uv binary"
-        (dest / "bin").mkdir(exist_ok=True)
-        (dest / "bin" / "uv").write_bytes(zf.read(names[0]))
-    (dest / "bin" / "uv").chmod(0o755)
-    shutil.rmtree(wheels, ignore_errors=True)
-    return None
 
 
 def _version(dest: Path, *, uv: bool = True) -> str | None:
