@@ -122,17 +122,24 @@ def test_a_tampered_live_page_is_rendered_again(tmp_path: Path) -> None:
     assert not any(p.is_symlink() for p in site.rglob("*"))
 
 
-def test_a_previous_generation_with_links_where_directories_were_is_made_safe(
-    tmp_path: Path,
-) -> None:
-    """The previous generation's `wheels/` replaced by a link to a directory outside and a
-    page directory replaced by a file: nothing is written outside, the site is whole."""
+def published_twice(tmp_path: Path) -> tuple[list[Path], Path, Path]:
+    """(the wheels, a site of all of them published at once, a site published into twice:
+    two wheels, then one, so it has a previous generation) of the same wheels."""
     paths = wheels(tmp_path)
     whole = tmp_path / "whole"
     publish_paths(whole, paths)
     site = tmp_path / "site"
     publish_paths(site, paths[:2])
     publish_paths(site, paths[2:3])
+    return paths, whole, site
+
+
+def test_a_previous_generation_with_links_where_directories_were_is_made_safe(
+    tmp_path: Path,
+) -> None:
+    """The previous generation's `wheels/` replaced by a link to a directory outside and a
+    page directory replaced by a file: nothing is written outside, the site is whole."""
+    paths, whole, site = published_twice(tmp_path)
     prev = tmp_path / ".site.prev"
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -165,12 +172,7 @@ def test_a_crash_before_the_swap_of_a_reused_generation_leaves_the_site(
         if at == "pages-written":
             raise Crash(at)
 
-    paths = wheels(tmp_path)
-    whole = tmp_path / "whole"
-    publish_paths(whole, paths)
-    site = tmp_path / "site"
-    publish_paths(site, paths[:2])
-    publish_paths(site, paths[2:3])
+    paths, whole, site = published_twice(tmp_path)
     before = tree(site)
     with pytest.raises(Crash):
         publish(site, [read_wheel(p) for p in paths[3:]], REL, KB, fault=fault)

@@ -350,12 +350,9 @@ class DockerBackend:
         if job.platform.removeprefix("linux_") != "x86_64" or self.host_machine != "x86_64":
             return None  # uv's static binary is x86_64; an emulated job has the cross one
         found, why = ensure_uv(
-            cache_dir=self.cache_dir,
-            python=self.python,
-            env=self._child_env(),
-            runner=runner,
+            cache_dir=self.cache_dir, python=self.python, env=self._child_env(), runner=runner,
             log=log,
-        )
+        )  # fmt: skip
         if found is None:
             log.write(f"# installs in the container: pip (no uv: {why})\n")
         else:
