@@ -89,8 +89,15 @@ def test_cpu_cell_builds_in_the_container_offline(docker_build: Path) -> None:
     # cibuildwheel ran the plan's steps in the container, with the network off ...
     assert "--network=none" in log
     assert "[buildtools] network interfaces: lo\n" in log
-    # ... torch came from the mounted prefetched wheels, at the job's pin
-    assert "Processing /buildtools/wheels/torch-2.13.0+cpu-" in log
+    # ... torch came from the mounted prefetched wheels, at the job's pin: by uv (offline,
+    # the prefetched wheels its only source), or by pip where no uv binary could be had
+    if "# installs in the container: uv (" in log:
+        assert 'UV_OFFLINE="1"' in log and 'UV_FIND_LINKS="/buildtools/wheels"' in log
+        assert "$ uv pip install --python" in log and " + torch==2.13.0+cpu" in log
+        assert "build[uv]" in log  # cibuildwheel's test venv too
+    else:
+        assert "# installs in the container: pip (no uv: " in log
+        assert "Processing /buildtools/wheels/torch-2.13.0+cpu-" in log
     assert "[buildtools] torch 2.13.0+cpu (CUDA None, HIP None)" in log
     # ... the derived-exclude repair ran inside, and the import test passed there
     assert "-m auditwheel repair" in log and "--exclude libtorch_cpu.so" in log
@@ -109,7 +116,7 @@ def test_the_containers_compiles_went_through_the_jobs_mounted_ccache(docker_bui
     on the host: a second container build of the same code hits it."""
     report = json.loads((docker_build / "report.json").read_text())
     log = Path(report["cells"][0]["log"]).read_text()
-    assert 'PATH="/opt/buildtools/ccache:$PATH"' in log
+    assert 'PATH="/opt/buildtools/ccache:' in log  # first, before uv's directory if any
     assert "TORCH_NO_COMPILER_WRAPPER" in log
     cache = cache_dir() / "ccache" / HOST_CELL
     bookkeeping = {"ccache.conf", "stats", "CACHEDIR.TAG"}
