@@ -11,6 +11,7 @@ __all__ = [
     "MatrixChoice",
     "Risk",
     "choose_matrix",
+    "cuda_headers_in_cpu_build",
     "find_risks",
     "inspect_project",
     "render_matrix",
@@ -19,4 +20,4 @@ __all__ = [
 
 from .inspect import Inspection, inspect_project
 from .render import MatrixChoice, choose_matrix, render_matrix, render_noxfile
-from .risks import Risk, find_risks
+from .risks import Risk, cuda_headers_in_cpu_build, find_risks

@@ -33,10 +33,13 @@ def _q(value: str) -> str:
     return json.dumps(value)  # a YAML double-quoted scalar
 
 
-def choose_matrix(project: Inspection, kb: Knowledge, torch: tuple[str, ...] = ()) -> MatrixChoice:
+def choose_matrix(
+    project: Inspection, kb: Knowledge, torch: tuple[str, ...] = (), *, cpu_build: bool = True
+) -> MatrixChoice:
     """The newest confirmed torch and the one two minors before it (about a year of releases),
     CPU plus, with CUDA sources, the oldest and newest CUDA both torches ship on their index,
-    and every Python both support."""
+    and every Python both support. `cpu_build=False` (a CUDA-only project: its C++ sources
+    include CUDA headers unconditionally) leaves CPU out when there is CUDA to build."""
     confirmed = sorted(
         (minor for minor, rel in kb.torch.items() if rel.confirmed),
         key=lambda m: tuple(int(x) for x in m.split(".")),
@@ -50,7 +53,7 @@ def choose_matrix(project: Inspection, kb: Knowledge, torch: tuple[str, ...] = (
         set.intersection(*(set(r.python) for r in rels)),
         key=lambda p: tuple(int(x) for x in p.split(".")),
     )
-    accels = ["cpu"]
+    accels = ["cpu"] if cpu_build or not project.has_cuda else []
     pr_cuda = None
     if project.has_cuda:
         cudas = sorted(
@@ -105,26 +108,47 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
             "  # make it part of the build's fingerprint), name it in build_env, e.g.",
             f'  # build_env: {{{project.env_vars[0]}: "1"}}',
         ]
+    cpu_axis = "cpu" in choice.accelerators
     lines += [
         "",
         "axes:",
         f"  torch: [{', '.join(_q(t) for t in choice.torch)}]",
         f"  accelerator: [{', '.join(choice.accelerators)}]"
         + (
-            "   # add rocm7.2 for AMD GPUs" if project.has_cuda else "   # no .cu sources: CPU only"
+            ("   # add rocm7.2 for AMD GPUs" if cpu_axis else "   # CUDA-only sources: no cpu")
+            if project.has_cuda
+            else "   # no .cu sources: CPU only"
         ),
         f"  python: [{', '.join(_q(p) for p in choice.pythons)}]",
         "",
         "profiles:",
         "  local:",
-        "    description: the newest torch, CPU, the Python running buildtools",
-        "    select:",
-        f"      - {{torch: {_q(choice.torch[-1])}, accelerator: cpu, python: host}}",
+    ]
+    cpu = "cpu" in choice.accelerators
+    if cpu or choice.pr_cuda is None:
+        lines += [
+            "    description: the newest torch, CPU, the Python running buildtools",
+            "    select:",
+            f"      - {{torch: {_q(choice.torch[-1])}, accelerator: cpu, python: host}}",
+        ]
+    else:  # CUDA-only: the local build is a CUDA one (the compiler comes as wheels)
+        lines += [
+            "    description: the newest torch and CUDA (CUDA-only sources, no CPU build), "
+            "the Python running buildtools",
+            "    select:",
+            f"      - {{torch: {_q(choice.torch[-1])}, accelerator: {choice.pr_cuda}, "
+            "python: host}",
+        ]
+    lines += [
         "  pr:",
         "    description: a small representative subset for pull requests",
         "    select:",
-        f"      - {{torch: {_q(choice.torch[-1])}, accelerator: cpu, python: {_q(choice.pr_python)}}}",
     ]
+    if cpu or choice.pr_cuda is None:
+        lines.append(
+            f"      - {{torch: {_q(choice.torch[-1])}, accelerator: cpu, "
+            f"python: {_q(choice.pr_python)}}}"
+        )
     if choice.pr_cuda:
         lines.append(
             f"      - {{torch: {_q(choice.torch[0])}, accelerator: {choice.pr_cuda}, "

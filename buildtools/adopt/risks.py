@@ -10,7 +10,7 @@ by `cpubuild`).
 
 from __future__ import annotations
 
-__all__ = ["Risk", "find_risks", "load_risk_rules"]
+__all__ = ["Risk", "cuda_headers_in_cpu_build", "find_risks", "load_risk_rules"]
 
 import re
 from dataclasses import dataclass
@@ -107,6 +107,11 @@ def _read_code(path: Path) -> str:
         return _code(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return ""
+
+
+def cuda_headers_in_cpu_build(project: Inspection) -> list[Risk]:
+    """The `cuda-header-in-cpu-build` risks of `project` (none: its CPU build can compile)."""
+    return _cpu_build_risks(project, load_risk_rules()[2]) if project.cpp_sources else []
 
 
 def _cpu_build_risks(project: Inspection, rules: tuple[_Rule, ...]) -> list[Risk]:

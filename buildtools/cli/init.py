@@ -16,7 +16,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..adopt import choose_matrix, find_risks, inspect_project, render_matrix, render_noxfile
+from ..adopt import (
+    choose_matrix,
+    cuda_headers_in_cpu_build,
+    find_risks,
+    inspect_project,
+    render_matrix,
+    render_noxfile,
+)
 from ..errors import ConfigError
 from ..files import write_atomic
 from ..knowledge import load_knowledge
@@ -86,7 +93,15 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"matrix.yaml exists: kept as it is (its torch: {', '.join(torch_axis)})\n")
         oldest = min(torch_axis, key=lambda v: tuple(int(x) for x in v.split(".")[:3]))
     else:
-        choice = choose_matrix(project, kb, tuple(args.torch or ()))
+        # CUDA headers outside any #if in the CPU build's sources: a CUDA-only project
+        cuda_only = project.has_cuda and bool(cuda_headers_in_cpu_build(project))
+        choice = choose_matrix(project, kb, tuple(args.torch or ()), cpu_build=not cuda_only)
+        if cuda_only:
+            (why,) = cuda_headers_in_cpu_build(project)
+            out.write(
+                f"  CUDA-only: {why.message.split(': a CPU cell')[0]}; the proposed matrix "
+                f"has no CPU cell (accelerators: {', '.join(choice.accelerators)})\n"
+            )
         text = render_matrix(project, choice)
         _validated(text, root)
         oldest, rocm = choice.torch[0], False

@@ -177,3 +177,24 @@ def test_init_reports_a_cuda_header_in_the_cpu_build(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "risk   cuda-header-in-cpu-build: <cuda.h> included outside any #if" in text, text
     assert "(csrc/utils.h)" in text
+
+
+def test_init_proposes_no_cpu_cell_for_a_cuda_only_project(tmp_path: Path) -> None:
+    """CUDA headers outside any #if in the C++ sources beside .cu files: a CUDA-only
+    project; the proposed matrix builds CUDA cells only, locally too, and every profile plans."""
+    root = _cpu_build_repo(tmp_path / "proj", "#pragma once\n#include <c10/cuda/CUDAStream.h>\n")
+    (root / "csrc" / "kernel.cu").write_text(KERNEL)
+    out = io.StringIO()
+    assert cli.main(["init", str(root)], out=out) == 0
+    text = out.getvalue()
+    assert "CUDA-only: <c10/cuda/CUDAStream.h> included outside any #if" in text, text
+    assert "the proposed matrix has no CPU cell" in text
+    assert "risk   cuda-header-in-cpu-build" not in text  # said once, as what init did
+    matrix = (root / "matrix.yaml").read_text()
+    assert "accelerator: [cu126, cu130]   # CUDA-only sources: no cpu" in matrix, matrix
+    for profile in ("local", "pr", "release"):
+        ids = io.StringIO()
+        argv = ["plan", "--matrix", str(root / "matrix.yaml"), "--profile", profile]
+        assert cli.main([*argv, "--format", "ids"], out=ids) == 0
+        cells = ids.getvalue().split()
+        assert cells and not [c for c in cells if "-cpu-" in c], (profile, cells)
