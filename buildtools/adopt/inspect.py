@@ -23,6 +23,18 @@ _LIMITED_API_OFF = re.compile(r"^\s*py_limited_api\s*=\s*False\b", re.MULTILINE)
 _SETUP_NAME = re.compile(
     r"""\bsetup\s*\((?:[^()]|\([^()]*\))*?\bname\s*=\s*["']([A-Za-z0-9_.\-]+)["']""", re.DOTALL
 )
+# setup.py fetching something while it builds (flash-attn's and causal-conv1d's
+# CachedWheelsCommand downloads a prebuilt wheel from their GitHub releases instead of
+# compiling, unless their FORCE_BUILD variable says otherwise)
+_DOWNLOAD = re.compile(
+    r"\b(?:urlretrieve|urlopen|requests\.get|httpx\.get|urllib3\.request)\s*\("
+    r"|\b(?:wget|curl)\b\s+-"
+)
+# FORCE_BUILD = os.getenv("X_FORCE_BUILD", "FALSE") == "TRUE": (name, the value that builds)
+_FORCE_BUILD = re.compile(
+    r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z_][A-Z0-9_]*FORCE_BUILD[A-Z0-9_]*)["']"""
+    r"""(?:\s*,\s*["'][^"'\n]*["'])?\s*\)\s*==\s*["']([A-Za-z0-9_]+)["']"""
+)
 # variables every torch build reads anyway: no need to list them in build_env
 _WELL_KNOWN_ENV = {
     "CUDA_HOME",
@@ -57,6 +69,8 @@ class Inspection:
     stable_abi: bool  # includes torch/csrc/stable
     cuda_gate: str | None  # how setup.py decides to build CUDA, in words
     env_vars: tuple[str, ...]  # environment variables the build files read
+    downloads: bool = False  # setup.py fetches something over the network while it builds
+    force_build: tuple[str, str] | None = None  # (variable, value) that makes it compile
     tests_dir: str | None
     module: str | None  # the top-level package or module to import
 
@@ -186,6 +200,8 @@ def inspect_project(root: Path) -> Inspection:
         stable_abi=stable,
         cuda_gate=_cuda_gate(setup),
         env_vars=tuple(env_vars),
+        downloads=bool(_DOWNLOAD.search(build_text)),
+        force_build=next(((m[1], m[2]) for m in _FORCE_BUILD.finditer(build_text)), None),
         tests_dir=tests,
         module=_module(root, name, files),
     )

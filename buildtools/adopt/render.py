@@ -102,12 +102,20 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
         ]
     elif project.module:
         lines.append(f'  smoke: python -c "import {project.module}"   # no tests dir: import only')
+    if project.force_build is not None:
+        name, value = project.force_build
+        lines += [
+            "  # setup.py would download a prebuilt wheel instead of compiling; its switch:",
+            f"  build_env: {{{name}: {_q(value)}}}",
+        ]
     if project.env_vars:
         lines += [
             f"  # setup.py reads {', '.join(project.env_vars)}: to set one for every build (and",
-            "  # make it part of the build's fingerprint), name it in build_env, e.g.",
-            f'  # build_env: {{{project.env_vars[0]}: "1"}}',
+            "  # make it part of the build's fingerprint), name it in build_env"
+            + ("" if project.force_build else ", e.g."),
         ]
+        if project.force_build is None:
+            lines.append(f'  # build_env: {{{project.env_vars[0]}: "1"}}')
     cpu_axis = "cpu" in choice.accelerators
     lines += [
         "",

@@ -36,7 +36,8 @@ def _code(text: str) -> str:
 class Risk:
     """One finding: what, where, and what to do about it."""
 
-    # build-time-cuda-detection | api-newer-than-torch | hip-incompatible | cuda-header-in-cpu-build
+    # build-time-cuda-detection | downloads-while-building | api-newer-than-torch |
+    # hip-incompatible | cuda-header-in-cpu-build
     code: str
     message: str
     remedy: str
@@ -147,6 +148,29 @@ def _cpu_build_risks(project: Inspection, rules: tuple[_Rule, ...]) -> list[Risk
     return risks
 
 
+def _download_risk(project: Inspection) -> Risk:
+    if project.force_build is not None:
+        name, value = project.force_build
+        remedy = (
+            f"set {name}={value} (setup.py's own switch) in project.build_env: a matrix.yaml "
+            "written by `buildtools init` does"
+        )
+    else:
+        remedy = (
+            "make the build compile without the network (the project's force-build switch in "
+            "project.build_env, or no download in setup.py); `--backend docker --offline` "
+            "builds have no network and fail where setup.py needs it"
+        )
+    return Risk(
+        code="downloads-while-building",
+        message="setup.py fetches files over the network while it builds (e.g. a prebuilt "
+        "wheel from the project's releases instead of compiling): the wheel would not be "
+        "the one this build compiled, and an offline build fails",
+        remedy=remedy,
+        where=("setup.py",),
+    )
+
+
 def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool, cpu: bool) -> list[Risk]:
     """The risks of `project` for a matrix whose oldest torch is `oldest_torch`.
 
@@ -166,6 +190,8 @@ def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool, cpu: bool)
                 where=("setup.py",),
             )
         )
+    if project.downloads:
+        risks.append(_download_risk(project))
     apis, hip, cpu_build = load_risk_rules()
     texts = _sources(project)
     oldest = Version(oldest_torch)

@@ -140,7 +140,7 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
     out.write(
         "\nnext:\n"
         "  nox -s plan -- --profile release   # every cell the release builds\n"
-        "  nox -s build                       # the local CPU cell: build, repair, check\n"
+        "  nox -s build                       # the local profile's cell: build, repair, check\n"
         "  nox -s smoke                       # install that wheel and run project.smoke\n"
     )
     return 0

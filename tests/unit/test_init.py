@@ -59,6 +59,7 @@ def test_inspection_reads_the_build(repo: Path) -> None:
     assert found.limited_api == "cp39" and found.abi == "abi3"
     assert found.cuda_gate == "torch.cuda.is_available() at build time"
     assert found.env_vars == ("FANCY_FAST_MATH",) and found.tests_dir == "tests"
+    assert not found.downloads and found.force_build is None
     assert found.describe() == "setuptools, 1 .cu file(s), 1 C++ file(s), py_limited_api (cp39)"
 
 
@@ -198,3 +199,49 @@ def test_init_proposes_no_cpu_cell_for_a_cuda_only_project(tmp_path: Path) -> No
         assert cli.main([*argv, "--format", "ids"], out=ids) == 0
         cells = ids.getvalue().split()
         assert cells and not [c for c in cells if "-cpu-" in c], (profile, cells)
+
+
+CACHED_WHEELS_SETUP = """\
+import os, urllib.request
+from setuptools import setup
+from wheel.bdist_wheel import bdist_wheel as _bdist_wheel
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+FORCE_BUILD = os.getenv("FANCY_FORCE_BUILD", "FALSE") == "TRUE"
+
+class CachedWheelsCommand(_bdist_wheel):
+    def run(self):
+        if FORCE_BUILD:
+            return super().run()
+        urllib.request.urlretrieve("https://example.invalid/fancy.whl", "fancy.whl")
+
+setup(name="fancy-ops", ext_modules=[CUDAExtension("fancy_ops._C", ["csrc/ops.cu"])],
+      cmdclass={"bdist_wheel": CachedWheelsCommand, "build_ext": BuildExtension})
+"""
+
+
+def test_a_setup_py_that_downloads_its_wheel_is_made_to_compile(tmp_path: Path) -> None:
+    """flash-attn's and causal-conv1d's pattern: a bdist_wheel that downloads a prebuilt wheel
+    unless FORCE_BUILD says TRUE. init reports it and sets the switch in build_env."""
+    root = tmp_path / "proj"
+    (root / "csrc").mkdir(parents=True)
+    (root / "setup.py").write_text(CACHED_WHEELS_SETUP)
+    (root / "csrc" / "ops.cu").write_text(KERNEL)
+    found = inspect_project(root)
+    assert found.downloads and found.force_build == ("FANCY_FORCE_BUILD", "TRUE")
+    out = io.StringIO()
+    assert cli.main(["init", str(root)], out=out) == 0
+    text = out.getvalue()
+    assert "risk   downloads-while-building: setup.py fetches files over the network" in text
+    assert "remedy: set FANCY_FORCE_BUILD=TRUE (setup.py's own switch)" in text
+    matrix = (root / "matrix.yaml").read_text()
+    assert '  build_env: {FANCY_FORCE_BUILD: "TRUE"}\n' in matrix, matrix
+    ids = io.StringIO()
+    assert (
+        cli.main(["plan", "--matrix", str(root / "matrix.yaml"), "--format", "ids"], out=ids) == 0
+    )
+    # the switch is part of every job's build environment (and so of its fingerprint)
+    plan = io.StringIO()
+    argv = ["plan", "--matrix", str(root / "matrix.yaml"), "--profile", "pr", "--format", "json"]
+    assert cli.main(argv, out=plan) == 0
+    assert '"FANCY_FORCE_BUILD"' in plan.getvalue()
