@@ -106,7 +106,7 @@ def unguarded_cuda_includes(
     def resolve(includer: str, target: str) -> str | None:
         here = includer.rsplit("/", 1)[0] if "/" in includer else ""
         beside = f"{here}/{target}" if here else target
-        if (root / beside).is_file() and ".." not in beside.split("/"):
+        if ".." not in beside.split("/") and (root / beside).is_file():
             return beside
         candidates = [c for c in by_name.get(target.rsplit("/", 1)[-1], ()) if c.endswith(target)]
         return candidates[0] if len(candidates) == 1 else None

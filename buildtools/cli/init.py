@@ -94,13 +94,12 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
         oldest = min(torch_axis, key=lambda v: tuple(int(x) for x in v.split(".")[:3]))
     else:
         # CUDA headers outside any #if in the CPU build's sources: a CUDA-only project
-        cuda_only = project.has_cuda and bool(cuda_headers_in_cpu_build(project))
-        choice = choose_matrix(project, kb, tuple(args.torch or ()), cpu_build=not cuda_only)
-        if cuda_only:
-            (why,) = cuda_headers_in_cpu_build(project)
+        cpu_blockers = cuda_headers_in_cpu_build(project) if project.has_cuda else []
+        choice = choose_matrix(project, kb, tuple(args.torch or ()), cpu_build=not cpu_blockers)
+        if cpu_blockers:
             out.write(
-                f"  CUDA-only: {why.message.split(': a CPU cell')[0]}; the proposed matrix "
-                f"has no CPU cell (accelerators: {', '.join(choice.accelerators)})\n"
+                f"  CUDA-only, so the proposed matrix has no CPU cell (accelerators: "
+                f"{', '.join(choice.accelerators)}): {cpu_blockers[0].message}\n"
             )
         text = render_matrix(project, choice)
         _validated(text, root)
