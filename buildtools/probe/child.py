@@ -183,9 +183,19 @@ def import_report(*, devices: bool) -> dict[str, Any]:
         return out
     gpus: list[dict[str, Any]] = []
     try:
+        # the CUDA version the driver supports (cudaDriverGetVersion: 13000 → "13.0"); 0 or
+        # an error where no driver answers. Private, absent from CPU and ROCm builds.
+        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
+        if callable(driver) and getattr(version, "cuda", None):
+            with contextlib.suppress(Exception):
+                number = int(driver())
+                if number > 0:
+                    out["driver_cuda"] = f"{number // 1000}.{number % 1000 // 10}"
         out["arch_list"] = list(torch.cuda.get_arch_list())
-        if torch.cuda.is_available():
-            for i in range(torch.cuda.device_count()):
+        out["device_available"] = bool(torch.cuda.is_available())
+        out["device_count"] = int(torch.cuda.device_count())
+        if out["device_available"]:
+            for i in range(out["device_count"]):
                 p = torch.cuda.get_device_properties(i)
                 gpus.append(
                     {
@@ -196,7 +206,7 @@ def import_report(*, devices: bool) -> dict[str, Any]:
                     }
                 )
     except Exception as exc:
-        out["gpu_error"] = type(exc).__name__ + ": " + str(exc)
+        out["device_error"] = type(exc).__name__ + ": " + str(exc)
     out["gpus"] = gpus
     return out
 

@@ -241,6 +241,10 @@ def _with_import(
             "cxx11_abi": imported.get("cxx11_abi"),
             "arch_list": imported.get("arch_list") or [],
             "gpus": imported.get("gpus") or [],
+            "device_available": imported.get("device_available"),
+            "device_count": imported.get("device_count"),
+            "driver_cuda": imported.get("driver_cuda"),
+            "device_error": imported.get("device_error"),
             "imported": True,
         }
     )
