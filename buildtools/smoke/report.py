@@ -223,8 +223,9 @@ class SmokeReport:
             for line in _details(res):
                 console.print(f"  {res.wheel}: {line}", markup=False)
         for res in self.failed:
-            console.print(f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:")
-            console.print(_last_lines(res.output, 15), markup=False)
+            if res.output.strip():
+                console.print(f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:")
+                console.print(_last_lines(res.output, 15), markup=False)
 
 
 def _details(res: SmokeResult) -> list[str]:

@@ -431,7 +431,7 @@ def _no_device_results(
                 cell=p.cell,
                 covers=p.covers,
                 status=SmokeStatus.NO_DEVICE,
-                diagnosis=check.line(),
+                diagnosis="not installed: no GPU visible (runner.device_check says why)",
                 stage="env",
                 source=p.source.origin,
             )
@@ -496,7 +496,6 @@ def run_smoke(
         unrecorded=unrecorded_accel,
     )
     if check is not None and not check.ok:
-        out.write(check.line() + "\n")
         return SmokeReport(
             runner=info,
             results=tuple(_no_device_results(planned_targets, check)),

@@ -23,6 +23,7 @@ from buildtools.smoke.child import (
     output_tail,
     parse_child_report,
 )
+from buildtools.smoke.device import DriverFacts
 from buildtools.smoke.report import (
     ReportPaths,
     RunnerInfo,
@@ -45,7 +46,6 @@ from buildtools.smoke.wheels import (
     parse_find_links,
     plan_targets,
 )
-from buildtools.smoke.device import DriverFacts
 from buildtools.torchinstall import GpuInfo, TorchInstall
 
 TORCH_LIB = "/venv/lib/python3.12/site-packages/torch/lib"
