@@ -241,7 +241,9 @@ def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
     report.print_table(out)
     publish(report, paths=paths_out, env=env, out=out)
     out.write(f"report: {paths_out.json}\njunit: {paths_out.junit}\n")
-    if any(r.status is SmokeStatus.NO_DEVICE for r in report.results):
+    if report.runner.device_ok is False or any(
+        r.status is SmokeStatus.NO_DEVICE for r in report.results
+    ):
         raise NoDeviceError(
             f"{report.runner.device_check or 'no GPU visible'}\nnothing was installed or "
             f"tested on this {accelerator} runner (report: {paths_out.json})"

@@ -72,6 +72,7 @@ class RunnerInfo:
     gpus: tuple[GpuInfo, ...] = ()
     driver_cuda: str | None = None  # the CUDA version the driver supports ("13.0")
     device_check: str | None = None  # what the device check of a GPU runner found
+    device_ok: bool | None = None  # its verdict (None: a CPU runner, not checked)
 
     @property
     def gpu_text(self) -> str:
@@ -107,6 +108,7 @@ class RunnerInfo:
             ],
             "driver_cuda": self.driver_cuda,
             "device_check": self.device_check,
+            "device_ok": self.device_ok,
         }
 
 

@@ -481,6 +481,7 @@ def run_smoke(
         gpus=gpus,
         driver_cuda=runner_torch.driver_cuda if runner_torch else None,
         device_check=check.line() if check is not None else None,
+        device_ok=check.ok if check is not None else None,
     )
     unrecorded_accel = None
     if unrecorded and runner_torch is not None:
