@@ -85,7 +85,7 @@ class GpuInfo:
     @property
     def arch(self) -> str:
         """'sm_90' for CUDA, 'gfx90a' for ROCm."""
-        if self.gcn_arch:
+        if self.gcn_arch and self.gcn_arch.startswith("gfx"):
             return self.gcn_arch.split(":", 1)[0]
         if self.capability is None:
             return "unknown"

@@ -486,6 +486,8 @@ def _describe(err: Mapping[str, Any], source: SourceMap) -> tuple[int, str]:
         p for p in loc if not (isinstance(p, str) and ("[" in p or p in {"str", "RepairCommand"}))
     )
     kind = err["type"]
+    if kind == "extra_forbidden" and err["loc"] and (not loc or loc[-1] != err["loc"][-1]):
+        loc = (*loc, err["loc"][-1])  # the unknown key itself, even one like '0[' (hypothesis)
     where = source.where(loc)
     line = source.line(loc) or 0
     path = _dotted(loc)

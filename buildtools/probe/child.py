@@ -159,6 +159,24 @@ def static_report(*, files: bool) -> dict[str, Any]:
     return info
 
 
+def _driver_cuda(torch: Any) -> str | None:
+    """The CUDA version the driver supports ("13.0"), asked without a device: torch's private
+    binding where it has one, else cuDriverGetVersion from libcuda.so.1; None: no driver."""
+    number = 0
+    binding = getattr(torch._C, "_cuda_getDriverVersion", None)
+    if callable(binding):
+        with contextlib.suppress(Exception):
+            number = int(binding())
+    if number <= 0:
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            value = ctypes.c_int(0)
+            if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(value)) == 0:
+                number = value.value
+    return f"{number // 1000}.{number % 1000 // 10}" if number > 0 else None
+
+
 def import_report(*, devices: bool) -> dict[str, Any]:
     """What `import torch` reports; {"error": …} when the import raises."""
     import importlib
@@ -183,14 +201,10 @@ def import_report(*, devices: bool) -> dict[str, Any]:
         return out
     gpus: list[dict[str, Any]] = []
     try:
-        # the CUDA version the driver supports (cudaDriverGetVersion: 13000 → "13.0"); 0 or
-        # an error where no driver answers. Private, absent from CPU and ROCm builds.
-        driver = getattr(torch._C, "_cuda_getDriverVersion", None)
-        if callable(driver) and getattr(version, "cuda", None):
-            with contextlib.suppress(Exception):
-                number = int(driver())
-                if number > 0:
-                    out["driver_cuda"] = f"{number // 1000}.{number % 1000 // 10}"
+        if getattr(version, "cuda", None):
+            driver_cuda = _driver_cuda(torch)
+            if driver_cuda:
+                out["driver_cuda"] = driver_cuda
         out["arch_list"] = list(torch.cuda.get_arch_list())
         out["device_available"] = bool(torch.cuda.is_available())
         out["device_count"] = int(torch.cuda.device_count())
@@ -202,7 +216,10 @@ def import_report(*, devices: bool) -> dict[str, Any]:
                         "index": i,
                         "name": str(p.name),
                         "capability": [int(p.major), int(p.minor)],
-                        "gcn_arch": getattr(p, "gcnArchName", None),
+                        # CUDA builds answer gcnArchName with the device's name
+                        "gcn_arch": getattr(p, "gcnArchName", None)
+                        if getattr(version, "hip", None)
+                        else None,
                     }
                 )
     except Exception as exc:

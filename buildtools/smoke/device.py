@@ -285,6 +285,7 @@ class Coverage:
 
 
 def _gpu_text(gpu: GpuInfo) -> str:
+    """'GPU 0 (NVIDIA H100 80GB HBM3, sm_90)'."""
     return f"GPU {gpu.index} ({gpu.name}, {gpu.arch})"
 
 

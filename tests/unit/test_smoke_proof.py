@@ -180,6 +180,12 @@ def _world(smi: str | None, proc: str | None, dev: list[str], runner: FakeRunner
     )
 
 
+def test_a_cuda_device_name_is_not_a_gfx_arch() -> None:
+    """torch 2.11+cu130 answers gcnArchName with 'NVIDIA H200' (seen on the H200)."""
+    h200 = GpuInfo(index=0, name="NVIDIA H200", capability=(9, 0), gcn_arch="NVIDIA H200")
+    assert h200.arch == "sm_90"
+
+
 def test_driver_facts_from_nvidia_smi_then_proc() -> None:
     runner = FakeRunner().on("/usr/bin/nvidia-smi", output="NVIDIA H100 80GB HBM3, 580.159.04\n")
     facts = _world("/usr/bin/nvidia-smi", None, ["nvidia0", "nvidiactl", "null"], runner)
