@@ -28,7 +28,7 @@ cd "$WORK" || exit 1
 {
     date -u +%FT%TZ
     nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
-    python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0), "driver CUDA", torch._C._cuda_getDriverVersion())'
+    python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))'
     python3 -c 'import buildtools, sys; print("buildtools from", buildtools.__file__)'
 } 2>&1 | tee "$OUT/machine.txt"
 
