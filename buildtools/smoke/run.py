@@ -228,6 +228,22 @@ def _smoke_one(
         elves = _elves(w)
         if isinstance(elves, Stage):
             return w.result(elves)
+        carried = sorted(
+            {"CUDA" if e.info.cuda else "HIP" for e in elves if e.info.has_device_code}
+        )
+        if not target.recorded and kind is None and carried:
+            # a recorded GPU wheel is skipped on a CPU runner by its record; this one by its ELFs
+            return SmokeResult(
+                wheel=src.name,
+                sha256=target.sha256,
+                cell=target.cell,
+                status=SmokeStatus.SKIPPED,
+                diagnosis=f"it carries {' and '.join(carried)} device code; this runner is "
+                f"{accelerator} (test it on a GPU runner)",
+                source=src.origin,
+                torch_source=w.torch_source,
+                duration=time.monotonic() - w.started,
+            )
         listed = compiled_modules(elves, python=target.python)
         if kind is not None and device_torch is not None:
             optional = frozenset(m.arcname for m in listed if m.name in opts.optional_modules)
