@@ -447,7 +447,7 @@ def _no_device_results(
                 cell=p.cell,
                 covers=p.covers,
                 status=SmokeStatus.NO_DEVICE,
-                diagnosis="not installed: no GPU visible (runner.device_check says why)",
+                diagnosis=f"not installed: {check.line()}",
                 stage="env",
                 source=p.source.origin,
             )
