@@ -2,9 +2,10 @@
 
 The smoke command runs with two variables set:
 
-- `BUILDTOOLS_SMOKE_DEVICE`: `cuda`, `rocm` or `cpu`, the runner's accelerator. On a GPU
-  runner the command must test the device, and fail when it sees none, instead of falling
-  back to its CPU cases (the example's `smoke.py` does so).
+- `BUILDTOOLS_SMOKE_DEVICE`: `cuda` or `rocm` for a GPU wheel on a GPU runner (the runner's
+  accelerator), else `cpu` (a CPU wheel, a CPU runner). With `cuda`/`rocm` the command must
+  test the device, and fail when it sees none, instead of falling back to its CPU cases (the
+  example's `smoke.py` does so).
 - `BUILDTOOLS_SMOKE_CASES`: a file path where the command may write what it ran, as JSON
   (`torch-buildtools/smoke-cases/v1`):
 

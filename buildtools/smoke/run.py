@@ -245,12 +245,19 @@ def _smoke_one(
                 duration=time.monotonic() - w.started,
             )
         listed = compiled_modules(elves, python=target.python)
-        if kind is not None and device_torch is not None:
+        # a CPU wheel runs anywhere: on a GPU runner it is tested like on any other
+        gpu_wheel = (
+            target.accelerator.kind != "cpu"
+            if target.recorded
+            else any(e.info.has_device_code for e in elves)
+        )
+        device_kind = kind if gpu_wheel else None
+        if device_kind is not None and device_torch is not None:
             optional = frozenset(m.arcname for m in listed if m.name in opts.optional_modules)
             coverage = device_coverage(
                 elves,
                 device_torch.gpus,
-                kind=kind,
+                kind=device_kind,
                 wheel_cuda=target.cuda or device_torch.cuda,
                 driver_cuda=device_torch.driver_cuda,
                 optional=optional,
@@ -375,9 +382,10 @@ def _smoke_one(
         out.write(f"smoke {src.name}: {opts.smoke_command}\n")
         argv = smoke_argv(opts.smoke_command, python=python, project_dir=opts.project_dir)
         cases_file = w.work / "cases.json"
-        smoke_env = {**env, DEVICE_ENV: accelerator, CASES_ENV: str(cases_file)}
+        device = device_kind or "cpu"
+        smoke_env = {**env, DEVICE_ENV: device, CASES_ENV: str(cases_file)}
         stage = log.run(runner, "smoke", argv, env=smoke_env, cwd=cwd, timeout=opts.timeout)
-        return _with_cases(w, stage, ChildReport(maps=child.maps), notes, cases_file, kind)
+        return _with_cases(w, stage, ChildReport(maps=child.maps), notes, cases_file, device_kind)
     finally:
         log.close()
         if not opts.keep_envs:

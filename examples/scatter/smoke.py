@@ -179,9 +179,10 @@ def device_under_test(choice: str) -> torch.device | None:
 
 
 def default_device() -> str:
-    """`cuda` on a GPU runner (`BUILDTOOLS_SMOKE_DEVICE` set by `buildtools smoke`), else auto."""
+    """What `buildtools smoke` says to test (`BUILDTOOLS_SMOKE_DEVICE`): `cuda` for a GPU wheel
+    on a GPU runner, `cpu` for a CPU wheel; run by hand, auto."""
     runner = os.environ.get("BUILDTOOLS_SMOKE_DEVICE", "")
-    return "cuda" if runner in ("cuda", "rocm") else "auto"
+    return {"cuda": "cuda", "rocm": "cuda", "cpu": "cpu"}.get(runner, "auto")
 
 
 def write_cases(results: list[Result], device: torch.device | None) -> None:

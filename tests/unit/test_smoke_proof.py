@@ -401,17 +401,17 @@ def test_read_cases_counts_device_cases_and_refuses_bad_files(tmp_path: Path) ->
 # --------------------------------------------------------------------------- run_smoke
 
 
-def _cuda_wheel(tmp_path: Path, device_code: str | None) -> Path:
-    name = "bt_scatter-0.1.0+pt211cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+def _cuda_wheel(tmp_path: Path, device_code: str | None, accelerator: str = "cu130") -> Path:
+    name = f"bt_scatter-0.1.0+pt211{accelerator}-cp312-cp312-manylinux_2_28_x86_64.whl"
     path = tmp_path / name
     record = {
         "schema": 1,
         "torch": "2.11.0+cu130",
-        "accelerator": "cu130",
-        "cuda": "13.0",
+        "accelerator": accelerator,
+        "cuda": "13.0" if accelerator != "cpu" else None,
         "cxx11_abi": True,
         "python": "3.12.3",
-        "cells": ["torch2.11.0-cu130-cp312"],
+        "cells": [f"torch2.11.0-{accelerator}-cp312"],
     }
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("bt_scatter/__init__.py", "")
@@ -420,7 +420,7 @@ def _cuda_wheel(tmp_path: Path, device_code: str | None) -> Path:
                 "bt_scatter/_C.cpython-312-x86_64-linux-gnu.so",
                 (CUDA_FIXTURES / device_code).read_bytes(),
             )
-        dist = "bt_scatter-0.1.0+pt211cu130.dist-info"
+        dist = f"bt_scatter-0.1.0+pt211{accelerator}.dist-info"
         zf.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: bt-scatter\n")
         zf.writestr(f"{dist}/buildtools.json", json.dumps(record))
     return path
@@ -553,6 +553,33 @@ def test_a_gpu_smoke_reports_its_device_cases_and_fails_without_any(
     )
     assert status is SmokeStatus.FAILED
     assert diagnosis == "the smoke command ran no case on the cuda device (it reported: cpu 1)"
+
+
+def test_a_cpu_wheel_on_a_gpu_runner_is_tested_as_a_cpu_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No coverage to judge, and its smoke command is told `cpu`, not the runner's device."""
+    seen: list[str] = []
+
+    def record(call: Call) -> None:
+        assert call.env is not None
+        seen.append(call.env[DEVICE_ENV])
+
+    runner = _runner().on("/smoke-cmd", effect=record)
+    monkeypatch.setattr("buildtools.smoke.run.probe_torch", lambda *a, **k: ("3.12.3", _torch()))
+    # the runner's torch stands in for the CPU cell's (the env is not what this test is about)
+    monkeypatch.setattr("buildtools.smoke.run.torch_matches", lambda *a: True)
+    wheel = _cuda_wheel(tmp_path, None, "cpu")
+    report = run_smoke(
+        [WheelSource(path=wheel, origin=str(wheel))],
+        opts=_opts(tmp_path, smoke_command="/smoke-cmd"),
+        runner=runner,
+        accelerator="cuda",
+        out=io.StringIO(),
+    )
+    (res,) = report.results
+    assert res.status is SmokeStatus.PASSED, res.diagnosis
+    assert res.device_code is None and seen == ["cpu"]
 
 
 def test_a_failed_compiled_module_fails_the_wheel_unless_optional(
