@@ -221,10 +221,6 @@ def _smoke_one(
             if driver is not None:  # a GPU runner: ask this torch for its devices too
                 _, device_torch = probe_torch(env_python, runner, opts.env)
         kind = _device_kind(accelerator)
-        if kind is not None and driver is not None:
-            refused = _device_stage(w, kind, device_torch, driver, opts)
-            if refused is not None:
-                return refused
         elves = _elves(w)
         if isinstance(elves, Stage):
             return w.result(elves)
@@ -252,6 +248,10 @@ def _smoke_one(
             else any(e.info.has_device_code for e in elves)
         )
         device_kind = kind if gpu_wheel else None
+        if device_kind is not None and driver is not None:
+            refused = _device_stage(w, device_kind, device_torch, driver, opts)
+            if refused is not None:
+                return refused
         if device_kind is not None and device_torch is not None:
             optional = frozenset(m.arcname for m in listed if m.name in opts.optional_modules)
             coverage = device_coverage(
