@@ -89,6 +89,7 @@ class TorchRelease(_Row):
     cxx11_abi_variants: tuple[str, ...] = ()
     cxx_std: Literal["c++17", "c++20"]
     stable_abi: bool
+    py_limited_api: bool
     cuda_archs: tuple[str, ...] = Field(min_length=1)
     cuda_arch_names: tuple[tuple[str, str], ...] = ()
     cuda_arch_native: bool = False
@@ -192,8 +193,11 @@ class NeverBundle(_Row):
         return self.group != "torch"
 
 
-def _accelerator(accelerator: Accelerator | str) -> Accelerator:
-    return accelerator if isinstance(accelerator, Accelerator) else Accelerator.parse(accelerator)
+# `abi:` modes that need a feature of torch: the release field that says so, and the feature
+_ABI_FEATURES = {
+    "abi3": ("py_limited_api", "py_limited_api support in cpp_extension"),
+    "stable": ("stable_abi", "LibTorch stable ABI with TORCH_TARGET_VERSION"),
+}
 
 
 def _span(versions: Sequence[str]) -> str:
@@ -244,28 +248,53 @@ class Knowledge:
             )
         return self.torch[minor]
 
+    def abi_unavailable_reason(self, abi: str, torch_version: str) -> str | None:
+        """Why `abi: abi3|stable` cannot build against `torch_version` (None: it can).
+
+        Read from each release's `py_limited_api` / `stable_abi`; a torch newer than the
+        knowledge base (`torch: current`) has what the first release that had it has.
+        """
+        feature = _ABI_FEATURES.get(abi)
+        if feature is None:
+            return None
+        field, what = feature
+        first = next((r.minor for r in self.torch.values() if getattr(r, field)), None)
+        parsed = Version(torch_version)
+        try:
+            supported = bool(getattr(self.torch_release(torch_version), field))
+        except LookupError:
+            minor = Version(f"{parsed.major}.{parsed.minor}")
+            supported = first is not None and minor >= Version(first)
+        if supported:
+            return None
+        if first is None:
+            return f"abi: {abi} needs {what}, which no known torch release has"
+        if parsed >= Version(first):
+            return f"abi: {abi} needs {what}, which torch {torch_version} lacks"
+        return f"abi: {abi} needs torch >= {first} ({what}); torch {torch_version} is older"
+
     def torch_versions(self) -> tuple[str, ...]:
         """Every known patch release, sorted by version."""
         return tuple(sorted((p for r in self.torch.values() for p in r.patches), key=Version))
 
     def cxx11_abi(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str = DEFAULT_PLATFORM
+        self, torch_version: str, accelerator: Accelerator, platform: str = DEFAULT_PLATFORM
     ) -> bool:
         """Whether that torch variant uses _GLIBCXX_USE_CXX11_ABI=1 (the 2.6 split included)."""
         release = self.torch_release(torch_version)
         if platform == "linux_aarch64":
             return release.aarch64.cxx11_abi
-        return release.cxx11_abi or _accelerator(accelerator).name in release.cxx11_abi_variants
+        return release.cxx11_abi or accelerator.name in release.cxx11_abi_variants
 
     def wheel_platform_tag(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str = DEFAULT_PLATFORM
+        self, torch_version: str, accelerator: Accelerator, platform: str = DEFAULT_PLATFORM
     ) -> str:
         """The platform tag an extension for that variant promises: manylinux_2_28_x86_64, ..."""
         release = self.torch_release(torch_version)
         arch = platform.removeprefix("linux_")
         if platform == "linux_aarch64":
             return f"{release.aarch64.platform_tag}_{arch}"
-        if _accelerator(accelerator).name in release.cxx11_abi_variants:
+        if accelerator.name in release.cxx11_abi_variants:
             return f"manylinux_2_28_{arch}"
         return f"{release.platform_tag}_{arch}"
 
@@ -273,7 +302,7 @@ class Knowledge:
     def cuda(self, version: str) -> CudaRelease:
         """The CUDA release '13.0' (or 'cu130'); LookupError when unknown."""
         if version.startswith("cu"):
-            version = _accelerator(version).version or version
+            version = Accelerator.parse(version).version or version
         if version not in self.cuda_releases:
             known = ", ".join(self.cuda_releases)
             raise LookupError(f"CUDA {version} is not in the knowledge base; known: {known}")
@@ -304,7 +333,7 @@ class Knowledge:
         if cell.platform not in PLATFORMS:
             return f"platform {cell.platform!r} is not supported; allowed: {', '.join(PLATFORMS)}"
         try:
-            accel = _accelerator(cell.accelerator)
+            accel = Accelerator.parse(cell.accelerator)
         except ValueError as exc:
             return str(exc)
         aarch64 = cell.platform == "linux_aarch64"
@@ -357,11 +386,9 @@ class Knowledge:
         )
 
     # -- toolchain -------------------------------------------------------------------------
-    def default_arch_list(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str
-    ) -> str:
+    def default_arch_list(self, torch_version: str, accelerator: Accelerator, platform: str) -> str:
         """TORCH_CUDA_ARCH_LIST (filtered to what that torch accepts) or PYTORCH_ROCM_ARCH."""
-        accel = _accelerator(accelerator)
+        accel = accelerator
         if accel.kind == "rocm":
             return self.rocm(accel.version or "").arch_list
         if accel.kind != "cuda":
@@ -400,11 +427,11 @@ class Knowledge:
         return tuple(rejected)
 
     def builder_image(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str = DEFAULT_PLATFORM
+        self, torch_version: str, accelerator: Accelerator, platform: str = DEFAULT_PLATFORM
     ) -> str:
         """The manylinux builder image for that torch × accelerator × platform."""
         release = self.torch_release(torch_version)
-        accel = _accelerator(accelerator)
+        accel = accelerator
         abi = self.cxx11_abi(torch_version, accel, platform)
         for rule in self.images:
             if (
@@ -418,11 +445,9 @@ class Knowledge:
             f"no builder image is known for torch {torch_version} {accel.name} on {platform}"
         )
 
-    def toolkit_requirements(
-        self, torch_version: str, accelerator: Accelerator | str
-    ) -> tuple[str, ...]:
+    def toolkit_requirements(self, torch_version: str, accelerator: Accelerator) -> tuple[str, ...]:
         """Pinned pip requirements for the CUDA toolkit (empty for cpu and ROCm)."""
-        accel = _accelerator(accelerator)
+        accel = accelerator
         if accel.kind != "cuda":
             return ()
         release = self.torch_release(torch_version)

@@ -128,15 +128,6 @@ def _expand_include(
     ]
 
 
-def _abi_reason(abi: str, cell: Cell) -> str | None:
-    v = Version(cell.torch)
-    if abi == "abi3" and v < Version("2.6"):
-        return f"abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); torch {cell.torch} is older"
-    if abi == "stable" and v < Version("2.10"):
-        return f"abi: stable needs torch >= 2.10 (LibTorch stable ABI with TORCH_TARGET_VERSION); torch {cell.torch} is older"
-    return None
-
-
 def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
     known = kb.torch_versions()
     for value in values:
@@ -234,7 +225,9 @@ def select_cells(
             cells[cell.id] = cell
             continue
         for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
-            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+            reason = kb.cell_unavailable_reason(cell) or kb.abi_unavailable_reason(
+                m.project.abi, cell.torch
+            )
             if reason:
                 raise ConfigError(
                     mf.error(("include", i), f"impossible include {cell.id}: {reason}")
@@ -264,7 +257,7 @@ def select_cells(
         cell = cells[cid]
         # the running torch exists by definition; only the ABI mode can rule it out
         known = None if cell.current else kb.cell_unavailable_reason(cell)
-        reason = known or _abi_reason(m.project.abi, cell)
+        reason = known or kb.abi_unavailable_reason(m.project.abi, cell.torch)
         if reason:
             removed.append(RemovedCell(cell=cell, reason=reason))
             del cells[cid]
@@ -326,7 +319,7 @@ def _profiles_with(
         for cid, c in cells.items()
         if any(fnmatch.fnmatchcase(cid, g) for g in only)
         and (c.current or kb.cell_unavailable_reason(c) is None)
-        and _abi_reason(mf.matrix.project.abi, c) is None
+        and kb.abi_unavailable_reason(mf.matrix.project.abi, c.torch) is None
     ]
     found: list[str] = []
     for name in sorted(mf.matrix.profiles):

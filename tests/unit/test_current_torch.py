@@ -15,7 +15,7 @@ from buildtools.errors import ConfigError, PlanError, ToolchainError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
-from buildtools.model import BuildJob, Cell
+from buildtools.model import Accelerator, BuildJob, Cell
 from buildtools.planner import arch_list_from_torch, current_local_version, plan
 from buildtools.runner import CommandResult
 from buildtools.toolchain.prepare import prepare_toolchain
@@ -99,7 +99,9 @@ def test_source_build_label_pin_and_archs_come_from_the_environment() -> None:
     assert job.platform_tag == "manylinux_2_28_x86_64"  # what the 2.13 release promises
     assert job.toolkit is not None
     # torch 2.13 is in the knowledge base: its arch list for CUDA 13.0 wins
-    assert job.toolkit.arch_list == KB.default_arch_list("2.13.0", "cu130", "linux_x86_64")
+    assert job.toolkit.arch_list == KB.default_arch_list(
+        "2.13.0", Accelerator.parse("cu130"), "linux_x86_64"
+    )
     assert job.env_dict["FORCE_CUDA"] == "1"
 
 

@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 
 from buildtools.cli import main as cli
 from buildtools.errors import PlanError
-from buildtools.knowledge import load_knowledge
+from buildtools.knowledge import Knowledge, load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import Cell
 from buildtools.planner import plan
-from buildtools.planner.cells import _abi_reason
 from buildtools.planning import host_python
 
 REPO = Path(__file__).resolve().parents[2]
@@ -224,7 +223,9 @@ def test_every_valid_cell_in_exactly_one_job(
             for a in accel:
                 for p in python:
                     cell = Cell(torch=t, accelerator=a, python=p)
-                    assert KB.cell_unavailable_reason(cell) or _abi_reason(abi, cell)
+                    assert KB.cell_unavailable_reason(cell) or KB.abi_unavailable_reason(
+                        abi, cell.torch
+                    )
         return
     second = plan(mf, KB, host_python="3.11")
     assert first == second  # deterministic
@@ -257,3 +258,29 @@ def test_only_outside_the_profile_names_the_profiles_that_contain_it() -> None:
     # the local plan reports no exclusions made among cells it never selects
     assert plan(matrix(data), KB, host_python="3.12").excluded == 0
     assert plan(matrix(data), KB, host_python="3.12", profile="release").excluded == 2
+
+
+def test_abi_minimums_come_from_the_release_rows() -> None:
+    """abi3/stable floors are read from torch.yaml (py_limited_api, stable_abi), not code."""
+    assert KB.abi_unavailable_reason("abi3", "2.5.1") == (
+        "abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); "
+        "torch 2.5.1 is older"
+    )
+    assert KB.abi_unavailable_reason("abi3", "2.6.0") is None
+    assert KB.abi_unavailable_reason("stable", "2.9.1") is not None
+    assert KB.abi_unavailable_reason("stable", "2.10.0") is None
+    assert KB.abi_unavailable_reason("per-python", "2.0.0") is None
+    # a torch newer than the data (torch: current) has what the first release with it had
+    assert KB.abi_unavailable_reason("stable", "2.99.0") is None
+    rows = [
+        r.model_copy(update={"stable_abi": r.minor in ("2.12", "2.13")}) for r in KB.torch.values()
+    ]
+    shifted = Knowledge(
+        torch=rows,
+        cuda=KB.cuda_releases.values(),
+        rocm=KB.rocm_releases.values(),
+        images=KB.images,
+        never_bundle=KB.never_bundle_rules,
+    )
+    assert "torch >= 2.12" in (shifted.abi_unavailable_reason("stable", "2.11.0") or "")
+    assert "lacks" in (shifted.abi_unavailable_reason("stable", "2.14.0") or "")
