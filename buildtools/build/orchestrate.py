@@ -8,11 +8,10 @@ whose checks passed is moved (atomically) into the wheelhouse.
 from __future__ import annotations
 
 from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend
-from ..backends.local import LocalBackend
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions
 
-__all__ = ["Backend", "BuildOptions", "LocalBackend", "build_plan"]
+__all__ = ["Backend", "BuildOptions", "build_plan"]
 
 import contextlib
 import shlex
@@ -418,7 +417,7 @@ def build_plan(
     kb: Knowledge,
     opts: BuildOptions,
     runner: Runner | None = None,
-    backend: Backend | None = None,
+    backend: Backend,
     out: TextIO,
     fingerprints: Mapping[str, str | None] | None = None,
 ) -> RunReport:
@@ -430,7 +429,6 @@ def build_plan(
     fingerprint) replaces their computation (tests).
     """
     runner = runner or SubprocessRunner()
-    backend = backend or LocalBackend()
     (opts.cache_dir / "staging").mkdir(parents=True, exist_ok=True)
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
