@@ -32,7 +32,7 @@ from buildtools.build.report import Status
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
 from buildtools.runner import SubprocessRunner
 from buildtools.toolchain.prepare import prepare_toolchain
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         mf,
         kb,
         host_python=host_python(),
-        profile=args.profile,
-        only=[args.only] if args.only else [],
+        selection=Selection(profile=args.profile, only=[args.only] if args.only else []),
     )
     job = result.jobs[0]
     env = dict(os.environ)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .knowledge import load_knowledge
 from .matrix.config import load_matrix
-from .planner import Plan, needs_current, plan
+from .planner import Plan, Selection, needs_current, plan
 from .probe.current import probe_current_torch
 from .runner import Runner, SubprocessRunner
 
@@ -67,10 +67,12 @@ def load_plan(
         mf,
         kb,
         host_python=host_python(),
-        profile=request.profile,
-        only=list(request.only),
-        strict=request.strict,
         current=current,
-        torch_axis=torch_axis,
+        selection=Selection(
+            profile=request.profile,
+            only=list(request.only),
+            strict=request.strict,
+            torch_axis=torch_axis,
+        ),
     )
     return result, mf.project_dir

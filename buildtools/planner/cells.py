@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "CellSelection",
     "RemovedCell",
+    "Selection",
     "cell_key",
     "needs_current",
     "python_key",
@@ -21,7 +22,7 @@ __all__ = [
 import difflib
 import fnmatch
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,21 @@ def needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Selection:
+    """Which cells of the matrix a plan keeps: a profile, `--only` globs, `--torch` values.
+
+    `torch_axis` replaces `axes.torch` (`--torch`); then the default profile is not applied
+    and include rules naming another torch are skipped. `strict` fails on a requested cell
+    that never existed instead of dropping it.
+    """
+
+    profile: str | None = None
+    only: Sequence[str] = ()
+    strict: bool = False
+    torch_axis: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellSelection:
     """The cells a plan builds, in build order, and what was dropped on the way."""
 
@@ -170,14 +186,13 @@ def select_cells(
     kb: Knowledge,
     *,
     host_python: str,
-    profile: str | None,
-    only: Iterable[str],
-    strict: bool,
     current: TorchInstall | None,
-    torch_axis: Sequence[str] | None,
+    selection: Selection,
 ) -> CellSelection:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
     m = mf.matrix
+    profile, only, strict = selection.profile, selection.only, selection.strict
+    torch_axis = selection.torch_axis
     torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
     if needs_current(mf, torch_axis) and current is None:
         raise PlanError(
