@@ -40,7 +40,7 @@ from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
 

@@ -39,7 +39,7 @@ from buildtools.matrix.config import load_matrix
 from buildtools.model import BuildJob
 from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
 

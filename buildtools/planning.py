@@ -19,7 +19,7 @@ from .knowledge import load_knowledge
 from .matrix.config import load_matrix
 from .planner import Plan, Selection, needs_current, plan
 from .probe.current import probe_current_torch
-from .runner import Runner, SubprocessRunner
+from .process import ProcessRunner, SubprocessRunner
 
 
 def host_python() -> str:
@@ -49,7 +49,7 @@ def load_plan(
     request: PlanRequest,
     *,
     env: Mapping[str, str] | None = None,
-    runner: Runner | None = None,
+    runner: ProcessRunner | None = None,
 ) -> tuple[Plan, Path]:
     """The plan of `request` and the project directory its matrix.yaml names."""
     env = dict(env if env is not None else os.environ)

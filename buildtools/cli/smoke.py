@@ -17,7 +17,7 @@ from ..ecosystem import load_ecosystem
 from ..errors import ConfigError, SmokeFailedError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path
-from ..runner import SubprocessRunner
+from ..process import SubprocessRunner
 from ..smoke.report import (
     ReportPaths,
     SmokeStatus,

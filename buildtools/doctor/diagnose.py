@@ -1,7 +1,7 @@
 """`buildtools doctor`: why an extension fails to import beside this torch, and what to run.
 
 The inspected environment is described by its own interpreter (`buildtools.probe.hostenv`,
-through the Runner); everything after that is static and reads files only:
+through the ProcessRunner); everything after that is static and reads files only:
 
 1. torch: version, CUDA/HIP, C++ ABI, how it was built (release/nightly wheel, source or
    vendor build), git revision, whether `import torch` works, the GPUs it sees;

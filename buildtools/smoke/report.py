@@ -275,7 +275,7 @@ def step_summary(report: SmokeReport) -> str:
     lines = [
         "## buildtools smoke",
         "",
-        f"Runner: {r.accelerator}, {r.gpu or 'no GPU'}, driver {r.driver or '-'}, "
+        f"ProcessRunner: {r.accelerator}, {r.gpu or 'no GPU'}, driver {r.driver or '-'}, "
         f"torch {r.torch or '-'}, Python {r.python}, {r.date}",
         "",
         "| wheel | cell | status | time | diagnosis |",

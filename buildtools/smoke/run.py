@@ -53,7 +53,7 @@ from ..ecosystem import load_ecosystem
 from ..errors import BuildtoolsError, ToolMissingError
 from ..locks import file_lock
 from ..probe.hostenv import probe_environment
-from ..runner import CommandResult, Runner
+from ..process import CommandResult, ProcessRunner
 from ..toolchain.pythons import find_python
 from ..toolchain.venv import create_venv, install
 from ..torchinstall import TorchInstall
@@ -110,7 +110,7 @@ def _child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, st
 
 
 def _probe_torch(
-    python: Path, runner: Runner, env: Mapping[str, str], *, devices: bool = True
+    python: Path, runner: ProcessRunner, env: Mapping[str, str], *, devices: bool = True
 ) -> tuple[str, TorchInstall | None]:
     """(Python version, the torch `python` imports; None where it has none that imports)."""
     try:
@@ -128,7 +128,9 @@ def _probe_torch(
     return snapshot.python_version, torch if torch is not None and torch.imported else None
 
 
-def _gpu_driver(kind: str, runner: Runner, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+def _gpu_driver(
+    kind: str, runner: ProcessRunner, env: Mapping[str, str]
+) -> tuple[str | None, str | None]:
     """(GPU name, driver version) from nvidia-smi, or amdgpu's module version."""
     if kind == "cuda" and shutil.which("nvidia-smi", path=env.get("PATH")):
         result = runner.run(
@@ -196,7 +198,7 @@ class _Log:
 
     def run(
         self,
-        runner: Runner,
+        runner: ProcessRunner,
         name: StageName,
         argv: Sequence[str],
         *,
@@ -251,7 +253,7 @@ def _site_packages(venv: Path, python_xy: str) -> Path:
 
 
 def _index_torch_env(
-    target: SmokeTarget, opts: SmokeOptions, runner: Runner, log: _Log
+    target: SmokeTarget, opts: SmokeOptions, runner: ProcessRunner, log: _Log
 ) -> tuple[Path, Path] | Stage:
     """(base Python, torch site-packages) of a cached torch-only env from an index."""
     home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
@@ -305,7 +307,7 @@ def _index_torch_env(
     return base, _site_packages(root, target.python)
 
 
-def _pip_targets_other_pythons(python: Path, runner: Runner, env: Mapping[str, str]) -> bool:
+def _pip_targets_other_pythons(python: Path, runner: ProcessRunner, env: Mapping[str, str]) -> bool:
     """True when `python -m pip` is pip >= 22.3, which installs into another env (--python)."""
     result = runner.run(
         [str(python), "-m", "pip", "--version"], env=_child_env(env), capture=True, timeout=120
@@ -336,7 +338,7 @@ def _smoke_one(
     runner_python: str,
     runner_torch: TorchInstall | None,
     opts: SmokeOptions,
-    runner: Runner,
+    runner: ProcessRunner,
     out: TextIO,
 ) -> SmokeResult:
     started = time.monotonic()
@@ -500,7 +502,7 @@ def run_smoke(
     sources: Sequence[WheelSource],
     *,
     opts: SmokeOptions,
-    runner: Runner,
+    runner: ProcessRunner,
     accelerator: str,
     out: TextIO,
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),

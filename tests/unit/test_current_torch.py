@@ -17,7 +17,7 @@ from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import Accelerator, BuildJob, Cell
 from buildtools.planner import Selection, arch_list_from_torch, current_local_version, plan
-from buildtools.runner import CommandResult
+from buildtools.process import CommandResult
 from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.torchinstall import TorchInstall
 
@@ -237,7 +237,7 @@ def test_axes_accept_current_in_the_file() -> None:
 
 @dataclass
 class FakeEnvWorld(FakeRunner):
-    """The fake Runner playing the running interpreter, `python -m venv` and pip on a tree."""
+    """The fake ProcessRunner playing the running interpreter, `python -m venv` and pip on a tree."""
 
     tmp: Path
     running_in_venv: bool = True
