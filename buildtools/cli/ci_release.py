@@ -42,7 +42,7 @@ from ..index.manifest import read_manifest
 from ..knowledge import load_knowledge
 from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path, host_python
-from ..runner import SubprocessRunner
+from ..process import SubprocessRunner
 from ..wheel.meta import public_wheel
 from .common import add_plan_args, plan_from_args
 

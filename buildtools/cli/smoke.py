@@ -18,7 +18,7 @@ from ..ecosystem import load_ecosystem
 from ..errors import ConfigError, ExitCode, NoDeviceError, SmokeFailedError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path
-from ..runner import SubprocessRunner
+from ..process import SubprocessRunner
 from ..smoke.report import (
     ReportPaths,
     SmokeStatus,

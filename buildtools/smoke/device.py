@@ -33,7 +33,7 @@ from typing import Literal
 
 from packaging.version import InvalidVersion, Version
 
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import GpuInfo, TorchInstall
 from ..wheel.checks.elves import WheelElf
 from ..wheel.coverage import device_code_runs
@@ -81,7 +81,7 @@ class DriverFacts:
 def read_driver_facts(
     kind: DeviceKind,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     env: Mapping[str, str],
     which: Callable[[str], str | None],
     read_text: Callable[[str], str | None],

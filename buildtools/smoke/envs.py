@@ -44,7 +44,7 @@ from ..ecosystem import load_ecosystem
 from ..errors import BuildtoolsError, ToolMissingError
 from ..locks import file_lock
 from ..probe.hostenv import probe_environment
-from ..runner import CommandResult, Runner
+from ..process import CommandResult, ProcessRunner
 from ..toolchain.pythons import find_python
 from ..toolchain.venv import create_venv, install
 from ..torchinstall import TorchInstall
@@ -94,7 +94,7 @@ def child_env(env: Mapping[str, str], venv: Path | None = None) -> dict[str, str
 
 
 def probe_torch(
-    python: Path, runner: Runner, env: Mapping[str, str], *, devices: bool = True
+    python: Path, runner: ProcessRunner, env: Mapping[str, str], *, devices: bool = True
 ) -> tuple[str, TorchInstall | None]:
     """(Python version, the torch `python` imports; None where it has none that imports)."""
     try:
@@ -165,7 +165,7 @@ class StageLog:
 
     def run(
         self,
-        runner: Runner,
+        runner: ProcessRunner,
         name: StageName,
         argv: Sequence[str],
         *,
@@ -220,7 +220,7 @@ def site_packages(venv: Path, python_xy: str) -> Path:
 
 
 def index_torch_env(
-    target: SmokeTarget, opts: SmokeOptions, runner: Runner, log: StageLog
+    target: SmokeTarget, opts: SmokeOptions, runner: ProcessRunner, log: StageLog
 ) -> tuple[Path, Path, Path] | Stage:
     """(base Python, torch site-packages, its Python) of a cached torch-only env from an index."""
     home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
@@ -274,7 +274,7 @@ def index_torch_env(
     return base, site_packages(root, target.python), python
 
 
-def pip_targets_other_pythons(python: Path, runner: Runner, env: Mapping[str, str]) -> bool:
+def pip_targets_other_pythons(python: Path, runner: ProcessRunner, env: Mapping[str, str]) -> bool:
     """True when `python -m pip` is pip >= 22.3, which installs into another env (--python)."""
     result = runner.run(
         [str(python), "-m", "pip", "--version"], env=child_env(env), capture=True, timeout=120

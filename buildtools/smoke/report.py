@@ -348,7 +348,7 @@ def step_summary(report: SmokeReport) -> str:
     lines = [
         "## buildtools smoke",
         "",
-        f"Runner: {r.accelerator}, {_md_cell(r.gpu_text)}, driver {r.driver_text}, "
+        f"ProcessRunner: {r.accelerator}, {_md_cell(r.gpu_text)}, driver {r.driver_text}, "
         f"torch {r.torch or '-'}, Python {r.python}, {r.date}",
         "",
         "| wheel | cell | status | time | diagnosis |",

@@ -49,7 +49,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import UnsafeArtefactError
 from ..model import Accelerator
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..toolchain.venv import create_venv
 from ..torchinstall import TorchInstall
 from ..wheel.checks.elves import WheelElf, extract_elves
@@ -76,7 +76,7 @@ from .report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from .wheels import SmokeTarget, WheelSource, plan_targets
 
 
-def _machine_driver(kind: DeviceKind, runner: Runner, opts: SmokeOptions) -> DriverFacts:
+def _machine_driver(kind: DeviceKind, runner: ProcessRunner, opts: SmokeOptions) -> DriverFacts:
     if opts.driver is not None:
         return opts.driver
 
@@ -170,7 +170,7 @@ def _smoke_one(
     runner_torch: TorchInstall | None,
     driver: DriverFacts | None,
     opts: SmokeOptions,
-    runner: Runner,
+    runner: ProcessRunner,
     out: TextIO,
     accelerator: str,
 ) -> SmokeResult:
@@ -467,7 +467,7 @@ def run_smoke(
     sources: Sequence[WheelSource],
     *,
     opts: SmokeOptions,
-    runner: Runner,
+    runner: ProcessRunner,
     accelerator: str,
     out: TextIO,
     unrecorded: bool = False,

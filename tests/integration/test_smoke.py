@@ -28,7 +28,7 @@ from fixtures.envs import (
 )
 
 from buildtools.files import sha256_file
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.smoke.report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.run import SmokeOptions, run_smoke
 from buildtools.smoke.wheels import WheelSource, collect_wheels

@@ -153,7 +153,7 @@ def test_random_mutations_of_the_reference_plan_or_fail_clearly(
 
     from buildtools.errors import PlanError
     from buildtools.knowledge import load_knowledge
-    from buildtools.planner import plan
+    from buildtools.planner import Selection, plan
 
     doc = load_yaml(REFERENCE).data
     for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
@@ -170,7 +170,7 @@ def test_random_mutations_of_the_reference_plan_or_fail_clearly(
     try:
         mf = load_matrix(path)
         for profile in [None, *mf.matrix.profiles]:
-            plan(mf, load_knowledge(), host_python="3.11", profile=profile)
+            plan(mf, load_knowledge(), host_python="3.11", selection=Selection(profile=profile))
     except (ConfigError, PlanError) as exc:
         message = str(exc)
         assert message and "Traceback" not in message

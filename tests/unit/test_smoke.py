@@ -513,7 +513,7 @@ def test_github_annotations_escape_their_data() -> None:
 
 def test_step_summary() -> None:
     md = step_summary(_report())
-    assert "Runner: cuda, NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130" in md
+    assert "ProcessRunner: cuda, NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130" in md
     assert (
         "| `b-1.0-cp312-cp312-linux_x86_64.whl` | torch2.11.0-cu130-cp312 | ❌ aborted | 7.7 s |"
         in md

@@ -22,7 +22,7 @@ from buildtools.cli.smoke import _runner_accelerator
 from buildtools.errors import ConfigError, ExitCode, NoDeviceError
 from buildtools.index.gate import SmokeGate
 from buildtools.matrix.config import load_matrix
-from buildtools.runner import CommandResult
+from buildtools.process import CommandResult
 from buildtools.smoke.cases import CASES_ENV, CASES_SCHEMA, DEVICE_ENV, read_cases
 from buildtools.smoke.child import CHILD_TAG, ChildReport, parse_child_report
 from buildtools.smoke.device import (
