@@ -6,15 +6,15 @@ __all__ = ["add_check_parser"]
 
 import argparse
 import json
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
+from ..files import describe_os_error
 from ..model import ABI_MODES, Finding
+from ..wheel.archive import open_wheel
 from ..wheel.checks import Expectation, check_wheel, has_errors, load_torch_target
-from ..wheel.meta import WheelName, read_build_record
+from ..wheel.meta import read_build_record
 
 
 def add_check_parser(sub: Any) -> None:
@@ -91,18 +91,20 @@ def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
 
 
 def _unreadable(wheel: Path) -> str | None:
-    """Why `wheel` cannot be checked at all (missing, misnamed, not a zip), or None."""
+    """Why `wheel` cannot be checked at all (missing, not a regular file, misnamed, not a
+    wheel pip would install, over the archive limits: `wheel.archive`), or None.
+    UnsafeArtefactError when a member names a place outside the wheel."""
     if not wheel.exists():
         return f"{wheel}: no such file"
-    if not wheel.is_file():
-        return f"{wheel}: not a file"
     try:
-        WheelName.parse(wheel.name)
+        with open_wheel(wheel):
+            return None
+    except UnsafeArtefactError:
+        raise
+    except OSError as exc:
+        return describe_os_error(exc)
     except ValueError as exc:
-        return str(exc)
-    if not zipfile.is_zipfile(wheel):
-        return f"{wheel.name}: not a zip archive (truncated, or not a wheel)"
-    return None
+        return f"{exc} (cannot be read)"
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
@@ -117,15 +119,15 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     report: dict[str, object] = {}
     failed = unsafe = False
     for wheel in args.wheels:
-        problem = _unreadable(wheel)
         findings: list[Finding] = []
-        if problem is None:
-            try:
+        try:
+            problem = _unreadable(wheel)
+            if problem is None:
                 findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
-            except UnsafeArtefactError as exc:
-                problem, unsafe = str(exc), True
-            except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
-                problem = f"{wheel.name}: cannot be read ({exc})"
+        except UnsafeArtefactError as exc:
+            problem, unsafe = str(exc), True
+        except (ValueError, OSError) as exc:
+            problem = f"{wheel.name}: cannot be read ({exc})"
         if problem is not None:
             failed = True
             report[wheel.name] = {"error": problem}

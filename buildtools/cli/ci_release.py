@@ -32,7 +32,7 @@ from ..ci.pins import load_pins
 from ..ci.record import latest_record, upload_record
 from ..ci.site import (
     Fetcher,
-    UrllibFetcher,
+    HttpFetcher,
     pages_subpath,
     restore_from_record,
     restore_site,
@@ -79,7 +79,7 @@ def cmd_restore_site(
     repository = args.repository or env.get("GITHUB_REPOSITORY")
     sub = pages_subpath(base_url, repository) if base_url else ""
     site = args.site / sub if sub else args.site
-    fetch = fetcher or UrllibFetcher()
+    fetch = fetcher or HttpFetcher()
     if args.from_releases:
         record = latest_record(_api(env, api))
         with tempfile.TemporaryDirectory() as scratch:

@@ -2,11 +2,27 @@
 
 The HTML pages are generated from it and never read back; a wheel it lists stays listed
 with the same sha256 forever (see `merge`).
+
+A published file is identified by what pip sees in its name, not by how the name is
+spelled (`IndexedWheel.identity`): the project name normalised by PEP 503, the version
+by packaging's `canonicalize_version`, the build tag and the set of tags. `hostile_x`,
+`Hostile_X` and `hostile.x` 1.0+pt213cpu are one wheel to pip; a manifest that lists one
+identity twice (two spellings, or one entry 200,000 times) is refused, as is merging a
+second spelling into a site (`merge`).
 """
 
 from __future__ import annotations
 
-__all__ = ["INDEX_SCHEMA", "MANIFEST_NAME", "IndexedWheel", "Manifest", "read_manifest"]
+__all__ = [
+    "INDEX_SCHEMA",
+    "MANIFEST_MAX_BYTES",
+    "MANIFEST_NAME",
+    "IndexedWheel",
+    "Manifest",
+    "WheelIdentity",
+    "read_manifest",
+    "wheel_identity",
+]
 
 import functools
 import json
@@ -15,15 +31,44 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, canonicalize_version
 
 from ..errors import PublishError
-from ..files import check_wheel_filename, safe_join
+from ..files import check_wheel_filename, read_regular, safe_join
+from ..jsonfields import decode_json
+from ..wheel.archive import project_name_problem
 from .pages import LinkTarget
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
+MANIFEST_MAX_BYTES = 64 << 20  # ~120,000 wheels (10,000 take ~5 MB)
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+WheelIdentity = tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+"""(PEP 503 name, canonical version, build tag, Python tags, ABI tags, platform tags)."""
+
+
+@functools.lru_cache(maxsize=65536)
+def wheel_identity(filename: str) -> WheelIdentity:
+    """What pip tells a wheel by (see the module); `filename` must be a wheel file name."""
+    parts = filename[: -len(".whl")].split("-")
+    build = parts[2] if len(parts) == 6 else ""
+    python, abi, platform = parts[-3:]
+    return (
+        _canonical(parts[0]),
+        _canonical_version(parts[1]),
+        build,
+        tuple(sorted(set(python.lower().split(".")))),
+        tuple(sorted(set(abi.lower().split(".")))),
+        tuple(sorted(set(platform.lower().split(".")))),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_version(version: str) -> str:
+    return canonicalize_version(version.replace("_", "-"))
+
+
 _SAFE_URL_RE = re.compile(r"https?://[^\s\"'<>\\`]+")
 
 
@@ -50,6 +95,11 @@ class IndexedWheel:
     @property
     def project(self) -> str:
         return _canonical(self.name)
+
+    @property
+    def identity(self) -> WheelIdentity:
+        """What pip tells this wheel by, whatever the spelling of its file name."""
+        return wheel_identity(self.filename)
 
     def link(self) -> LinkTarget:
         return LinkTarget(
@@ -84,6 +134,7 @@ class IndexedWheel:
         if not _plain_types(raw):
             _check_types(raw)  # raises, naming the first key that is wrong
         check_wheel_filename(raw["filename"], what=f"{MANIFEST_NAME} entry")
+        _check_name(raw["filename"], raw["name"])
         for key in ("sha256", "metadata_sha256"):
             if not _SHA256_RE.fullmatch(raw[key]):
                 raise ValueError(f"{raw['filename']}: {key}: expected 64 hexadecimal digits")
@@ -114,6 +165,16 @@ class IndexedWheel:
 def _canonical(name: str) -> str:
     """canonicalize_name, once per distinct name (a site has thousands of wheels of a few)."""
     return canonicalize_name(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _check_name(filename: str, name: str) -> None:
+    """ValueError unless `name` is a PEP 508 project name, the file name's project."""
+    problem = project_name_problem(name)
+    if problem is not None:
+        raise ValueError(f"{filename}: name: a {problem}")
+    if _canonical(name) != wheel_identity(filename)[0]:
+        raise ValueError(f"{filename}: name: {name!r} is another project than the file name's")
 
 
 _STRINGS = ("filename", "sha256", "name", "version", "metadata_sha256", "torch", "accelerator")
@@ -219,10 +280,15 @@ def read_manifest(site: Path) -> Manifest:
             )
         return Manifest()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path, max_bytes=MANIFEST_MAX_BYTES)
+        data = decode_json(raw, what=MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES)
         if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA:
             raise ValueError(f"schema is not {INDEX_SCHEMA!r}")
-        wheels = tuple(IndexedWheel.from_json(w) for w in data.get("wheels", []))
+        entries = data.get("wheels", [])
+        if not isinstance(entries, list):
+            raise ValueError("wheels: expected a list of wheel entries")
+        wheels = tuple(IndexedWheel.from_json(w) for w in entries)
+        _check_unique(wheels)
         generated = data.get("generated", [])
         if not isinstance(generated, list) or not all(isinstance(g, str) for g in generated):
             raise ValueError("generated: expected a list of paths")
@@ -231,3 +297,17 @@ def read_manifest(site: Path) -> Manifest:
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     return Manifest(wheels=wheels, generated=tuple(generated))
+
+
+def _check_unique(wheels: tuple[IndexedWheel, ...]) -> None:
+    """ValueError when two entries are one wheel to pip (the same identity)."""
+    seen: dict[WheelIdentity, int] = {}
+    for index, wheel in enumerate(wheels):
+        first = seen.setdefault(wheel.identity, index)
+        if first != index:
+            other = wheels[first].filename
+            same = "listed twice" if other == wheel.filename else f"the same wheel as {other}"
+            raise ValueError(
+                f"{wheel.filename}: {same} (project, version and tags, as pip compares "
+                "them); a site lists each wheel once"
+            )

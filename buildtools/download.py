@@ -1,0 +1,396 @@
+"""The one HTTP client: every download buildtools makes goes through `Http`.
+
+The other end may be a published site, a CDN, GitHub's API, a find-links page: any of them
+can be slow, broken or hostile, and these downloads run in release jobs. So:
+
+- only http and https URLs, without credentials in them; a redirect is followed at most
+  `HttpLimits.redirects` times and only to http(s) (never `ftp:` or `file:`), and headers
+  given as secret (a token) are never sent after one;
+- every request has a total deadline, from connecting to the last byte
+  (`request_seconds`, or the call's `seconds`), enforced by a watchdog that shuts the
+  connection down: a server sending one byte every 2 s cannot keep a job alive, however
+  long each socket read stays under the socket timeout; and a client has a deadline for
+  all its requests together (`run_seconds`), so retries cannot add up to hours;
+- every body has a byte cap given by the caller (a `Content-Length` above it is refused
+  before the body is read; a longer body, chunked or not, is cut off at the cap);
+- a protocol error (a bad status line, more than 100 headers, an over-long header, a
+  broken chunk, a connection closed early) is one `DownloadError` line naming the URL;
+- a 5xx or 429 answer and a failed connection are tried again (`attempts`, `pause`),
+  within the client's deadline; a 404 or 410 is `NotFound` (callers decide what absence
+  means), any other answer an error.
+
+Proxies are taken from the environment (`https_proxy`, `http_proxy`, `no_proxy`), as
+urllib does.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DownloadError", "Http", "HttpLimits", "NotFound", "Response"]
+
+import base64
+import contextlib
+import http.client
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+from urllib.parse import unquote, urljoin, urlsplit
+
+
+class DownloadError(Exception):
+    """A request failed; the message is one line naming the URL and what went wrong."""
+
+    def __init__(self, message: str, *, url: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.status = status
+        self.transient = status is None or status >= 500 or status == 429
+
+
+class NotFound(DownloadError):
+    """The server answered 404 or 410."""
+
+
+class _Deadline(DownloadError):
+    """A deadline passed (never retried: a slow server stays slow)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpLimits:
+    """What one client may spend."""
+
+    request_seconds: float = 300.0  # one request, connect to last byte
+    run_seconds: float = 3 * 3600.0  # every request of the client, retries included
+    socket_seconds: float = 30.0  # one blocking socket operation (connect, one read)
+    redirects: int = 5
+    attempts: int = 3
+    pause: float = 2.0  # seconds before the second attempt; doubled for each next one
+
+
+@dataclass(frozen=True, kw_only=True)
+class Response:
+    """A finished request: its status, headers and body (empty when it went to a sink)."""
+
+    url: str  # after redirects
+    status: int
+    headers: Mapping[str, str]
+    body: bytes = b""
+
+
+_REDIRECTS = (301, 302, 303, 307, 308)
+_CHUNK = 1 << 16
+
+
+def _check_url(url: str) -> tuple[str, str, int, str]:
+    """(scheme, host, port, path?query) of an http(s) URL, or DownloadError."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise DownloadError(f"{url}: not a URL ({exc})", url=url, status=0) from None
+    if parts.scheme not in ("http", "https"):
+        raise DownloadError(
+            f"{url}: only http and https URLs are fetched, not {parts.scheme or 'a bare path'}",
+            url=url,
+            status=0,
+        )
+    if not parts.hostname or parts.username is not None or parts.password is not None:
+        raise DownloadError(f"{url}: needs a host and no credentials", url=url, status=0)
+    if any(c in url for c in "\r\n\t ") or any(ord(c) < 0x20 for c in url):
+        raise DownloadError(f"{url!r}: has whitespace or a control character", url=url, status=0)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), target
+
+
+def _shutdown(sock: socket.socket | None) -> None:
+    """Wake whatever blocks on `sock` in another thread: shut the connection down through a
+    second descriptor (never touching the SSL object the other thread is using)."""
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        other = socket.socket(fileno=os.dup(sock.fileno()))
+        try:
+            other.shutdown(socket.SHUT_RDWR)
+        finally:
+            other.close()
+
+
+class Http:
+    """An HTTP(S) client with the limits of the module (one per run: its deadline starts
+    when it is made). `clock` and `sleep` are injectable for tests."""
+
+    def __init__(
+        self,
+        limits: HttpLimits | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        user_agent: str = "torch-buildtools",
+    ) -> None:
+        self.limits = limits or HttpLimits()
+        self._clock = clock
+        self._sleep = sleep
+        self._end = clock() + self.limits.run_seconds
+        self._env = dict(os.environ if env is None else env)
+        self._agent = user_agent
+        self._context = ssl.create_default_context()
+
+    # -------------------------------------------------------------------- the calls
+
+    def get(self, url: str, *, max_bytes: int, headers: Mapping[str, str] | None = None) -> bytes:
+        """The body of `url` (at most `max_bytes`); NotFound or DownloadError."""
+        return self.request("GET", url, max_bytes=max_bytes, headers=headers).body
+
+    def download(
+        self, url: str, dest: Path, *, max_bytes: int, seconds: float | None = None
+    ) -> bool:
+        """`url`'s body into `dest` (at most `max_bytes`, within `seconds` or the request
+        deadline); False when the server says 404. A failure leaves no partial file."""
+        try:
+            with dest.open("wb") as fh:
+                try:
+                    self.request("GET", url, max_bytes=max_bytes, sink=fh, seconds=seconds)
+                except OSError as exc:  # writing: a full disk says no file name
+                    raise OSError(exc.errno, exc.strerror, os.fspath(dest)) from exc
+        except NotFound:
+            dest.unlink(missing_ok=True)
+            return False
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+        return True
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+        secret_headers: Mapping[str, str] | None = None,
+        body: bytes | IO[bytes] | None = None,
+        sink: IO[bytes] | None = None,
+        seconds: float | None = None,
+    ) -> Response:
+        """One request, retried while it fails transiently (see the module); the body goes
+        to `sink` when given. `secret_headers` are sent to `url` only, never after a
+        redirect; `seconds` replaces the request deadline (an upload of gigabytes)."""
+        pause = self.limits.pause
+        for attempt in range(1, self.limits.attempts + 1):
+            if sink is not None:
+                sink.seek(0)
+                sink.truncate()
+            if body is not None and not isinstance(body, bytes):
+                body.seek(0)
+            try:
+                return self._follow(
+                    method,
+                    url,
+                    max_bytes=max_bytes,
+                    headers=dict(headers or {}),
+                    secrets=dict(secret_headers or {}),
+                    body=body,
+                    sink=sink,
+                    seconds=seconds or self.limits.request_seconds,
+                )
+            except DownloadError as exc:
+                last_try = attempt == self.limits.attempts
+                if isinstance(exc, _Deadline) or not exc.transient or last_try:
+                    raise
+                if self._clock() + pause >= self._end:
+                    raise
+            self._sleep(pause)
+            pause *= 2
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    # -------------------------------------------------------------------- one exchange
+
+    def _follow(
+        self,
+        method: str,
+        url: str,
+        *,
+        max_bytes: int,
+        headers: dict[str, str],
+        secrets: dict[str, str],
+        body: bytes | IO[bytes] | None,
+        sink: IO[bytes] | None,
+        seconds: float,
+    ) -> Response:
+        deadline = min(self._clock() + seconds, self._end)
+        first = url
+        for _hop in range(self.limits.redirects + 1):
+            answer = self._exchange(
+                method,
+                url,
+                headers={**headers, **secrets},
+                body=body,
+                sink=sink,
+                max_bytes=max_bytes,
+                deadline=deadline,
+                seconds=seconds,
+            )
+            if isinstance(answer, Response):
+                return answer
+            try:
+                _check_url(answer)
+            except DownloadError as exc:
+                raise DownloadError(f"{url}: redirected to {exc}", url=first, status=0) from None
+            url = answer
+            secrets = {}  # a token is for the host it was given to, never a redirect's
+            if method not in ("GET", "HEAD"):
+                method, body = "GET", None
+        raise DownloadError(
+            f"{first}: more than {self.limits.redirects} redirects", url=first, status=0
+        )
+
+    def _connection(
+        self, scheme: str, host: str, port: int, timeout: float
+    ) -> tuple[http.client.HTTPConnection, bool, dict[str, str]]:
+        """A connection to host:port (through the environment's proxy when one applies),
+        whether requests must name the absolute URL (a plain-HTTP proxy), and the headers
+        such a proxy needs."""
+        proxies = {k.lower(): v for k, v in self._env.items() if k.lower().endswith("_proxy")}
+        proxy = proxies.get(f"{scheme}_proxy")
+        if proxy and not _bypassed(host, proxies.get("no_proxy", "")):
+            p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            auth: dict[str, str] = {}
+            if p.username is not None:
+                token = f"{unquote(p.username)}:{unquote(p.password or '')}".encode()
+                auth["Proxy-Authorization"] = "Basic " + base64.b64encode(token).decode()
+            if scheme == "https":
+                tunnel = http.client.HTTPSConnection(
+                    p.hostname or "", p.port or 3128, timeout=timeout, context=self._context
+                )
+                tunnel.set_tunnel(host, port, headers=auth)
+                return tunnel, False, {}
+            plain = http.client.HTTPConnection(p.hostname or "", p.port or 3128, timeout=timeout)
+            return plain, True, auth
+        if scheme == "https":
+            secure = http.client.HTTPSConnection(host, port, timeout=timeout, context=self._context)
+            return secure, False, {}
+        return http.client.HTTPConnection(host, port, timeout=timeout), False, {}
+
+    @contextlib.contextmanager
+    def _watchdog(
+        self, conn: http.client.HTTPConnection, deadline: float
+    ) -> Iterator[threading.Event]:
+        fired = threading.Event()
+
+        def fire() -> None:
+            fired.set()
+            _shutdown(conn.sock)
+
+        timer = threading.Timer(max(deadline - self._clock(), 0.0), fire)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield fired
+        finally:
+            timer.cancel()
+
+    def _exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        body: bytes | IO[bytes] | None,
+        sink: IO[bytes] | None,
+        max_bytes: int,
+        deadline: float,
+        seconds: float,
+    ) -> Response | str:
+        """One request and its answer: a Response, or the URL a redirect points to."""
+        scheme, host, port, target = _check_url(url)
+        left = deadline - self._clock()
+        if left <= 0:
+            raise _Deadline(f"{url}: the time for downloads ran out", url=url)
+        conn, absolute, extra = self._connection(
+            scheme, host, port, min(self.limits.socket_seconds, left)
+        )
+        with self._watchdog(conn, deadline) as fired:
+            try:
+                all_headers = {"User-Agent": self._agent, **extra, **headers}
+                conn.request(method, url if absolute else target, body=body, headers=all_headers)
+                resp = conn.getresponse()
+                if resp.status in _REDIRECTS:
+                    location = resp.getheader("Location")
+                    if not location:
+                        raise DownloadError(
+                            f"{url}: HTTP {resp.status} without a Location", url=url, status=0
+                        )
+                    return urljoin(url, location.strip())
+                if resp.status in (404, 410):
+                    raise NotFound(f"{url}: HTTP {resp.status}", url=url, status=resp.status)
+                if resp.status >= 400:
+                    detail = resp.read(500).decode("utf-8", "replace").strip().splitlines()
+                    said = f": {detail[0][:200]}" if detail else ""
+                    raise DownloadError(
+                        f"{url}: HTTP {resp.status} {resp.reason}{said}",
+                        url=url,
+                        status=resp.status,
+                    )
+                return self._body(url, resp, sink, max_bytes, deadline)
+            except DownloadError:
+                raise
+            except (http.client.HTTPException, OSError, ValueError) as exc:
+                if fired.is_set() or self._clock() >= deadline:
+                    raise _Deadline(
+                        f"{url}: no complete answer within {seconds:g} s (the deadline of "
+                        "one request; a server that slow is not waited for)",
+                        url=url,
+                    ) from None
+                what = str(exc) or type(exc).__name__
+                raise DownloadError(
+                    f"{url}: {type(exc).__name__}: {what.splitlines()[0][:300]}", url=url
+                ) from None
+            finally:
+                conn.close()
+
+    def _body(
+        self,
+        url: str,
+        resp: http.client.HTTPResponse,
+        sink: IO[bytes] | None,
+        max_bytes: int,
+        deadline: float,
+    ) -> Response:
+        length = resp.getheader("Content-Length")
+        if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+            raise DownloadError(
+                f"{url}: {int(length):,} bytes announced, more than the {max_bytes:,} allowed",
+                url=url,
+                status=0,
+            )
+        parts: list[bytes] = []
+        seen = 0
+        while chunk := resp.read(_CHUNK):
+            seen += len(chunk)
+            if seen > max_bytes:
+                raise DownloadError(
+                    f"{url}: more than the {max_bytes:,} bytes allowed", url=url, status=0
+                )
+            if self._clock() >= deadline:
+                raise _Deadline(f"{url}: no complete answer within its deadline", url=url)
+            if sink is not None:
+                sink.write(chunk)
+            else:
+                parts.append(chunk)
+        headers = {k.lower(): v for k, v in resp.getheaders()}
+        return Response(url=url, status=resp.status, headers=headers, body=b"".join(parts))
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    """Whether `no_proxy` (comma-separated hosts, domains, or `*`) exempts `host`."""
+    host = host.lower().rstrip(".")
+    for entry in (e.strip().lower().lstrip(".") for e in no_proxy.split(",")):
+        if entry == "*" or (entry and (host == entry or host.endswith(f".{entry}"))):
+            return True
+    return False
