@@ -16,18 +16,7 @@ from ..build.orchestrate import build_plan
 from ..cachedir import default_cache_dir
 from ..errors import BuildFailedError, CheckFailedError, PlanError
 from ..knowledge import load_knowledge
-from .common import add_plan_args, plan_from_args
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is less than 1")
-    return value
+from .common import add_plan_args, plan_from_args, positive_int
 
 
 def add_build_parser(sub: Any) -> None:

@@ -33,6 +33,7 @@ from ..smoke.wheels import (
     collect_wheels,
     detect_accelerator,
 )
+from .common import seconds
 
 
 def add_smoke_parser(sub: Any) -> None:
@@ -96,7 +97,7 @@ def add_smoke_parser(sub: Any) -> None:
         default=None,
         help=f"index for torch (default: {load_ecosystem().pytorch_index}/<accelerator>)",
     )
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    p.add_argument("--timeout", type=seconds, default=600.0, help="seconds per child process")
     p.add_argument(
         "--import",
         dest="modules",

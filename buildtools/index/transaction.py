@@ -49,7 +49,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PublishError
+from ..errors import PublishError, note_cleanup
 from ..files import fsync_dir, sha256_file
 from ..locks import file_lock
 from .links import Prelink, link_all, start_prelink
@@ -514,6 +514,10 @@ def site_transaction(
         )
         try:
             yield txn
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is cleaned up
+            if not txn.committed:
+                note_cleanup(exc, f"removed {staging} ({site} is as it was)")
+            raise
         finally:
             txn._take_prelinked()  # nothing may still be linking into a removed directory
             if not txn.committed:

@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PublishError
-from ..files import NotRegularFileError, describe_os_error
+from ..files import NotRegularFileError, describe_os_error, open_regular
 from ..wheel.archive import ArchiveError, open_wheel
 from ..wheel.meta import BUILD_RECORD_BYTES, BUILD_RECORD_NAME, parse_build_record
 from .hashes import KnownHash, manifest_hashes, report_hashes, trusted_sha256
@@ -255,13 +255,25 @@ def _stat(path: Path) -> os.stat_result | None:
 
 
 def collect_wheels(paths: Sequence[Path]) -> list[Path]:
-    """The wheels named, and every `*.whl` directly inside the directories named; sorted."""
+    """The wheels named, and every `*.whl` directly inside the directories named; sorted.
+    A FIFO, device or socket (or a link to one) is refused by its type, named or found."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(path.glob("*.whl"))
-        elif path.is_file() and path.name.endswith(".whl"):
+            inside = sorted(path.glob("*.whl"))
+            for wheel in inside:
+                _check_regular(wheel)
+            found += inside
+        elif path.name.endswith(".whl") and (path.exists() or path.is_symlink()):
+            _check_regular(path)
             found.append(path)
         else:
             raise PublishError(f"{path}: no such wheel or directory")
     return found
+
+
+def _check_regular(path: Path) -> None:
+    try:
+        open_regular(path).close()
+    except OSError as exc:
+        raise PublishError(describe_os_error(exc)) from None
