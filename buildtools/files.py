@@ -94,8 +94,9 @@ def check_member_names(names: Iterable[str], *, what: str) -> None:
         member = name.removesuffix("/") or name
         problem = _lexical_problem(member)
         if problem is not None:
+            shown = repr(member) if len(member) <= 100 else repr(member[:60]) + "…"
             raise UnsafeArtefactError(
-                f"{what}: member {member!r} {problem}; refusing to write or read it"
+                f"{what}: member {shown} {problem}; refusing to write or read it"
             )
 
 

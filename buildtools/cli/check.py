@@ -12,7 +12,7 @@ from typing import Any, Literal, TextIO
 from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
 from ..files import describe_os_error
 from ..model import ABI_MODES, Finding
-from ..wheel.archive import open_wheel
+from ..wheel.archive import ArchiveError, open_wheel
 from ..wheel.checks import Expectation, check_wheel, has_errors, load_torch_target
 from ..wheel.meta import read_build_record
 
@@ -92,19 +92,21 @@ def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
 
 def _unreadable(wheel: Path) -> str | None:
     """Why `wheel` cannot be checked at all (missing, not a regular file, misnamed, not a
-    wheel pip would install, over the archive limits: `wheel.archive`), or None.
-    UnsafeArtefactError when a member names a place outside the wheel."""
-    if not wheel.exists():
+    wheel pip would install, over the archive limits, a member whose CRC or length is
+    wrong: `wheel.archive`), or None. UnsafeArtefactError when a member names a place
+    outside the wheel."""
+    if not wheel.exists() and not wheel.is_symlink():
         return f"{wheel}: no such file"
     try:
-        with open_wheel(wheel):
+        with open_wheel(wheel) as archive:
+            archive.verify()  # every member inflates to what it claims, as pip will check
             return None
     except UnsafeArtefactError:
         raise
     except OSError as exc:
         return describe_os_error(exc)
-    except ValueError as exc:
-        return f"{exc} (cannot be read)"
+    except ArchiveError as exc:
+        return f"{wheel.name}: cannot be read: {exc.problem}"
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
@@ -126,8 +128,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
                 findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
         except UnsafeArtefactError as exc:
             problem, unsafe = str(exc), True
-        except (ValueError, OSError) as exc:
-            problem = f"{wheel.name}: cannot be read ({exc})"
+        except (ValueError, OSError) as exc:  # a shared object that is not a readable ELF
+            problem = f"{wheel.name}: cannot be read: {exc}"
         if problem is not None:
             failed = True
             report[wheel.name] = {"error": problem}

@@ -172,7 +172,7 @@ def _check_name(filename: str, name: str) -> None:
     """ValueError unless `name` is a PEP 508 project name, the file name's project."""
     problem = project_name_problem(name)
     if problem is not None:
-        raise ValueError(f"{filename}: name: a {problem}")
+        raise ValueError(f"{filename}: name: {problem}")
     if _canonical(name) != wheel_identity(filename)[0]:
         raise ValueError(f"{filename}: name: {name!r} is another project than the file name's")
 

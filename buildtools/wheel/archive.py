@@ -117,11 +117,11 @@ _PROJECT_RE = re.compile(r"[A-Z0-9](?:[A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE | r
 def project_name_problem(name: str) -> str | None:
     """Why `name` is not a project name by PEP 508 (ASCII only), or None."""
     if len(name) > 200:
-        return f"project name of {len(name)} characters (at most 200)"
+        return f"a project name of {len(name)} characters (at most 200)"
     if not _PROJECT_RE.fullmatch(name):
         return (
-            f"project name {name!r} is not ASCII letters, digits and '._-' starting and "
-            "ending with a letter or digit (PEP 508)"
+            f"{name!r} is not a project name by PEP 508 (ASCII letters, digits and '._-', "
+            "starting and ending with a letter or digit)"
         )
     return None
 
@@ -165,6 +165,11 @@ def metadata_fields(metadata: bytes) -> dict[str, list[str]]:
         last = fields.setdefault(name.strip().lower(), [])
         last.append(value.strip())
     return fields
+
+
+def _shown(name: str) -> str:
+    """A member name for a message: quoted, and cut short when it is long."""
+    return repr(name) if len(name) <= 100 else repr(name[:60]) + f"… ({len(name):,} characters)"
 
 
 def _size(n: int) -> str:
@@ -267,7 +272,7 @@ def _file_name(filename: str) -> _Name:
         )
     problem = project_name_problem(parts[0])
     if problem is not None:
-        raise ArchiveError(f"its file name has a {problem}")
+        raise ArchiveError(f"its file name: {problem}")
     return _Name(project=parts[0], version=parts[1])
 
 
@@ -304,7 +309,7 @@ class WheelArchive:
     # ------------------------------------------------------------------ reading
 
     def _problem(self, name: str, what: str) -> ArchiveError:
-        return ArchiveError(f"member {name!r} {what}", self.path)
+        return ArchiveError(f"member {_shown(name)} {what}", self.path)
 
     @contextmanager
     def _open(self, name: str) -> Iterator[IO[bytes]]:
@@ -312,7 +317,7 @@ class WheelArchive:
             with self._zf.open(self._members[name]) as member:
                 yield member
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-            raise self._problem(name, f"cannot be read ({exc})") from None
+            raise self._problem(name, f"is corrupt ({exc})") from None
 
     def read(self, name: str, *, max_bytes: int | None = None) -> bytes:
         """Member `name` whole, in memory: at most `max_bytes` (default `text_bytes`), its
@@ -410,7 +415,7 @@ class WheelArchive:
         # each member's data ends before the next member's header and the directory (its
         # local header is at least 30 bytes and its name: a lower bound of where data ends)
         ordered = sorted(infos, key=lambda i: i.header_offset)
-        bounds = [i.header_offset for i in ordered[1:]] + [directory_at]
+        bounds = [i.header_offset for i in ordered[1:]] + [directory_at] if ordered else []
         for info, following in zip(ordered, bounds, strict=True):
             end = info.header_offset + _LOCAL_HEADER + len(info.orig_filename) + info.compress_size
             if end > following:
@@ -460,7 +465,7 @@ class WheelArchive:
         meta_version = (self.fields.get("version") or [""])[0]
         problem = project_name_problem(meta_name)
         if problem is not None:
-            raise ArchiveError(f"METADATA has a {problem}", wheel)
+            raise ArchiveError(f"METADATA's Name: {problem}", wheel)
         if _canonical(meta_name) != _canonical(expected.project) or not _same_version(
             meta_version, expected.version
         ):
