@@ -17,6 +17,7 @@ import functools
 import http.server
 import io
 import json
+import os
 import shlex
 import shutil
 import threading
@@ -83,13 +84,30 @@ ARGS = _table(CORPUS / "args.tsv")
 @pytest.fixture
 def places(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "afile").write_text("not a wheel, not a directory\n")
+    special = tmp_path / "special"
+    special.mkdir()
+    os.mkfifo(special / "fifo")
+    os.mkfifo(tmp_path / "fifo-1.0-py3-none-any.whl")  # also what `index {tmp}` finds there
+    (special / "zero-1.0-py3-none-any.whl").symlink_to("/dev/zero")
+    for name, make in (("fifoproject", os.mkfifo), ("zeroproject", _link_to_zero)):
+        (special / name).mkdir()
+        make(special / name / "setup.py")
     return {
         "repo": str(REPO),
         "corpus": str(CORPUS),
         "tmp": str(tmp_path),
         "file": str(tmp_path / "afile"),
         "wheel": str(_good_wheel(tmp_path / "good")),
+        "fifo": str(special / "fifo"),
+        "fifowhl": str(tmp_path / "fifo-1.0-py3-none-any.whl"),
+        "zerowhl": str(special / "zero-1.0-py3-none-any.whl"),
+        "fifoproject": str(special / "fifoproject"),
+        "zeroproject": str(special / "zeroproject"),
     }
+
+
+def _link_to_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
 
 
 @pytest.mark.parametrize(("argv", "code", "fragment"), ARGS, ids=[r[0] for r in ARGS])
