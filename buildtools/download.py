@@ -25,11 +25,12 @@ urllib does.
 
 from __future__ import annotations
 
-__all__ = ["DownloadError", "Http", "HttpLimits", "NotFound", "Response"]
+__all__ = ["HTTP_TIMEOUT_ENV", "DownloadError", "Http", "HttpLimits", "NotFound", "Response"]
 
 import base64
 import contextlib
 import http.client
+import math
 import os
 import socket
 import ssl
@@ -40,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urljoin, urlsplit
+
+from .errors import ConfigError
 
 
 class DownloadError(Exception):
@@ -60,6 +63,10 @@ class _Deadline(DownloadError):
     """A deadline passed (never retried: a slow server stays slow)."""
 
 
+HTTP_TIMEOUT_ENV = "BUILDTOOLS_HTTP_TIMEOUT"
+"""Seconds one request may take (default 300), as $BUILDTOOLS_TIMEOUT is for a process."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class HttpLimits:
     """What one client may spend."""
@@ -70,6 +77,24 @@ class HttpLimits:
     redirects: int = 5
     attempts: int = 3
     pause: float = 2.0  # seconds before the second attempt; doubled for each next one
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], **fields: float) -> HttpLimits:
+        """The limits, with `request_seconds` from $BUILDTOOLS_HTTP_TIMEOUT when it is set
+        (finite, above 0, at most a day; ConfigError otherwise)."""
+        text = env.get(HTTP_TIMEOUT_ENV, "")
+        if text:
+            try:
+                value = float(text)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value) or not 0 < value <= 24 * 3600:
+                raise ConfigError(
+                    f"${HTTP_TIMEOUT_ENV}: {text!r} is not a number of seconds above 0 and at "
+                    "most a day"
+                )
+            fields = {"request_seconds": value, **fields}
+        return cls(**fields)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,11 +158,11 @@ class Http:
         sleep: Callable[[float], None] = time.sleep,
         user_agent: str = "torch-buildtools",
     ) -> None:
-        self.limits = limits or HttpLimits()
+        self._env = dict(os.environ if env is None else env)
+        self.limits = limits or HttpLimits.from_env(self._env)
         self._clock = clock
         self._sleep = sleep
         self._end = clock() + self.limits.run_seconds
-        self._env = dict(os.environ if env is None else env)
         self._agent = user_agent
         self._context = ssl.create_default_context()
 
@@ -337,7 +362,10 @@ class Http:
                         url=url,
                         status=resp.status,
                     )
-                return self._body(url, resp, sink, max_bytes, deadline)
+                answer = self._body(url, resp, sink, max_bytes, deadline)
+                if fired.is_set():  # cut off by the watchdog: what came is not the answer
+                    raise OSError("the connection was shut at the deadline")
+                return answer
             except DownloadError:
                 raise
             except (http.client.HTTPException, OSError, ValueError) as exc:
@@ -347,9 +375,11 @@ class Http:
                         "one request; a server that slow is not waited for)",
                         url=url,
                     ) from None
-                what = str(exc) or type(exc).__name__
+                what = (str(exc) or type(exc).__name__).splitlines()[0][:300]
+                # a dropped connection may work next time; a malformed answer will not
+                dropped = isinstance(exc, (OSError, http.client.IncompleteRead))
                 raise DownloadError(
-                    f"{url}: {type(exc).__name__}: {what.splitlines()[0][:300]}", url=url
+                    f"{url}: {type(exc).__name__}: {what}", url=url, status=None if dropped else 0
                 ) from None
             finally:
                 conn.close()
@@ -369,6 +399,7 @@ class Http:
                 url=url,
                 status=0,
             )
+        announced = int(length) if length is not None and length.strip().isdigit() else None
         parts: list[bytes] = []
         seen = 0
         while chunk := resp.read(_CHUNK):
@@ -383,6 +414,11 @@ class Http:
                 sink.write(chunk)
             else:
                 parts.append(chunk)
+        if announced is not None and seen < announced:  # http.client returns short reads
+            raise DownloadError(
+                f"{url}: the connection closed after {seen:,} of the {announced:,} bytes announced",
+                url=url,
+            )
         headers = {k.lower(): v for k, v in resp.getheaders()}
         return Response(url=url, status=resp.status, headers=headers, body=b"".join(parts))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = ["GitHubApi", "RestApi"]
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -79,7 +80,10 @@ class RestApi:
         self.attempts = attempts
         self.pause = pause
         # a release job uploads and downloads its wheels with one client: hours in all
-        self.http = Http(HttpLimits(attempts=attempts, pause=pause, run_seconds=6 * 3600.0))
+        limits = HttpLimits.from_env(
+            os.environ, attempts=attempts, pause=pause, run_seconds=6 * 3600.0
+        )
+        self.http = Http(limits)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], repository: str | None = None) -> RestApi:

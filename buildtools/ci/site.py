@@ -54,10 +54,8 @@ class HttpFetcher:
         self.http = http or Http()
 
     def fetch(self, url: str, dest: Path, *, max_bytes: int) -> bool:
-        # a large wheel gets longer than one request's deadline, at 1 MB/s
-        seconds = max(self.http.limits.request_seconds, max_bytes / 1e6)
         try:
-            return self.http.download(url, dest, max_bytes=max_bytes, seconds=seconds)
+            return self.http.download(url, dest, max_bytes=max_bytes)
         except DownloadError as exc:
             raise PublishError(f"cannot download it: {exc}; nothing is published") from None
 

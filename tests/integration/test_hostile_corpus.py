@@ -7,7 +7,9 @@ place. One file per case; each directory's expect.tsv says what the case must en
 - args.tsv: command lines of every verb;
 - wheels/: crafted wheels, fed to `buildtools index`;
 - manifests/: a published site's index.json, merged into by `buildtools index` and
-  restored over HTTP (a server on loopback) by `buildtools ci restore-site`.
+  restored over HTTP (a server on loopback) by `buildtools ci restore-site`;
+- servers.tsv: web servers that misbehave (fixtures/hostile_server.py), restored from by
+  `buildtools ci restore-site`.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import os
 import shlex
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fixtures.cli import REPO
 from fixtures.crafted import make_site_packages, make_wheel
+from fixtures.hostile_server import BEHAVIOURS, serve
 
 from buildtools.cli.main import main
 
@@ -213,6 +217,31 @@ def test_manifest_restore_case(
     assert not (tmp_path / "etc").exists()
 
 
+SERVERS = _table(CORPUS / "servers.tsv")
+
+
+def test_server_corpus_names_every_behaviour() -> None:
+    assert {row[0] for row in SERVERS} == set(BEHAVIOURS)
+
+
+@pytest.mark.parametrize(("name", "code", "fragment"), SERVERS, ids=[r[0] for r in SERVERS])
+def test_server_case(
+    name: str, code: str, fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUILDTOOLS_HTTP_TIMEOUT", "3")
+    out = tmp_path / "restored"
+    with serve(name) as url:
+        started = time.monotonic()
+        got, err = _run(
+            ["ci", "restore-site", "--base-url", url, "--site", str(out), "--github-output", "-"]
+        )
+        took = time.monotonic() - started
+    _assert_clear(got, err, int(code), fragment, name)
+    assert len(err.strip().splitlines()) == 1, err
+    assert took < 30, f"{name}: {took:.0f} s"  # a deadline, not a hang (3 tries at most)
+    assert not any(p.is_file() and p.name.endswith(".whl") for p in out.rglob("*"))
+
+
 def test_corpus_is_large_enough() -> None:
-    total = len(MATRIX) + len(ARGS) + len(WHEELS) + len(MANIFESTS)
+    total = len(MATRIX) + len(ARGS) + len(WHEELS) + len(MANIFESTS) + len(SERVERS)
     assert total >= 100, total
