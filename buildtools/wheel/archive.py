@@ -112,6 +112,8 @@ _CHUNK = 1 << 20
 
 # PEP 508's name: ASCII letters and digits, with `._-` inside (packaging takes any \w)
 _PROJECT_RE = re.compile(r"[A-Z0-9](?:[A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE | re.ASCII)
+# in a wheel's file name, runs of separators are one '_' (what packaging takes there)
+_ESCAPED_RE = re.compile(r"[A-Za-z0-9]+(?:[._][A-Za-z0-9]+)*", re.ASCII)
 
 
 def project_name_problem(name: str) -> str | None:
@@ -271,6 +273,11 @@ def _file_name(filename: str) -> _Name:
             "not a wheel file name (expected name-version[-build]-python-abi-platform.whl)"
         )
     problem = project_name_problem(parts[0])
+    if problem is None and not _ESCAPED_RE.fullmatch(parts[0]):
+        problem = (
+            f"{parts[0]!r} is not a project name as a file name spells it (letters and "
+            "digits, single '_' or '.' between them; PEP 427)"
+        )
     if problem is not None:
         raise ArchiveError(f"its file name: {problem}")
     return _Name(project=parts[0], version=parts[1])
@@ -316,8 +323,9 @@ class WheelArchive:
         try:
             with self._zf.open(self._members[name]) as member:
                 yield member
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as exc:
-            raise self._problem(name, f"is corrupt ({exc})") from None
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as exc:
+            said = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
+            raise self._problem(name, f"is corrupt ({said})") from None
 
     def read(self, name: str, *, max_bytes: int | None = None) -> bytes:
         """Member `name` whole, in memory: at most `max_bytes` (default `text_bytes`), its
@@ -394,7 +402,7 @@ class WheelArchive:
             name = info.filename
             if stat.S_ISLNK(info.external_attr >> 16):
                 raise UnsafeArtefactError(
-                    f"{self.path.name}: member {name!r} is a symbolic link (unpacked, it "
+                    f"{self.path.name}: member {_shown(name)} is a symbolic link (unpacked, it "
                     "would point anywhere); refusing to write or read it"
                 )
             problem = _member_problem(info, limits)
@@ -416,6 +424,8 @@ class WheelArchive:
         # local header is at least 30 bytes and its name: a lower bound of where data ends)
         ordered = sorted(infos, key=lambda i: i.header_offset)
         bounds = [i.header_offset for i in ordered[1:]] + [directory_at] if ordered else []
+        if ordered and ordered[0].header_offset < 0:  # an end record that lies about offsets
+            raise self._problem(ordered[0].filename, "lies before the start of the archive")
         for info, following in zip(ordered, bounds, strict=True):
             end = info.header_offset + _LOCAL_HEADER + len(info.orig_filename) + info.compress_size
             if end > following:
@@ -489,7 +499,8 @@ def open_wheel(path: Path, *, limits: ArchiveLimits = DEFAULT_LIMITS) -> Iterato
             try:
                 zf = zipfile.ZipFile(fh)
             except (zipfile.BadZipFile, zlib.error, EOFError, struct.error, ValueError) as exc:
-                raise ArchiveError(f"not a readable zip archive ({exc})") from None
+                said = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
+                raise ArchiveError(f"not a readable zip archive ({said})") from None
             archive = WheelArchive(path, fh, zf, limits)
             archive._check_members(announced, directory_at)
             archive._check_structure()

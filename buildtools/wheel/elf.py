@@ -255,26 +255,40 @@ class _File:
         return data
 
     def _sections(self) -> list[Section]:
+        """The section headers, each checked against the file before pyelftools reads them
+        (it seeks to every offset they name, a name's too)."""
         header = self.elf.header
-        entsize = 64 if self.elf.elfclass == 64 else 40
-        count = self.elf.num_sections()
-        if count and (
-            header["e_shentsize"] != entsize or header["e_shoff"] + count * entsize > self.size
-        ):
+        is64 = self.elf.elfclass == 64
+        entsize = 64 if is64 else 40
+        shoff = header["e_shoff"]
+        if shoff == 0:
+            return []
+        if header["e_shentsize"] != entsize or shoff + entsize > self.size:
             raise ValueError(
-                f"its section header table ({count:,} entries at offset {header['e_shoff']:,}) "
-                f"lies beyond the file's {self.size:,} bytes"
+                f"its section header table (at offset {shoff:,}, entries of "
+                f"{header['e_shentsize']} bytes) lies beyond the file's {self.size:,} bytes"
             )
-        sections = list(self.elf.iter_sections())
-        for section in sections:
-            if section["sh_type"] != "SHT_NOBITS" and (
-                section["sh_offset"] + section["sh_size"] > self.size
-            ):
+        fmt = struct.Struct(self.endian + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
+        first = fmt.unpack(self.at(shoff, entsize, "its section header table"))
+        count = header["e_shnum"] or first[5]  # e_shnum 0: the count is section 0's sh_size
+        rows = self.at(shoff, count * entsize, f"its section header table ({count:,} entries)")
+        table = [fmt.unpack_from(rows, i * entsize) for i in range(count)]
+        index = header["e_shstrndx"]
+        index = first[6] if index == 0xFFFF else index  # SHN_XINDEX: in section 0's sh_link
+        if not 0 <= index < count:
+            raise ValueError(f"its section name table is section {index} of {count}")
+        names = b""
+        for i in (index, *range(count)):
+            _name, kind, _flags, _addr, offset, size = table[i][:6]
+            if kind != 8 and offset + size > self.size:  # 8: SHT_NOBITS, no bytes in the file
+                what = "the section name table" if i == index else f"section {_c(names, _name)!r}"
                 raise ValueError(
-                    f"section {section.name!r}: {section['sh_size']:,} bytes at offset "
-                    f"{section['sh_offset']:,} lie beyond the file's {self.size:,} bytes"
+                    f"{what}: {size:,} bytes at offset {offset:,} lie beyond the file's "
+                    f"{self.size:,} bytes"
                 )
-        return sections
+            if i == index and not names:
+                names = self.at(offset, size, "the section name table")
+        return list(self.elf.iter_sections())
 
     def data(self, section: Section) -> bytes:
         return self.at(section["sh_offset"], section["sh_size"], f"section {section.name!r}")
@@ -291,6 +305,14 @@ class _File:
 
     def by_type(self, kind: str) -> Section | None:
         return next((s for s in self.sections if s["sh_type"] == kind), None)
+
+
+def _c(table: bytes, offset: int) -> str:
+    """The NUL-terminated string at `offset` of `table`, or '?' where there is none."""
+    if not 0 <= offset < len(table):
+        return "?"
+    end = table.find(b"\0", offset)
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
 def _string(table: bytes, offset: int, what: str) -> str:
@@ -417,7 +439,8 @@ def _symbols(elf: _File) -> tuple[frozenset[str], tuple[UndefinedSymbol, ...]]:
         if (st_other & 0x3) in (_STV_HIDDEN, _STV_INTERNAL):
             continue
         exported.add(name_at(st_name))
-    return frozenset(exported), tuple(sorted(undefined))
+    undefined.sort(key=lambda u: (u.name, u.version or "", u.library or ""))
+    return frozenset(exported), tuple(undefined)
 
 
 def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
@@ -455,7 +478,15 @@ def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
 
 
 # what a malformed object makes pyelftools (or the checks above) raise
-_MALFORMED = (ELFError, ConstructError, struct.error, ValueError, KeyError, IndexError)
+_MALFORMED = (
+    ELFError,
+    ConstructError,
+    struct.error,
+    ValueError,
+    KeyError,
+    IndexError,
+    OverflowError,
+)
 
 
 def inspect_elf_file(f: IO[bytes], *, path: Path, size: int | None = None) -> ElfInfo:
