@@ -31,6 +31,7 @@ __all__ = [
     "read_cases",
 ]
 
+import errno
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,8 @@ def read_cases(path: Path) -> CasesReport | str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            return f"{path.name} is larger than {_MAX_BYTES} bytes"
         return f"cannot read {path.name}: {exc.strerror or exc}"
     try:
         data = decode_json(raw, what=path.name, max_bytes=_MAX_BYTES)
