@@ -45,6 +45,7 @@ __all__ = [
 
 import functools
 import hashlib
+import io
 import os
 import re
 import stat
@@ -109,11 +110,13 @@ _EOCD64_LOCATOR = b"PK\x06\x07"
 _EOCD64 = b"PK\x06\x06"
 _LOCAL_HEADER = 30
 _CHUNK = 1 << 20
+_IN_MEMORY = 16 << 20  # an archive up to this size is read once, whole
 
 # PEP 508's name: ASCII letters and digits, with `._-` inside (packaging takes any \w)
 _PROJECT_RE = re.compile(r"[A-Z0-9](?:[A-Z0-9._-]*[A-Z0-9])?", re.IGNORECASE | re.ASCII)
 # in a wheel's file name, runs of separators are one '_' (what packaging takes there)
 _ESCAPED_RE = re.compile(r"[A-Za-z0-9]+(?:[._][A-Za-z0-9]+)*", re.ASCII)
+_WHEEL_VERSION_RE = re.compile(rb"^Wheel-Version:([^\r\n]*)", re.MULTILINE | re.IGNORECASE)
 
 
 def project_name_problem(name: str) -> str | None:
@@ -225,7 +228,9 @@ def _member_problem(info: zipfile.ZipInfo, limits: ArchiveLimits) -> str | None:
         encoded = len(name)
     if encoded > limits.name_bytes:
         return f"has a name of {encoded:,} bytes (at most {limits.name_bytes:,})"
-    if any(len(part.encode("utf-8", "surrogatepass")) > 255 for part in name.split("/")):
+    if encoded > 255 and any(
+        len(p.encode("utf-8", "surrogatepass")) > 255 for p in name.split("/")
+    ):
         return "has a path component longer than 255 bytes"
     if info.flag_bits & (_ENCRYPTED | _STRONG_ENCRYPTION):
         return "is encrypted (pip cannot install it)"
@@ -283,18 +288,49 @@ def _file_name(filename: str) -> _Name:
     return _Name(project=parts[0], version=parts[1])
 
 
+class _Bytes:
+    """Where member data is read from: the whole archive in memory (a small one, read once)
+    or the open file (pread, never past its end)."""
+
+    def __init__(self, fh: BinaryIO, size: int, data: bytes | None) -> None:
+        self._fd = fh.fileno()
+        self._data = data
+        self.size = size
+
+    def at(self, offset: int, n: int) -> bytes:
+        if offset < 0 or n <= 0 or offset >= self.size:
+            return b""
+        if self._data is not None:
+            return self._data[offset : offset + n]
+        return os.pread(self._fd, min(n, self.size - offset), offset)
+
+
 class WheelArchive:
-    """An open wheel whose directory and structure passed the checks; see the module."""
+    """An open wheel whose directory and structure passed the checks; see the module.
+
+    Members are read here, not by zipfile (which only parses the directory): each one's
+    local header must name the member its directory entry names, with the same method and
+    no encryption; its data must lie inside the file; and it must inflate to exactly the
+    length and CRC-32 its entry claims, no byte beyond that length ever being produced.
+    """
 
     def __init__(
-        self, path: Path, fh: BinaryIO, zf: zipfile.ZipFile, limits: ArchiveLimits
+        self,
+        path: Path,
+        fh: BinaryIO,
+        zf: zipfile.ZipFile,
+        limits: ArchiveLimits,
+        data: bytes | None,
     ) -> None:
         self.path = path
         self.limits = limits
         self._fh = fh
         self._zf = zf
         self.stat = os.fstat(fh.fileno())  # of the file as opened (size, mtime)
+        self._bytes = _Bytes(fh, self.stat.st_size, data)
+        self._data = data
         self._members: dict[str, zipfile.ZipInfo] = {}
+        self._verified: set[str] = set()  # members read to their end, length and CRC right
         self.dist_info = ""
         self.metadata = b""
         self.fields: dict[str, list[str]] = {}
@@ -318,14 +354,63 @@ class WheelArchive:
     def _problem(self, name: str, what: str) -> ArchiveError:
         return ArchiveError(f"member {_shown(name)} {what}", self.path)
 
-    @contextmanager
-    def _open(self, name: str) -> Iterator[IO[bytes]]:
+    def _data_at(self, info: zipfile.ZipInfo) -> int:
+        """Where member `info`'s data starts, its local header checked against its entry."""
+        name = info.filename
+        head = self._bytes.at(info.header_offset, _LOCAL_HEADER)
+        if len(head) < _LOCAL_HEADER or head[:4] != b"PK\x03\x04":
+            raise self._problem(name, "has no local header where the directory says")
+        flags, method = struct.unpack_from("<HH", head, 6)
+        name_len, extra_len = struct.unpack_from("<HH", head, 26)
+        encoding = "utf-8" if info.flag_bits & _UTF8 or info.orig_filename.isascii() else "cp437"
+        local = self._bytes.at(info.header_offset + _LOCAL_HEADER, name_len)
+        if local != info.orig_filename.encode(encoding, "surrogateescape"):
+            raise self._problem(name, "has a local header naming another member")
+        if flags & (_ENCRYPTED | _STRONG_ENCRYPTION) or method != info.compress_type:
+            raise self._problem(name, "has a local header that contradicts its directory entry")
+        start = int(info.header_offset) + _LOCAL_HEADER + name_len + extra_len
+        if start + info.compress_size > self._bytes.size:
+            raise self._problem(name, "has data past the end of the file (truncated?)")
+        return int(start)
+
+    def chunks(self, name: str) -> Iterator[bytes]:
+        """Member `name` in chunks (of at most 1 MiB read from a large archive), inflated
+        never beyond the length its entry claims; its length and CRC-32 checked when the
+        last chunk has been taken. KeyError when there is no such member."""
+        info = self._members[name]
+        size = info.file_size
+        pos = self._data_at(info)
+        left = info.compress_size
+        deflated = info.compress_type == zipfile.ZIP_DEFLATED
+        inflate = zlib.decompressobj(-15)
+        step = left if self._data is not None else _CHUNK
+        produced = crc = 0
         try:
-            with self._zf.open(self._members[name]) as member:
-                yield member
-        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as exc:
-            said = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
-            raise self._problem(name, f"is corrupt ({said})") from None
+            while left > 0 or inflate.unconsumed_tail:
+                if inflate.unconsumed_tail:
+                    raw = inflate.unconsumed_tail
+                else:
+                    raw = self._bytes.at(pos, min(left, step))
+                    if not raw:
+                        raise self._problem(name, "has data past the end of the file")
+                    pos += len(raw)
+                    left -= len(raw)
+                out = inflate.decompress(raw, size - produced + 1) if deflated else raw
+                produced += len(out)
+                if produced > size:
+                    raise self._problem(name, f"inflates to more than the {size:,} bytes it claims")
+                crc = zlib.crc32(out, crc)
+                if out:
+                    yield out
+            if deflated and not inflate.eof:
+                raise self._problem(name, "is corrupt (its deflate stream is cut short)")
+        except zlib.error as exc:
+            raise self._problem(name, f"is corrupt ({exc})") from None
+        if produced != size:
+            raise self._problem(name, f"holds {produced:,} bytes, not {size:,}")
+        if crc != info.CRC:
+            raise self._problem(name, f"is corrupt (Bad CRC-32 for file {_shown(name)})")
+        self._verified.add(name)
 
     def read(self, name: str, *, max_bytes: int | None = None) -> bytes:
         """Member `name` whole, in memory: at most `max_bytes` (default `text_bytes`), its
@@ -334,30 +419,11 @@ class WheelArchive:
         limit = self.limits.text_bytes if max_bytes is None else max_bytes
         if info.file_size > limit:
             raise self._problem(name, f"is {_size(info.file_size)} (at most {_size(limit)} here)")
-        with self._open(name) as member:
-            data = member.read(limit + 1)
-            data += member.read(1)  # reach the end: zipfile checks the CRC there
-        if len(data) != info.file_size:
-            raise self._problem(name, f"holds {len(data):,} bytes, not {info.file_size:,}")
-        return data
+        return b"".join(self.chunks(name))
 
     def read_optional(self, name: str, *, max_bytes: int | None = None) -> bytes | None:
         """`read`, or None when the wheel has no such member."""
         return self.read(name, max_bytes=max_bytes) if name in self._members else None
-
-    def chunks(self, name: str) -> Iterator[bytes]:
-        """Member `name` in chunks of at most 1 MiB (never more than its entry says), its
-        CRC-32 and length checked when the last chunk has been taken."""
-        info = self._members[name]
-        seen = 0
-        with self._open(name) as member:
-            while chunk := member.read(_CHUNK):
-                seen += len(chunk)
-                if seen > info.file_size:
-                    break
-                yield chunk
-        if seen != info.file_size:
-            raise self._problem(name, f"holds {seen:,} bytes, not {info.file_size:,}")
 
     def copy(self, name: str, out: IO[bytes]) -> int:
         """Stream member `name` into `out` (see `chunks`); the bytes written."""
@@ -371,11 +437,14 @@ class WheelArchive:
         """Inflate every member and check its CRC-32 and length (what pip does as it
         installs): a wheel with a corrupt member is refused here, not on a user's machine."""
         for name in self._members:
-            for _chunk in self.chunks(name):
-                pass
+            if name not in self._verified:  # read whole already: checked then
+                for _chunk in self.chunks(name):
+                    pass
 
     def sha256(self) -> tuple[str, int]:
-        """The sha256 and size of the archive file itself, read through the open file."""
+        """The sha256 and size of the archive file itself (as opened)."""
+        if self._data is not None:
+            return hashlib.sha256(self._data).hexdigest(), len(self._data)
         digest = hashlib.sha256()
         size = 0
         self._fh.seek(0)
@@ -462,8 +531,8 @@ class WheelArchive:
         if missing:
             raise ArchiveError(f"{dist_info} has no {', '.join(missing)}; pip refuses such a wheel")
         self.dist_info = dist_info
-        wheel_file = metadata_fields(self.read(f"{dist_info}/WHEEL"))
-        wheel_version = (wheel_file.get("wheel-version") or [""])[0]
+        said = _WHEEL_VERSION_RE.search(self.read(f"{dist_info}/WHEEL"))
+        wheel_version = said[1].decode("ascii", "replace").strip() if said else ""
         if not wheel_version.startswith("1."):
             raise ArchiveError(
                 f"{dist_info}/WHEEL says Wheel-Version {wheel_version or 'nothing'}, "
@@ -495,13 +564,18 @@ def open_wheel(path: Path, *, limits: ArchiveLimits = DEFAULT_LIMITS) -> Iterato
             size = os.fstat(fh.fileno()).st_size
             if size == 0:
                 raise ArchiveError("an empty file, not a zip archive")
-            announced, directory_at = _central_directory(fh, size, limits)
+            data = fh.read(size) if size <= _IN_MEMORY else None  # one read, if small
+            source: BinaryIO = io.BytesIO(data) if data is not None else fh
+            announced, directory_at = _central_directory(source, size, limits)
             try:
-                zf = zipfile.ZipFile(fh)
-            except (zipfile.BadZipFile, zlib.error, EOFError, struct.error, ValueError) as exc:
+                zf = zipfile.ZipFile(source)
+            except (
+                zipfile.BadZipFile, zlib.error, EOFError, struct.error, ValueError,
+                NotImplementedError,  # "zip file version 6.4": what zipfile cannot read
+            ) as exc:  # fmt: skip
                 said = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
                 raise ArchiveError(f"not a readable zip archive ({said})") from None
-            archive = WheelArchive(path, fh, zf, limits)
+            archive = WheelArchive(path, fh, zf, limits, data)
             archive._check_members(announced, directory_at)
             archive._check_structure()
         except ArchiveError as exc:

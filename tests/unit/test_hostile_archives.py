@@ -156,4 +156,4 @@ def test_every_verb_opens_wheels_through_the_bounded_reader() -> None:
             writes = '"w"' in m[1] or "'w'" in m[1]
             if not writes:
                 readers.append(f"{module.relative_to(REPO)}: {m[0]}")
-    assert readers == ["buildtools/wheel/archive.py: zipfile.ZipFile(fh)"]
+    assert readers == ["buildtools/wheel/archive.py: zipfile.ZipFile(source)"]
