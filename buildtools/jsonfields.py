@@ -57,12 +57,14 @@ def decode_json(
     *,
     what: str,
     max_bytes: int = JSON_MAX_BYTES,
-    max_depth: int = JSON_MAX_DEPTH,
+    max_depth: int | None = JSON_MAX_DEPTH,
 ) -> Any:
     """The JSON value of `raw`, or ValueError starting with `what` (the document's name).
 
     Refused: more than `max_bytes` (bytes, or characters of a str), nesting deeper than
-    `max_depth`, text that is not JSON, NaN and Infinity.
+    `max_depth`, text that is not JSON, NaN and Infinity. `max_depth=None` is for a caller
+    that checks the type of every value it reads (a schema bounds the depth; 100,000 nested
+    brackets are still refused by the decoder itself, as "nested too deeply").
     """
     if len(raw) > max_bytes:
         raise ValueError(
@@ -72,12 +74,13 @@ def decode_json(
     try:
         data = json.loads(raw, parse_constant=_refuse_constant)
     except RecursionError:
-        raise ValueError(f"{what}: nested deeper than {max_depth} levels") from None
+        limit = f"{max_depth} levels" if max_depth is not None else "the decoder can follow"
+        raise ValueError(f"{what}: nested deeper than {limit}") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"{what} is not valid JSON: not UTF-8 text ({exc.reason})") from None
     except ValueError as exc:
         raise ValueError(f"{what} is not valid JSON: {exc}") from None
-    if _too_deep(data, max_depth):
+    if max_depth is not None and _too_deep(data, max_depth):
         raise ValueError(f"{what}: nested deeper than {max_depth} levels")
     return data
 

@@ -44,29 +44,43 @@ MANIFEST_NAME = "index.json"
 MANIFEST_MAX_BYTES = 64 << 20  # ~120,000 wheels (10,000 take ~5 MB)
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
-WheelIdentity = tuple[str, str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]
-"""(PEP 503 name, canonical version, build tag, Python tags, ABI tags, platform tags)."""
+WheelIdentity = tuple[str, str, str, str]
+"""(PEP 503 name, canonical version, build tag, tags: python-abi-platform, lower-cased, each
+compressed set sorted)."""
 
 
-@functools.lru_cache(maxsize=65536)
 def wheel_identity(filename: str) -> WheelIdentity:
     """What pip tells a wheel by (see the module); `filename` must be a wheel file name."""
     parts = filename[: -len(".whl")].split("-")
-    build = parts[2] if len(parts) == 6 else ""
-    python, abi, platform = parts[-3:]
+    tags = "-".join(parts[-3:]).lower()
+    if "." in tags:  # a compressed tag set (py2.py3): the same set in any order
+        tags = "-".join(".".join(sorted(set(t.split(".")))) for t in tags.split("-"))
     return (
         _canonical(parts[0]),
         _canonical_version(parts[1]),
-        build,
-        tuple(sorted(set(python.lower().split(".")))),
-        tuple(sorted(set(abi.lower().split(".")))),
-        tuple(sorted(set(platform.lower().split(".")))),
+        parts[2] if len(parts) == 6 else "",
+        tags,
     )
 
 
-@functools.lru_cache(maxsize=4096)
+# a version as tools write it: release numbers without leading zeros, a lower-case local
+# label; its canonical form is computed here without building a Version (a site's
+# manifest has thousands of versions, read by every publish)
+_PLAIN_VERSION_RE = re.compile(
+    r"((?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*))*)(\+[a-z0-9]+(?:\.[a-z0-9]+)*)?", re.ASCII
+)
+
+
+@functools.lru_cache(maxsize=65536)
 def _canonical_version(version: str) -> str:
-    return canonicalize_version(version.replace("_", "-"))
+    """packaging's `canonicalize_version` (trailing zeros of the release stripped)."""
+    plain = _PLAIN_VERSION_RE.fullmatch(version)
+    if plain is None:
+        return canonicalize_version(version.replace("_", "-"))
+    release = plain[1]
+    while release.endswith(".0"):
+        release = release[:-2]
+    return release + (plain[2] or "")
 
 
 _SAFE_URL_RE = re.compile(r"https?://[^\s\"'<>\\`]+")
@@ -134,7 +148,6 @@ class IndexedWheel:
         if not _plain_types(raw):
             _check_types(raw)  # raises, naming the first key that is wrong
         check_wheel_filename(raw["filename"], what=f"{MANIFEST_NAME} entry")
-        _check_name(raw["filename"], raw["name"])
         for key in ("sha256", "metadata_sha256"):
             if not _SHA256_RE.fullmatch(raw[key]):
                 raise ValueError(f"{raw['filename']}: {key}: expected 64 hexadecimal digits")
@@ -168,13 +181,9 @@ def _canonical(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _check_name(filename: str, name: str) -> None:
-    """ValueError unless `name` is a PEP 508 project name, the file name's project."""
-    problem = project_name_problem(name)
-    if problem is not None:
-        raise ValueError(f"{filename}: name: {problem}")
-    if _canonical(name) != wheel_identity(filename)[0]:
-        raise ValueError(f"{filename}: name: {name!r} is another project than the file name's")
+def _name_problem(name: str) -> str | None:
+    """Why `name` is not a PEP 508 project name, or None (a site has a few names)."""
+    return project_name_problem(name)
 
 
 _STRINGS = ("filename", "sha256", "name", "version", "metadata_sha256", "torch", "accelerator")
@@ -281,7 +290,8 @@ def read_manifest(site: Path) -> Manifest:
         return Manifest()
     try:
         raw = read_regular(path, max_bytes=MANIFEST_MAX_BYTES)
-        data = decode_json(raw, what=MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES)
+        # every entry's fields are type-checked below: that bounds the depth of what is kept
+        data = decode_json(raw, what=MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES, max_depth=None)
         if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA:
             raise ValueError(f"schema is not {INDEX_SCHEMA!r}")
         entries = data.get("wheels", [])
@@ -300,10 +310,19 @@ def read_manifest(site: Path) -> Manifest:
 
 
 def _check_unique(wheels: tuple[IndexedWheel, ...]) -> None:
-    """ValueError when two entries are one wheel to pip (the same identity)."""
+    """ValueError when an entry's name is not its file name's project (by PEP 503), or not
+    a PEP 508 name, or when two entries are one wheel to pip (the same identity)."""
     seen: dict[WheelIdentity, int] = {}
     for index, wheel in enumerate(wheels):
-        first = seen.setdefault(wheel.identity, index)
+        identity = wheel_identity(wheel.filename)
+        problem = _name_problem(wheel.name)
+        if problem is not None:
+            raise ValueError(f"{wheel.filename}: name: {problem}")
+        if _canonical(wheel.name) != identity[0]:
+            raise ValueError(
+                f"{wheel.filename}: name: {wheel.name!r} is another project than the file name's"
+            )
+        first = seen.setdefault(identity, index)
         if first != index:
             other = wheels[first].filename
             same = "listed twice" if other == wheel.filename else f"the same wheel as {other}"

@@ -96,3 +96,22 @@ def test_other_tags_and_versions_are_other_wheels(tmp_path: Path) -> None:
     ]
     result = publish(tmp_path / "site", [read_wheel(w) for w in wheels], IndexSettings(), KB)
     assert len(result.added) == 3
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    version=st.from_regex(r"\A[0-9]{1,3}(\.[0-9]{1,3}){0,3}(\+[a-z0-9]{1,6}(\.[a-z0-9]{1,4})?)?\Z")
+    | st.sampled_from(["1.0.post1", "1.0rc1", "2!1.0", "1.0+PT213cpu", "01.02", "1.0-1", "1_0"])
+)
+def test_the_version_a_wheel_is_known_by_is_packagings(version: str) -> None:
+    """The fast canonical form equals packaging's, for the versions tools write and others."""
+    from packaging.utils import canonicalize_version
+    from packaging.version import InvalidVersion, Version
+
+    from buildtools.index.manifest import _canonical_version
+
+    try:
+        Version(version.replace("_", "-"))
+    except InvalidVersion:
+        return
+    assert _canonical_version(version) == canonicalize_version(version.replace("_", "-"))
