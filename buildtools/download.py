@@ -251,6 +251,8 @@ class Http:
         deadline = min(self._clock() + seconds, self._end)
         first = url
         for _hop in range(self.limits.redirects + 1):
+            if body is not None and not isinstance(body, bytes):
+                body.seek(0)  # sent again after a 307/308
             answer = self._exchange(
                 method,
                 url,
@@ -263,14 +265,15 @@ class Http:
             )
             if isinstance(answer, Response):
                 return answer
+            status, location = answer
             try:
-                _check_url(answer)
+                _check_url(location)
             except DownloadError as exc:
                 raise DownloadError(f"{url}: redirected to {exc}", url=first, status=0) from None
-            url = answer
+            url = location
             secrets = {}  # a token is for the host it was given to, never a redirect's
-            if method not in ("GET", "HEAD"):
-                method, body = "GET", None
+            if status not in (307, 308) and method not in ("GET", "HEAD"):
+                method, body = "GET", None  # 301/302/303: the redirect is fetched
         raise DownloadError(
             f"{first}: more than {self.limits.redirects} redirects", url=first, status=0
         )
@@ -331,8 +334,8 @@ class Http:
         max_bytes: int,
         deadline: float,
         seconds: float,
-    ) -> Response | str:
-        """One request and its answer: a Response, or the URL a redirect points to."""
+    ) -> Response | tuple[int, str]:
+        """One request and its answer: a Response, or a redirect's status and location."""
         scheme, host, port, target = _check_url(url)
         left = deadline - self._clock()
         if left <= 0:
@@ -351,7 +354,7 @@ class Http:
                         raise DownloadError(
                             f"{url}: HTTP {resp.status} without a Location", url=url, status=0
                         )
-                    return urljoin(url, location.strip())
+                    return resp.status, urljoin(url, location.strip())
                 if resp.status in (404, 410):
                     raise NotFound(f"{url}: HTTP {resp.status}", url=url, status=resp.status)
                 if resp.status >= 400:
