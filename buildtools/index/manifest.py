@@ -66,8 +66,10 @@ def wheel_identity(filename: str) -> WheelIdentity:
 # a version as tools write it: release numbers without leading zeros, a lower-case local
 # label; its canonical form is computed here without building a Version (a site's
 # manifest has thousands of versions, read by every publish)
+_LOCAL_PART = r"(?:[0-9]*[a-z][a-z0-9]*|0|[1-9][0-9]*)"  # a number has no leading zero
 _PLAIN_VERSION_RE = re.compile(
-    r"((?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*))*)(\+[a-z0-9]+(?:\.[a-z0-9]+)*)?", re.ASCII
+    rf"((?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*))*)(\+{_LOCAL_PART}(?:\.{_LOCAL_PART})*)?",
+    re.ASCII,
 )
 
 
