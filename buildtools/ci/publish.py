@@ -27,6 +27,7 @@ __all__ = [
 
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import quote
 
 from ..ecosystem import load_ecosystem
 from . import layout
@@ -231,15 +232,19 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
         _verify(ctx),
         {
             "name": "Wheels without the local label, and an sdist",
-            "env": {"PIP_EXTRA_INDEX_URL": load_ecosystem().pytorch_index + "/cpu"},
-            "run": pypi_dist_script(ctx.matrix, project=project.as_posix() if pypi.sdist else None),
+            "env": {
+                "PIP_EXTRA_INDEX_URL": load_ecosystem().pytorch_index + "/cpu",
+                **({"BT_PROJECT": project.as_posix()} if pypi.sdist else {}),
+            },
+            "run": pypi_dist_script(ctx.matrix, sdist=pypi.sdist),
         },
         ctx.upload("pypi-dist", "dist/"),
     ]
     name = ctx.mf.matrix.project.name
     environment: dict[str, Any] = {"name": pypi.environment}
     if name:
-        environment["url"] = f"https://pypi.org/project/{name}/"
+        # percent-encoded: nothing of the name can form an expression or leave the URL
+        environment["url"] = f"https://pypi.org/project/{quote(name, safe='')}/"
     return {
         "pypi-dist": {
             "name": "PyPI distributions",

@@ -139,14 +139,15 @@ def preview_script(matrix: str) -> str:
     )
 
 
-def pypi_dist_script(matrix: str, *, project: str | None) -> str:
-    """The PyPI variant's published wheels without their local label, and an sdist."""
+def pypi_dist_script(matrix: str, *, sdist: bool) -> str:
+    """The PyPI variant's published wheels without their local label, and an sdist of the
+    project directory BT_PROJECT."""
     selection = f"{layout.ARTIFACTS}/selection/{layout.SELECTION}"
     lines = [
         _ci(matrix, "pypi-dist", _WHEELS, "--selection", selection, "--out", "dist"),
     ]
-    if project is not None:
+    if sdist:
         # the sdist's build requirements (torch) come from the CPU index: small and exact
-        lines.append(layout.join(["python", "-m", "build", "--sdist", "--outdir", "dist", project]))
+        lines.append('python -m build --sdist --outdir dist "$BT_PROJECT"')
     lines.append("ls -l dist")
     return bash(*lines)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..matrix.config import MatrixFile
 from ..planner import Plan
 from . import layout
+from .expressions import check_scripts, refuse_expressions
 from .matrix import matrix_entries
 from .outputs import shape_of
 from .pins import CiPins
@@ -72,6 +73,7 @@ def render_workflows(
     mf: MatrixFile, pins: CiPins, plans: Mapping[str, Plan], *, matrix: str
 ) -> list[Generated]:
     """The generated files for a matrix (plans: the `release` and `pr` profiles' plans)."""
+    refuse_expressions(mf, matrix=matrix)
     release, pr = plans[layout.RELEASE_PROFILE], plans[layout.PR_PROFILE]
     hosted = pins.hosted_runners.labels
     entries = {
@@ -116,4 +118,7 @@ def render_workflows(
         Generated(path=layout.REQUIREMENTS, text=_hashed(release_ctx, pins.requirements)),
         Generated(path=layout.LOCK, text=_hashed(release_ctx, pins.lock)),
     ]
+    for gen in files:
+        if gen.path.startswith(layout.WORKFLOWS_DIR):
+            check_scripts(gen.path, gen.text)
     return files
