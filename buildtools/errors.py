@@ -17,6 +17,7 @@ __all__ = [
     "ToolMissingError",
     "ToolchainError",
     "UnsafeArtefactError",
+    "UntrustedRecordError",
 ]
 
 import enum
@@ -42,6 +43,9 @@ class ExitCode(enum.IntEnum):
     CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
     UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
     FILESYSTEM = 16  # a file or directory cannot be read or written (read-only, full, missing)
+    # the published record (a release's index.json) cannot be authenticated: from a draft,
+    # uploaded by someone else than the release workflow, not attested, or linking elsewhere
+    UNTRUSTED_RECORD = 19
 
 
 class BuildtoolsError(Exception):
@@ -96,6 +100,12 @@ class PublishError(BuildtoolsError):
     """The index could not be published (bad wheel, bad site, bad smoke report)."""
 
     exit_code = ExitCode.PUBLISH
+
+
+class UntrustedRecordError(PublishError):
+    """The published record cannot be authenticated; the release stops with the reason."""
+
+    exit_code = ExitCode.UNTRUSTED_RECORD
 
 
 class ImmutableWheelError(PublishError):

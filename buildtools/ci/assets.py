@@ -7,8 +7,12 @@
 - `upload_assets`: resumable and idempotent. An asset already there with the same bytes
   is kept, a half-finished upload is replaced, and an asset with other bytes under the
   same name stops the job (a published file never changes).
-- `missing_assets`: before Pages points at them, every wheel of the new index that lives
-  in this tag's release must be an uploaded asset of the same size and digest.
+- `missing_assets`: before the release is published and Pages points at them, every wheel
+  of the new index that lives in this tag's release must be an uploaded asset of the same
+  size and digest.
+
+The release is created as a draft and published by `publish_release` after the record is
+uploaded: a release nobody finished publishing is never the one the next release adopts.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ __all__ = [
     "UploadResult",
     "ensure_release",
     "missing_assets",
+    "publish_release",
     "read_selection",
     "select_wheels",
     "selection_lines",
@@ -148,7 +153,8 @@ def _asset_sha(api: GitHubApi, asset: Json) -> str:
 
 
 def ensure_release(api: GitHubApi, tag: str) -> Json:
-    """The release of `tag`, created (published, no notes) when there is none yet."""
+    """The release of `tag`, created as a draft (no notes) when there is none yet: it is
+    published (`publish_release`) once every asset is uploaded and verified."""
     release = api.release(tag)
     if release is not None:
         return release
@@ -207,6 +213,17 @@ def missing_assets(api: GitHubApi, tag: str, manifest: Manifest, url_prefix: str
         ):
             problems.append(f"{wheel.filename}: the asset of the release {tag} has other bytes")
     return problems
+
+
+def publish_release(api: GitHubApi, tag: str) -> bool:
+    """Publish the draft release of `tag`; False when it was published already."""
+    release = api.release(tag)
+    if release is None:
+        raise PublishError(f"no release for {tag}: the publish job creates it first")
+    if release.get("draft") is False:
+        return False
+    api.publish_release(release)
+    return True
 
 
 def selection_lines(selection: Selection) -> list[str]:

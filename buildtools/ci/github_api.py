@@ -36,7 +36,11 @@ class GitHubApi(Protocol):
         ...
 
     def create_release(self, tag: str) -> Json:
-        """A new published release of the existing `tag`."""
+        """A new draft release of the existing `tag` (published once its assets are)."""
+        ...
+
+    def publish_release(self, release: Json) -> Json:
+        """The draft `release`, published."""
         ...
 
     def releases(self) -> list[Json]:
@@ -44,7 +48,7 @@ class GitHubApi(Protocol):
         ...
 
     def assets(self, release: Json) -> list[Json]:
-        """The assets of a release (name, size, state, digest when GitHub knows it)."""
+        """The assets of a release (name, size, state, uploader, digest when GitHub knows it)."""
         ...
 
     def upload(self, release: Json, path: Path, name: str) -> Json:
@@ -170,8 +174,12 @@ class RestApi:
         return next((r for r in self.releases() if r.get("tag_name") == tag), None)
 
     def create_release(self, tag: str) -> Json:
-        body = {"tag_name": tag, "name": tag, "draft": False, "prerelease": False}
+        body = {"tag_name": tag, "name": tag, "draft": True, "prerelease": False}
         return dict(self._request("POST", self._repo("releases"), body=body))
+
+    def publish_release(self, release: Json) -> Json:
+        url = self._repo(f"releases/{int(release['id'])}")
+        return dict(self._request("PATCH", url, body={"draft": False}))
 
     def releases(self) -> list[Json]:
         return self._pages(self._repo("releases"))

@@ -1,20 +1,17 @@
 """The jobs that plan, build and smoke-test, per family: plan → build-<f> → smoke-<f>.
 
 `smoke-<family>` needs only its own family's builds, so one failed (or slow) CUDA build
-holds back neither the CPU nor the ROCm smoke tests. Build jobs restore their caches
-(downloads by torch × accelerator × toolkit pins, the job's compiler cache, the builder
-image of their recipe); only the trusted workflows (release, caches) save them, so a pull
-request can never plant a cache entry a release restores. Release builds attest each
-wheel (`actions/attest-build-provenance`): the record the publish verifies.
+holds back neither the CPU nor the ROCm smoke tests. What a build brings in besides the
+source (builder image, downloads, compiler cache) depends on the workflow's trust
+(`ci.inputs`): a release uses its own run's image checked by ID and exact cache keys only.
+Build jobs hold no write permission: the publish job attests what passed its smoke tests.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "build_job",
-    "images_job",
     "plan_job",
-    "prefetch_job",
     "smoke_job",
     "workflow_header",
 ]
@@ -23,6 +20,7 @@ from typing import Any
 
 from ..planner import Plan
 from . import layout
+from .inputs import build_inputs
 from .outputs import Shape
 from .runners import (
     Label,
@@ -35,11 +33,7 @@ from .runners import (
 from .scripts import (
     build_script,
     free_disk_script,
-    image_build_script,
-    image_load_script,
-    image_pull_script,
     plan_script,
-    prefetch_script,
     qemu_script,
     smoke_script,
 )
@@ -67,7 +61,12 @@ def plan_outputs(ctx: Context, shape: Shape, extra: tuple[str, ...]) -> dict[str
         if job in ("images", "prefetch"):
             names.append(job)
         names.append(layout.run_flag(job))
-    return {name: f"${{{{ steps.plan.outputs.{name} }}}}" for name in names}
+    # a release's tag and commit are what the vetting step resolved, before any checkout
+    vetted = ("tag", "sha") if ctx.kind == layout.RELEASE_NAME else ()
+    return {
+        name: f"${{{{ steps.{'vet' if name in vetted else 'plan'}.outputs.{name} }}}}"
+        for name in names
+    }
 
 
 def plan_job(
@@ -80,8 +79,12 @@ def plan_job(
     condition: str | None = None,
     env: dict[str, str] | None = None,
     ref: str | None = None,
+    vet: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The plan of `profile` for this workflow: matrices as outputs, plan.json uploaded."""
+    """The plan of `profile` for this workflow: matrices as outputs, plan.json uploaded.
+
+    `vet`: a step that runs before anything is checked out (the release's tag vetting).
+    """
     step: dict[str, Any] = {"name": f"Plan the {profile} profile", "id": "plan"}
     if env:
         step["env"] = env
@@ -95,9 +98,12 @@ def plan_job(
         {
             "runs-on": ctx.control,
             "timeout-minutes": layout.PLAN_TIMEOUT,
-            "permissions": {"contents": "read"},
+            # a release's plan reads the published record, and verifies its attestation
+            "permissions": {"contents": "read"}
+            | ({"attestations": "read"} if ctx.kind == layout.RELEASE_NAME else {}),
             "outputs": plan_outputs(ctx, shape, extra),
             "steps": [
+                *([vet] if vet else []),
                 ctx.checkout(ref if ref is not None else ""),
                 ctx.setup_python(),
                 ctx.install_tools(),
@@ -109,107 +115,14 @@ def plan_job(
     return job
 
 
-def _image_steps(ctx: Context, *, family: str) -> list[dict[str, Any]]:
-    """Restore the job's builder image: from the registry, or the Actions cache."""
-    registry = ctx.mf.matrix.ci.image_registry
-    env = {"IMAGE": "${{ matrix.image }}"}
-    if registry:
-        return [
-            {
-                "name": "Pull the builder image",
-                "if": "matrix.image != ''",
-                "env": {**env, "REGISTRY": registry},
-                "run": image_pull_script(),
-            }
-        ]
-    return [
-        {
-            "name": "Restore the builder image",
-            "id": "image",
-            "if": "matrix.image != ''",
-            "uses": ctx.pins.uses("actions/cache", "restore"),
-            "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
-        },
-        {
-            "name": "Load the builder image",
-            "if": "steps.image.outputs.cache-hit == 'true'",
-            "env": {"IMAGE_FILE": "${{ matrix.image_file }}"},
-            "run": image_load_script(),
-        },
-    ]
-
-
-def _registry_login(ctx: Context) -> list[dict[str, Any]]:
-    registry = ctx.mf.matrix.ci.image_registry
-    if not registry:
-        return []
-    host = registry.split("/", 1)[0]
-    return [
-        {
-            "name": f"Log in to {host}",
-            "env": {"REGISTRY_HOST": host, "REGISTRY_TOKEN": "${{ github.token }}"},
-            "run": 'echo "$REGISTRY_TOKEN" | docker login "$REGISTRY_HOST" '
-            '--username "$GITHUB_ACTOR" --password-stdin\n',
-        }
-    ]
-
-
-def _cache_steps(ctx: Context, *, save: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(restore steps, save steps) of the downloads and the compiler cache."""
-    restore = [
-        {
-            "name": "Restore downloads (torch, toolkit, build requirements)",
-            "id": "downloads",
-            "uses": ctx.pins.uses("actions/cache", "restore"),
-            "with": {
-                "path": _PREFETCH_PATH,
-                "key": "${{ matrix.prefetch_key }}",
-                "restore-keys": "${{ matrix.prefetch_restore }}",
-            },
-        },
-        {
-            "name": "Restore the compiler cache",
-            "if": "matrix.ccache_key != ''",
-            "uses": ctx.pins.uses("actions/cache", "restore"),
-            "with": {
-                "path": "${{ matrix.ccache_path }}",
-                "key": f"${{{{ matrix.ccache_key }}}}{RUN_ID}",
-                "restore-keys": "${{ matrix.ccache_key }}",
-            },
-        },
-    ]
-    if not save:
-        return restore, []
-    saves = [
-        {
-            "name": "Save downloads",
-            "if": "success() && steps.downloads.outputs.cache-hit != 'true'",
-            "uses": ctx.pins.uses("actions/cache", "save"),
-            "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
-        },
-        {
-            # also after a failed build: what compiled is still worth keeping
-            "name": "Save the compiler cache",
-            "if": "always() && matrix.ccache_key != ''",
-            "uses": ctx.pins.uses("actions/cache", "save"),
-            "with": {
-                "path": "${{ matrix.ccache_path }}",
-                "key": f"${{{{ matrix.ccache_key }}}}{RUN_ID}",
-            },
-        },
-    ]
-    return restore, saves
-
-
 def build_job(
     ctx: Context, profile: str, family: str, job: str, *, needs: list[str]
 ) -> dict[str, Any]:
     """One matrix job per BuildJob of `family` (docker backend, offline): wheels uploaded."""
     release = ctx.kind == layout.RELEASE_NAME
-    restore, saves = _cache_steps(ctx, save=ctx.trusted)
+    restore, saves = build_inputs(ctx)
+    # nothing to sign here: the publish job attests what passed its smoke tests
     permissions = {"contents": "read"}
-    if release:
-        permissions.update({"id-token": "write", "attestations": "write"})
     if ctx.mf.matrix.ci.image_registry:
         permissions["packages"] = "read"
     steps: list[dict[str, Any]] = [ctx.checkout()]
@@ -232,8 +145,6 @@ def build_job(
     )
     steps += [
         ctx.setup_python("${{ matrix.python_versions }}"),
-        *_registry_login(ctx),
-        *_image_steps(ctx, family=family),
         *restore,
         ctx.install_tools(),
         {
@@ -243,18 +154,8 @@ def build_job(
                 "BT_ONLY": "${{ matrix.only }}",
                 "BT_REPRODUCE": "${{ matrix.reproduce }}",
             },
-            "run": build_script(ctx.matrix, profile),
+            "run": build_script(ctx.matrix, profile, recheck=release),
         },
-    ]
-    if release:
-        steps.append(
-            {
-                "name": "Attest the wheels' provenance",
-                "uses": ctx.pins.uses("actions/attest-build-provenance"),
-                "with": {"subject-path": f"{layout.WHEELHOUSE}/*.whl"},
-            }
-        )
-    steps += [
         ctx.upload("wheels-${{ matrix.id }}", f"{layout.WHEELHOUSE}/*.whl", wheels=True),
         ctx.upload(
             "build-report-${{ matrix.id }}",
@@ -352,110 +253,6 @@ def _wheel_downloads(ctx: Context, from_run: str | None) -> list[dict[str, Any]]
         {**here, "if": "matrix.wheels_from == 'run'"},
         {**there, "if": "matrix.wheels_from == 'pull-request'"},
     ]
-
-
-def images_job(ctx: Context, profile: str) -> dict[str, Any]:
-    """One job per builder recipe: built once, saved for every build of that recipe."""
-    registry = ctx.mf.matrix.ci.image_registry
-    env = {
-        "BT_ONLY": "${{ matrix.only }}",
-        "IMAGE": "${{ matrix.image }}",
-        "IMAGE_FILE": "${{ matrix.image_file }}",
-    }
-    steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        {
-            "name": "Free disk space for the builder image",
-            "if": "matrix.family != 'cpu' && runner.environment == 'github-hosted'",
-            "run": free_disk_script(),
-        },
-        ctx.setup_python(),
-        ctx.install_tools(),
-    ]
-    if registry:
-        steps += _registry_login(ctx)
-        env["REGISTRY"] = registry
-        steps.append(
-            {
-                "name": "Build and push the builder image",
-                "env": env,
-                "run": image_build_script(ctx.matrix, profile, registry=True),
-            }
-        )
-    else:
-        steps += [
-            {
-                "name": "Look for the builder image in the cache",
-                "id": "cached",
-                "uses": ctx.pins.uses("actions/cache", "restore"),
-                "with": {
-                    "path": _IMAGE_PATH,
-                    "key": "${{ matrix.image_key }}",
-                    "lookup-only": True,
-                },
-            },
-            {
-                "name": "Build the builder image",
-                "if": "steps.cached.outputs.cache-hit != 'true'",
-                "env": env,
-                "run": image_build_script(ctx.matrix, profile, registry=False),
-            },
-            {
-                "name": "Save the builder image",
-                "if": "steps.cached.outputs.cache-hit != 'true'",
-                "uses": ctx.pins.uses("actions/cache", "save"),
-                "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
-            },
-        ]
-    permissions = {"contents": "read"}
-    if registry:
-        permissions["packages"] = "write"
-    return {
-        "name": "image ${{ matrix.image }}",
-        "needs": "plan",
-        "if": _flag("images"),
-        "runs-on": "${{ matrix.runner }}",
-        "timeout-minutes": layout.IMAGE_TIMEOUT,
-        "permissions": permissions,
-        "strategy": {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.images) }}"},
-        "steps": steps,
-    }
-
-
-def prefetch_job(ctx: Context, profile: str) -> dict[str, Any]:
-    """One job per download group: what its builds install, saved for them to restore."""
-    return {
-        "name": "downloads ${{ matrix.prefetch_key }}",
-        "needs": "plan",
-        "if": _flag("prefetch"),
-        "runs-on": ctx.control,
-        "timeout-minutes": layout.PREFETCH_TIMEOUT,
-        "permissions": {"contents": "read"},
-        "strategy": {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.prefetch) }}"},
-        "steps": [
-            ctx.checkout(),
-            ctx.setup_python("${{ matrix.python_versions }}"),
-            ctx.install_tools(),
-            {
-                "name": "Restore the downloads",
-                "id": "downloads",
-                "uses": ctx.pins.uses("actions/cache", "restore"),
-                "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
-            },
-            {
-                "name": "Download (buildtools ci prefetch)",
-                "if": "steps.downloads.outputs.cache-hit != 'true'",
-                "env": {"BT_GROUP": "${{ matrix.prefetch_key }}"},
-                "run": prefetch_script(ctx.matrix, profile),
-            },
-            {
-                "name": "Save the downloads",
-                "if": "steps.downloads.outputs.cache-hit != 'true'",
-                "uses": ctx.pins.uses("actions/cache", "save"),
-                "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
-            },
-        ],
-    }
 
 
 def workflow_header(

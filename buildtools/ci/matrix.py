@@ -30,7 +30,7 @@ from ..errors import PlanError
 from ..model import BuildJob, python_tag
 from ..planner import Plan
 from . import layout
-from .keys import build_keys, image_tag, prefetch_group
+from .keys import build_keys, image_recipe, image_tag, prefetch_group
 from .runners import family_of, is_hosted, runner_label, smoke_group
 
 # GitHub Actions runs at most 256 jobs from one matrix.
@@ -65,6 +65,7 @@ class MatrixEntry:
     image: str
     image_key: str
     image_file: str
+    recipe: str = ""  # what decides the builder image (`keys.image_recipe`)
 
     def to_json(self) -> dict[str, Any]:
         def label(value: str | tuple[str, ...] | None) -> str | list[str] | None:
@@ -96,6 +97,7 @@ class MatrixEntry:
             "image": self.image,
             "image_key": self.image_key,
             "image_file": self.image_file,
+            "recipe": self.recipe,
         }
 
     @property
@@ -217,6 +219,7 @@ def matrix_entries(
                 image=keys.image,
                 image_key=keys.image_key,
                 image_file=keys.image_file,
+                recipe=image_recipe(job),
             )
         )
     return entries

@@ -68,6 +68,8 @@ class Shape:
     chunks: Mapping[str, int] = field(default_factory=dict)
     build: tuple[str, ...] = ()  # families with build jobs
     smoke: tuple[str, ...] = ()  # smoke groups with smoke jobs: `cuda`, `cuda-aarch64`
+    # the release's images job outputs one image ID per builder recipe: `image_1` … `image_N`
+    images: int = 0
 
     def build_jobs(self, family: str) -> list[str]:
         return layout.chunk_jobs("build", family, self.chunks[family])
@@ -79,18 +81,24 @@ class Shape:
     def arg(self) -> str:
         """The plan job's `--shape`: `cpu=1,cuda=2;build=cpu,cuda;smoke=cuda`."""
         chunks = ",".join(f"{f}={n}" for f, n in self.chunks.items())
-        return f"{chunks};build={','.join(self.build)};smoke={','.join(self.smoke)}"
+        text = f"{chunks};build={','.join(self.build)};smoke={','.join(self.smoke)}"
+        return text + (f";images={self.images}" if self.images else "")
 
     @classmethod
     def parse(cls, kind: str, text: str) -> Shape:
         """The shape the plan job's workflow was generated with (its `--shape`)."""
         parts = text.split(";")
+        images = 0
+        if len(parts) == 4 and parts[3].startswith("images=") and parts[3][7:].isdigit():
+            images = int(parts.pop()[7:])
         if (
             len(parts) != 3
             or not parts[1].startswith("build=")
             or not parts[2].startswith("smoke=")
         ):
-            raise PlanError(f"--shape {text!r}: expected CHUNKS;build=FAMILIES;smoke=FAMILIES")
+            raise PlanError(
+                f"--shape {text!r}: expected CHUNKS;build=FAMILIES;smoke=FAMILIES[;images=N]"
+            )
         chunks = {}
         for part in filter(None, parts[0].split(",")):
             family, _, n = part.partition("=")
@@ -101,7 +109,7 @@ class Shape:
         smoke = tuple(filter(None, parts[2].removeprefix("smoke=").split(",")))
         if not set(build) | {group_family(g) for g in smoke} <= set(chunks):
             raise PlanError(f"--shape {text!r}: a family without its number of matrices")
-        return cls(kind=kind, chunks=chunks, build=build, smoke=smoke)
+        return cls(kind=kind, chunks=chunks, build=build, smoke=smoke, images=images)
 
 
 def _uniq(entries: Iterable[MatrixEntry], key: str) -> tuple[MatrixEntry, ...]:
@@ -207,7 +215,10 @@ def shape_of(entries: Sequence[MatrixEntry], kind: str) -> Shape:
                 f"{len(items)} {what}: more than one GitHub Actions matrix holds "
                 f"({layout.MAX_MATRIX_JOBS}); split matrix.yaml into several files"
             )
-    return Shape(kind=kind, chunks=chunks, build=tuple(build), smoke=tuple(smoke))
+    recipes = {e.recipe for e in most.build} if kind == layout.RELEASE_NAME else set()
+    return Shape(
+        kind=kind, chunks=chunks, build=tuple(build), smoke=tuple(smoke), images=len(recipes)
+    )
 
 
 def _include(rows: Iterable[dict[str, Any]]) -> str:
@@ -225,6 +236,21 @@ def assignments(
     sources = {e.id: src for e, src in selection.smoke}
     built = {e.id for e in selection.build}
     jobs: dict[str, list[dict[str, Any]]] = {}
+    # the release's images job hands each image to the builds by slot (its output image_<n>)
+    slots = {e.image: n for n, e in enumerate(selection.images, 1)}
+    if selection.kind == layout.RELEASE_NAME and len(slots) > shape.images:
+        raise PlanError(
+            f"this plan does not fit the workflow it runs in ({len(slots)} builder images, "
+            f"{shape.images} image outputs): the workflow was generated from another "
+            f"matrix.yaml; regenerate it (`{regenerate}`) and commit it"
+        )
+
+    def build_row(e: MatrixEntry) -> dict[str, Any]:
+        row = e.view(BUILD_KEYS)
+        if selection.kind == layout.RELEASE_NAME:
+            row["image_slot"] = slots.get(e.image, 0)
+        return row
+
     for family in layout.FAMILIES:
         rows = _family_rows(selection, family)
         have = shape.chunks.get(family, 0)
@@ -257,16 +283,18 @@ def assignments(
         for i in range(have):
             part = rows[i * layout.MAX_MATRIX_JOBS : (i + 1) * layout.MAX_MATRIX_JOBS]
             if family in shape.build:
-                jobs[shape.build_jobs(family)[i]] = [
-                    e.view(BUILD_KEYS) for e in part if e.id in built
-                ]
+                jobs[shape.build_jobs(family)[i]] = [build_row(e) for e in part if e.id in built]
             for group in (g for g in shape.smoke if group_family(g) == family):
                 jobs[shape.smoke_jobs(group)[i]] = [
                     {**e.view(SMOKE_KEYS), "wheels_from": sources[e.id]}
                     for e in part
                     if e.id in sources and e.smoke_group == group
                 ]
-    if selection.kind in (layout.RELEASE_NAME, layout.CACHES_NAME):
+    if selection.kind == layout.RELEASE_NAME:
+        jobs["images"] = [
+            {**e.view(IMAGE_KEYS), "image_slot": n} for n, e in enumerate(selection.images, 1)
+        ]
+    elif selection.kind == layout.CACHES_NAME:
         jobs["images"] = [e.view(IMAGE_KEYS) for e in selection.images]
     if selection.kind == layout.CACHES_NAME:
         jobs["prefetch"] = [e.view(PREFETCH_KEYS) for e in selection.prefetch]

@@ -1,13 +1,16 @@
-"""The jobs after the builds: release assets, index (restore → index → deploy), PyPI, status.
+"""The jobs after the builds: publish (select → restore → index → attest → release), Pages,
+PyPI, status.
 
-- `assets` (contents: write) runs only when every build and smoke job with work passed: it
-  verifies each wheel's provenance (attested by a build job of this run), keeps the wheels
-  a smoke report passed, and uploads them to the tag's GitHub Release: the durable record.
-- `index` is the only job in the Pages concurrency group (`ci.pages_group`, shared with
-  any other workflow that deploys Pages; never cancelled): it restores the published
-  record from the release assets (checked against the live site), indexes the same
-  selection with links to the release assets (`--wheel-url`), records the new manifest
-  as the release's `index.json`, and deploys the pages (the site holds the index only).
+- `publish` runs only when every build and smoke job with work passed, in the protected
+  environment `ci.environment` (its reviewers approve each publish) and the Pages
+  concurrency group (`ci.pages_group`, never cancelled): it keeps the wheels a smoke report
+  passed, restores the published record (authenticated: `ci.record`), indexes the selection
+  with links to the release assets (`--wheel-url`), attests the selection and the new
+  record (SLSA provenance and the release statement naming the tag's commit and the run:
+  `ci.provenance`), verifies those attestations, uploads everything to the tag's draft
+  release, records `index.json` and publishes the release.
+- `pages` deploys the uploaded pages: `pages: write` and `id-token: write` only, the
+  `github-pages` environment, no checkout, no install.
 - `pypi-dist` / `pypi` (optional, `ci.pypi`): the one variant without its local label, and
   an sdist, published by trusted publishing from a reviewed environment.
 - `status` always runs last: the one required check, with the final summary.
@@ -16,11 +19,11 @@
 from __future__ import annotations
 
 __all__ = [
-    "assets_job",
     "drift_job",
     "gate_condition",
-    "index_job",
+    "pages_job",
     "preview_job",
+    "publish_job",
     "pypi_jobs",
     "status_job",
 ]
@@ -31,12 +34,17 @@ from urllib.parse import quote
 
 from ..ecosystem import load_ecosystem
 from . import layout
+from .provenance import RELEASE_PREDICATE
 from .publish_scripts import (
-    assets_script,
+    ATTEST_DIR,
     index_script,
     preview_script,
     pypi_dist_script,
+    pypi_verify_script,
+    release_script,
     restore_script,
+    select_script,
+    subjects_script,
     verify_script,
 )
 from .scripts import bash, commit_status_script, status_script
@@ -44,6 +52,7 @@ from .steps import Context
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"
 _SMOKE = f"{layout.ARTIFACTS}/smoke"
+_ATTEST = ATTEST_DIR
 
 
 def pages_enabled(ctx: Context) -> bool:
@@ -77,117 +86,123 @@ def _after(job: str, flag: str) -> str:
 
 
 def _tag_env() -> dict[str, str]:
-    return {"BT_TAG": "${{ needs.plan.outputs.tag }}"}
+    """The vetted tag and its commit (the plan job's vetting step resolved them)."""
+    return {"BT_TAG": "${{ needs.plan.outputs.tag }}", "BT_SHA": "${{ needs.plan.outputs.sha }}"}
 
 
-def _verify(ctx: Context) -> dict[str, Any]:
-    hosted = all(
-        ctx.hosted(label if isinstance(label, str) else tuple(label))
-        for label in ctx.mf.matrix.runners.build.values()
-    )
-    return {
-        "name": "Verify each wheel's provenance (gh attestation verify)",
-        "env": {"GH_TOKEN": "${{ github.token }}"},
-        "run": verify_script(deny_self_hosted=hosted),
-    }
-
-
-def _downloads(ctx: Context, *, selection: bool = False) -> list[dict[str, Any]]:
-    steps = [
+def _downloads(ctx: Context) -> list[dict[str, Any]]:
+    return [
         ctx.download(_WHEELS, pattern="wheels-*", title="Download the wheels"),
         ctx.download(_SMOKE, pattern="smoke-*", title="Download the smoke reports"),
     ]
-    if selection:
-        steps.append(
-            ctx.download(
-                f"{layout.ARTIFACTS}/selection", name="selection", title="Download the selection"
-            )
-        )
-    return steps
 
 
-def assets_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
-    """Verify, select and upload the smoke-tested wheels to the tag's GitHub Release."""
+def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
+    with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
+    if release:
+        with_ |= {
+            "predicate-type": RELEASE_PREDICATE,
+            "predicate-path": f"{_ATTEST}/predicate.json",
+        }
     return {
-        "name": "release assets",
-        "needs": ["plan", *gated],
-        "if": gate_condition(gated, "assets"),
-        "runs-on": ctx.control,
-        "timeout-minutes": layout.ASSETS_TIMEOUT,
-        "permissions": {"contents": "write", "attestations": "read"},
-        "steps": [
-            ctx.checkout(),
-            ctx.setup_python(),
-            ctx.install_tools(),
-            *_downloads(ctx),
-            _verify(ctx),
-            {
-                "name": "Upload the smoke-tested wheels to the release (nox -s ci -- upload-assets)",
-                "env": {**_tag_env(), "GITHUB_TOKEN": "${{ github.token }}"},
-                "run": assets_script(ctx.matrix),
-            },
-            ctx.upload("selection", layout.SELECTION),
-        ],
+        "name": "Attest the release (tag, commit, run)" if release else "Attest provenance (SLSA)",
+        "uses": ctx.pins.uses("actions/attest-build-provenance"),
+        "with": with_,
     }
 
 
-def index_job(ctx: Context) -> dict[str, Any]:
-    """Restore the record, index the release's wheels, record the manifest, deploy Pages."""
-    pages = pages_enabled(ctx)
-    permissions = {"contents": "write", "attestations": "read"}
+def publish_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+    """Select, restore the record, index, attest, verify, upload to the draft release,
+    record, publish; in the protected environment, one publish at a time (Pages group).
+
+    The token reaches only the steps that talk to GitHub: tools and nox sessions are
+    installed before any of them, from hashed pins, and later steps never install.
+    """
+    site = {"SITE": "${{ steps.site.outputs.path }}"}
+    token = {"GITHUB_TOKEN": "${{ github.token }}", "GH_TOKEN": "${{ github.token }}"}
     steps: list[dict[str, Any]] = [
         ctx.checkout(),
         ctx.setup_python(),
         ctx.install_tools(),
-        *_downloads(ctx, selection=True),
-        _verify(ctx),
         {
-            "name": "Restore the published record (release assets, checked against Pages)",
+            "name": "Prepare the nox sessions (no token in this step)",
+            "run": bash(layout.join(["nox", "--install-only", "-s", "ci", "index"])),
+        },
+        *_downloads(ctx),
+        {"name": "Select the smoke-tested wheels", "run": select_script(ctx.matrix)},
+        ctx.upload("selection", layout.SELECTION),
+        {
+            "name": "Restore the published record (authenticated, checked against Pages)",
             "id": "site",
-            "env": {"GITHUB_TOKEN": "${{ github.token }}"},
+            "env": token,
             "run": restore_script(ctx.matrix),
         },
         {
-            "name": "Index the release's wheels and record it (nox -s index)",
-            "env": {
-                **_tag_env(),
-                "SITE": "${{ steps.site.outputs.path }}",
-                "GITHUB_TOKEN": "${{ github.token }}",
-            },
+            "name": "Index the selection with links to the release (nox -s index)",
+            "env": {**_tag_env(), **site},
             "run": index_script(ctx.matrix),
+        },
+        {
+            "name": "What to attest: the selection and the record",
+            "env": {**_tag_env(), **site},
+            "run": subjects_script(ctx.matrix),
+        },
+        _attest(ctx, release=False),
+        _attest(ctx, release=True),
+        {
+            "name": "Verify each file's attestation (this run, the tag's commit)",
+            "env": {**_tag_env(), **site, "GH_TOKEN": "${{ github.token }}"},
+            "run": verify_script(ctx.matrix),
+        },
+        {
+            "name": "Upload to the draft release, record, publish it",
+            "env": {**_tag_env(), **site, "GITHUB_TOKEN": "${{ github.token }}"},
+            "run": release_script(ctx.matrix),
         },
         ctx.upload("site", layout.SITE, hidden=True),
     ]
-    job: dict[str, Any] = {
-        "name": "index" + (" and deploy to GitHub Pages" if pages else ""),
-        "needs": ["plan", "assets"],
-        "if": _after("assets", "index"),
-        "runs-on": ctx.control,
-        "timeout-minutes": layout.INDEX_TIMEOUT,
-        # restore → index → deploy, one at a time across releases and Pages workflows
-        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
-    }
-    if pages:
-        permissions.update({"pages": "write", "id-token": "write"})
-        job["environment"] = {
-            "name": "github-pages",
-            "url": "${{ steps.deployment.outputs.page_url }}",
-        }
-        steps += [
+    if pages_enabled(ctx):
+        steps.append(
             {
                 "name": "Upload the pages",
                 "uses": ctx.pins.uses("actions/upload-pages-artifact"),
                 "with": {"path": layout.SITE, "retention-days": 1},
-            },
+            }
+        )
+    return {
+        "name": "publish the release",
+        "needs": ["plan", *gated],
+        "if": gate_condition(gated, "publish"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.ASSETS_TIMEOUT,
+        # restore → record, one at a time across releases and Pages workflows
+        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
+        # required reviewers approve every publish (docs/ci.md, repository settings)
+        "environment": ctx.mf.matrix.ci.environment,
+        "permissions": {"contents": "write", "id-token": "write", "attestations": "write"},
+        "steps": steps,
+    }
+
+
+def pages_job(ctx: Context) -> dict[str, Any]:
+    """Deploy the pages the publish job uploaded: nothing checked out, nothing installed."""
+    return {
+        "name": "deploy to GitHub Pages",
+        "needs": ["plan", "publish"],
+        "if": _after("publish", "publish"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.INDEX_TIMEOUT,
+        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
+        "environment": {"name": "github-pages", "url": "${{ steps.deployment.outputs.page_url }}"},
+        "permissions": {"pages": "write", "id-token": "write"},
+        "steps": [
             {
                 "name": "Deploy to GitHub Pages",
                 "id": "deployment",
                 "uses": ctx.pins.uses("actions/deploy-pages"),
-            },
-        ]
-    job["permissions"] = permissions
-    job["steps"] = steps
-    return job
+            }
+        ],
+    }
 
 
 def preview_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
@@ -229,7 +244,11 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
             title="Download the variant's wheels",
         ),
         ctx.download(f"{layout.ARTIFACTS}/selection", name="selection"),
-        _verify(ctx),
+        {
+            "name": "Verify the wheels' release attestation (this run, the tag's commit)",
+            "env": {**_tag_env(), "GH_TOKEN": "${{ github.token }}"},
+            "run": pypi_verify_script(ctx.matrix),
+        },
         {
             "name": "Wheels without the local label, and an sdist",
             "env": {
@@ -248,8 +267,8 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     return {
         "pypi-dist": {
             "name": "PyPI distributions",
-            "needs": ["plan", "assets"],
-            "if": _after("assets", "pypi"),
+            "needs": ["plan", "publish"],
+            "if": _after("publish", "pypi"),
             "runs-on": ctx.control,
             "timeout-minutes": layout.ASSETS_TIMEOUT,
             "permissions": {"contents": "read", "attestations": "read"},

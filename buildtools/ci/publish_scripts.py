@@ -1,17 +1,23 @@
-"""The `run:` scripts of the publishing steps: provenance, selection, assets, index, PyPI.
+"""The `run:` scripts of the publishing steps: selection, record, index, attestation
+subjects, provenance, the release, PyPI.
 
-Every value arrives through `env:` (BT_TAG, SITE, GH_TOKEN, …), never as an expression
-inside the script.
+Every value arrives through `env:` (BT_TAG, BT_SHA, SITE, GH_TOKEN, …), never as an
+expression inside the script. The publish job's scripts run `nox --no-install`: its
+sessions were installed in a step that held no token.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "assets_script",
+    "ATTEST_DIR",
     "index_script",
     "preview_script",
     "pypi_dist_script",
+    "pypi_verify_script",
+    "release_script",
     "restore_script",
+    "select_script",
+    "subjects_script",
     "verify_script",
 ]
 
@@ -20,16 +26,24 @@ from .scripts import bash
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"
 _SMOKE = f"{layout.ARTIFACTS}/smoke"
+_SELECTED = "selected"
+ATTEST_DIR = "attest"
 _GATES = (
     "gates=()",
     "while IFS= read -r report; do",
     '  gates+=(--require-smoke "$report")',
     f"done < <(find {_SMOKE} -name report.json | sort)",
 )
+# the publish job installed its nox sessions before any step held a token: never again
+_NOX = ["nox", "--no-install", "-s"]
 
 
 def _ci(matrix: str, verb: str, *args: str) -> str:
     return layout.join(["nox", "-s", "ci", "--", verb, *layout.matrix_args(matrix), *args])
+
+
+def _ci_installed(matrix: str, verb: str, *args: str) -> str:
+    return layout.join([*_NOX, "ci", "--", verb, *layout.matrix_args(matrix), *args])
 
 
 def _release_url() -> str:
@@ -37,62 +51,39 @@ def _release_url() -> str:
     return '"$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/releases/download/$BT_TAG/"'
 
 
-def verify_script(*, deny_self_hosted: bool) -> str:
-    """Every downloaded wheel must carry the provenance a build job of this run attested.
-
-    The attestation names the workflow file and the commit of the run that signed it: a
-    wheel uploaded by anything else (a smoke job's machine, another workflow) fails here.
-    """
-    flags = " --deny-self-hosted-runners" if deny_self_hosted else ""
-    return bash(
-        f"mkdir -p {_WHEELS}",
-        f"mapfile -t wheels < <(find {_WHEELS} -name '*.whl' | sort)",
-        'signer="$GITHUB_REPOSITORY/' + layout.RELEASE_WORKFLOW + '"',
-        'for wheel in "${wheels[@]}"; do',
-        '  if ! gh attestation verify "$wheel" --repo "$GITHUB_REPOSITORY" \\',
-        f'      --signer-workflow "$signer" --source-digest "$GITHUB_SHA"{flags} > /dev/null; then',
-        '    echo "::error::${wheel##*/}: no provenance from a build job of this run: '
-        'nothing is published"',
-        "    exit 1",
-        "  fi",
-        "done",
-        'echo "provenance verified for ${#wheels[@]} wheel(s)"',
-    )
+def _files(with_record: bool) -> tuple[str, ...]:
+    lines = (f"mapfile -t files < <(find {_SELECTED} -name '*.whl' | sort)",)
+    return (*lines, 'files+=("$SITE/index.json")') if with_record else lines
 
 
-def assets_script(matrix: str) -> str:
-    """The smoke-tested wheels become assets of the tag's release (resumable, idempotent)."""
+def select_script(matrix: str) -> str:
+    """The wheels a smoke report passed, linked into selected/; selection.json for later."""
     return bash(
         f"mkdir -p {_WHEELS} {_SMOKE}",
         *_GATES,
-        _ci(matrix, "select", _WHEELS, "--out", "selected", "--selection", layout.SELECTION)
+        _ci_installed(
+            matrix, "select", _WHEELS, "--out", _SELECTED, "--selection", layout.SELECTION
+        )
         + ' "${gates[@]}"',
-        "mapfile -t selected < <(find selected -name '*.whl' | sort)",
-        'if [ "${#selected[@]}" -eq 0 ]; then',
-        '  echo "::warning::no wheel passed its smoke test: nothing to upload"',
-        "  exit 0",
+        f"if ! find {_SELECTED} -name '*.whl' | grep -q .; then",
+        '  echo "::error::no wheel passed its smoke test: nothing to publish"',
+        "  exit 1",
         "fi",
-        _ci(matrix, "upload-assets") + ' --tag "$BT_TAG" "${selected[@]}"',
     )
 
 
 def restore_script(matrix: str) -> str:
-    """Start the site from the published record (release assets), checked against Pages."""
+    """Start the site from the published record (authenticated), checked against Pages."""
     return bash(
-        _ci(matrix, "restore-site", "--site", layout.SITE, "--from-releases")
+        _ci_installed(matrix, "restore-site", "--site", layout.SITE, "--from-releases")
         + ' --cache-bust "$GITHUB_RUN_ID"'
     )
 
 
 def index_script(matrix: str) -> str:
-    """Index the same selection into $SITE, linking the release assets; record it."""
-    selection = f"{layout.ARTIFACTS}/selection/{layout.SELECTION}"
+    """Index the selection into $SITE, linking this tag's release assets."""
     return bash(
-        f"mkdir -p {_WHEELS} {_SMOKE}",
         *_GATES,
-        # the same gate as the assets job, which must have chosen the same wheels
-        _ci(matrix, "select", _WHEELS, "--out", "selected", "--selection", "selected.json")
-        + f' --expect {selection} "${{gates[@]}}"',
         f"url={_release_url()}",
         'args=(--site "$SITE" --wheel-url "${url}{filename}")',
         "{",
@@ -101,12 +92,51 @@ def index_script(matrix: str) -> str:
         "  echo 'The same publish on your machine, from the downloaded artifacts:'",
         "  echo",
         "  echo '```sh'",
-        '  echo "nox -s index -- selected ${args[*]} ${gates[*]}"',
+        f'  echo "nox -s index -- {_SELECTED} ${{args[*]}} ${{gates[*]}}"',
         "  echo '```'",
         '} >> "$GITHUB_STEP_SUMMARY"',
-        'nox -s index -- selected "${args[@]}" "${gates[@]}"',
-        # every wheel this tag's pages link must be an asset of its release; then record
-        _ci(matrix, "record") + ' --tag "$BT_TAG" --site "$SITE" --url-prefix "$url"',
+        f'{layout.join([*_NOX, "index", "--", _SELECTED])} "${{args[@]}}" "${{gates[@]}}"',
+    )
+
+
+def subjects_script(matrix: str) -> str:
+    """The attest action's inputs: the selected wheels and the new record, by sha256, and
+    the release predicate (the vetted tag, its commit, this run)."""
+    return bash(
+        *_files(with_record=True),
+        _ci_installed(matrix, "release-subjects", "--out", ATTEST_DIR)
+        + ' --tag "$BT_TAG" --sha "$BT_SHA" "${files[@]}"',
+        f"cat {ATTEST_DIR}/subjects.sha256",
+    )
+
+
+def verify_script(matrix: str) -> str:
+    """Every file about to be published carries this run's release statement for the tag."""
+    return bash(
+        *_files(with_record=True),
+        _ci_installed(matrix, "verify-provenance")
+        + ' --tag "$BT_TAG" --sha "$BT_SHA" "${files[@]}"',
+    )
+
+
+def release_script(matrix: str) -> str:
+    """Upload the wheels to the tag's draft release (resumable, idempotent), check every link
+    of the index against the release, record index.json, publish the release."""
+    return bash(
+        *_files(with_record=False),
+        _ci_installed(matrix, "upload-assets") + ' --tag "$BT_TAG" "${files[@]}"',
+        f"url={_release_url()}",
+        _ci_installed(matrix, "record")
+        + ' --tag "$BT_TAG" --site "$SITE" --url-prefix "$url" --publish',
+    )
+
+
+def pypi_verify_script(matrix: str) -> str:
+    """The PyPI variant's wheels carry this run's release statement for the tag."""
+    return bash(
+        f"mkdir -p {_WHEELS}",
+        f"mapfile -t files < <(find {_WHEELS} -name '*.whl' | sort)",
+        _ci(matrix, "verify-provenance") + ' --tag "$BT_TAG" --sha "$BT_SHA" "${files[@]}"',
     )
 
 

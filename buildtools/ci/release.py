@@ -7,9 +7,10 @@ the tag), runs one workflow file at one ref: the runner groups of the self-hoste
 machines can name `release.yml@refs/heads/<default>` exactly, and no branch, tag or fork
 can bring its own version of it to those machines. Each job checks out the tag's commit.
 
-plan → images → build-<family> → smoke-<family> → assets → index (→ Pages) → status;
-optionally pypi-dist → pypi. Only the index job is serialized (the Pages group); builds
-of different tags run side by side.
+plan (vets the tag before anything is checked out) → images → build-<family> →
+smoke-<family> → publish (protected environment) → pages → status; optionally
+pypi-dist → pypi. Only publishing is serialized (the Pages group); builds of different
+tags run side by side.
 """
 
 from __future__ import annotations
@@ -20,27 +21,46 @@ from typing import Any
 
 from ..planner import Plan
 from . import layout
-from .jobs import build_job, images_job, plan_job, smoke_job, workflow_header
+from .inputs import images_job
+from .jobs import build_job, plan_job, smoke_job, workflow_header
 from .outputs import Shape
-from .publish import assets_job, index_job, pages_enabled, pypi_jobs, status_job
+from .publish import pages_enabled, pages_job, publish_job, pypi_jobs, status_job
 from .runners import group_family, smoke_label
-from .scripts import bash
+from .scripts import bash, vet_script
 from .steps import Context
 from .yamlwriter import dump
 
 _TAG = "${{ inputs.tag || github.event.workflow_run.head_branch }}"
 
 
+def tag_glob(pattern: str) -> str:
+    """The push filter of release-tag.yml: the literal start of ci.tag_pattern, then `*`
+    (`^v(…)$` → `v*`); the workflow's vetting step applies the whole pattern."""
+    prefix = ""
+    rest = pattern.removeprefix("^")
+    while rest:
+        if rest[0].isalnum() or rest[0] in "-_/":
+            prefix, rest = prefix + rest[0], rest[1:]
+        elif rest.startswith("\\."):
+            prefix, rest = prefix + ".", rest[2:]
+        else:
+            break
+    # a quantifier after the last literal makes that character optional
+    if rest[:1] in ("?", "*", "{"):
+        prefix = prefix[:-1]
+    return prefix + "*" if prefix else "**"
+
+
 def render_release_tag(ctx: Context) -> str:
     """The text of release-tag.yml: a tag push, handed to release.yml."""
     header = [
         ctx.do_not_edit(),
-        f"A `v*` tag starts {layout.RELEASE_WORKFLOW} (through workflow_run), which runs from",
+        f"A release tag starts {layout.RELEASE_WORKFLOW} (through workflow_run), which runs from",
         "the default branch: the one workflow and ref the self-hosted runner groups admit.",
     ]
     doc: dict[str, Any] = {
         "name": layout.TAG_NAME,
-        "on": {"push": {"tags": ["v*"]}},
+        "on": {"push": {"tags": [tag_glob(ctx.mf.matrix.ci.tag_pattern)]}},
         "permissions": {},
         "jobs": {
             "tag": {
@@ -97,28 +117,42 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
     """The text of release.yml for the plan of the `release` profile."""
     profile = layout.RELEASE_PROFILE
     pypi = ctx.mf.matrix.ci.pypi
-    extra = ("images", "assets", "index", *(("pypi",) if pypi else ()))
+    extra = ("images", "publish", *(("pypi",) if pypi else ()))
     jobs: dict[str, Any] = {
         "plan": plan_job(
             ctx,
             profile,
             shape,
             extra=extra,
+            # a tag push of this repository (not a fork's run of a workflow of that name)
             condition="github.event_name == 'workflow_dispatch' || "
             "(github.event.workflow_run.conclusion == 'success' && "
-            "github.event.workflow_run.event == 'push')",
+            "github.event.workflow_run.event == 'push' && "
+            "github.event.workflow_run.head_repository.full_name == github.repository)",
             env={
-                "BT_TAG": _TAG,
-                "BT_EXPECT_SHA": "${{ github.event.workflow_run.head_sha }}",
-                "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
+                "BT_TAG": "${{ steps.vet.outputs.tag }}",
+                "BT_SHA": "${{ steps.vet.outputs.sha }}",
                 "BT_ONLY": "${{ inputs.only }}",
                 "BT_UNSMOKED": "${{ inputs.unsmoked }}",
                 "BT_PUBLISH": "${{ inputs.publish }}",
                 "GITHUB_TOKEN": "${{ github.token }}",
+                "GH_TOKEN": "${{ github.token }}",
             },
-            ref=f"refs/tags/{_TAG}",
+            ref="${{ steps.vet.outputs.sha }}",
+            vet={
+                "name": "Vet the tag (before anything is checked out)",
+                "id": "vet",
+                "env": {
+                    "BT_TAG": _TAG,
+                    "BT_TAG_PATTERN": ctx.mf.matrix.ci.tag_pattern,
+                    "BT_EXPECT_SHA": "${{ github.event.workflow_run.head_sha }}",
+                    "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
+                    "GH_TOKEN": "${{ github.token }}",
+                },
+                "run": vet_script(),
+            },
         ),
-        "images": images_job(ctx, profile),
+        "images": images_job(ctx, profile, slots=shape.images),
     }
     gated: list[str] = []
     for family in shape.build:
@@ -132,8 +166,9 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
                 ctx, group, smoke_label(ctx.mf, group), job, needs=["plan", build], from_run=None
             )
             gated.append(job)
-    jobs["assets"] = assets_job(ctx, gated)
-    jobs["index"] = index_job(ctx)
+    jobs["publish"] = publish_job(ctx, gated)
+    if pages_enabled(ctx):
+        jobs["pages"] = pages_job(ctx)
     if pypi:
         jobs.update(pypi_jobs(ctx))
     jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
@@ -150,7 +185,11 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
         [
             f"started by {layout.TAG_WORKFLOW} (a v* tag) or by hand with the tag; runs from",
             "the default branch and checks the tag out. plan -> build (docker backend) ->",
-            "smoke (per family) -> release assets -> index -> " + target + ".",
+            "smoke (per family) -> publish (environment "
+            + ctx.mf.matrix.ci.environment
+            + ": the draft release, its record, then published) -> "
+            + target
+            + ".",
             "Recover: re-run failed jobs; rebuild a tag: Run workflow with the tag (and `only`).",
         ],
     )

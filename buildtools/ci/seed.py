@@ -15,7 +15,8 @@ from typing import Any
 
 from ..planner import Plan
 from . import layout
-from .jobs import images_job, plan_job, prefetch_job, workflow_header
+from .inputs import images_job, prefetch_job
+from .jobs import plan_job, workflow_header
 from .outputs import Shape
 from .publish import status_job
 from .steps import Context

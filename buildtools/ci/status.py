@@ -24,7 +24,7 @@ from .assets import Selection, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"
 # jobs whose work flag is another job's: both PyPI jobs run when the plan sets run_pypi
-_FLAG_OF = {"pypi-dist": "pypi"}
+_FLAG_OF = {"pypi-dist": "pypi", "pages": "publish"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,12 +145,13 @@ def run_status(
             failed.append((job_id, f"smoke {', '.join(statuses)}", commands))
         elif report is None and results.get(job_name) in ("failure", "cancelled"):
             failed.append((job_id, "smoke test did not finish (no report)", commands))
-    index_ok = results.get("index") == "success"
+    # the release is published by its publish job (a pull request's preview publishes nothing)
+    index_ok = results.get("publish") == "success"
     published = tuple(w for w, _, _ in selection.published) if index_ok else ()
     held = list(selection.held_back)
     if selection.published and not index_ok:
         held += [
-            (w, j, f"selected, but the index job {results.get('index', 'did not run')}")
+            (w, j, f"selected, but the publish job {results.get('publish', 'did not run')}")
             for w, _, j in selection.published
         ]
     for job_id, why in (entries or {}).get("skipped", []):

@@ -69,7 +69,11 @@ class Context:
 
         Hashed in CI only: a developer's own Python or machine may have no wheel in it.
         """
-        return {layout.LOCK_ENV: layout.LOCK}
+        env = {layout.LOCK_ENV: layout.LOCK}
+        if self.kind == layout.RELEASE_NAME:
+            # whose release.yml may sign what a release publishes (and its records)
+            env["BT_DEFAULT_BRANCH"] = "${{ github.event.repository.default_branch }}"
+        return env
 
     def do_not_edit(self) -> str:
         """The first line of every generated file (the drift check looks for the marker)."""
@@ -98,7 +102,9 @@ class Context:
         """nox (and build) with every dependency, each pinned by sha256."""
         return {
             "name": "Install nox (hashed pins)",
-            "run": "python -m pip install --require-hashes --no-deps -r " + layout.REQUIREMENTS,
+            "run": "python -m pip install --require-hashes --no-deps --only-binary :all: -r "
+            + layout.REQUIREMENTS
+            + "\n",
         }
 
     def upload(

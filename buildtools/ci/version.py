@@ -3,7 +3,8 @@
 - The tag names the project's version: `v1.2.0` releases version 1.2.0 of the extension,
   read from the source the tag points to (`ci.version_file`, else pyproject.toml's static
   `[project] version` or its `attr:`, setup.cfg's, the package's `__version__`, setup.py's
-  literal `version=`). A tag that is not `v<version>` stops the release.
+  literal `version=`). A tag that does not match `ci.tag_pattern` (`v<version>` by default;
+  the workflow checked it before anything was checked out) stops the release.
 - A job whose wheel is already published (the same project, version with its local label,
   Python tag and architecture in the published manifest) is not built again: rebuilding a tag after a
   partial release builds what is missing, and never a second file under a published name.
@@ -25,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import PlanError
 from ..index.manifest import IndexedWheel
+from ..matrix.ciconfig import DEFAULT_TAG_PATTERN
 from ..model import BuildJob, python_tag
 
 if sys.version_info >= (3, 11):
@@ -132,14 +134,21 @@ def project_version(
     return None
 
 
-def check_tag(tag: str, version: str | None, *, where: str) -> Version:
-    """The version the tag `v<version>` releases; PlanError unless the source says the same."""
-    if not tag.startswith("v"):
-        raise PlanError(f"tag {tag!r}: release tags are v<version>, e.g. v1.2.0")
+def check_tag(
+    tag: str, version: str | None, *, where: str, pattern: str = DEFAULT_TAG_PATTERN
+) -> Version:
+    """The version a release tag releases (group 1 of `pattern`, ci.tag_pattern: `v<version>`
+    by default); PlanError unless the tag matches and the source declares that version."""
+    m = re.fullmatch(pattern, tag)
+    if m is None or not m.group(1):
+        example = "v1.2.0" if pattern == DEFAULT_TAG_PATTERN else "a tag it matches"
+        raise PlanError(
+            f"tag {tag!r} is not a release tag: ci.tag_pattern is {pattern!r} (e.g. {example})"
+        )
     try:
-        tagged = Version(tag[1:])
+        tagged = Version(m.group(1))
     except InvalidVersion:
-        raise PlanError(f"tag {tag!r}: {tag[1:]!r} is not a PEP 440 version") from None
+        raise PlanError(f"tag {tag!r}: {m.group(1)!r} is not a PEP 440 version") from None
     if tagged.local:
         raise PlanError(f"tag {tag!r}: a release version has no local label (+…)")
     if version is None:

@@ -30,6 +30,7 @@ from ..ci.outputs import (
     write_outputs,
 )
 from ..ci.pins import load_pins
+from ..ci.provenance import record_policy
 from ..ci.record import latest_record
 from ..ci.status import (
     entries_json,
@@ -42,6 +43,7 @@ from ..ci.version import check_tag, project_version, published_jobs
 from ..errors import CiDriftError, PlanError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
+from ..runner import Runner, SubprocessRunner
 from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args
 
@@ -148,7 +150,13 @@ def add_matrix_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_matrix)
 
 
-def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None = None) -> int:
+def cmd_matrix(
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    api: GitHubApi | None = None,
+    runner: Runner | None = None,
+) -> int:
     if args.profile is None:
         raise PlanError("ci matrix: --profile is required (the workflows pass release or pr)")
     if args.torch_axis is not None:
@@ -197,11 +205,15 @@ def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None =
             args.tag,
             project_version(project_dir, name=name, version_file=version_file),
             where=where,
+            pattern=mf.matrix.ci.tag_pattern,
         )
         extra["tag"] = args.tag
         notes.append(f"tag `{args.tag}` releases version {tagged} of `{name or project_dir}`")
         if args.published_from_releases:
-            record = latest_record(api or RestApi.from_env(env))
+            policy = record_policy(
+                env, runner=runner or SubprocessRunner(), wheel_url=mf.matrix.index.wheel_url
+            )
+            record = latest_record(api or RestApi.from_env(env), policy)
             if record is not None:
                 published = published_jobs(
                     selected.jobs, project=name, version=tagged, wheels=record.manifest.wheels
@@ -225,8 +237,7 @@ def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None =
         publish = not args.no_publish and any(e.smoke_runner for e in selection.build)
         pypi = mf.matrix.ci.pypi
         flags = {
-            "assets": publish,
-            "index": publish,
+            "publish": publish,
             "pypi": publish
             and pypi is not None
             and any(
