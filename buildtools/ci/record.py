@@ -144,7 +144,9 @@ def latest_record(api: GitHubApi, policy: RecordPolicy) -> Record | None:
     if outside:
         raise UntrustedRecordError(
             f"{where} links wheels outside this repository's release downloads "
-            f"({', '.join(policy.prefixes)}):\n  " + "\n  ".join(outside[:20]) + stop
+            f"({', '.join(policy.prefixes)}):\n  "
+            + "\n  ".join(outside[:20])
+            + "\nnothing is published"
         )
     return Record(
         manifest=manifest,
