@@ -20,6 +20,7 @@ from __future__ import annotations
 __all__ = [
     "Selection",
     "UploadResult",
+    "built_wheels",
     "ensure_release",
     "missing_assets",
     "publish_release",
@@ -33,7 +34,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,11 +98,42 @@ def _job_of(path: Path, root: Path) -> str:
     return "-"
 
 
-def select_wheels(root: Path, reports: Sequence[Path], out: Path) -> Selection:
+def built_wheels(outputs: Iterable[str]) -> dict[str, str]:
+    """wheel name → sha256, from the build jobs' outputs (each `toJSON(needs.<job>.outputs)`:
+    `wheels_<leg>` → `sha256:name` tokens separated by spaces, which only that leg could set).
+    """
+    built: dict[str, str] = {}
+    for text in outputs:
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            raise PublishError("the build jobs' outputs are not JSON (toJSON(needs…))") from None
+        if not isinstance(data, dict):
+            raise PublishError("the build jobs' outputs are not a JSON object")
+        for key, value in data.items():
+            if not str(key).startswith("wheels_"):
+                continue
+            for token in str(value).split():
+                sha, sep, name = token.partition(":")
+                if not sep or len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+                    raise PublishError(f"build output {key}: {token!r} is not sha256:wheel")
+                check_wheel_filename(name, what=f"build output {key}")
+                if built.setdefault(name, sha) != sha:
+                    raise ImmutableWheelError(
+                        f"{name}: two build jobs reported other bytes; nothing is published"
+                    )
+    return built
+
+
+def select_wheels(
+    root: Path, reports: Sequence[Path], out: Path, *, built: Mapping[str, str] | None = None
+) -> Selection:
     """Link the wheels under `root` that the smoke reports passed into `out`; the selection.
 
     Two wheels of one name must be the same file (a job that uploaded another job's wheel
-    name is a conflict, not a choice).
+    name is a conflict, not a choice). With `built` (what the build jobs of this run said
+    they made: their job outputs, which no other job can set), a wheel whose name and
+    sha256 no build job reported stops the publish: something else put it in an artifact.
     """
     gate = SmokeGate.load(reports) if reports else None
     out.mkdir(parents=True, exist_ok=True)
@@ -113,6 +145,16 @@ def select_wheels(root: Path, reports: Sequence[Path], out: Path) -> Selection:
             raise PublishError(f"{path}: not a regular file; refusing to publish it")
         sha = sha256_file(path)
         job = _job_of(path, root)
+        if built is not None and built.get(path.name) != sha:
+            raise PublishError(
+                f"{path.name} (artifact of {job}, sha256 {sha}): no build job of this run "
+                + (
+                    f"made these bytes (it reported {built[path.name]})"
+                    if path.name in built
+                    else "reported a wheel of this name"
+                )
+                + "; something else put it into an artifact, so nothing is published"
+            )
         reason = "no smoke report in this run" if gate is None else gate.verdict(sha)
         if reason is not None:
             held.append((path.name, job, reason))

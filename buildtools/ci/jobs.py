@@ -32,6 +32,7 @@ from .runners import (
 )
 from .scripts import (
     build_script,
+    built_script,
     free_disk_script,
     plan_script,
     qemu_script,
@@ -116,9 +117,14 @@ def plan_job(
 
 
 def build_job(
-    ctx: Context, profile: str, family: str, job: str, *, needs: list[str]
+    ctx: Context, profile: str, family: str, job: str, *, needs: list[str], legs: int = 0
 ) -> dict[str, Any]:
-    """One matrix job per BuildJob of `family` (docker backend, offline): wheels uploaded."""
+    """One matrix job per BuildJob of `family` (docker backend, offline): wheels uploaded.
+
+    A release's build job also outputs what each leg built (`wheels_<leg>`: `sha256:name`
+    tokens, `legs` outputs declared): only that leg can set it, so the publish job knows
+    which bytes the builds made, whatever else lands in an artifact.
+    """
     release = ctx.kind == layout.RELEASE_NAME
     restore, saves = build_inputs(ctx)
     # nothing to sign here: the publish job attests what passed its smoke tests
@@ -156,6 +162,18 @@ def build_job(
             },
             "run": build_script(ctx.matrix, profile, recheck=release),
         },
+        *(
+            [
+                {
+                    "name": "Report the wheels this job built",
+                    "id": "built",
+                    "env": {"BT_LEG": "${{ strategy.job-index }}"},
+                    "run": built_script(),
+                }
+            ]
+            if release
+            else []
+        ),
         ctx.upload("wheels-${{ matrix.id }}", f"{layout.WHEELHOUSE}/*.whl", wheels=True),
         ctx.upload(
             "build-report-${{ matrix.id }}",
@@ -173,6 +191,15 @@ def build_job(
         "runs-on": "${{ matrix.runner }}",
         "timeout-minutes": "${{ matrix.timeout }}",
         "permissions": permissions,
+        **(
+            {
+                "outputs": {
+                    f"wheels_{n}": f"${{{{ steps.built.outputs.wheels_{n} }}}}" for n in range(legs)
+                }
+            }
+            if release and legs
+            else {}
+        ),
         "strategy": {
             "fail-fast": False,
             "matrix": f"${{{{ fromJSON(needs.plan.outputs.{layout.output_name(job)}) }}}}",

@@ -70,6 +70,8 @@ class Shape:
     smoke: tuple[str, ...] = ()  # smoke groups with smoke jobs: `cuda`, `cuda-aarch64`
     # the release's images job outputs one image ID per builder recipe: `image_1` … `image_N`
     images: int = 0
+    # the release's build jobs output what each leg built (`wheels_<leg>`): legs per matrix
+    legs: Mapping[str, int] = field(default_factory=dict)
 
     def build_jobs(self, family: str) -> list[str]:
         return layout.chunk_jobs("build", family, self.chunks[family])
@@ -82,22 +84,35 @@ class Shape:
         """The plan job's `--shape`: `cpu=1,cuda=2;build=cpu,cuda;smoke=cuda`."""
         chunks = ",".join(f"{f}={n}" for f, n in self.chunks.items())
         text = f"{chunks};build={','.join(self.build)};smoke={','.join(self.smoke)}"
-        return text + (f";images={self.images}" if self.images else "")
+        if self.images:
+            text += f";images={self.images}"
+        if self.legs:
+            text += ";legs=" + ",".join(f"{f}:{n}" for f, n in self.legs.items())
+        return text
 
     @classmethod
     def parse(cls, kind: str, text: str) -> Shape:
         """The shape the plan job's workflow was generated with (its `--shape`)."""
         parts = text.split(";")
-        images = 0
-        if len(parts) == 4 and parts[3].startswith("images=") and parts[3][7:].isdigit():
-            images = int(parts.pop()[7:])
+        images, legs = 0, {}
+        while len(parts) > 3 and parts[-1].startswith(("images=", "legs=")):
+            key, _, value = parts.pop().partition("=")
+            if key == "images" and value.isdigit():
+                images = int(value)
+                continue
+            for item in filter(None, value.split(",")):
+                family, _, n = item.partition(":")
+                if family not in layout.FAMILIES or not n.isdigit():
+                    raise PlanError(f"--shape: legs {item!r} is not FAMILY:N")
+                legs[family] = int(n)
         if (
             len(parts) != 3
             or not parts[1].startswith("build=")
             or not parts[2].startswith("smoke=")
         ):
             raise PlanError(
-                f"--shape {text!r}: expected CHUNKS;build=FAMILIES;smoke=FAMILIES[;images=N]"
+                f"--shape {text!r}: expected "
+                "CHUNKS;build=FAMILIES;smoke=FAMILIES[;images=N][;legs=FAMILY:N,…]"
             )
         chunks = {}
         for part in filter(None, parts[0].split(",")):
@@ -109,7 +124,7 @@ class Shape:
         smoke = tuple(filter(None, parts[2].removeprefix("smoke=").split(",")))
         if not set(build) | {group_family(g) for g in smoke} <= set(chunks):
             raise PlanError(f"--shape {text!r}: a family without its number of matrices")
-        return cls(kind=kind, chunks=chunks, build=build, smoke=smoke, images=images)
+        return cls(kind=kind, chunks=chunks, build=build, smoke=smoke, images=images, legs=legs)
 
 
 def _uniq(entries: Iterable[MatrixEntry], key: str) -> tuple[MatrixEntry, ...]:
@@ -215,9 +230,20 @@ def shape_of(entries: Sequence[MatrixEntry], kind: str) -> Shape:
                 f"{len(items)} {what}: more than one GitHub Actions matrix holds "
                 f"({layout.MAX_MATRIX_JOBS}); split matrix.yaml into several files"
             )
-    recipes = {e.recipe for e in most.build} if kind == layout.RELEASE_NAME else set()
+    release = kind == layout.RELEASE_NAME
+    recipes = {e.recipe for e in most.build} if release else set()
+    legs = {
+        f: min(layout.MAX_MATRIX_JOBS, sum(e.family == f for e in most.build))
+        for f in build
+        if release
+    }
     return Shape(
-        kind=kind, chunks=chunks, build=tuple(build), smoke=tuple(smoke), images=len(recipes)
+        kind=kind,
+        chunks=chunks,
+        build=tuple(build),
+        smoke=tuple(smoke),
+        images=len(recipes),
+        legs=legs,
     )
 
 
@@ -283,7 +309,16 @@ def assignments(
         for i in range(have):
             part = rows[i * layout.MAX_MATRIX_JOBS : (i + 1) * layout.MAX_MATRIX_JOBS]
             if family in shape.build:
-                jobs[shape.build_jobs(family)[i]] = [build_row(e) for e in part if e.id in built]
+                rows_built = [build_row(e) for e in part if e.id in built]
+                declared = shape.legs.get(family, layout.MAX_MATRIX_JOBS)
+                if selection.kind == layout.RELEASE_NAME and len(rows_built) > declared:
+                    raise PlanError(
+                        f"this plan does not fit the workflow it runs in ({len(rows_built)} "
+                        f"{family} builds, {declared} wheel outputs): the workflow was "
+                        f"generated from another matrix.yaml; regenerate it (`{regenerate}`) "
+                        "and commit it"
+                    )
+                jobs[shape.build_jobs(family)[i]] = rows_built
             for group in (g for g in shape.smoke if group_family(g) == family):
                 jobs[shape.smoke_jobs(group)[i]] = [
                     {**e.view(SMOKE_KEYS), "wheels_from": sources[e.id]}

@@ -97,6 +97,11 @@ def _downloads(ctx: Context) -> list[dict[str, Any]]:
     ]
 
 
+def _built_env(job: str) -> str:
+    """The variable holding a build job's outputs: `build-cuda-2` → BT_BUILT_BUILD_CUDA_2."""
+    return "BT_BUILT_" + layout.output_name(job).upper()
+
+
 def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
     with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
     if release:
@@ -129,7 +134,17 @@ def publish_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
             "run": bash(layout.join(["nox", "--install-only", "-s", "ci", "index"])),
         },
         *_downloads(ctx),
-        {"name": "Select the smoke-tested wheels", "run": select_script(ctx.matrix)},
+        {
+            "name": "Select the smoke-tested wheels the builds reported",
+            "env": {
+                _built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}"
+                for job in gated
+                if job.startswith("build-")
+            },
+            "run": select_script(
+                ctx.matrix, built=[_built_env(j) for j in gated if j.startswith("build-")]
+            ),
+        },
         ctx.upload("selection", layout.SELECTION),
         {
             "name": "Restore the published record (authenticated, checked against Pages)",

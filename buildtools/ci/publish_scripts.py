@@ -56,13 +56,18 @@ def _files(with_record: bool) -> tuple[str, ...]:
     return (*lines, 'files+=("$SITE/index.json")') if with_record else lines
 
 
-def select_script(matrix: str) -> str:
-    """The wheels a smoke report passed, linked into selected/; selection.json for later."""
+def select_script(matrix: str, *, built: list[str]) -> str:
+    """The wheels a smoke report passed, linked into selected/; selection.json for later.
+
+    `built`: the variables holding each build job's outputs; every wheel must be one of
+    the wheels (name and sha256) a build leg of this run reported.
+    """
+    checks = [a for var in built for a in ("--built-env", var)]
     return bash(
         f"mkdir -p {_WHEELS} {_SMOKE}",
         *_GATES,
         _ci_installed(
-            matrix, "select", _WHEELS, "--out", _SELECTED, "--selection", layout.SELECTION
+            matrix, "select", _WHEELS, "--out", _SELECTED, "--selection", layout.SELECTION, *checks
         )
         + ' "${gates[@]}"',
         f"if ! find {_SELECTED} -name '*.whl' | grep -q .; then",

@@ -157,7 +157,9 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
     gated: list[str] = []
     for family in shape.build:
         for job in shape.build_jobs(family):
-            jobs[job] = build_job(ctx, profile, family, job, needs=["plan", "images"])
+            jobs[job] = build_job(
+                ctx, profile, family, job, needs=["plan", "images"], legs=shape.legs.get(family, 0)
+            )
             gated.append(job)
     for group in shape.smoke:
         builds = shape.build_jobs(group_family(group))

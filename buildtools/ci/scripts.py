@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "bash",
     "build_script",
+    "built_script",
     "commit_status_script",
     "free_disk_script",
     "image_build_script",
@@ -256,6 +257,19 @@ def build_script(matrix: str, profile: str, *, recheck: bool = False) -> str:
         "  echo '```'",
         '} >> "$GITHUB_STEP_SUMMARY"',
         'nox -s build -- "${args[@]}"',
+    )
+
+
+def built_script() -> str:
+    """A release build leg's output `wheels_<BT_LEG>`: `sha256:name` of each wheel it built."""
+    return bash(
+        'built=""',
+        f"for wheel in {layout.WHEELHOUSE}/*.whl; do",
+        '  [ -f "$wheel" ] || continue',
+        '  built+="$(sha256sum "$wheel" | cut -d" " -f1):${wheel##*/} "',
+        "done",
+        'echo "wheels_$BT_LEG=$built" >> "$GITHUB_OUTPUT"',
+        'echo "built: $built"',
     )
 
 

@@ -19,14 +19,15 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from ..ci import layout
-from ..ci.assets import missing_assets as find_missing
 from ..ci.assets import (
+    built_wheels,
     publish_release,
     read_selection,
     select_wheels,
     selection_lines,
     upload_assets,
 )
+from ..ci.assets import missing_assets as find_missing
 from ..ci.docker_jobs import build_image, prefetch
 from ..ci.github_api import GitHubApi, RestApi
 from ..ci.matrix import matrix_entries
@@ -172,7 +173,11 @@ def _add_restore(sub: Any) -> None:
 
 
 def cmd_select(args: argparse.Namespace, out: TextIO) -> int:
-    selection = select_wheels(args.wheels, args.require_smoke, args.out)
+    built = None
+    if args.built_env:
+        env = dict(os.environ)
+        built = built_wheels(env.get(name, "") for name in args.built_env)
+    selection = select_wheels(args.wheels, args.require_smoke, args.out, built=built)
     args.selection.write_text(selection.to_json(), encoding="utf-8")
     for line in selection_lines(selection):
         out.write(line + "\n")
@@ -360,6 +365,14 @@ def add_release_parsers(sub: Any) -> None:
     p.add_argument("--require-smoke", action="append", type=Path, default=[], metavar="REPORT")
     p.add_argument(
         "--expect", type=Path, default=None, help="fail unless the same as this selection.json"
+    )
+    p.add_argument(
+        "--built-env",
+        action="append",
+        default=[],
+        metavar="VAR",
+        help="a variable holding toJSON(needs.<build job>.outputs): every wheel must be one a "
+        "build job of this run reported (repeat per build job)",
     )
     p.set_defaults(handler=cmd_select)
 

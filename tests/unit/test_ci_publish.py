@@ -17,6 +17,7 @@ from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 
 from buildtools.ci.assets import (
+    built_wheels,
     missing_assets,
     read_selection,
     select_wheels,
@@ -112,6 +113,30 @@ def test_select_keeps_the_smoke_passed_wheels_with_their_jobs(tmp_path: Path) ->
     assert (
         select_wheels(arts, [], tmp_path / "none").held_back[0][2] == "no smoke report in this run"
     )
+
+
+def test_select_takes_only_what_the_build_jobs_reported(tmp_path: Path) -> None:
+    arts = tmp_path / "artifacts"
+    ok = _wheel(arts / "wheels-torch2.13.0-cpu-cp312", "0.1.0+pt213cpu")
+    sha = hashlib.sha256(ok.read_bytes()).hexdigest()
+    report = _report(tmp_path / "smoke" / "report.json", {ok: "passed"})
+    outputs = json.dumps({"wheels_0": f"{sha}:{ok.name} ", "wheels_1": ""})
+    built = built_wheels([outputs, json.dumps({})])
+    assert built == {ok.name: sha}
+    assert select_wheels(arts, [report], tmp_path / "a", built=built).published
+    # a wheel (with its own passing report) that no build leg reported: stop, name it
+    planted = _wheel(arts / "wheels-evil", "0.1.0+pt213cpu", "cp311-cp311-manylinux_2_28_x86_64")
+    planted_report = _report(tmp_path / "smoke2" / "report.json", {planted: "passed"})
+    with pytest.raises(PublishError, match="no build job of this run reported a wheel of this"):
+        select_wheels(arts, [report, planted_report], tmp_path / "b", built=built)
+    # the same name with other bytes than the build made
+    planted.unlink()
+    ok.write_bytes(ok.read_bytes() + b"\0")
+    with pytest.raises(PublishError, match=f"made these bytes \\(it reported {sha}\\)"):
+        select_wheels(arts, [report], tmp_path / "c", built=built)
+    for bad in ('{"wheels_0": "nothex:x.whl"}', "[1]", "not json"):
+        with pytest.raises(PublishError):
+            built_wheels([bad])
 
 
 def test_select_refuses_two_wheels_of_one_name(tmp_path: Path) -> None:

@@ -142,7 +142,7 @@ def test_the_publish_attests_only_the_selection_and_verifies_it_first(
     steps = release["jobs"]["publish"]["steps"]
     names = [s["name"] for s in steps]
     order = [
-        "Select the smoke-tested wheels",
+        "Select the smoke-tested wheels the builds reported",
         "Restore the published record (authenticated, checked against Pages)",
         "Index the selection with links to the release (nox -s index)",
         "What to attest: the selection and the record",
@@ -189,7 +189,7 @@ def test_release_builds_restore_by_exact_key_and_check_their_image(
     slots = release["jobs"]["images"]["outputs"]
     assert list(slots) == [f"image_{n}" for n in range(1, len(slots) + 1)] and slots
     plan = _step(release["jobs"]["plan"], "Plan the release profile")
-    assert f";images={len(slots)}'" in plan["run"]
+    assert f";images={len(slots)};legs=cpu:" in plan["run"]
     expected = "${{ needs.images.outputs[format('image_{0}', matrix.image_slot)] }}"
     for name, job in release["jobs"].items():
         if not name.startswith("build-"):
@@ -238,3 +238,18 @@ def test_branch_code_never_shares_a_key_a_release_reads(tmp_path: Path) -> None:
             for step in job["steps"]:
                 if "actions/cache/save@" in str(step.get("uses")):
                     assert not step["with"]["key"].startswith("bt-rel-"), path
+
+
+def test_the_publish_takes_only_the_bytes_the_build_legs_reported(release: dict[str, Any]) -> None:
+    """Each build leg outputs what it built (`wheels_<leg>`, only it can set that): the
+    selection refuses any other file a wheels-* artifact holds."""
+    jobs = release["jobs"]
+    for name in ("build-cpu", "build-cuda"):
+        outputs = jobs[name]["outputs"]
+        assert outputs["wheels_0"] == "${{ steps.built.outputs.wheels_0 }}"
+        report = _step(jobs[name], "Report the wheels this job built")
+        assert report["env"] == {"BT_LEG": "${{ strategy.job-index }}"}
+        assert 'echo "wheels_$BT_LEG=$built" >> "$GITHUB_OUTPUT"' in report["run"]
+    select = _step(jobs["publish"], "Select the smoke-tested wheels")
+    assert select["env"]["BT_BUILT_BUILD_CUDA"] == "${{ toJSON(needs.build-cuda.outputs) }}"
+    assert "--built-env BT_BUILT_BUILD_CPU --built-env BT_BUILT_BUILD_CUDA" in select["run"]
