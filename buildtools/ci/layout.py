@@ -47,6 +47,8 @@ PR_WORKFLOW = f"{WORKFLOWS_DIR}/pull-request.yml"
 SELF_HOSTED_WORKFLOW = f"{WORKFLOWS_DIR}/self-hosted.yml"
 CACHES_WORKFLOW = f"{WORKFLOWS_DIR}/caches.yml"
 ACTIONLINT_CONFIG = ".github/actionlint.yaml"
+# zizmor's per-line ignores of the findings the workflows have by design (ci.audit)
+ZIZMOR_CONFIG = ".github/zizmor.yml"
 REQUIREMENTS = ".github/ci-requirements.txt"
 # buildtools' dependencies by sha256: the workflows name it in LOCK_ENV for the noxfile
 LOCK = ".github/buildtools-requirements.txt"

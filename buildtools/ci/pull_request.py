@@ -20,7 +20,7 @@ from .jobs import build_job, plan_job, smoke_job, workflow_header
 from .outputs import Shape
 from .publish import drift_job, preview_job, status_job
 from .runners import group_family, smoke_label
-from .steps import Context
+from .steps import Context, documented
 from .yamlwriter import dump
 
 
@@ -64,4 +64,4 @@ def render_pull_request(ctx: Context, plan: Plan, shape: Shape, *, self_hosted: 
         "env": ctx.env,
         "jobs": jobs,
     }
-    return dump(doc, header=header, gaps=("jobs",))
+    return dump(documented(doc), header=header, gaps=("jobs",))

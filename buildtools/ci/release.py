@@ -27,7 +27,7 @@ from .outputs import Shape
 from .publish import pages_enabled, pages_job, publish_job, pypi_jobs, status_job
 from .runners import group_family, smoke_label
 from .scripts import bash, vet_script
-from .steps import Context
+from .steps import Context, documented
 from .yamlwriter import dump
 
 _TAG = "${{ inputs.tag || github.event.workflow_run.head_branch }}"
@@ -62,6 +62,10 @@ def render_release_tag(ctx: Context) -> str:
         "name": layout.TAG_NAME,
         "on": {"push": {"tags": [tag_glob(ctx.mf.matrix.ci.tag_pattern)]}},
         "permissions": {},
+        "concurrency": {
+            "group": "${{ github.workflow }}-${{ github.ref }}",
+            "cancel-in-progress": False,
+        },
         "jobs": {
             "tag": {
                 "name": "hand the tag to the release workflow",
@@ -80,7 +84,7 @@ def render_release_tag(ctx: Context) -> str:
             }
         },
     }
-    return dump(doc, header=header, gaps=("jobs",))
+    return dump(documented(doc), header=header, gaps=("jobs",))
 
 
 def _inputs() -> dict[str, Any]:
@@ -202,7 +206,9 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
             "workflow_dispatch": {"inputs": _inputs()},
         },
         "permissions": {},
+        # two runs of one tag one after the other (never cancelled); other tags side by side
+        "concurrency": {"group": f"{layout.RELEASE_NAME}-{_TAG}", "cancel-in-progress": False},
         "env": ctx.env,
         "jobs": jobs,
     }
-    return dump(doc, header=header, gaps=("jobs",))
+    return dump(documented(doc), header=header, gaps=("jobs",))

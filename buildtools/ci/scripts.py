@@ -136,18 +136,31 @@ def qemu_script() -> str:
     )
 
 
+_EXPECTED = (
+    # the ID (or registry digest) this run's images job output for this job's recipe slot
+    'expected="$(python -c \'import json, os; print(json.loads(os.environ["BT_IMAGES"] or "{}")'
+    '.get("image_" + os.environ["BT_SLOT"], ""))\')"',
+    'if [ -z "$expected" ]; then',
+    "  echo \"::notice::this run's images job made no image for this recipe: the build makes"
+    ' its own"',
+    "  exit 0",
+    "fi",
+)
+
+
 def image_pull_script(*, by_digest: bool) -> str:
     """The job's builder image from `ci.image_registry`: a release pulls this run's image by
-    the digest its images job output (BT_IMAGE_ID: content-addressed, so nothing else can
-    answer); other workflows take the recipe's tag when it is there."""
+    the digest its images job output (BT_IMAGES, slot BT_SLOT: content-addressed, so nothing
+    else can answer); other workflows take the recipe's tag when it is there."""
     if by_digest:
         return bash(
-            'case "$BT_IMAGE_ID" in',
+            *_EXPECTED,
+            'case "$expected" in',
             "  *@sha256:*) ;;",
-            '  *) echo "::error::the images job gave no digest ($BT_IMAGE_ID)"; exit 1 ;;',
+            '  *) echo "::error::the images job gave no digest ($expected)"; exit 1 ;;',
             "esac",
-            'docker pull --quiet "$BT_IMAGE_ID"',
-            'docker tag "$BT_IMAGE_ID" "$IMAGE"',
+            'docker pull --quiet "$expected"',
+            'docker tag "$expected" "$IMAGE"',
         )
     return bash(
         'ref="$REGISTRY:${IMAGE#*:}"',
@@ -170,15 +183,16 @@ def image_load_script() -> str:
 
 def image_check_script(directory: str) -> str:
     """Load this run's builder image (an artifact of its images job) and check its ID
-    against the one that job output (BT_IMAGE_ID): anything else stops the build."""
+    against the one that job output: anything else stops the build."""
     return bash(
         f'archive="{directory}/$IMAGE_FILE"',
+        *_EXPECTED,
         'docker load --input "$archive"',
         'rm -f "$archive"',
         'got="$(docker image inspect --format \'{{.Id}}\' "$IMAGE" 2> /dev/null || true)"',
-        'if [ "$got" != "$BT_IMAGE_ID" ]; then',
+        'if [ "$got" != "$expected" ]; then',
         '  echo "::error::the builder image $IMAGE is ${got:-missing} after loading this'
-        " run's archive, but its images job built $BT_IMAGE_ID: not building with it\"",
+        " run's archive, but its images job built $expected: not building with it\"",
         "  exit 1",
         "fi",
         'echo "builder image $IMAGE: $got, as this run\'s images job built it"',

@@ -19,7 +19,7 @@ from .inputs import images_job, prefetch_job
 from .jobs import plan_job, workflow_header
 from .outputs import Shape
 from .publish import status_job
-from .steps import Context
+from .steps import Context, documented
 from .yamlwriter import dump
 
 
@@ -52,4 +52,4 @@ def render_caches(ctx: Context, plan: Plan) -> str:
         "env": ctx.env,
         "jobs": jobs,
     }
-    return dump(doc, header=header, gaps=("jobs",))
+    return dump(documented(doc), header=header, gaps=("jobs",))

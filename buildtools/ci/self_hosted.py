@@ -21,7 +21,7 @@ from .jobs import build_job, plan_job, smoke_job, workflow_header
 from .outputs import Shape
 from .publish import status_job
 from .runners import group_family, smoke_label
-from .steps import Context
+from .steps import Context, documented
 from .yamlwriter import dump
 
 _RUN = "github.event.workflow_run"
@@ -78,4 +78,4 @@ def render_self_hosted(ctx: Context, plan: Plan, shape: Shape) -> str:
         "env": ctx.env,
         "jobs": jobs,
     }
-    return dump(doc, header=header, gaps=("jobs",))
+    return dump(documented(doc), header=header, gaps=("jobs",))

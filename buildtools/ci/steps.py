@@ -11,7 +11,7 @@ requests) and are not compressed again (a wheel is a zip already).
 
 from __future__ import annotations
 
-__all__ = ["Context"]
+__all__ = ["Context", "documented"]
 
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +21,40 @@ from . import layout
 from .outputs import Shape
 from .pins import CiPins
 from .runners import Label, control_label, is_hosted
+from .yamlwriter import Pinned
+
+# Why a job holds a permission: written beside it in the workflow (a reviewer sees the
+# reason for every grant; zizmor's undocumented-permissions audit asks for it).
+_WHY = {
+    ("contents", "read"): "check out the repository",
+    ("contents", "write"): "the draft release: its assets, its record, then published",
+    ("attestations", "read"): "verify the published record's release attestation",
+    ("attestations", "write"): "store the attestations of what is published",
+    ("id-token", "write"): "sign the attestations (Sigstore, this job's OIDC identity)",
+    ("pages", "write"): "deploy the site",
+    ("packages", "read"): "pull the builder images",
+    ("packages", "write"): "push the builder images",
+    ("actions", "read"): "download the wheels the pull request's run built",
+    ("statuses", "write"): "post the verdict on the pull request's commit",
+}
+_JOB_WHY = {
+    ("pages", "id-token"): "deploy to GitHub Pages (its OIDC token)",
+    ("pypi", "id-token"): "trusted publishing to PyPI",
+    ("pypi-dist", "attestations"): "verify the wheels' release attestation",
+}
+
+
+def documented(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with the reason written beside every permission a job holds."""
+    for name, job in (doc.get("jobs") or {}).items():
+        grants = job.get("permissions")
+        if not grants:
+            continue
+        job["permissions"] = {
+            key: Pinned(level, _JOB_WHY.get((name, key)) or _WHY[(key, level)])
+            for key, level in grants.items()
+        }
+    return doc
 
 
 @dataclass(frozen=True, kw_only=True)

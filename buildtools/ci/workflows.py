@@ -6,7 +6,8 @@
 - `self-hosted.yml` (when a runner is self-hosted): a pull request's self-hosted builds
   and smoke tests, after its run, for branches of the repository only;
 - `caches.yml`: the scheduled run on the default branch that seeds the caches;
-- `actionlint.yaml`: the custom runner labels; `ci-requirements.txt`: the hashed tools;
+- `actionlint.yaml`: the custom runner labels; `zizmor.yml`: the audit findings the
+  workflows have by design, at their lines; `ci-requirements.txt`: the hashed tools;
   `buildtools-requirements.txt`: buildtools' dependencies, hashed, for the nox sessions.
 
 Which jobs a workflow has per family (and how many matrices of 256) is its `Shape`, from
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from ..matrix.config import MatrixFile
 from ..planner import Plan
 from . import layout
+from .audit import zizmor_config
 from .expressions import check_scripts, refuse_expressions
 from .matrix import matrix_entries
 from .outputs import shape_of
@@ -43,6 +45,7 @@ GENERATED_FILES = (
     layout.SELF_HOSTED_WORKFLOW,
     layout.CACHES_WORKFLOW,
     layout.ACTIONLINT_CONFIG,
+    layout.ZIZMOR_CONFIG,
     layout.REQUIREMENTS,
     layout.LOCK,
 )
@@ -110,11 +113,16 @@ def render_workflows(
                 text=render_self_hosted(ctx(layout.SELF_HOSTED_NAME), pr, self_shape),
             )
         )
+    files.append(
+        Generated(path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release))
+    )
+    workflows = {g.path: g.text for g in files}
     files += [
-        Generated(
-            path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release)
-        ),
         Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(release_ctx)),
+        Generated(
+            path=layout.ZIZMOR_CONFIG,
+            text=zizmor_config(workflows, hosted=hosted, header=release_ctx.do_not_edit()),
+        ),
         Generated(path=layout.REQUIREMENTS, text=_hashed(release_ctx, pins.requirements)),
         Generated(path=layout.LOCK, text=_hashed(release_ctx, pins.lock)),
     ]
