@@ -77,9 +77,13 @@ def cmd_restore_site(
     runner: Runner | None = None,
 ) -> int:
     env = dict(os.environ)
-    index = load_matrix(args.matrix or default_matrix_path()).matrix.index
+    matrix = args.matrix or default_matrix_path()
+    # matrix.yaml gives index.base_url unless --base-url does, and index.wheel_url (where a
+    # record's wheels may link besides the release downloads) when there is one
+    needed = args.base_url is None or (args.from_releases and args.matrix is not None)
+    index = load_matrix(matrix).matrix.index if needed or matrix.is_file() else None
     base_url = args.base_url
-    if base_url is None:
+    if base_url is None and index is not None:
         base_url = index.base_url
     if base_url:
         try:
@@ -100,7 +104,7 @@ def cmd_restore_site(
         policy = record_policy(
             env,
             runner=runner or SubprocessRunner(),
-            wheel_url=index.wheel_url,
+            wheel_url=index.wheel_url if index is not None else None,
             default_branch=args.default_branch,
         )
         record = latest_record(_api(env, api), policy)
