@@ -6,7 +6,8 @@
   scripts in `ci.scripts`, runner labels in `ci.runners`; `ci.yamlwriter`, pins in
   `data/actions.yaml` via `ci.pins`);
 - `buildtools ci matrix` is the workflows' plan job (`ci.matrix`);
-- `buildtools ci restore-site` is the index job's first step (`ci.site`).
+- `buildtools ci restore-site` is how the publish job starts the site (`ci.site`, the record
+  authenticated by `ci.record` and `ci.provenance`).
 
 The command line of these verbs is `buildtools.cli.ci`.
 """

@@ -3,7 +3,7 @@
 It runs last, whatever happened (`if: always()`), and reads: the results of every job
 (`toJSON(needs)`), the plan's outputs (which job had work: `run_<job>`), the plan's entries
 (each build job's reproduce commands), the build and smoke reports and the selection of
-the assets job. It prints what was published, what was held back and why, and what failed,
+the publish job. It prints what was published, what was held back and why, and what failed,
 each with the command that reproduces it, and fails when any job failed or was cancelled,
 or did not run although it had work: a skipped publish or index preview never passes.
 """

@@ -193,7 +193,7 @@ def cmd_select(args: argparse.Namespace, out: TextIO) -> int:
         got = {(w, s) for w, s, _ in selection.published}
         if expected != got:
             raise ImmutableWheelError(
-                f"the wheels differ from the selection {args.expect} the assets job uploaded "
+                f"the wheels differ from the selection {args.expect} the publish job made "
                 f"(only here: {sorted(w for w, _ in got - expected)}, only there: "
                 f"{sorted(w for w, _ in expected - got)}); nothing is published"
             )
