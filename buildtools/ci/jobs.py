@@ -40,10 +40,6 @@ from .scripts import (
 )
 from .steps import Context
 
-_PREFETCH_PATH = f"{layout.CACHE_DIR}/prefetch"
-_IMAGE_PATH = f"{layout.IMAGES_DIR}/${{{{ matrix.image_file }}}}"
-RUN_ID = "${{ github.run_id }}"
-
 
 def _flag(job: str) -> str:
     return f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
