@@ -1,8 +1,8 @@
 """Facts about the world around torch that several stages share, read from data/ecosystem.json.
 
 The PyTorch wheel index, the glibc behind the legacy manylinux tags, the variables a child
-Python must not inherit, the default runner labels (x86 and ARM) and the ELF machine of each
-wheel arch used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
+Python must not inherit, the default runner labels (x86 and ARM), the ELF machine of each
+wheel arch and the arch-list variable of each accelerator kind used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
 JSON and this module uses the standard library only: the docker backend's in-container steps
 (repair, the toolchain links) reach its readers, and the builder image's tools venv has
 neither pydantic nor a YAML parser.
@@ -32,6 +32,7 @@ _SECTIONS = {
     "default_runner": "label",
     "arm_runner": "label",
     "elf_machines": "machines",
+    "arch_variables": "variables",
 }
 _URL_RE = re.compile(r"^https://\S+[^/\s]$")
 _TAG_RE = re.compile(r"^manylinux\d+$")
@@ -50,6 +51,7 @@ class Ecosystem:
     default_runner: str  # the build runner of a family matrix.yaml names none for
     arm_runner: str  # the same for linux_aarch64 jobs: a native ARM runner
     elf_machines: Mapping[str, str]  # wheel arch ('aarch64') → ELF e_machine ('EM_AARCH64')
+    arch_variables: Mapping[str, str]  # accelerator kind ('cuda') → 'TORCH_CUDA_ARCH_LIST'
     sources: Mapping[str, str]  # section → where its fact was read
 
 
@@ -72,6 +74,11 @@ def _check(section: str, value: Any) -> str | None:
             or not v.startswith("EM_")
         ]
         return f"expected 'arch': 'EM_…' entries: {bad}" if bad else None
+    if section == "arch_variables":
+        named = set(value) == {"cuda", "rocm"} and all(
+            isinstance(v, str) and _ENV_RE.match(v) for v in value.values()
+        )
+        return None if named else "expected the variable name of exactly 'cuda' and 'rocm'"
     if section == "child_env":
         bad = [
             k for k, v in value.items() if not _ENV_RE.match(k) or not isinstance(v, str) or not v
@@ -127,6 +134,7 @@ def _parse(path: Path) -> Ecosystem:
         default_runner=data["default_runner"]["label"],
         arm_runner=data["arm_runner"]["label"],
         elf_machines=MappingProxyType(dict(data["elf_machines"]["machines"])),
+        arch_variables=MappingProxyType(dict(data["arch_variables"]["variables"])),
         sources=MappingProxyType({s: data[s]["source"] for s in _SECTIONS}),
     )
 

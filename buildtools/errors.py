@@ -11,6 +11,7 @@ __all__ = [
     "ExitCode",
     "ImmutableWheelError",
     "KnowledgeError",
+    "NoDeviceError",
     "PlanError",
     "PublishError",
     "SmokeFailedError",
@@ -43,6 +44,7 @@ class ExitCode(enum.IntEnum):
     CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
     UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
     FILESYSTEM = 16  # a file or directory cannot be read or written (read-only, full, missing)
+    NO_DEVICE = 17  # `buildtools smoke --accelerator cuda|rocm`: the runner's torch sees no GPU
     # the published record (a release's index.json) cannot be authenticated: from a draft,
     # uploaded by someone else than the release workflow, not attested, or linking elsewhere
     UNTRUSTED_RECORD = 19
@@ -118,6 +120,12 @@ class SmokeFailedError(BuildtoolsError):
     """A wheel failed its smoke test on a runner (or no wheel could be tested)."""
 
     exit_code = ExitCode.SMOKE_FAILED
+
+
+class NoDeviceError(SmokeFailedError):
+    """A GPU smoke on a runner whose torch sees no device: nothing was installed or tested."""
+
+    exit_code = ExitCode.NO_DEVICE
 
 
 class CiDriftError(BuildtoolsError):

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from .knowledge import load_knowledge
 from .matrix.config import load_matrix
-from .planner import Plan, needs_current, plan
+from .planner import Plan, Selection, needs_current, plan
 from .probe.current import probe_current_torch
-from .runner import Runner, SubprocessRunner
+from .process import ProcessRunner, SubprocessRunner
 
 
 def host_python() -> str:
@@ -49,7 +49,7 @@ def load_plan(
     request: PlanRequest,
     *,
     env: Mapping[str, str] | None = None,
-    runner: Runner | None = None,
+    runner: ProcessRunner | None = None,
 ) -> tuple[Plan, Path]:
     """The plan of `request` and the project directory its matrix.yaml names."""
     env = dict(env if env is not None else os.environ)
@@ -67,10 +67,12 @@ def load_plan(
         mf,
         kb,
         host_python=host_python(),
-        profile=request.profile,
-        only=list(request.only),
-        strict=request.strict,
         current=current,
-        torch_axis=torch_axis,
+        selection=Selection(
+            profile=request.profile,
+            only=list(request.only),
+            strict=request.strict,
+            torch_axis=torch_axis,
+        ),
     )
     return result, mf.project_dir

@@ -21,7 +21,7 @@ class TripwireError(AssertionError):
 
 def _tripwire(*args: object, **kwargs: object) -> None:
     raise TripwireError(
-        "unit tests must not start processes or open sockets; inject a fake Runner "
+        "unit tests must not start processes or open sockets; inject a fake ProcessRunner "
         "or move the test to tests/integration"
     )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
 
 __all__ = ["JOB_CCACHE_VAR", "NVCC_THREADS_VAR", "Backend", "nvcc_flags_env"]
@@ -33,7 +33,7 @@ class Backend(Protocol):
     needs_host_toolkit: bool
     repairs_inside: bool
 
-    def preflight(self, runner: Runner) -> None:
+    def preflight(self, runner: ProcessRunner) -> None:
         """Raise ToolMissingError before any job when what the backend needs is missing."""
         ...
 
@@ -46,7 +46,7 @@ class Backend(Protocol):
         out_dir: Path,
         build_dir: Path,
         env: Mapping[str, str],
-        runner: Runner,
+        runner: ProcessRunner,
         log: IO[str],
     ) -> list[Path]: ...
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "HOSTED_RUNNER",
     "CostModel",
+    "HereFacts",
     "JobEstimate",
     "PlanEstimate",
     "ProjectShape",
@@ -85,6 +86,15 @@ def project_shape(files: Sequence[Path]) -> ProjectShape:
         cpp_sources=sum(1 for f in files if f.suffix in _CPP_SUFFIXES),
         cu_sources=sum(1 for f in files if f.suffix == ".cu"),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class HereFacts:
+    """This machine as the estimate sees it: its resources, recorded timings, cached envs."""
+
+    host: HostResources
+    timings: Mapping[str, JobTiming]
+    env_cached: Callable[[BuildJob], bool]  # whether the job's environment exists here
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,26 +184,25 @@ def estimate_plan(
     *,
     cells: int,
     shape: ProjectShape,
-    host: HostResources,
-    timings: Mapping[str, JobTiming],
-    env_cached: Callable[[BuildJob], bool],
-    runner: Callable[[BuildJob], HostResources],
+    here: HereFacts,
+    ci_machine: Callable[[BuildJob], HostResources],
     model: CostModel | None = None,
     max_jobs: int | None = None,
 ) -> PlanEstimate:
     """The plan's cost here and in CI (pure: the host, timings and caches are given).
 
-    `runner(job)` is the machine the job's CI runner is (`HOSTED_RUNNER` for a
-    GitHub-hosted label); `env_cached(job)` whether the job's environment exists here.
+    `ci_machine(job)` is the machine the job's CI runner is (`HOSTED_RUNNER` for a
+    GitHub-hosted label).
     """
+    host, timings, env_cached = here.host, here.timings, here.env_cached
     model = model or CostModel()
     slots = plan_slots(jobs, host, max_jobs=max_jobs)
     out: list[JobEstimate] = []
     for job in jobs:
         kind = job.accelerator.kind
         threads = nvcc_threads(job, slots, device_sources=shape.cu_sources)
-        here = _compile_s(job, shape, model, max_jobs=slots.max_jobs, threads=threads)
-        ci_slots = _one_job_slots(job, runner(job))
+        here_s = _compile_s(job, shape, model, max_jobs=slots.max_jobs, threads=threads)
+        ci_slots = _one_job_slots(job, ci_machine(job))
         ci_threads = nvcc_threads(job, ci_slots, device_sources=shape.cu_sources)
         there = _compile_s(job, shape, model, max_jobs=ci_slots.max_jobs, threads=ci_threads)
         cached = env_cached(job)
@@ -224,7 +233,7 @@ def estimate_plan(
                 ci = max(recorded.seconds, model.env_s[kind] + model.fixed_s + there)
             source = "recorded"
         else:
-            seconds = env_now + model.fixed_s + here
+            seconds = env_now + model.fixed_s + here_s
             ci = model.env_s[kind] + model.fixed_s + there
             source = "model"
         out.append(

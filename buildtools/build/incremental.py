@@ -31,7 +31,7 @@ from ..files import sha256_file
 from ..index.manifest import read_manifest
 from ..index.pages import WHEELS_DIR
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..toolchain.prepare import toolchain_identity
 from ..wheel.meta import read_build_record
 from .fingerprint import fingerprint_inputs, job_fingerprint, source_fingerprint
@@ -146,7 +146,7 @@ def backend_inputs(backend: Backend, job: BuildJob) -> dict[str, str]:
 
 
 def compute_fingerprints(
-    plan: Plan, *, opts: BuildOptions, backend: Backend, runner: Runner, log: IO[str]
+    plan: Plan, *, opts: BuildOptions, backend: Backend, runner: ProcessRunner, log: IO[str]
 ) -> dict[str, str | None]:
     """Every job's fingerprint, without creating any environment (one probe of each base
     interpreter: the environment's key)."""

@@ -8,11 +8,10 @@ whose checks passed is moved (atomically) into the wheelhouse.
 from __future__ import annotations
 
 from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend
-from ..backends.local import LocalBackend
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions
 
-__all__ = ["Backend", "BuildOptions", "LocalBackend", "build_plan"]
+__all__ = ["Backend", "BuildOptions", "build_plan"]
 
 import contextlib
 import shlex
@@ -34,7 +33,7 @@ from ..knowledge import Knowledge
 from ..locks import file_lock
 from ..model import BuildJob, BuildRecord, Finding, Severity
 from ..planner import Plan
-from ..runner import Runner, SubprocessRunner
+from ..process import ProcessRunner, SubprocessRunner
 from ..toolchain.envs import Toolchain
 from ..toolchain.prepare import prepare_toolchain
 from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
@@ -72,7 +71,7 @@ def _timed(run: _JobRun, stage: str, started: float) -> None:
 
 
 def _targets(
-    job: BuildJob, toolchain: Toolchain, opts: BuildOptions, runner: Runner, log: IO[str]
+    job: BuildJob, toolchain: Toolchain, opts: BuildOptions, runner: ProcessRunner, log: IO[str]
 ) -> list[TorchTarget]:
     """The torch installations the wheel must work with (several for a stable-ABI job)."""
     targets = [load_torch_target(toolchain.site_packages)]
@@ -102,7 +101,7 @@ def build_job(
     kb: Knowledge,
     opts: BuildOptions,
     backend: Backend,
-    runner: Runner,
+    runner: ProcessRunner,
     stage: Any,
     fingerprint: str | None = None,
     compile_slot: contextlib.AbstractContextManager[Any] | None = None,
@@ -143,7 +142,7 @@ def _build_job_locked(
     kb: Knowledge,
     opts: BuildOptions,
     backend: Backend,
-    runner: Runner,
+    runner: ProcessRunner,
     stage: Any,
     fingerprint: str | None,
     compile_slot: contextlib.AbstractContextManager[Any] | None,
@@ -301,7 +300,7 @@ def _compile(
     *,
     opts: BuildOptions,
     backend: Backend,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     staging: Path,
     compiler_cache: CompilerCache | None,
@@ -353,7 +352,7 @@ def _repair(
     kb: Knowledge,
     *,
     env: Mapping[str, str],
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
 ) -> Path:
     """Repair at the promised tag when the host allows it, else the best it allows.
@@ -417,8 +416,8 @@ def build_plan(
     *,
     kb: Knowledge,
     opts: BuildOptions,
-    runner: Runner | None = None,
-    backend: Backend | None = None,
+    runner: ProcessRunner | None = None,
+    backend: Backend,
     out: TextIO,
     fingerprints: Mapping[str, str | None] | None = None,
 ) -> RunReport:
@@ -430,7 +429,6 @@ def build_plan(
     fingerprint) replaces their computation (tests).
     """
     runner = runner or SubprocessRunner()
-    backend = backend or LocalBackend()
     (opts.cache_dir / "staging").mkdir(parents=True, exist_ok=True)
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -512,7 +510,7 @@ def _run_jobs(
     kb: Knowledge,
     opts: BuildOptions,
     backend: Backend,
-    runner: Runner,
+    runner: ProcessRunner,
     out: TextIO,
     fingerprints: Mapping[str, str | None],
     compiler_cache: CompilerCache | None,

@@ -3,7 +3,7 @@
 `build_image` makes the builder image of a job exactly as a build would (the docker
 backend's `ensure_image`), then saves it for the Actions cache or pushes it to
 `ci.image_registry`; `prefetch` fills the prefetch directory the way an offline build
-does. Every process goes through the Runner.
+does. Every process goes through the ProcessRunner.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ..cachedir import default_cache_dir
 from ..errors import BuildFailedError
 from ..knowledge import Knowledge
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 
 
 def build_image(
@@ -28,7 +28,7 @@ def build_image(
     *,
     kb: Knowledge,
     env: Mapping[str, str],
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     save: Path | None = None,
     push: str | None = None,
@@ -58,7 +58,7 @@ def prefetch(
     *,
     kb: Knowledge,
     env: Mapping[str, str],
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
 ) -> Path:
     """Download what the jobs' containers install into the prefetch directory; its path."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import CiDriftError, ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..matrix.config import MatrixFile, load_matrix
-from ..planner import Plan, plan
+from ..planner import Plan, Selection, plan
 from . import layout
 from .pins import CiPins, load_pins
 from .workflows import GENERATED_FILES, Generated, render_workflows
@@ -58,7 +58,7 @@ def _profile_plan(mf: MatrixFile, kb: Knowledge, profile: str, python: str) -> P
             f"{mf.source.where(('profiles',))}: profiles: the CI workflows build the "
             f"profile {profile!r}, which is not defined; add e.g. `{example}` under profiles"
         )
-    return plan(mf, kb, host_python=python, profile=profile)
+    return plan(mf, kb, host_python=python, selection=Selection(profile=profile))
 
 
 def generate(

@@ -39,7 +39,7 @@ from typing import IO, Any
 
 from ..errors import PublishError
 from ..files import sha256_file
-from ..runner import Runner
+from ..process import ProcessRunner
 from . import layout
 from .record import RecordPolicy
 
@@ -200,7 +200,7 @@ def verify_files(
     *,
     signer: Signer,
     expect: Expect,
-    runner: Runner,
+    runner: ProcessRunner,
     env: Mapping[str, str],
     log: IO[str] | None = None,
 ) -> dict[Path, str]:
@@ -223,7 +223,7 @@ def verify_files(
 def record_policy(
     env: Mapping[str, str],
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     wheel_url: str | None = None,
     default_branch: str | None = None,
 ) -> RecordPolicy:

@@ -1,4 +1,4 @@
-"""Runner labels of matrix.yaml `runners:` as the workflows use them, and which are hosted.
+"""ProcessRunner labels of matrix.yaml `runners:` as the workflows use them, and which are hosted.
 
 A label is one string (`ubuntu-24.04`) or a list of labels a self-hosted runner must all
 carry. A runner is GitHub-hosted only when its label is exactly one of the hosted labels

@@ -10,8 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..backends.base import Backend
-from ..backends.local import LocalBackend
+from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
 from ..build.options import BuildOptions
 from ..build.orchestrate import build_plan
 from ..cachedir import default_cache_dir
@@ -47,9 +46,10 @@ def add_build_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=("local", "docker"),
+        choices=tuple(BACKENDS),
         default="local",
-        help="where the compiler runs: local venvs, or cibuildwheel in builder images",
+        help="where the compiler runs: "
+        + "; ".join(f"{name}: {spec.help}" for name, spec in BACKENDS.items()),
     )
     p.add_argument(
         "--offline",
@@ -158,29 +158,24 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         jobs=args.jobs,
     )
     kb = load_knowledge()
-    backend: Backend = LocalBackend()
     current = [j.id for j in result.jobs if j.torch_source == "current"]
-    if args.backend != "local" and current:
+    if current and not BACKENDS[args.backend].builds_current_torch:
+        able = [n for n, spec in BACKENDS.items() if spec.builds_current_torch]
         raise PlanError(
             f"{', '.join(current)}: torch: current builds against a torch on this host, so only "
-            "with --backend local; select the other cells with --only for the docker backend"
+            f"with --backend {' or '.join(able)}; select the other cells with --only for the "
+            f"{args.backend} backend"
         )
-    if args.backend == "docker":
-        from ..backends.docker.backend import DockerBackend
-
-        backend = DockerBackend(
-            kb=kb,
-            cache_dir=opts.cache_dir,
-            env=env,
+    backend = make_backend(
+        args.backend,
+        BackendSetting(kb=kb, cache_dir=opts.cache_dir, env=env),
+        BackendOptions(
             offline=args.offline,
-            max_jobs=args.max_jobs,
             base_image=args.base_image,
             setup_emulation=args.setup_emulation,
-        )
-    elif args.offline or args.base_image:
-        raise BuildFailedError("--offline and --base-image apply to --backend docker only")
-    elif args.setup_emulation:
-        raise BuildFailedError("--setup-emulation applies to --backend docker only")
+            max_jobs=args.max_jobs,
+        ),
+    )
     report = build_plan(result, kb=kb, opts=opts, backend=backend, out=out)
     report.print_table(out)
     out.write(f"report: {opts.wheelhouse / 'report.json'}\n")

@@ -43,7 +43,7 @@ from ..ci.version import check_tag, project_version, published_jobs
 from ..errors import CiDriftError, PlanError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
-from ..runner import Runner, SubprocessRunner
+from ..process import ProcessRunner, SubprocessRunner
 from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args
 
@@ -155,7 +155,7 @@ def cmd_matrix(
     out: TextIO,
     *,
     api: GitHubApi | None = None,
-    runner: Runner | None = None,
+    runner: ProcessRunner | None = None,
 ) -> int:
     if args.profile is None:
         raise PlanError("ci matrix: --profile is required (the workflows pass release or pr)")

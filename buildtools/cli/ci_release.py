@@ -56,7 +56,7 @@ from ..index.manifest import read_manifest
 from ..knowledge import load_knowledge
 from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path, host_python
-from ..runner import Runner, SubprocessRunner
+from ..process import ProcessRunner, SubprocessRunner
 from ..wheel.meta import public_wheel
 from .common import add_plan_args, plan_from_args
 
@@ -74,7 +74,7 @@ def cmd_restore_site(
     *,
     fetcher: Fetcher | None = None,
     api: GitHubApi | None = None,
-    runner: Runner | None = None,
+    runner: ProcessRunner | None = None,
 ) -> int:
     env = dict(os.environ)
     matrix = args.matrix or default_matrix_path()
@@ -257,7 +257,7 @@ def cmd_release_subjects(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_verify_provenance(
-    args: argparse.Namespace, out: TextIO, *, runner: Runner | None = None
+    args: argparse.Namespace, out: TextIO, *, runner: ProcessRunner | None = None
 ) -> int:
     """Each file's release statement: this repository's release.yml, this run, this tag's
     commit; anything else stops the publish."""

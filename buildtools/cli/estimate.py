@@ -14,7 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ..build.estimate import HOSTED_RUNNER, PlanEstimate, estimate_plan, project_shape
+from ..build.estimate import (
+    HOSTED_RUNNER,
+    HereFacts,
+    PlanEstimate,
+    estimate_plan,
+    project_shape,
+)
 from ..build.fingerprint import scan_sources
 from ..build.scheduler import (
     HostResources,
@@ -57,17 +63,15 @@ def estimate_for(
 
     hosted = load_pins().hosted_runners.labels
 
-    def runner(job: BuildJob) -> HostResources:
+    def ci_machine(job: BuildJob) -> HostResources:
         return HOSTED_RUNNER if is_hosted(job.runner, hosted) else here
 
     return estimate_plan(
         plan.jobs,
         cells=len(plan.cells),
         shape=project_shape(scan_sources(project_dir).files),
-        host=here,
-        timings=read_timings(cache),
-        env_cached=cached,
-        runner=runner,
+        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached),
+        ci_machine=ci_machine,
     )
 
 

@@ -21,6 +21,7 @@ __all__ = [
 ]
 
 import difflib
+import keyword
 import re
 import string
 import types
@@ -187,6 +188,9 @@ class RepairCommand(Strict):
         return argv
 
 
+_MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 def _check_env(env: dict[str, str]) -> dict[str, str]:
     for name in env:
         if not _ENV_NAME_RE.match(name):
@@ -314,8 +318,28 @@ class ProjectConfig(Strict):
     # into each wheel's smoke env before it runs
     smoke_requires: list[str] = Field(default_factory=list)
     build_env: dict[str, str] = Field(default_factory=dict)
+    # compiled modules (dotted names, as `import` takes them) that may fail to load where
+    # their library or device is absent: `buildtools smoke` reports them instead of failing
+    optional_modules: list[str] = Field(default_factory=list)
 
     _env = field_validator("build_env")(classmethod(lambda cls, v: _check_env(v)))
+
+    @field_validator("optional_modules")
+    @classmethod
+    def _modules(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in value:
+            if not _MODULE_RE.fullmatch(name) or any(
+                keyword.iskeyword(part) for part in name.split(".")
+            ):
+                raise ValueError(
+                    f"{name!r} is not a module name; write it as `import` takes it, dotted, "
+                    "e.g. 'my_ext._cuda'"
+                )
+            if name in seen:
+                raise ValueError(f"{name!r} is listed twice")
+            seen.add(name)
+        return value
 
 
 class Axes(Strict):
@@ -462,6 +486,8 @@ def _describe(err: Mapping[str, Any], source: SourceMap) -> tuple[int, str]:
         p for p in loc if not (isinstance(p, str) and ("[" in p or p in {"str", "RepairCommand"}))
     )
     kind = err["type"]
+    if kind == "extra_forbidden" and err["loc"] and (not loc or loc[-1] != err["loc"][-1]):
+        loc = (*loc, err["loc"][-1])  # the unknown key itself, even one like '0[' (hypothesis)
     where = source.where(loc)
     line = source.line(loc) or 0
     path = _dotted(loc)

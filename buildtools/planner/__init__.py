@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "Plan",
     "RemovedCell",
+    "Selection",
     "arch_list_from_torch",
     "current_local_version",
     "local_version",
@@ -17,14 +18,13 @@ __all__ = [
     "plan",
 ]
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..knowledge import Knowledge
 from ..matrix.config import MatrixFile
 from ..model import BuildJob, Cell
 from ..torchinstall import TorchInstall
-from .cells import RemovedCell, needs_current, select_cells
+from .cells import RemovedCell, Selection, needs_current, select_cells
 from .derive import arch_list_from_torch, current_local_version, local_version
 from .jobs import group_jobs
 
@@ -50,33 +50,24 @@ class Plan:
         raise KeyError(cell_id)
 
 
+# the matrix's default profile, no --only, no --torch
+_DEFAULT_SELECTION = Selection()
+
+
 def plan(
     mf: MatrixFile,
     kb: Knowledge,
     *,
     host_python: str,
-    profile: str | None = None,
-    only: Iterable[str] = (),
-    strict: bool = False,
     current: TorchInstall | None = None,
-    torch_axis: Sequence[str] | None = None,
+    selection: Selection = _DEFAULT_SELECTION,
 ) -> Plan:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs.
 
     `current` is the torch of the running environment (host facts, probed by the caller),
-    what `torch: current` stands for. `torch_axis` replaces `axes.torch` (`--torch`); then
-    the default profile is not applied and include rules naming another torch are skipped.
+    what `torch: current` stands for; `selection` which cells to keep.
     """
-    selected = select_cells(
-        mf,
-        kb,
-        host_python=host_python,
-        profile=profile,
-        only=only,
-        strict=strict,
-        current=current,
-        torch_axis=torch_axis,
-    )
+    selected = select_cells(mf, kb, host_python=host_python, current=current, selection=selection)
     return Plan(
         profile=selected.profile,
         cells=selected.cells,

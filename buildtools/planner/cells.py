@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "CellSelection",
     "RemovedCell",
+    "Selection",
     "cell_key",
     "needs_current",
     "python_key",
@@ -21,7 +22,7 @@ __all__ = [
 import difflib
 import fnmatch
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,15 +129,6 @@ def _expand_include(
     ]
 
 
-def _abi_reason(abi: str, cell: Cell) -> str | None:
-    v = Version(cell.torch)
-    if abi == "abi3" and v < Version("2.6"):
-        return f"abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); torch {cell.torch} is older"
-    if abi == "stable" and v < Version("2.10"):
-        return f"abi: stable needs torch >= 2.10 (LibTorch stable ABI with TORCH_TARGET_VERSION); torch {cell.torch} is older"
-    return None
-
-
 def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
     known = kb.torch_versions()
     for value in values:
@@ -165,6 +157,21 @@ def needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Selection:
+    """Which cells of the matrix a plan keeps: a profile, `--only` globs, `--torch` values.
+
+    `torch_axis` replaces `axes.torch` (`--torch`); then the default profile is not applied
+    and include rules naming another torch are skipped. `strict` fails on a requested cell
+    that never existed instead of dropping it.
+    """
+
+    profile: str | None = None
+    only: Sequence[str] = ()
+    strict: bool = False
+    torch_axis: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellSelection:
     """The cells a plan builds, in build order, and what was dropped on the way."""
 
@@ -179,14 +186,13 @@ def select_cells(
     kb: Knowledge,
     *,
     host_python: str,
-    profile: str | None,
-    only: Iterable[str],
-    strict: bool,
     current: TorchInstall | None,
-    torch_axis: Sequence[str] | None,
+    selection: Selection,
 ) -> CellSelection:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
     m = mf.matrix
+    profile, only, strict = selection.profile, selection.only, selection.strict
+    torch_axis = selection.torch_axis
     torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
     if needs_current(mf, torch_axis) and current is None:
         raise PlanError(
@@ -234,7 +240,9 @@ def select_cells(
             cells[cell.id] = cell
             continue
         for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
-            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+            reason = kb.cell_unavailable_reason(cell) or kb.abi_unavailable_reason(
+                m.project.abi, cell.torch
+            )
             if reason:
                 raise ConfigError(
                     mf.error(("include", i), f"impossible include {cell.id}: {reason}")
@@ -264,7 +272,7 @@ def select_cells(
         cell = cells[cid]
         # the running torch exists by definition; only the ABI mode can rule it out
         known = None if cell.current else kb.cell_unavailable_reason(cell)
-        reason = known or _abi_reason(m.project.abi, cell)
+        reason = known or kb.abi_unavailable_reason(m.project.abi, cell.torch)
         if reason:
             removed.append(RemovedCell(cell=cell, reason=reason))
             del cells[cid]
@@ -326,7 +334,7 @@ def _profiles_with(
         for cid, c in cells.items()
         if any(fnmatch.fnmatchcase(cid, g) for g in only)
         and (c.current or kb.cell_unavailable_reason(c) is None)
-        and _abi_reason(mf.matrix.project.abi, c) is None
+        and kb.abi_unavailable_reason(mf.matrix.project.abi, c.torch) is None
     ]
     found: list[str] = []
     for name in sorted(mf.matrix.profiles):

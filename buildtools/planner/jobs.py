@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
+from ..ecosystem import load_ecosystem
 from ..errors import ConfigError
 from ..knowledge import Knowledge
 from ..matrix.config import AcceleratorOverride, MatrixFile, is_glob
@@ -63,7 +64,7 @@ def _repair_policy(override: AcceleratorOverride) -> RepairPolicy:
 
 def _arch_var(accel: Accelerator) -> str:
     """The variable cpp_extension reads the arch list from."""
-    return "TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"
+    return load_ecosystem().arch_variables[accel.kind]
 
 
 def _arch_loc(mf: MatrixFile, accelerator: Accelerator) -> Loc:

@@ -30,6 +30,9 @@ from typing import Any, TextIO
 
 from .. import __version__
 from ..files import write_atomic
+from ..torchinstall import GpuInfo
+from .cases import CasesReport
+from .modules import ModuleOutcome
 
 SMOKE_REPORT_SCHEMA = "torch-buildtools/smoke-report/v1"
 
@@ -43,7 +46,9 @@ class SmokeStatus(str, enum.Enum):
     SEGFAULT = "segfault"
     TIMEOUT = "timeout"
     WRONG_RESULT = "wrong-result"  # the smoke command exited non-zero by itself
-    IMPORT_ERROR = "import-error"
+    IMPORT_ERROR = "import-error"  # the package, or one of its compiled modules, cannot load
+    NO_DEVICE = "no-device"  # a GPU runner whose torch sees no device: nothing was tested
+    NOT_COVERED = "not-covered"  # the wheel's device code does not run on the runner's GPU
     SKIPPED = "skipped"
 
     @property
@@ -63,6 +68,29 @@ class RunnerInfo:
     python: str
     date: str
     host: str
+    # every GPU the runner's torch sees (name, compute capability or gfx arch)
+    gpus: tuple[GpuInfo, ...] = ()
+    driver_cuda: str | None = None  # the CUDA version the driver supports ("13.0")
+    device_check: str | None = None  # what the device check of a GPU runner found
+    device_ok: bool | None = None  # its verdict (None: a CPU runner, not checked)
+
+    @property
+    def gpu_text(self) -> str:
+        """'NVIDIA H100 80GB HBM3 (sm_90, compute capability 9.0)', or 'no GPU'."""
+        if not self.gpus:
+            return self.gpu or "no GPU"
+        parts = []
+        for g in self.gpus:
+            cap = (
+                f", compute capability {g.capability[0]}.{g.capability[1]}" if g.capability else ""
+            )
+            parts.append(f"{g.name} ({g.arch}{cap})")
+        return "; ".join(parts)
+
+    @property
+    def driver_text(self) -> str:
+        cuda = f" (supports CUDA {self.driver_cuda})" if self.driver_cuda else ""
+        return f"{self.driver or '-'}{cuda}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +102,13 @@ class RunnerInfo:
             "python": self.python,
             "date": self.date,
             "host": self.host,
+            "gpus": [
+                {**g.to_json(), "arch": g.arch if g.capability or g.gcn_arch else None}
+                for g in self.gpus
+            ],
+            "driver_cuda": self.driver_cuda,
+            "device_check": self.device_check,
+            "device_ok": self.device_ok,
         }
 
 
@@ -96,6 +131,11 @@ class SmokeResult:
     # every cell the wheel serves (abi3: several Pythons, stable: several torches); `cell`
     # is the one this runner actually tested
     covers: tuple[str, ...] = ()
+    # each compiled module (and other shared object) and what loading it did
+    modules: tuple[ModuleOutcome, ...] = ()
+    device_code: str | None = None  # GPU runners: which device code runs on the GPU, how
+    cases: CasesReport | None = None  # what the smoke command said it ran
+    cases_note: str | None = None  # why there is no `cases` (not written, unreadable)
 
     @property
     def cell_label(self) -> str:
@@ -121,6 +161,10 @@ class SmokeResult:
             "findings": list(self.findings),
             "log": self.log,
             "covers": list(self.covers),
+            "modules": [m.to_json() for m in self.modules],
+            "device_code": self.device_code,
+            "cases": self.cases.to_json() if self.cases else None,
+            "cases_note": self.cases_note,
         }
 
 
@@ -159,9 +203,12 @@ class SmokeReport:
         console = Console(file=out, width=160, highlight=False)
         r = self.runner
         console.print(
-            f"runner: {r.accelerator}, {r.gpu or 'no GPU'}, driver {r.driver or '-'}, "
-            f"torch {r.torch or '-'}, Python {r.python}"
+            f"runner: {r.accelerator}, {r.gpu_text}, driver {r.driver_text}, "
+            f"torch {r.torch or '-'}, Python {r.python}",
+            markup=False,
         )
+        if r.device_check:
+            console.print(r.device_check, markup=False)
         table = Table(title="smoke report")
         for col in ("wheel", "cell", "status", "time", "diagnosis"):
             table.add_column(col, overflow="fold")
@@ -174,9 +221,35 @@ class SmokeReport:
                 res.diagnosis or "-",
             )
         console.print(table)
+        for res in self.results:
+            for line in _details(res):
+                console.print(f"  {res.wheel}: {line}", markup=False)
         for res in self.failed:
-            console.print(f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:")
-            console.print(_last_lines(res.output, 15), markup=False)
+            if res.output.strip():
+                console.print(f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:")
+                console.print(_last_lines(res.output, 15), markup=False)
+
+
+def _details(res: SmokeResult) -> list[str]:
+    """The lines under the table: modules that did not simply load, device code, cases."""
+    out = []
+    for m in res.modules:
+        if m.outcome != "loaded":
+            mapped = ""
+            if m.mapped is not None:
+                mapped = " [mapped by the import]" if m.mapped else " [not mapped by the import]"
+            out.append(f"{m.outcome}: {m.label}: {m.detail or ''}{mapped}")
+    loaded = [m.label for m in res.modules if m.outcome == "loaded"]
+    if loaded:
+        out.append(f"loaded by name: {', '.join(loaded)}")
+    if res.device_code:
+        out.append(f"device code: {res.device_code}")
+    if res.cases is not None:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(res.cases.counts.items()))
+        out.append(f"cases: {counts or 'none'}; device: {res.cases.device or 'none'}")
+    elif res.cases_note:
+        out.append(f"cases: {res.cases_note}")
+    return out
 
 
 def _last_lines(text: str, n: int) -> str:
@@ -275,7 +348,7 @@ def step_summary(report: SmokeReport) -> str:
     lines = [
         "## buildtools smoke",
         "",
-        f"Runner: {r.accelerator}, {r.gpu or 'no GPU'}, driver {r.driver or '-'}, "
+        f"ProcessRunner: {r.accelerator}, {_md_cell(r.gpu_text)}, driver {r.driver_text}, "
         f"torch {r.torch or '-'}, Python {r.python}, {r.date}",
         "",
         "| wheel | cell | status | time | diagnosis |",
@@ -288,6 +361,10 @@ def step_summary(report: SmokeReport) -> str:
             f"| `{res.wheel}` | {res.cell_label} | {icon} {res.status.value} | "
             f"{res.duration:.1f} s | {_md_cell(res.diagnosis or '')} |"
         )
+    details = [(res, line) for res in report.results for line in _details(res)]
+    if details:
+        lines.append("")
+        lines += [f"- `{res.wheel}`: {_md_cell(line)}" for res, line in details]
     for res in report.failed:
         lines += [
             "",

@@ -41,9 +41,35 @@ def test_docker_options_need_the_docker_backend(capsys: pytest.CaptureFixture[st
         out=io.StringIO(),
     )
     assert code == 8
-    assert "--offline and --base-image apply to --backend docker only" in capsys.readouterr().err
+    assert "--offline applies to --backend docker only" in capsys.readouterr().err
 
 
 def test_backend_choices() -> None:
     with pytest.raises(SystemExit):
         build_parser(_extra_verbs()).parse_args(["build", "--backend", "podman"])
+
+
+def test_backend_registry_feeds_the_cli_and_refuses_foreign_flags() -> None:
+    from buildtools.backends.registry import (
+        BACKENDS,
+        BackendOptions,
+        BackendSetting,
+        make_backend,
+        refused_options,
+    )
+    from buildtools.errors import BuildFailedError
+    from buildtools.knowledge import load_knowledge
+
+    parser = build_parser(_extra_verbs())
+    for name in BACKENDS:
+        assert parser.parse_args(["build", "--backend", name]).backend == name
+    assert refused_options("local", BackendOptions(offline=True, setup_emulation=True)) == [
+        "--offline",
+        "--setup-emulation",
+    ]
+    assert refused_options("docker", BackendOptions(offline=True, max_jobs=3)) == []
+    setting = BackendSetting(kb=load_knowledge(), cache_dir=Path("/nonexistent"), env={})
+    with pytest.raises(BuildFailedError, match="--base-image applies to --backend docker only"):
+        make_backend("local", setting, BackendOptions(base_image="x/y:1"))
+    assert make_backend("local", setting, BackendOptions()).name == "local"
+    assert make_backend("docker", setting, BackendOptions(offline=True)).name == "docker"

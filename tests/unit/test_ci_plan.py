@@ -31,7 +31,7 @@ from buildtools.index.settings import IndexSettings
 from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.planner import Plan, plan
+from buildtools.planner import Plan, Selection, plan
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
@@ -42,7 +42,10 @@ REGEN = "nox -s ci"
 
 def _plan(matrix: Path, profile: str, only: tuple[str, ...] = ()) -> Plan:
     return plan(
-        load_matrix(matrix, knowledge=KB), KB, host_python="3.12", profile=profile, only=only
+        load_matrix(matrix, knowledge=KB),
+        KB,
+        host_python="3.12",
+        selection=Selection(profile=profile, only=only),
     )
 
 

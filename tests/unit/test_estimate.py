@@ -14,6 +14,7 @@ from fixtures.factories import make_job
 from buildtools.build.estimate import (
     HOSTED_RUNNER,
     CostModel,
+    HereFacts,
     ProjectShape,
     estimate_plan,
     project_shape,
@@ -37,13 +38,13 @@ def job(accelerator: str = "cpu", python: str = "3.12", cells: int = 1, **kw: An
 
 
 def estimate(jobs: list[BuildJob], **kw: Any) -> Any:
+    facts: dict[str, Any] = {"host": TWO_CORES, "timings": {}, "env_cached": lambda j: True}
+    facts.update({k: kw.pop(k) for k in list(kw) if k in facts})
     args: dict[str, Any] = {
         "cells": sum(len(j.cells) for j in jobs),
         "shape": EXAMPLE,
-        "host": TWO_CORES,
-        "timings": {},
-        "env_cached": lambda j: True,
-        "runner": lambda j: HOSTED_RUNNER,
+        "here": HereFacts(**facts),
+        "ci_machine": lambda j: HOSTED_RUNNER,
     }
     args.update(kw)
     return estimate_plan(jobs, **args)

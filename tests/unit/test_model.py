@@ -23,7 +23,7 @@ from buildtools.model import (
     RepairPolicy,
     Toolkit,
 )
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 from buildtools.wheel.meta import make_build_record, parse_build_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def planned_jobs() -> list[BuildJob]:
     }
     data["accelerators"]["rocm7.2"] = {"repair": "skip"}
     mf = parse_matrix(data, SourceMap(path=REPO / "matrix.yaml", lines={(): 1}), knowledge=KB)
-    return list(plan(mf, KB, host_python="3.12", profile="release").jobs)
+    return list(plan(mf, KB, host_python="3.12", selection=Selection(profile="release")).jobs)
 
 
 def test_fingerprinted_configuration_is_unchanged() -> None:

@@ -1,4 +1,4 @@
-"""The compatibility knowledge base: facts about torch, CUDA and ROCm, read from buildtools/data."""
+"""The knowledge base's rows (one pydantic model per kind of fact) and `Knowledge` itself."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ __all__ = [
     "NeverBundle",
     "RocmRelease",
     "TorchRelease",
-    "load_knowledge",
 ]
 
 import fnmatch
-import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -30,18 +28,12 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    TypeAdapter,
-    ValidationError,
     model_validator,
 )
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
 
-from buildtools.errors import KnowledgeError
 from buildtools.model import DEFAULT_PLATFORM, PLATFORMS, Accelerator, Cell
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 PyVersion = Annotated[str, StringConstraints(pattern=r"^3\.\d+$")]
 # cuXYZ accelerator names carry a one-digit CUDA minor (model.Accelerator.parse).
@@ -89,6 +81,7 @@ class TorchRelease(_Row):
     cxx11_abi_variants: tuple[str, ...] = ()
     cxx_std: Literal["c++17", "c++20"]
     stable_abi: bool
+    py_limited_api: bool
     cuda_archs: tuple[str, ...] = Field(min_length=1)
     cuda_arch_names: tuple[tuple[str, str], ...] = ()
     cuda_arch_native: bool = False
@@ -192,8 +185,11 @@ class NeverBundle(_Row):
         return self.group != "torch"
 
 
-def _accelerator(accelerator: Accelerator | str) -> Accelerator:
-    return accelerator if isinstance(accelerator, Accelerator) else Accelerator.parse(accelerator)
+# `abi:` modes that need a feature of torch: the release field that says so, and the feature
+_ABI_FEATURES = {
+    "abi3": ("py_limited_api", "py_limited_api support in cpp_extension"),
+    "stable": ("stable_abi", "LibTorch stable ABI with TORCH_TARGET_VERSION"),
+}
 
 
 def _span(versions: Sequence[str]) -> str:
@@ -244,28 +240,53 @@ class Knowledge:
             )
         return self.torch[minor]
 
+    def abi_unavailable_reason(self, abi: str, torch_version: str) -> str | None:
+        """Why `abi: abi3|stable` cannot build against `torch_version` (None: it can).
+
+        Read from each release's `py_limited_api` / `stable_abi`; a torch newer than the
+        knowledge base (`torch: current`) has what the first release that had it has.
+        """
+        feature = _ABI_FEATURES.get(abi)
+        if feature is None:
+            return None
+        field, what = feature
+        first = next((r.minor for r in self.torch.values() if getattr(r, field)), None)
+        parsed = Version(torch_version)
+        try:
+            supported = bool(getattr(self.torch_release(torch_version), field))
+        except LookupError:
+            minor = Version(f"{parsed.major}.{parsed.minor}")
+            supported = first is not None and minor >= Version(first)
+        if supported:
+            return None
+        if first is None:
+            return f"abi: {abi} needs {what}, which no known torch release has"
+        if parsed >= Version(first):
+            return f"abi: {abi} needs {what}, which torch {torch_version} lacks"
+        return f"abi: {abi} needs torch >= {first} ({what}); torch {torch_version} is older"
+
     def torch_versions(self) -> tuple[str, ...]:
         """Every known patch release, sorted by version."""
         return tuple(sorted((p for r in self.torch.values() for p in r.patches), key=Version))
 
     def cxx11_abi(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str = DEFAULT_PLATFORM
+        self, torch_version: str, accelerator: Accelerator, platform: str = DEFAULT_PLATFORM
     ) -> bool:
         """Whether that torch variant uses _GLIBCXX_USE_CXX11_ABI=1 (the 2.6 split included)."""
         release = self.torch_release(torch_version)
         if platform == "linux_aarch64":
             return release.aarch64.cxx11_abi
-        return release.cxx11_abi or _accelerator(accelerator).name in release.cxx11_abi_variants
+        return release.cxx11_abi or accelerator.name in release.cxx11_abi_variants
 
     def wheel_platform_tag(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str = DEFAULT_PLATFORM
+        self, torch_version: str, accelerator: Accelerator, platform: str = DEFAULT_PLATFORM
     ) -> str:
         """The platform tag an extension for that variant promises: manylinux_2_28_x86_64, ..."""
         release = self.torch_release(torch_version)
         arch = platform.removeprefix("linux_")
         if platform == "linux_aarch64":
             return f"{release.aarch64.platform_tag}_{arch}"
-        if _accelerator(accelerator).name in release.cxx11_abi_variants:
+        if accelerator.name in release.cxx11_abi_variants:
             return f"manylinux_2_28_{arch}"
         return f"{release.platform_tag}_{arch}"
 
@@ -273,7 +294,7 @@ class Knowledge:
     def cuda(self, version: str) -> CudaRelease:
         """The CUDA release '13.0' (or 'cu130'); LookupError when unknown."""
         if version.startswith("cu"):
-            version = _accelerator(version).version or version
+            version = Accelerator.parse(version).version or version
         if version not in self.cuda_releases:
             known = ", ".join(self.cuda_releases)
             raise LookupError(f"CUDA {version} is not in the knowledge base; known: {known}")
@@ -304,7 +325,7 @@ class Knowledge:
         if cell.platform not in PLATFORMS:
             return f"platform {cell.platform!r} is not supported; allowed: {', '.join(PLATFORMS)}"
         try:
-            accel = _accelerator(cell.accelerator)
+            accel = Accelerator.parse(cell.accelerator)
         except ValueError as exc:
             return str(exc)
         aarch64 = cell.platform == "linux_aarch64"
@@ -357,11 +378,9 @@ class Knowledge:
         )
 
     # -- toolchain -------------------------------------------------------------------------
-    def default_arch_list(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str
-    ) -> str:
+    def default_arch_list(self, torch_version: str, accelerator: Accelerator, platform: str) -> str:
         """TORCH_CUDA_ARCH_LIST (filtered to what that torch accepts) or PYTORCH_ROCM_ARCH."""
-        accel = _accelerator(accelerator)
+        accel = accelerator
         if accel.kind == "rocm":
             return self.rocm(accel.version or "").arch_list
         if accel.kind != "cuda":
@@ -400,11 +419,11 @@ class Knowledge:
         return tuple(rejected)
 
     def builder_image(
-        self, torch_version: str, accelerator: Accelerator | str, platform: str = DEFAULT_PLATFORM
+        self, torch_version: str, accelerator: Accelerator, platform: str = DEFAULT_PLATFORM
     ) -> str:
         """The manylinux builder image for that torch × accelerator × platform."""
         release = self.torch_release(torch_version)
-        accel = _accelerator(accelerator)
+        accel = accelerator
         abi = self.cxx11_abi(torch_version, accel, platform)
         for rule in self.images:
             if (
@@ -418,11 +437,9 @@ class Knowledge:
             f"no builder image is known for torch {torch_version} {accel.name} on {platform}"
         )
 
-    def toolkit_requirements(
-        self, torch_version: str, accelerator: Accelerator | str
-    ) -> tuple[str, ...]:
+    def toolkit_requirements(self, torch_version: str, accelerator: Accelerator) -> tuple[str, ...]:
         """Pinned pip requirements for the CUDA toolkit (empty for cpu and ROCm)."""
-        accel = _accelerator(accelerator)
+        accel = accelerator
         if accel.kind != "cuda":
             return ()
         release = self.torch_release(torch_version)
@@ -459,136 +476,3 @@ class Knowledge:
         return tuple(
             f"{name}: {row.note or 'unconfirmed'}" for name, row in rows if not row.confirmed
         )
-
-
-# -- loading ---------------------------------------------------------------------------------
-# file name → (top-level key, validator of its rows)
-_FILES: dict[str, tuple[str, TypeAdapter[Any]]] = {
-    "torch.yaml": ("releases", TypeAdapter(tuple[TorchRelease, ...])),
-    "cuda.yaml": ("releases", TypeAdapter(tuple[CudaRelease, ...])),
-    "rocm.yaml": ("releases", TypeAdapter(tuple[RocmRelease, ...])),
-    "images.yaml": ("images", TypeAdapter(tuple[ImageRule, ...])),
-    "never_bundle.yaml": ("patterns", TypeAdapter(tuple[NeverBundle, ...])),
-}
-_ROW_KEYS = ("minor", "version", "pattern", "image")
-
-
-def _where(raw: Any, loc: Sequence[int | str]) -> tuple[int | None, str]:
-    """(line, 'releases[3] (minor 2.3): cxx11_abi') for an error location inside a data file."""
-    line: int | None = None
-    tokens: list[str] = []
-    node = raw
-    for step in loc:
-        if isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
-            line = node.lc.item(step)[0] + 1
-            node = node[step]
-            key = next((k for k in _ROW_KEYS if isinstance(node, Mapping) and k in node), None)
-            label = f"[{step}]" + (f" ({key} {node[key]})" if key and not tokens[1:] else "")
-            tokens[-1:] = [(tokens[-1] if tokens else "") + label]
-            continue
-        if isinstance(node, CommentedMap) and step in node:
-            line = node.lc.key(step)[0] + 1
-            node = node[step]
-        else:
-            node = None
-        tokens.append(str(step))
-    row, fields = (tokens[0], tokens[1:]) if tokens else ("", [])
-    return line, row + (": " + ".".join(fields) if fields else "")
-
-
-def _problem(path: Path, raw: Any, loc: Sequence[int | str], msg: str) -> str:
-    msg = msg.removeprefix("Value error, ")
-    # Row validators prefix their message with the field they are about; point at that field.
-    field, _, rest = msg.partition(": ")
-    if rest and re.fullmatch(r"\w+", field):
-        loc, msg = (*loc, field), rest
-    line, where = _where(raw, loc)
-    return f"{path}:{line or 1}: {where}: {msg}"
-
-
-def _read(path: Path) -> tuple[Any, Any]:
-    """(round-trip tree with line numbers, plain Python data) of one YAML file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        return YAML(typ="rt").load(text), YAML(typ="safe").load(text)
-    except OSError as exc:
-        raise KnowledgeError(f"{path}: cannot read knowledge data: {exc.strerror}") from None
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise KnowledgeError(f"{path}{line}: not valid YAML: {exc}") from None
-
-
-def _cross_check(files: Mapping[str, Any], raws: Mapping[str, Any], data_dir: Path) -> list[str]:
-    """Facts across rows and files: torch rows name known CUDA/ROCm; no shadowed never_bundle."""
-    problems: list[str] = []
-    cuda = {c.version for c in files["cuda.yaml"]}
-    rocm = {r.version for r in files["rocm.yaml"]}
-    minors: set[str] = set()
-    for i, rel in enumerate(files["torch.yaml"]):
-        missing_cuda = "no row in cuda.yaml for CUDA"
-        checks = [
-            ("minor", [rel.minor] if rel.minor in minors else [], "duplicate release"),
-            ("cuda", [c for c in rel.cuda if c not in cuda], missing_cuda),
-            ("aarch64", [c for c in rel.aarch64.cuda if c not in cuda], missing_cuda),
-            ("rocm", [r for r in rel.rocm if r not in rocm], "no row in rocm.yaml for ROCm"),
-        ]
-        minors.add(rel.minor)
-        for field, bad, what in checks:
-            if bad:
-                line, where = _where(raws["torch.yaml"], ("releases", i, field))
-                problems.append(
-                    f"{data_dir / 'torch.yaml'}:{line}: {where}: {what} {', '.join(bad)}"
-                )
-    # never_bundle_rule takes the first match: 'libtorch_cuda*.so*' must precede 'libtorch*.so*'
-    rules = files["never_bundle.yaml"]
-    for i, rule in enumerate(rules):
-        broader = [r.pattern for r in rules[:i] if fnmatch.fnmatchcase(rule.pattern, r.pattern)]
-        if broader:
-            line, where = _where(raws["never_bundle.yaml"], ("patterns", i, "pattern"))
-            problems.append(
-                f"{data_dir / 'never_bundle.yaml'}:{line}: {where}: shadowed by the earlier "
-                f"{broader[0]!r}; list the narrower pattern first"
-            )
-    return problems
-
-
-def _load(data_dir: Path) -> Knowledge:
-    rows: dict[str, Any] = {}
-    raws: dict[str, Any] = {}
-    problems: list[str] = []
-    for name, (key, adapter) in _FILES.items():
-        path = data_dir / name
-        raw, plain = _read(path)
-        raws[name] = raw
-        if not isinstance(plain, dict) or list(plain) != [key] or not plain[key]:
-            problems.append(f"{path}:1: expected one top-level key {key!r} with a list of rows")
-            continue
-        try:
-            rows[name] = adapter.validate_python(plain[key])
-        except ValidationError as exc:
-            problems += [_problem(path, raw, (key, *e["loc"]), e["msg"]) for e in exc.errors()]
-    if not problems:
-        problems = _cross_check(rows, raws, data_dir)
-    if problems:
-        raise KnowledgeError(
-            "invalid knowledge data (a bug in torch-buildtools' data files):\n  "
-            + "\n  ".join(problems)
-        )
-    return Knowledge(
-        torch=rows["torch.yaml"],
-        cuda=rows["cuda.yaml"],
-        rocm=rows["rocm.yaml"],
-        images=rows["images.yaml"],
-        never_bundle=rows["never_bundle.yaml"],
-    )
-
-
-@functools.cache
-def _load_default() -> Knowledge:
-    return _load(DATA_DIR)
-
-
-def load_knowledge(data_dir: Path | None = None) -> Knowledge:
-    """Load and validate the knowledge base (cached for the packaged data directory)."""
-    return _load_default() if data_dir is None else _load(data_dir)

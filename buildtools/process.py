@@ -1,6 +1,6 @@
 """The one chokepoint through which buildtools starts processes.
 
-Executors receive a `Runner`; tests pass a recording fake and assert on the exact argv
+Executors receive a `ProcessRunner`; tests pass a recording fake and assert on the exact argv
 and environment instead of monkeypatching `subprocess`.
 
 Every process has a deadline: the caller's `timeout`, else the runner's default
@@ -11,7 +11,7 @@ direct child; the result then says `timed_out` and the log says after how long.
 
 from __future__ import annotations
 
-__all__ = ["CommandResult", "Runner", "SubprocessRunner", "which"]
+__all__ = ["CommandResult", "ProcessRunner", "SubprocessRunner", "which"]
 
 import os
 import shlex
@@ -40,7 +40,7 @@ class CommandResult:
         return self.returncode == 0
 
 
-class Runner(Protocol):
+class ProcessRunner(Protocol):
     """Runs one command. `log` receives the combined output when given."""
 
     def run(
