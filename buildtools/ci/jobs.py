@@ -18,6 +18,7 @@ __all__ = [
 
 from typing import Any
 
+from ..model import RUNNER_ACCELERATOR_ENV
 from ..planner import Plan
 from . import layout
 from .inputs import build_inputs
@@ -248,6 +249,7 @@ def smoke_job(
                     "BT_JOB": "${{ matrix.id }}",
                     "BT_REPRODUCE": "${{ matrix.reproduce }}",
                     "BT_SMOKE": "${{ matrix.smoke }}",
+                    RUNNER_ACCELERATOR_ENV: family,
                 },
                 "run": smoke_script(ctx.matrix, family),
             },

@@ -17,6 +17,7 @@ from ..cachedir import default_cache_dir
 from ..ecosystem import load_ecosystem
 from ..errors import ConfigError, ExitCode, NoDeviceError, SmokeFailedError
 from ..matrix.config import load_matrix
+from ..model import RUNNER_ACCELERATOR_ENV
 from ..planning import default_matrix_path
 from ..process import SubprocessRunner
 from ..smoke.report import (
@@ -29,7 +30,6 @@ from ..smoke.run import (
     run_smoke,
 )
 from ..smoke.wheels import (
-    RUNNER_ACCELERATOR_ENV,
     collect_wheels,
     detect_accelerator,
 )

@@ -8,7 +8,6 @@ anywhere.
 from __future__ import annotations
 
 __all__ = [
-    "RUNNER_ACCELERATOR_ENV",
     "TORCH_LIB",
     "SmokeTarget",
     "WheelSource",
@@ -41,11 +40,6 @@ from ..files import sha256_file
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.meta import read_build_record
 from .report import SmokeResult, SmokeStatus
-
-# What the workflow declares a runner to have (cpu, cuda, rocm): `--accelerator auto` on a
-# runner declared cuda is cuda, whatever the machine shows, so a GPU runner that lost its
-# device is refused (no-device) instead of silently testing as a CPU runner.
-RUNNER_ACCELERATOR_ENV = "BUILDTOOLS_RUNNER_ACCELERATOR"
 
 # libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
 TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
