@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 from ..errors import PublishError
 from ..files import check_wheel_filename, safe_join
 from .pages import LinkTarget
+from .smokelog import SmokeRun
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
@@ -165,10 +166,12 @@ def _check_types(raw: Any) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Manifest:
-    """What a site publishes: its wheels and the files the last publish generated."""
+    """What a site publishes: its wheels, the passing smoke runs of those wheels (where and
+    when they were tested; `smokelog`), and the files the last publish generated."""
 
     wheels: tuple[IndexedWheel, ...] = ()
     generated: tuple[str, ...] = ()
+    smoke: tuple[SmokeRun, ...] = ()
 
     def to_json(self) -> str:
         """One wheel per line (diffs stay readable), each as json.dumps writes it."""
@@ -178,9 +181,13 @@ class Manifest:
 
         wheels = ",\n  ".join(_wheel_line(w) for w in self.wheels)
         generated = ",\n  ".join(line(g) for g in self.generated)
+        # only a site with smoke runs has the key: older sites keep their bytes
+        runs = ",\n  ".join(line(r.to_json()) for r in self.smoke)
+        smoke = f' "smoke": [\n  {runs}\n ],\n' if self.smoke else ""
         return (
             f'{{\n "schema": {line(INDEX_SCHEMA)},\n'
             f' "wheels": [\n  {wheels}\n ],\n'
+            f"{smoke}"
             f' "generated": [\n  {generated}\n ]\n}}\n'
         )
 
@@ -228,6 +235,10 @@ def read_manifest(site: Path) -> Manifest:
             raise ValueError("generated: expected a list of paths")
         for rel in generated:
             safe_join(site, rel, what=f"{MANIFEST_NAME} generated file")
+        smoke = data.get("smoke", [])
+        if not isinstance(smoke, list):
+            raise ValueError("smoke: expected a list of smoke runs")
+        runs = tuple(SmokeRun.from_json(r, f"smoke[{i}]") for i, r in enumerate(smoke))
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
-    return Manifest(wheels=wheels, generated=tuple(generated))
+    return Manifest(wheels=wheels, generated=tuple(generated), smoke=runs)

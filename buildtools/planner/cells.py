@@ -11,8 +11,10 @@ from __future__ import annotations
 
 __all__ = [
     "CellSelection",
+    "MatrixCells",
     "RemovedCell",
     "cell_key",
+    "matrix_cells",
     "needs_current",
     "python_key",
     "select_cells",
@@ -165,6 +167,17 @@ def needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MatrixCells:
+    """Every cell the matrix names, whatever the profile: what it promises (buildable), what
+    it asks for that cannot exist (with the reason), and what its `exclude` rules remove.
+    The coverage map (`index.coverage`) is drawn from it."""
+
+    cells: tuple[Cell, ...] = ()
+    impossible: tuple[RemovedCell, ...] = ()
+    excluded: tuple[Cell, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellSelection:
     """The cells a plan builds, in build order, and what was dropped on the way."""
 
@@ -172,6 +185,105 @@ class CellSelection:
     cells: tuple[Cell, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    matrix: MatrixCells = MatrixCells()
+
+
+def _expand(
+    mf: MatrixFile,
+    kb: Knowledge,
+    *,
+    host_python: str,
+    torch_values: Sequence[str],
+    torch_axis: Sequence[str] | None,
+    current: TorchInstall | None,
+) -> tuple[dict[str, Cell], list[Cell]]:
+    """The axes' product, less what `exclude` removes (returned apart), plus `include`.
+
+    Without `current`, the cells `torch: current` stands for are left out."""
+    m = mf.matrix
+    axes = {
+        "torch": [t for t in torch_values if t != CURRENT],
+        "accelerator": list(m.axes.accelerator),
+        "python": [host_python if p == HOST else p for p in m.axes.python],
+        "platform": list(m.axes.platform),
+    }
+    cells: dict[str, Cell] = {}
+    for t, a, p, pl in itertools.product(
+        axes["torch"], axes["accelerator"], axes["python"], axes["platform"]
+    ):
+        cell = Cell(torch=t, accelerator=a, python=p, platform=pl)
+        cells[cell.id] = cell
+    if CURRENT in torch_values and current is not None:
+        cell = _current_cell(current)
+        cells[cell.id] = cell
+    excluded_cells: list[Cell] = []
+    for raw_rule in m.exclude:
+        rule = _resolve_host(raw_rule, host_python)
+        for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
+            excluded_cells.append(cells.pop(cid))
+
+    for i, rule in enumerate(m.include):
+        if torch_axis is not None and not _in_axis(rule.torch, torch_values):
+            continue  # --torch replaced the axis this rule adds to
+        if rule.torch == CURRENT:
+            if current is None:
+                continue  # matrix_cells: no running environment to stand for
+            cell = _current_cell(current)
+            if not _matches(cell, _resolve_host(rule, host_python)):
+                raise ConfigError(
+                    mf.error(
+                        ("include", i),
+                        f"impossible include: torch: current is {cell.id} (the running "
+                        "environment fixes its accelerator, Python and platform); this rule "
+                        "asks for another",
+                    )
+                )
+            cells[cell.id] = cell
+            continue
+        for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
+            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+            if reason:
+                raise ConfigError(
+                    mf.error(("include", i), f"impossible include {cell.id}: {reason}")
+                )
+            cells[cell.id] = cell
+
+    return cells, excluded_cells
+
+
+def _reasons(mf: MatrixFile, kb: Knowledge, cells: Mapping[str, Cell]) -> dict[str, str]:
+    """Cell id → why it cannot exist (knowledge base, ABI mode), for those that cannot."""
+    reasons: dict[str, str] = {}
+    for cid, cell in cells.items():
+        # the running torch exists by definition; only the ABI mode can rule it out
+        known = None if cell.current else kb.cell_unavailable_reason(cell)
+        reason = known or _abi_reason(mf.matrix.project.abi, cell)
+        if reason:
+            reasons[cid] = reason
+    return reasons
+
+
+def _matrix_cells(
+    cells: Mapping[str, Cell], reasons: Mapping[str, str], excluded: Sequence[Cell]
+) -> MatrixCells:
+    ordered = sorted((c for c in cells.values() if not c.current), key=cell_key)
+    return MatrixCells(
+        cells=tuple(c for c in ordered if c.id not in reasons),
+        impossible=tuple(
+            RemovedCell(cell=c, reason=reasons[c.id]) for c in ordered if c.id in reasons
+        ),
+        excluded=tuple(sorted((c for c in excluded if not c.current), key=cell_key)),
+    )
+
+
+def matrix_cells(mf: MatrixFile, kb: Knowledge, *, host_python: str) -> MatrixCells:
+    """Every cell the matrix names, whatever the profile (`torch: current` left out: the
+    running environment's torch is no release an index lists)."""
+    torch_values = [t for t in mf.matrix.axes.torch if t != CURRENT]
+    cells, excluded = _expand(
+        mf, kb, host_python=host_python, torch_values=torch_values, torch_axis=None, current=None
+    )
+    return _matrix_cells(cells, _reasons(mf, kb, cells), excluded)
 
 
 def select_cells(
@@ -194,52 +306,17 @@ def select_cells(
             "the running environment, and none was given; run buildtools with that "
             "environment's interpreter or pass --torch-python PATH"
         )
-    axes = {
-        "torch": [t for t in torch_values if t != CURRENT],
-        "accelerator": list(m.axes.accelerator),
-        "python": [host_python if p == HOST else p for p in m.axes.python],
-        "platform": list(m.axes.platform),
-    }
-    cells: dict[str, Cell] = {}
-    for t, a, p, pl in itertools.product(
-        axes["torch"], axes["accelerator"], axes["python"], axes["platform"]
-    ):
-        cell = Cell(torch=t, accelerator=a, python=p, platform=pl)
-        cells[cell.id] = cell
-    if CURRENT in torch_values and current is not None:
-        cell = _current_cell(current)
-        cells[cell.id] = cell
-    excluded_cells: list[Cell] = []
-    for raw_rule in m.exclude:
-        rule = _resolve_host(raw_rule, host_python)
-        for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
-            excluded_cells.append(cells.pop(cid))
+    cells, excluded_cells = _expand(
+        mf,
+        kb,
+        host_python=host_python,
+        torch_values=torch_values,
+        torch_axis=torch_axis,
+        current=current,
+    )
     excluded = len(excluded_cells)
-
-    for i, rule in enumerate(m.include):
-        if torch_axis is not None and not _in_axis(rule.torch, torch_values):
-            continue  # --torch replaced the axis this rule adds to
-        if rule.torch == CURRENT:
-            assert current is not None
-            cell = _current_cell(current)
-            if not _matches(cell, _resolve_host(rule, host_python)):
-                raise ConfigError(
-                    mf.error(
-                        ("include", i),
-                        f"impossible include: torch: current is {cell.id} (the running "
-                        "environment fixes its accelerator, Python and platform); this rule "
-                        "asks for another",
-                    )
-                )
-            cells[cell.id] = cell
-            continue
-        for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
-            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
-            if reason:
-                raise ConfigError(
-                    mf.error(("include", i), f"impossible include {cell.id}: {reason}")
-                )
-            cells[cell.id] = cell
+    reasons = _reasons(mf, kb, cells)
+    matrix = _matrix_cells(cells, reasons, excluded_cells)
 
     all_cells = dict(cells)
     if profile is None and torch_axis is None:
@@ -261,12 +338,9 @@ def select_cells(
 
     removed: list[RemovedCell] = []
     for cid in sorted(cells, key=lambda k: cell_key(cells[k])):
-        cell = cells[cid]
-        # the running torch exists by definition; only the ABI mode can rule it out
-        known = None if cell.current else kb.cell_unavailable_reason(cell)
-        reason = known or _abi_reason(m.project.abi, cell)
+        reason = reasons.get(cid)
         if reason:
-            removed.append(RemovedCell(cell=cell, reason=reason))
+            removed.append(RemovedCell(cell=cells[cid], reason=reason))
             del cells[cid]
     if strict and removed:
         lines = "\n".join(f"  {r.cell.id}: {r.reason}" for r in removed)
@@ -308,6 +382,7 @@ def select_cells(
         cells=tuple(sorted(cells.values(), key=cell_key)),
         removed=tuple(removed),
         excluded=excluded,
+        matrix=matrix,
     )
 
 
