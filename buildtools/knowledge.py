@@ -269,22 +269,6 @@ class Knowledge:
             return f"manylinux_2_28_{arch}"
         return f"{release.platform_tag}_{arch}"
 
-    def pypi_accelerator(self, torch_version: str, platform: str = DEFAULT_PLATFORM) -> str | None:
-        """The accelerator of the torch wheel PyPI serves for that release and platform
-        ('cu130', 'cpu'); None where the knowledge base does not know the release or the
-        platform (then only PyTorch's own index says which build one gets)."""
-        try:
-            release = self.torch_release(torch_version)
-        except (LookupError, ValueError):
-            return None
-        if platform == "linux_aarch64":
-            cuda = release.aarch64.pypi_cuda
-        elif platform == DEFAULT_PLATFORM:
-            cuda = release.pypi_cuda
-        else:
-            return None
-        return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
-
     # -- CUDA / ROCm -----------------------------------------------------------------------
     def cuda(self, version: str) -> CudaRelease:
         """The CUDA release '13.0' (or 'cu130'); LookupError when unknown."""

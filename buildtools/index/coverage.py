@@ -103,7 +103,7 @@ class Grid:
 
 @dataclass(frozen=True, kw_only=True)
 class CoverageMap:
-    grids: tuple[Grid, ...]
+    grids: tuple[Grid, ...] = ()
 
     def counts(self) -> dict[Status, int]:
         """How many positions have each status (in Status order, zeros left out)."""
@@ -383,17 +383,17 @@ def render_markdown(cmap: CoverageMap, *, title: str = "Coverage") -> str:
 
 
 def render_text(cmap: CoverageMap, *, max_rows: int = 60) -> list[str]:
-    """The map as a compact grid of symbols (`buildtools plan`), a legend, and the notes."""
+    """The map as a compact grid of symbols (`buildtools plan`), with its legend."""
     out: list[str] = []
     used: set[Status] = set()
     for grid in cmap.grids:
         labels = [f"torch {t} {a}" for t, a in grid.rows]
         width = max((len(label) for label in labels), default=5)
-        cols = [p.rjust(5) for p in grid.pythons]
-        out.append(f"coverage ({grid.platform})".ljust(width) + " " + " ".join(cols))
+        out.append(f"coverage of {grid.platform}:")
         if len(grid.rows) > max_rows:
-            out.append(f"  ({len(grid.rows)} rows: too many to draw; see the site's front page)")
+            out.append(f"  ({len(grid.rows)} rows: too many to draw here)")
             continue
+        out.append(" " * width + " " + " ".join(p.rjust(5) for p in grid.pythons))
         for label, row in zip(labels, grid.cells, strict=True):
             used.update(c.status for c in row)
             out.append(label.ljust(width) + " " + " ".join(c.status.symbol.rjust(5) for c in row))

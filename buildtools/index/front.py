@@ -137,6 +137,12 @@ def _radios(
     return out
 
 
+def _versions(versions: Sequence[str], shown: int = 3) -> str:
+    """The newest few versions, and how many older ones there are."""
+    more = len(versions) - shown
+    return ", ".join(versions[:shown]) + (f" and {more} older" if more > 0 else "")
+
+
 def _fill(kind: str, text: str) -> str:
     """An element attribute asking the script to put the site's URL in place of the
     placeholder (relative links only)."""
@@ -164,7 +170,7 @@ def _combos_table(rows: Sequence[FrontRow], anchors: Sequence[tuple[str, list[st
             f"<td>{escape(row.torch)}</td><td>{escape(accelerator_label(row.accelerator))}</td>"
             f"<td>{escape(platform_label(row.platform))}</td>"
             f'<td class="pythons">{pythons}</td>'
-            f"<td>{escape(', '.join(row.versions))}</td>"
+            f"<td>{escape(_versions(row.versions))}</td>"
             f'<td>pip: <code class="cmd-pip"{_fill("shell", c.pip)}>{escape(c.pip)}</code><br>'
             f'uv: <code class="cmd-uv"{_fill("shell", c.uv)}>{escape(c.uv)}</code>'
             "<details><summary>PEP 503 index, uv project</summary>"
@@ -238,7 +244,7 @@ def render_front(
         "rows": [
             {
                 "project": r.project,
-                "versions": list(r.versions),
+                "versions": _versions(r.versions),
                 "pip": r.commands.pip,
                 "pip_index": r.commands.pip_index,
                 "uv": r.commands.uv,

@@ -10,7 +10,13 @@ script replaces it with the address it was loaded from.
 
 from __future__ import annotations
 
-__all__ = ["SITE_PLACEHOLDER", "InstallCommands", "install_commands", "torch_index"]
+__all__ = [
+    "SITE_PLACEHOLDER",
+    "InstallCommands",
+    "install_commands",
+    "pypi_accelerator",
+    "torch_index",
+]
 
 import json
 import re
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 
 from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
+from ..model import DEFAULT_PLATFORM
 from .settings import IndexSettings
 from .variants import Variant
 
@@ -37,6 +44,22 @@ class InstallCommands:
     uv_project: str  # a uv project's pyproject.toml: [[tool.uv.index]] and [tool.uv.sources]
 
 
+def pypi_accelerator(kb: Knowledge, torch: str, platform: str) -> str | None:
+    """The accelerator of the torch wheel PyPI serves for that release and platform
+    ('cu130', 'cpu'); None where the knowledge base does not know the release or platform."""
+    try:
+        release = kb.torch_release(torch)
+    except (LookupError, ValueError):
+        return None
+    if platform == "linux_aarch64":
+        cuda = release.aarch64.pypi_cuda
+    elif platform == DEFAULT_PLATFORM:
+        cuda = release.pypi_cuda
+    else:
+        return None
+    return f"cu{cuda.replace('.', '')}" if cuda else "cpu"
+
+
 def torch_index(
     variant: Variant, platform: str, settings: IndexSettings, kb: Knowledge
 ) -> str | None:
@@ -45,7 +68,7 @@ def torch_index(
     configured = settings.torch_indexes.get(variant.accelerator)
     if configured:
         return configured
-    if kb.pypi_accelerator(variant.torch, platform) == variant.accelerator:
+    if pypi_accelerator(kb, variant.torch, platform) == variant.accelerator:
         return None
     return f"{load_ecosystem().pytorch_index}/{variant.accelerator}"
 

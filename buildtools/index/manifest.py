@@ -26,6 +26,12 @@ INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _SAFE_URL_RE = re.compile(r"https?://[^\s\"'<>\\`]+")
+# what the pages and their file names are made of: a PEP 440 version (torch's, a wheel's)
+# and an accelerator name, as `buildtools build` records them
+_VERSION_RE = re.compile(
+    r"v?\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a-z0-9]+([._-][a-z0-9]+)*)?", re.I
+)
+_ACCELERATOR_RE = re.compile(r"cpu|cu\d{3,4}|rocm\d+(\.\d+)*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +94,7 @@ class IndexedWheel:
         for key in ("sha256", "metadata_sha256"):
             if not _SHA256_RE.fullmatch(raw[key]):
                 raise ValueError(f"{raw['filename']}: {key}: expected 64 hexadecimal digits")
+        _check_names(raw)
         url = raw.get("url")
         if url is not None and not _SAFE_URL_RE.fullmatch(url):
             raise ValueError(
@@ -108,6 +115,24 @@ class IndexedWheel:
             accelerator=raw["accelerator"],
             url=raw.get("url"),
             fingerprint=raw.get("fingerprint"),
+        )
+
+
+def _check_names(raw: dict[str, Any]) -> None:
+    """The values pages and their paths are made of are what a build records: the file
+    name's project, versions, an accelerator name (ValueError naming the key otherwise)."""
+    filename = raw["filename"]
+    if _canonical(raw["name"]) != _canonical(filename.split("-", 1)[0]):
+        raise ValueError(f"{filename}: name: {raw['name']!r} is not the project of the file name")
+    versions = [raw["version"], raw["torch"], *raw["torch_versions"]]
+    if not all(_VERSION_RE.fullmatch(v) for v in versions):
+        raise ValueError(
+            f"{filename}: version, torch, torch_versions: expected PEP 440 versions, got "
+            + ", ".join(repr(v) for v in versions if not _VERSION_RE.fullmatch(v))
+        )
+    if not _ACCELERATOR_RE.fullmatch(raw["accelerator"]):
+        raise ValueError(
+            f"{filename}: accelerator: {raw['accelerator']!r} is not cpu, cuNNN or rocmX.Y"
         )
 
 

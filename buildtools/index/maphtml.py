@@ -78,7 +78,7 @@ def _cell(cell: MapCell, notes: Notes) -> str:
             f"<small>{_ref(notes.number(reason))}</small></td>"
         )
     if cell.status is Status.PUBLISHED:
-        return f'<td class="{css}" title="{escape(", ".join(cell.wheels))}">{word}</td>'
+        return f'<td class="{css}" title="{len(cell.wheels)} wheel(s)">{word}</td>'
     return f'<td class="{css}">{word}</td>'
 
 

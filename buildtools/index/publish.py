@@ -14,7 +14,7 @@ __all__ = ["PublishResult", "publish"]
 
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ImmutableWheelError, PublishError
@@ -42,7 +42,7 @@ class PublishResult:
     pages: tuple[str, ...]  # find-links pages
     wheels: int  # wheels the site lists now
     written: bool
-    coverage: CoverageMap = CoverageMap(grids=())  # the front page's map of the new site
+    coverage: CoverageMap = field(default_factory=CoverageMap)  # the map of the new site
 
 
 def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:

@@ -70,11 +70,31 @@ class _Serves:
         return found
 
 
-def _version_key(text: str) -> tuple[int, Version | str]:
+_Order = tuple[int, Version | str, str]
+
+
+def _version_key(text: str) -> _Order:
+    """Versions in PEP 440 order; a string that is none after every one that is."""
     try:
-        return (0, Version(text))
+        return (0, Version(text), "")
     except InvalidVersion:
-        return (1, text)
+        return (1, text, "")
+
+
+class _VersionOrder:
+    """PEP 440 order of the versions a site lists, each public part parsed once: the
+    wheels of one page share their local label (`+pt213cpu`), which orders them after
+    that, as text."""
+
+    def __init__(self) -> None:
+        self._public: dict[str, _Order] = {}
+
+    def __call__(self, text: str) -> _Order:
+        public, _, local = text.partition("+")
+        found = self._public.get(public)
+        if found is None:
+            found = self._public[public] = _version_key(public)
+        return (found[0], found[1], local)
 
 
 def _front_rows(
@@ -83,7 +103,7 @@ def _front_rows(
     settings: IndexSettings,
     kb: Knowledge,
     serves: _Serves,
-    version_key: Callable[[str], tuple[int, Version | str]],
+    version_key: Callable[[str], _Order],
 ) -> list[FrontRow]:
     rows: list[FrontRow] = []
     for variant in order:
@@ -156,12 +176,7 @@ def render_site(
             deep[w.filename] = deep_start + tail
         for variant in aliases.variants(w):
             pages[variant].append(w)
-    parsed: dict[str, tuple[int, Version | str]] = {}  # each distinct version parsed once
-
-    def version_key(text: str) -> tuple[int, Version | str]:
-        if text not in parsed:
-            parsed[text] = _version_key(text)
-        return parsed[text]
+    version_key = _VersionOrder()
 
     files: dict[str, str] = {}
     order = sorted(pages, key=Variant.sort_key)

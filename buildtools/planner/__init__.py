@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..knowledge import Knowledge
 from ..matrix.config import MatrixFile
@@ -42,7 +42,7 @@ class Plan:
     removed: tuple[RemovedCell, ...]
     excluded: int
     # every cell the matrix names, whatever the profile (the coverage map's rows and columns)
-    matrix: MatrixCells = MatrixCells()
+    matrix: MatrixCells = field(default_factory=MatrixCells)
 
     @property
     def builds_saved(self) -> int:

@@ -22,9 +22,10 @@ __all__ = [
 
 import difflib
 import fnmatch
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.version import Version
@@ -44,13 +45,23 @@ class RemovedCell:
     reason: str
 
 
+# a matrix of thousands of cells has a few dozen values per axis: each is parsed once
+_version = functools.lru_cache(maxsize=1024)(Version)
+_accelerator = functools.lru_cache(maxsize=1024)(Accelerator.parse)
+
+
+@functools.lru_cache(maxsize=1024)
+def _python(python: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in python.split("."))
+
+
 def cell_key(cell: Cell) -> tuple[Any, ...]:
     """The order of cells and jobs: torch, current last, accelerator, Python, platform."""
     return (
-        Version(cell.torch),
+        _version(cell.torch),
         cell.current,
-        Accelerator.parse(cell.accelerator),
-        tuple(int(p) for p in cell.python.split(".")),
+        _accelerator(cell.accelerator),
+        _python(cell.python),
         cell.platform,
     )
 
@@ -185,7 +196,7 @@ class CellSelection:
     cells: tuple[Cell, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
-    matrix: MatrixCells = MatrixCells()
+    matrix: MatrixCells = field(default_factory=MatrixCells)
 
 
 def _expand(
@@ -266,11 +277,13 @@ def _reasons(mf: MatrixFile, kb: Knowledge, cells: Mapping[str, Cell]) -> dict[s
 def _matrix_cells(
     cells: Mapping[str, Cell], reasons: Mapping[str, str], excluded: Sequence[Cell]
 ) -> MatrixCells:
-    ordered = sorted((c for c in cells.values() if not c.current), key=cell_key)
+    ordered = sorted(
+        ((cid, c) for cid, c in cells.items() if not c.current), key=lambda kv: cell_key(kv[1])
+    )
     return MatrixCells(
-        cells=tuple(c for c in ordered if c.id not in reasons),
+        cells=tuple(c for cid, c in ordered if cid not in reasons),
         impossible=tuple(
-            RemovedCell(cell=c, reason=reasons[c.id]) for c in ordered if c.id in reasons
+            RemovedCell(cell=c, reason=reasons[cid]) for cid, c in ordered if cid in reasons
         ),
         excluded=tuple(sorted((c for c in excluded if not c.current), key=cell_key)),
     )

@@ -133,7 +133,7 @@
     if (combo) {
       var row = data.rows[combo.row];
       status.appendChild(document.createTextNode(
-        describe(combo) + ": " + row.project + " " + row.versions.join(", ") + " "));
+        describe(combo) + ": " + row.project + " " + row.versions + " "));
       var link = document.createElement("a");
       link.href = "#" + combo.anchor;
       link.textContent = "(in the list)";
