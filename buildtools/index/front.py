@@ -271,7 +271,7 @@ def render_front(
     selector += _radios("torch", "PyTorch", [(t, t) for t in torch_order if t in used_torch])
     selector += _radios(
         "accelerator",
-        "Compute platform",
+        "Accelerator",
         [(a, accelerator_label(a)) for a in accelerator_order if a in used_acc],
     )
     selector += _radios("python", "Python", [(p, p) for p in pythons])

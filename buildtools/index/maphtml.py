@@ -34,13 +34,13 @@ _WORD = {
     Status.NONE: "–",
 }
 _MEANING = {
-    Status.SMOKED: "published, smoke-tested on the runner named",
+    Status.SMOKED: "published and smoke-tested on the runner named",
     Status.PUBLISHED: "published, not smoke-tested in this cell",
     Status.MISSING: "promised by matrix.yaml, not published",
     Status.PLANNED: "built by this plan",
     Status.OTHER_PROFILE: "built by another profile",
-    Status.IMPOSSIBLE: "torch has no such build (the reason below)",
-    Status.EXCLUDED: "excluded by a rule of matrix.yaml",
+    Status.IMPOSSIBLE: "torch has no such build (why: below)",
+    Status.EXCLUDED: "left out by an exclude rule of matrix.yaml",
     Status.NONE: "not planned",
 }
 
@@ -66,7 +66,7 @@ def _cell(cell: MapCell, notes: Notes) -> str:
         first = cell.runs[0]
         refs = " ".join(_ref(notes.number(run_note(r))) for r in cell.runs)
         title = "; ".join(run_note(r) for r in cell.runs)
-        device = first.gpu or first.device
+        device = first.gpu or f"{first.runner.upper()} runner"
         return (
             f'<td class="{css}" title="{escape(title)}">{word}'
             f"<small>{escape(_short(device))} {refs}</small></td>"
@@ -90,7 +90,7 @@ def render_map(cmap: CoverageMap) -> list[str]:
     lines = ['<ul class="legend">']
     for status, count in counts.items():
         lines.append(
-            f'<li><span class="swatch {_CLASS[status]}"></span><b>{_WORD[status]}</b> '
+            f'<li><span class="swatch {_CLASS[status]}"></span><b>{_WORD[status]}</b>: '
             f"{escape(_MEANING[status])} ({count})</li>"
         )
     lines.append("</ul>")

@@ -52,9 +52,9 @@ class SmokeRun:
 
     @property
     def device(self) -> str:
-        """'NVIDIA H100 80GB HBM3, driver 580.159.04' or 'CPU runner (no GPU)'."""
+        """'NVIDIA H100 80GB HBM3, driver 580.159.04', or 'CPU runner (no GPU)'."""
         if not self.gpu:
-            return f"{self.runner.upper()} runner (no GPU)" if self.runner != "cpu" else "CPU"
+            return f"{self.runner.upper()} runner (no GPU)"
         return f"{self.gpu}, driver {self.driver}" if self.driver else self.gpu
 
     def to_json(self) -> dict[str, Any]:
