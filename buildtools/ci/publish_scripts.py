@@ -104,7 +104,8 @@ def index_script(matrix: str) -> str:
         '  echo "nox -s index -- selected ${args[*]} ${gates[*]}"',
         "  echo '```'",
         '} >> "$GITHUB_STEP_SUMMARY"',
-        'nox -s index -- selected "${args[@]}" "${gates[@]}"',
+        # the coverage map of the published index joins the summary (index.coverage)
+        'nox -s index -- selected "${args[@]}" "${gates[@]}" --summary "$GITHUB_STEP_SUMMARY"',
         # every wheel this tag's pages link must be an asset of its release; then record
         _ci(matrix, "record") + ' --tag "$BT_TAG" --site "$SITE" --url-prefix "$url"',
     )

@@ -112,9 +112,9 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     )
     if not paths:
         out.write("note: no wheels given (pages regenerated from index.json)\n")
-    if args.summary is not None:
+    if args.summary:  # '' (an unset $GITHUB_STEP_SUMMARY): no summary
         # a GitHub step summary grows by each step's part: append, never replace
-        with args.summary.open("a", encoding="utf-8") as fh:
+        with Path(args.summary).open("a", encoding="utf-8") as fh:
             fh.write("\n" + render_markdown(result.coverage, title="Coverage of the index"))
     if settings.base_url and not args.dry_run:
         out.write(
@@ -182,7 +182,6 @@ def add_index_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--summary",
-        type=Path,
         default=None,
         metavar="FILE",
         help="append the coverage map (markdown: published, smoke-tested, missing, "

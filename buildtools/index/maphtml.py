@@ -90,8 +90,8 @@ def render_map(cmap: CoverageMap) -> list[str]:
     lines = ['<ul class="legend">']
     for status, count in counts.items():
         lines.append(
-            f'<li><span class="swatch {_CLASS[status]}"></span><b>{_WORD[status]}</b>: '
-            f"{escape(_MEANING[status])} ({count})</li>"
+            f'<li><span class="swatch {_CLASS[status]}"></span><span><b>{_WORD[status]}</b>: '
+            f"{escape(_MEANING[status])} ({count})</span></li>"
         )
     lines.append("</ul>")
     notes = Notes()
