@@ -282,6 +282,17 @@ def test_copy_button_puts_the_command_on_the_clipboard(
     assert command.startswith("uv pip install bt-scatter --find-links ")
     assert page.evaluate("navigator.clipboard.readText()", await_promise=True) == command
     assert page.evaluate("document.getElementById('copy').textContent") == "Copied"
+    # a link to a combination's anchor opens the page with it selected
+    page = browser.new_page()
+    page.navigate(f"{url}/#bt-scatter-torch-2.12.1-cu126-cp311-linux_x86_64")
+    assert state(page)["checked"] == {
+        "project": "bt-scatter",
+        "torch": "2.12.1",
+        "accelerator": "cu126",
+        "python": "3.11",
+        "platform": "linux_x86_64",
+        "installer": "pip",
+    }
 
 
 @needs_browser

@@ -508,6 +508,29 @@ def test_plan_prints_the_coverage_grid(tmp_path: Path) -> None:
     assert "torch 2.13.0 cpu       ×     +     +" in text
 
 
+def test_plan_with_a_site_marks_what_it_publishes(tmp_path: Path) -> None:
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    a = wheel(tmp_path / "w", "cp311-cp311-manylinux_2_28_x86_64")
+    b = wheel(tmp_path / "w", "cp312-cp312-manylinux_2_28_x86_64")
+    passed = report(tmp_path / "r.json", [(a.wheel.sha256, "passed", "torch2.13.0-cpu-cp311")])
+    publish(tmp_path / "site", [a, b], IndexSettings(), KB, gate=SmokeGate.load([passed]))
+    publish(tmp_path / "site", [b], IndexSettings(), KB)  # the gate held b back: no report
+    out = io.StringIO()
+    argv = ["plan", "--matrix", str(tmp_path / "matrix.yaml"), "--site", str(tmp_path / "site")]
+    assert main(argv, out=out) == 0
+    text = out.getvalue()
+    assert "torch 2.13.0 cpu       ×     ✓     ●" in text
+    assert "✓ smoke-tested  ● published" in text
+
+
+def test_an_empty_site_says_so() -> None:
+    html = render_site([], IndexSettings(), KB)["index.html"].decode()
+    page = read_page(html)
+    assert_inert(page)
+    assert page.data == {"combos": [], "default": 0, "rows": []}
+    assert "No wheel is published yet" in html
+
+
 def test_matrix_cells_of_the_reference_matrix() -> None:
     mf = load_matrix(REPO / "matrix.yaml", knowledge=KB)
     cells = matrix_cells(mf, KB, host_python="3.11")
