@@ -28,6 +28,7 @@ __all__ = [
     "Status",
     "accelerator_label",
     "coverage_map",
+    "python_order",
     "render_markdown",
     "render_text",
     "run_note",
@@ -119,7 +120,8 @@ _CP = re.compile(r"cp(\d)(\d+)(t?)")
 _LINUX = re.compile(r"(?:many|musl)?linux(?:_\d+_\d+|\d+)?_(.+)")
 
 
-def _python_key(python: str) -> tuple[int, ...]:
+def python_order(python: str) -> tuple[int, ...]:
+    """'3.9' before '3.10', '3.13' before '3.13t', anything else last."""
     digits = python.rstrip("t").split(".")
     try:
         return (*(int(d) for d in digits), python.endswith("t"))
@@ -159,10 +161,10 @@ def wheel_pythons(filename: str, candidates: Collection[str]) -> tuple[str, ...]
             continue
         version = f"{m.group(1)}.{m.group(2)}{m.group(3)}"
         if abi == "abi3":
-            low = _python_key(version)
-            found.update(c for c in candidates if not c.endswith("t") and _python_key(c) >= low)
+            low = python_order(version)
+            found.update(c for c in candidates if not c.endswith("t") and python_order(c) >= low)
         found.add(version)
-    return tuple(sorted(found, key=_python_key))
+    return tuple(sorted(found, key=python_order))
 
 
 def _row_key(row: tuple[str, str]) -> tuple[object, ...]:
@@ -277,7 +279,7 @@ def coverage_map(
     order = sorted(by_platform, key=lambda p: (p != DEFAULT_PLATFORM, p))
     for platform in order:
         mine = by_platform[platform]
-        pythons = tuple(sorted({k[2] for k in mine}, key=_python_key))
+        pythons = tuple(sorted({k[2] for k in mine}, key=python_order))
         rows = tuple(sorted({(k[0], k[1]) for k in mine}, key=_row_key))
         cells = tuple(
             tuple(cell_at((torch, acc, python, platform)) for python in pythons)

@@ -35,7 +35,7 @@ from html import escape
 from importlib import resources
 
 from ..model import DEFAULT_PLATFORM, python_tag
-from .coverage import CoverageMap, accelerator_label
+from .coverage import CoverageMap, accelerator_label, python_order
 from .install import SITE_PLACEHOLDER, InstallCommands
 from .maphtml import platform_label, render_map
 
@@ -112,13 +112,6 @@ def _json_block(value: object) -> str:
     )
 
 
-def _python_key(python: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in python.rstrip("t").split("."))
-    except ValueError:
-        return (999,)
-
-
 def _radios(
     axis: str, title: str, values: Sequence[tuple[str, str]], *, checked: int | None = None
 ) -> list[str]:
@@ -185,20 +178,24 @@ def _combos_table(rows: Sequence[FrontRow], anchors: Sequence[tuple[str, list[st
 
 
 def _default(
-    combos: Sequence[tuple[str, str, str, str, str, int, str]], order: dict[str, int]
+    combos: Sequence[tuple[str, str, str, str, str, int, str]],
+    torch_order: Sequence[str],
+    accelerator_order: Sequence[str],
 ) -> int:
     """The combination the selector starts with: the newest torch, its first accelerator
     (CPU before CUDA before ROCm), the newest Python, the default platform."""
     if not combos:
         return 0
+    torches = {t: i for i, t in enumerate(torch_order)}
+    accelerators = {a: i for i, a in enumerate(accelerator_order)}
 
     def key(i: int) -> tuple[object, ...]:
         project, torch, acc, python, platform, _, _ = combos[i]
         return (
             project,
-            order[torch],
-            order[acc],
-            _neg(_python_key(python)),
+            torches.get(torch, len(torches)),
+            accelerators.get(acc, len(accelerators)),
+            _neg(python_order(python)),
             platform != DEFAULT_PLATFORM,
         )
 
@@ -236,11 +233,9 @@ def render_front(
                 (row.project, row.torch, row.accelerator, python, row.platform, i, anchor)
             )
         ids.append((row_id, combo_ids))
-    order = {t: i for i, t in enumerate(torch_order)}
-    order.update({a: i for i, a in enumerate(accelerator_order)})
     data = {
         "combos": [list(c) for c in combos],
-        "default": _default(combos, order),
+        "default": _default(combos, torch_order, accelerator_order),
         "rows": [
             {
                 "project": r.project,
@@ -254,7 +249,7 @@ def render_front(
         ],
     }
     projects = sorted({r.project for r in rows})
-    pythons = sorted({p for r in rows for p in r.pythons}, key=_python_key)
+    pythons = sorted({p for r in rows for p in r.pythons}, key=python_order)
     platforms = sorted({r.platform for r in rows}, key=lambda p: (p != DEFAULT_PLATFORM, p))
     used_torch = {r.torch for r in rows}
     used_acc = {r.accelerator for r in rows}
@@ -299,7 +294,7 @@ def render_front(
         else '<p id="nojs" class="lead">No wheel is published yet.</p>'
     )
     css, js = _asset("front.css"), _asset("front.js")
-    head = [
+    page = [
         "<!DOCTYPE html>",
         '<html lang="en">',
         "<head>",
@@ -345,4 +340,4 @@ def render_front(
         "</html>",
         "",
     ]
-    return "\n".join(head)
+    return "\n".join(page)

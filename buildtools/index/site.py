@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..knowledge import Knowledge
 from ..model import DEFAULT_PLATFORM
 from ..planner import MatrixCells
-from .coverage import coverage_map, wheel_platforms, wheel_pythons
+from .coverage import coverage_map, python_order, wheel_platforms, wheel_pythons
 from .front import FrontRow, render_front
 from .install import install_commands, torch_index
 from .manifest import MANIFEST_NAME, IndexedWheel, Manifest
@@ -124,7 +124,7 @@ def _front_rows(
                         accelerator=variant.accelerator,
                         platform=platform,
                         versions=tuple(sorted(versions[platform], key=version_key, reverse=True)),
-                        pythons=tuple(sorted(pythons[platform], key=_python_key)),
+                        pythons=tuple(sorted(pythons[platform], key=python_order)),
                         page=variant.page,
                         index=f"{variant.index_dir}/",
                         commands=install_commands(
@@ -136,13 +136,6 @@ def _front_rows(
                     )
                 )
     return rows
-
-
-def _python_key(python: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in python.rstrip("t").split("."))
-    except ValueError:
-        return (999,)
 
 
 def render_site(
