@@ -115,7 +115,8 @@ def publish(
         result = merge(manifest.wheels, passing)
         _check_foreign(site, result.added)
         runs = {*manifest.smoke, *(gate.runs if gate is not None else ())}
-        files = render_site(result.wheels, settings, kb, runs=runs, matrix=matrix)
+        cmap = coverage_map(result.wheels, kb=kb, runs=runs, matrix=matrix)
+        files = render_site(result.wheels, settings, kb, runs=runs, matrix=matrix, coverage=cmap)
         outcome = PublishResult(
             site=site,
             added=tuple(s.wheel.filename for s in result.added),
@@ -125,7 +126,7 @@ def publish(
             pages=tuple(p for p in files if p.startswith("torch-") and "/" not in p),
             wheels=len(result.wheels),
             written=not dry_run,
-            coverage=coverage_map(result.wheels, kb=kb, runs=runs, matrix=matrix),
+            coverage=cmap,
         )
         return manifest, result, files, outcome
 

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from ..knowledge import Knowledge
 from ..model import DEFAULT_PLATFORM
 from ..planner import MatrixCells
-from .coverage import coverage_map, python_order, wheel_platforms, wheel_pythons
+from .coverage import CoverageMap, coverage_map, python_order, wheel_platforms, wheel_pythons
 from .front import FrontRow, render_front
 from .install import install_commands, torch_index
 from .manifest import MANIFEST_NAME, IndexedWheel, Manifest
@@ -145,11 +145,14 @@ def render_site(
     *,
     runs: Iterable[SmokeRun] = (),
     matrix: MatrixCells | None = None,
+    coverage: CoverageMap | None = None,
 ) -> dict[str, bytes]:
     """Every generated file of the site (pages and manifest), path → bytes; pure.
 
     `runs`: the passing smoke runs known of these wheels (the manifest keeps those of
-    published wheels); `matrix`: the cells matrix.yaml names, for the coverage map."""
+    published wheels); `matrix`: the cells matrix.yaml names, for the coverage map;
+    `coverage`: that map, when the caller has made it already (`coverage_map` of the same
+    wheels, runs and matrix)."""
     wheels = sorted(wheels, key=lambda w: w.filename)
     base = settings.base_url
     aliases = Aliases(settings, kb)
@@ -208,7 +211,7 @@ def render_site(
     files["index.html"] = render_front(
         f"{projects[0]} wheels" if len(projects) == 1 else "Wheels by torch and accelerator",
         rows,
-        coverage_map(wheels, kb=kb, runs=kept, matrix=matrix),
+        coverage or coverage_map(wheels, kb=kb, runs=kept, matrix=matrix),
         base_url=base,
         total_wheels=len(wheels),
         torch_order=torches,
