@@ -81,15 +81,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         yield b
 
 
-def shots(page: Page, name: str, tmp: Path) -> None:
-    """Screenshots of the selector and the map (kept where BUILDTOOLS_SCREENSHOT_DIR says)."""
-    keep = os.environ.get("BUILDTOOLS_SCREENSHOT_DIR")
+def shots(page: Page, name: str, tmp: Path, *, keep: bool = False) -> None:
+    """Screenshots of the selector and the map (with `keep`, also where
+    BUILDTOOLS_SCREENSHOT_DIR says)."""
+    where = os.environ.get("BUILDTOOLS_SCREENSHOT_DIR") if keep else None
     for part, selector in (("selector", "#install"), ("coverage", "#map")):
         path = tmp / f"{name}-{part}.png"
         page.screenshot(path, selector, width=980)
         assert path.read_bytes().startswith(b"\x89PNG")
-        if keep:
-            shutil.copyfile(path, Path(keep) / f"front-{part}.png")
+        if where:
+            shutil.copyfile(path, Path(where) / f"front-{part}.png")
 
 
 # -- the page's state, through the DOM ------------------------------------------------------
@@ -572,4 +573,4 @@ def test_the_example_map_shows_every_kind_of_cell(
     assert cells["0 2.11.0 ROCm 7.2 Python 3.12"][0] == "s-excluded"
     text = summary.read_text()
     assert "| 2.11.0 | CUDA 13.0 | impossible [1] | **missing** | **missing** | ✅ tested [" in text
-    shots(page, "example", tmp_path)
+    shots(page, "example", tmp_path, keep=True)
