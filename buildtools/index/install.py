@@ -41,7 +41,9 @@ class InstallCommands:
     pip: str  # pip with the find-links page
     pip_index: str  # pip with the page's PEP 503 index
     uv: str  # uv pip with the find-links page
-    uv_project: str  # a uv project's pyproject.toml: [[tool.uv.index]] and [tool.uv.sources]
+    # a uv project's pyproject.toml: [[tool.uv.index]] and [tool.uv.sources], and the
+    # `uv add` that uses them (torch too: uv applies sources to direct dependencies only)
+    uv_project: str
 
 
 def pypi_accelerator(kb: Knowledge, torch: str, platform: str) -> str | None:
@@ -94,6 +96,10 @@ def _index_name(*parts: str) -> str:
     return "-".join(_NOT_NAME.sub("-", p).strip("-") or "x" for p in parts).lower()
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
+
+
 def install_commands(
     project: str, variant: Variant, *, site: str | None, torch_from: str | None
 ) -> InstallCommands:
@@ -105,10 +111,10 @@ def install_commands(
     extra = f" --extra-index-url {shlex.quote(torch_from)}" if torch_from else ""
     own = _index_name(project, variant.index_dir)
     root = SITE_PLACEHOLDER if site is None else site
+    # uv applies a source to a direct dependency only: torch is added beside the project
+    add = f"uv add {shlex.quote(_one_line(project))}" + (" torch" if torch_from else "")
     lines = [
-        "[project]",
-        f"dependencies = [{_toml(project)}]",
-        "",
+        f"# in pyproject.toml of a uv project, then: {add}",
         "[[tool.uv.index]]",
         f"name = {_toml(own)}",
         f"url = {_toml(f'{root}/{variant.index_dir}/')}",

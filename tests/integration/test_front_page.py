@@ -502,15 +502,16 @@ def _sha256(path: Path) -> str:
     HOST != "3.11",
     reason="the example's CPU cell here is cp311 (torch 2.13.0's local wheel is for 3.11)",
 )
-@pytest.mark.parametrize("installer", ["pip", "uv"])
+@pytest.mark.parametrize("installer", ["pip", "uv", "uv-project"])
 def test_the_selectors_command_installs_the_example(
     installer: str, browser: Browser, example_site: tuple[Path, str, Path], tmp_path: Path
 ) -> None:
     _, url, _ = example_site
     page = browser.new_page()
     page.navigate(f"{url}/")
+    pick = "pip" if installer == "pip" else "uv"
     for axis, value in zip(
-        (*AXES, "installer"), ("2.13.0", "cpu", "3.11", "linux_x86_64", installer), strict=True
+        (*AXES, "installer"), ("2.13.0", "cpu", "3.11", "linux_x86_64", pick), strict=True
     ):
         choose(page, axis, value)
     got = state(page)
@@ -523,26 +524,46 @@ def test_the_selectors_command_installs_the_example(
         if installer == "pip"
         else f"uv pip install bt-scatter --find-links {page_url} --extra-index-url {torch_url}"
     )
-    venv = tmp_path / "venv"
-    made = run([sys.executable, "-m", "venv", str(venv)])
-    assert made.returncode == 0, made.stderr
-    python = venv / "bin" / "python"
-    words = shlex.split(command)
-    if installer == "pip":
-        argv = [str(python), "-m", *words]
-        env: dict[str, str] = {}
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is a dependency of torch-buildtools"
+    env = {"UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    if installer == "uv-project":
+        # the other form: a uv project's pyproject.toml and the `uv add` its first line says
+        snippet = page.evaluate("document.getElementById('alt-code').textContent")
+        assert f'url = "{url}/torch-2.13.0+cpu/"' in snippet, snippet
+        project = tmp_path / "project"
+        project.mkdir()
+        made = run(
+            [uv, "init", "--bare", "--name", "demo", "--python", sys.executable],
+            cwd=project,
+            env=env,
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        with (project / "pyproject.toml").open("a") as fh:
+            fh.write("\n" + snippet + "\n")
+        add = shlex.split(snippet.splitlines()[0].split("then: ", 1)[1])
+        assert add == ["uv", "add", "bt-scatter", "torch"]
+        done = run([uv, *add[1:], "--python", sys.executable], cwd=project, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        python = project / ".venv" / "bin" / "python"
     else:
-        uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
-        assert uv, "uv is a dependency of torch-buildtools"
-        argv = [uv, *words[1:]]
-        env = {"VIRTUAL_ENV": str(venv), "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
-    done = run(argv, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
+        venv = tmp_path / "venv"
+        made = run([sys.executable, "-m", "venv", str(venv)])
+        assert made.returncode == 0, made.stderr
+        python = venv / "bin" / "python"
+        words = shlex.split(command)
+        if installer == "pip":
+            argv = [str(python), "-m", *words]
+        else:
+            argv = [uv, *words[1:]]
+            env["VIRTUAL_ENV"] = str(venv)
+        done = run(argv, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
     smoke = run([str(python), str(REPO / "examples" / "scatter" / "smoke.py")], cwd="/")
     assert smoke.returncode == 0, smoke.stdout + smoke.stderr
-    listed = run([str(python), "-m", "pip", "list", "--format=json"])
-    versions = {p["name"]: p["version"] for p in json.loads(listed.stdout)}
-    assert versions["bt-scatter"] == "0.1.0+pt213cpu" and versions["torch"] == "2.13.0+cpu"
+    code = "import json, importlib.metadata as m; print(json.dumps([m.version('bt-scatter'), m.version('torch')]))"
+    listed = run([str(python), "-c", code])
+    assert json.loads(listed.stdout) == ["0.1.0+pt213cpu", "2.13.0+cpu"], listed.stderr
 
 
 @needs_browser

@@ -132,6 +132,10 @@ def test_uv_project_form_is_toml_with_explicit_indexes() -> None:
         "torch": {"index": "pytorch-cpu"},
     }
     assert indexes["b-t-x-torch-2.13.0-cpu"]["url"] == "https://h/whl/torch-2.13.0+cpu/"
+    # torch is added too: uv applies sources to direct dependencies only
+    assert c.uv_project.splitlines()[0] == (
+        "# in pyproject.toml of a uv project, then: uv add 'b\"t\\x' torch"
+    )
     assert indexes["pytorch-cpu"] == {
         "name": "pytorch-cpu",
         "url": "https://t/cpu",

@@ -163,7 +163,7 @@
     var uv = pick.installer === "uv";
     command.textContent = fill(uv ? cmds.uv : cmds.pip, true);
     altLabel.textContent = uv
-      ? "In a uv project: add this to pyproject.toml, then run uv add " + shellWord(cmds.project) + ":"
+      ? "Or in a uv project (pyproject.toml):"
       : "Or from the PEP 503 index of the same wheels:";
     altCode.textContent = fill(uv ? cmds.uv_project : cmds.pip_index, !uv);
   }
