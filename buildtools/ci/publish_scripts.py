@@ -100,7 +100,9 @@ def index_script(matrix: str) -> str:
         f'  echo "nox -s index -- {_SELECTED} ${{args[*]}} ${{gates[*]}}"',
         "  echo '```'",
         '} >> "$GITHUB_STEP_SUMMARY"',
-        f'{layout.join([*_NOX, "index", "--", _SELECTED])} "${{args[@]}}" "${{gates[@]}}"',
+        # the coverage map of the published index joins the summary (index.coverage)
+        f'{layout.join([*_NOX, "index", "--", _SELECTED])} "${{args[@]}}" "${{gates[@]}}" '
+        '--summary "$GITHUB_STEP_SUMMARY"',
     )
 
 

@@ -14,6 +14,8 @@ from typing import Any, TextIO
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode
 from ..files import describe_os_error
+from ..index.coverage import coverage_map, render_text
+from ..index.manifest import read_manifest
 from ..knowledge import load_knowledge
 from ..matrix.config import json_schema
 from ..planner import Plan
@@ -62,6 +64,22 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
         console.print(f"  removed {removed.cell.id}: {removed.reason}")
 
 
+def _print_coverage(result: Plan, site: Path | None, out: TextIO) -> None:
+    """The matrix as a grid: what this plan builds, what other profiles do, what cannot
+    exist; with a site, what it publishes and which cells a smoke test proved."""
+    manifest = read_manifest(site) if site is not None else None
+    cmap = coverage_map(
+        manifest.wheels if manifest else (),
+        kb=load_knowledge(),
+        runs=manifest.smoke if manifest else (),
+        matrix=result.matrix,
+        planned={c.id for c in result.cells},
+    )
+    out.write("\n")
+    for line in render_text(cmap):
+        out.write(line + "\n")
+
+
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
     result, project_dir = plan_from_args(args)
     estimate = (
@@ -82,6 +100,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
             out.write(cell.id + "\n")
     else:
         _print_plan_table(result, out)
+        _print_coverage(result, args.site, out)
     if estimate is not None and args.format != "json":
         print_estimate(estimate, out)
     return 0
@@ -136,6 +155,14 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
         default=None,
         help="the cache whose timings and environments --estimate reads "
         "(default: $BUILDTOOLS_CACHE_DIR or ~/.cache/torch-buildtools)",
+    )
+    p.add_argument(
+        "--site",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a site `buildtools index` wrote: its published and smoke-tested cells join "
+        "the coverage grid",
     )
     p.set_defaults(handler=cmd_plan)
 

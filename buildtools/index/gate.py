@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PublishError
+from .smokelog import SmokeRun, passing_runs
 
 SMOKE_SCHEMA = "torch-buildtools/smoke-report/v1"
 # Every status but these is a failure: one a newer `buildtools smoke` adds (no-device,
@@ -27,13 +28,16 @@ _NOT_FAILING = frozenset({"passed", "skipped"})
 
 @dataclass(frozen=True, kw_only=True)
 class SmokeGate:
-    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen."""
+    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen,
+    and the passing runs (where and when), which the site keeps for its coverage map."""
 
     statuses: Mapping[str, tuple[str, ...]]
+    runs: tuple[SmokeRun, ...] = ()
 
     @classmethod
     def load(cls, reports: Sequence[Path]) -> SmokeGate:
         seen: dict[str, list[str]] = defaultdict(list)
+        runs: set[SmokeRun] = set()
         for path in reports:
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
@@ -59,7 +63,13 @@ class SmokeGate:
                         f"{path}: results[{i}]: needs a string sha256 and a string status"
                     )
                 seen[sha.lower()].append(status)
-        return cls(statuses={sha: tuple(v) for sha, v in seen.items()})
+            try:
+                runs.update(passing_runs(data, str(path)))
+            except ValueError as exc:
+                raise PublishError(
+                    f"{exc} (a report written by `buildtools smoke` has it)"
+                ) from None
+        return cls(statuses={sha: tuple(v) for sha, v in seen.items()}, runs=tuple(sorted(runs)))
 
     def verdict(self, sha256: str) -> str | None:
         """None when the wheel may be published, else why not.

@@ -8,25 +8,28 @@ labels, Requires-Dist, arch lists), which the doctor shares.
 from __future__ import annotations
 
 __all__ = [
+    "MatrixCells",
     "Plan",
     "RemovedCell",
     "Selection",
     "arch_list_from_torch",
     "current_local_version",
     "local_version",
+    "matrix_cells",
     "needs_current",
     "plan",
+    "torch_index_for",
 ]
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..knowledge import Knowledge
 from ..matrix.config import MatrixFile
 from ..model import BuildJob, Cell
 from ..torchinstall import TorchInstall
-from .cells import RemovedCell, Selection, needs_current, select_cells
+from .cells import MatrixCells, RemovedCell, Selection, matrix_cells, needs_current, select_cells
 from .derive import arch_list_from_torch, current_local_version, local_version
-from .jobs import group_jobs
+from .jobs import group_jobs, torch_index_for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +41,8 @@ class Plan:
     jobs: tuple[BuildJob, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    # every cell the matrix names, whatever the profile (the coverage map's rows and columns)
+    matrix: MatrixCells = field(default_factory=MatrixCells)
 
     @property
     def builds_saved(self) -> int:
@@ -74,4 +79,5 @@ def plan(
         jobs=tuple(group_jobs(mf, kb, selected.cells, current)),
         removed=selected.removed,
         excluded=selected.excluded,
+        matrix=selected.matrix,
     )

@@ -9,7 +9,7 @@ the matrix the same way for both.
 
 from __future__ import annotations
 
-__all__ = ["group_jobs"]
+__all__ = ["group_jobs", "torch_index_for"]
 
 import fnmatch
 from collections.abc import Sequence
@@ -52,6 +52,12 @@ def _override_for(mf: MatrixFile, accelerator: Accelerator) -> AcceleratorOverri
         for name in entry.model_fields_set:
             merged[name] = getattr(entry, name)
     return AcceleratorOverride.model_validate(merged)
+
+
+def torch_index_for(mf: MatrixFile, accelerator: Accelerator) -> str | None:
+    """The index `accelerators:` names for torch of this accelerator (None: not set)."""
+    index = _override_for(mf, accelerator).torch_index
+    return index.replace("{accelerator}", accelerator.name) if index is not None else None
 
 
 def _repair_policy(override: AcceleratorOverride) -> RepairPolicy:
@@ -164,9 +170,7 @@ def _index_torch(
                         )
                     )
         toolkit = _toolkit(accel, arch_list, kb.toolkit_requirements(build_torch, accel))
-    index = override.torch_index
-    if index is not None:
-        index = index.replace("{accelerator}", accel.name)
+    index = torch_index_for(mf, accel)
     return _BuildTorch(
         torch=build_torch,
         torch_versions=tuple(torches),

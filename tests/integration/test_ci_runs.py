@@ -207,6 +207,12 @@ def test_the_next_release_merges_into_the_record_not_the_cdn(world: dict[str, An
     assert any(
         c.startswith("gh attestation verify") and "/index.json " not in c for c in run.calls()
     )
+    # the publish job's summary has the coverage map of what the site now lists
+    (summary,) = run.work.glob("ws*-publish/.step_summary")
+    assert "### Coverage of the index" in summary.read_text()
+    assert "| 2.13.0 | CUDA 13.0 | **missing** | **missing** | 📦 published | **missing** |" in (
+        summary.read_text()
+    )
     versions = {w["version"].split("+")[0] for w in _served(world)["wheels"]}
     assert versions == {"0.1.0", "0.2.0"}
     assert len(_served(world)["wheels"]) == 6
