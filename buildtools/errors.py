@@ -11,6 +11,7 @@ __all__ = [
     "ExitCode",
     "ImmutableWheelError",
     "KnowledgeError",
+    "NetworkError",
     "PlanError",
     "PublishError",
     "SmokeFailedError",
@@ -42,6 +43,7 @@ class ExitCode(enum.IntEnum):
     CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
     UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
     FILESYSTEM = 16  # a file or directory cannot be read or written (read-only, full, missing)
+    NETWORK = 20  # the package index or a published site did not answer (or answered nonsense)
 
 
 class BuildtoolsError(Exception):
@@ -66,6 +68,12 @@ class KnowledgeError(BuildtoolsError):
     """A data file under buildtools/data is invalid (a bug in the package, not the user's)."""
 
     exit_code = ExitCode.KNOWLEDGE
+
+
+class NetworkError(BuildtoolsError):
+    """A URL could not be read (unreachable, HTTP error, too large, a range ignored)."""
+
+    exit_code = ExitCode.NETWORK
 
 
 class ToolMissingError(BuildtoolsError):

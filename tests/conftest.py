@@ -80,6 +80,10 @@ CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
         "aarch64 is registered (as root: apt-get install -y qemu-user-static binfmt-support)",
     ),
     "gpu": (_gpu_present, "no GPU on this machine"),
+    "live_index": (
+        lambda: os.environ.get("BUILDTOOLS_TEST_INDEX") == "1",
+        "asks the real package index (PyPI) about torch: run with BUILDTOOLS_TEST_INDEX=1",
+    ),
 }
 _seen: dict[str, bool] = {}
 

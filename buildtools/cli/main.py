@@ -14,7 +14,6 @@ from typing import Any, TextIO
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode
 from ..files import describe_os_error
-from ..knowledge import load_knowledge
 from ..matrix.config import json_schema
 from ..planner import Plan
 from .build import add_build_parser
@@ -25,6 +24,7 @@ from .doctor import add_doctor_parser
 from .estimate import estimate_for, nvcc_threads_of, print_estimate
 from .index import add_index_parser
 from .init import add_init_parser
+from .knowledge import add_knowledge_parser
 from .smoke import add_smoke_parser
 
 Handler = Callable[[argparse.Namespace, TextIO], int]
@@ -92,28 +92,6 @@ def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def cmd_knowledge(args: argparse.Namespace, out: TextIO) -> int:
-    kb = load_knowledge()
-    for minor, rel in sorted(
-        kb.torch.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))
-    ):
-        cuda = ", ".join(rel.cuda) or "-"
-        rocm = ", ".join(rel.rocm) or "-"
-        flag = "" if rel.confirmed else "  (unconfirmed: " + (rel.note or "") + ")"
-        out.write(
-            f"torch {minor}: patches {', '.join(rel.patches)}; python {', '.join(rel.python)}; "
-            f"cuda {cuda} (PyPI: {rel.pypi_cuda or 'cpu'}); rocm {rocm}; {rel.platform_tag}; "
-            f"cxx11 {'yes' if rel.cxx11_abi else 'no'}; {rel.cxx_std}; "
-            f"stable ABI {'yes' if rel.stable_abi else 'no'}{flag}\n"
-        )
-    # The notes cite source tags (R27, V1, …): say where those are explained.
-    out.write(
-        "sources: the `source` of each row in buildtools/data/*.yaml; tags such as R1 or V1 "
-        "are listed in docs/sources.md of the torch-buildtools repository\n"
-    )
-    return 0
-
-
 def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="buildtools", description="Plan, build, repair and check PyTorch extension wheels."
@@ -142,9 +120,6 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
     p = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")
     p.set_defaults(handler=cmd_schema)
 
-    p = sub.add_parser("knowledge", help="print the torch compatibility knowledge base")
-    p.set_defaults(handler=cmd_knowledge)
-
     for add in extra:
         add(sub)
     return parser
@@ -158,6 +133,7 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
         add_doctor_parser,
         add_index_parser,
         add_init_parser,
+        add_knowledge_parser,
         add_smoke_parser,
     ]
 

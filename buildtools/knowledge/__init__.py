@@ -16,182 +16,25 @@ __all__ = [
 
 import fnmatch
 import functools
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    TypeAdapter,
-    ValidationError,
-    model_validator,
+
+from ..model import DEFAULT_PLATFORM, PLATFORMS, Accelerator, Cell
+from .load import DATA_DIR, load_data
+from .rows import (
+    Aarch64Release,
+    CudaRelease,
+    ImageRule,
+    NeverBundle,
+    RocmRelease,
+    Row,
+    TorchRelease,
 )
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import YAMLError
-
-from buildtools.errors import KnowledgeError
-from buildtools.model import DEFAULT_PLATFORM, PLATFORMS, Accelerator, Cell
-
-DATA_DIR = Path(__file__).parent / "data"
-
-PyVersion = Annotated[str, StringConstraints(pattern=r"^3\.\d+$")]
-# cuXYZ accelerator names carry a one-digit CUDA minor (model.Accelerator.parse).
-CudaVersion = Annotated[str, StringConstraints(pattern=r"^\d+\.\d$")]
-RocmVersion = Annotated[str, StringConstraints(pattern=r"^\d+\.\d+(\.\d+)?$")]
-PlatformBase = Literal["manylinux2014", "manylinux_2_28"]
-
-
-class _Row(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    source: str = Field(min_length=1)
-    confirmed: bool = True
-    note: str | None = None
-
-
-class Aarch64Release(_Row):
-    """What a torch release offers on linux_aarch64."""
-
-    python: tuple[PyVersion, ...] | None = None  # None: same as linux_x86_64
-    cuda: tuple[CudaVersion, ...] = ()  # CUDA variants built (download.pytorch.org)
-    pypi_cuda: CudaVersion | None = None  # CUDA of the PyPI aarch64 wheel; None: CPU-only
-    platform_tag: PlatformBase
-    cxx11_abi: bool
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Aarch64Release:
-        if self.pypi_cuda is not None and self.pypi_cuda not in self.cuda:
-            raise ValueError(f"pypi_cuda: {self.pypi_cuda} is not one of cuda {list(self.cuda)}")
-        return self
-
-
-class TorchRelease(_Row):
-    """Facts about one torch minor release (linux_x86_64 unless a field says otherwise)."""
-
-    minor: Annotated[str, StringConstraints(pattern=r"^\d+\.\d+$")]
-    patches: tuple[str, ...] = Field(min_length=1)
-    python: tuple[PyVersion, ...] = Field(min_length=1)
-    cuda: tuple[CudaVersion, ...]
-    rocm: tuple[RocmVersion, ...]
-    pypi_cuda: CudaVersion | None
-    pypi_cuda_toolkit: str | None = None
-    platform_tag: PlatformBase
-    cxx11_abi: bool
-    cxx11_abi_variants: tuple[str, ...] = ()
-    cxx_std: Literal["c++17", "c++20"]
-    stable_abi: bool
-    py_limited_api: bool
-    cuda_archs: tuple[str, ...] = Field(min_length=1)
-    cuda_arch_names: tuple[tuple[str, str], ...] = ()
-    cuda_arch_native: bool = False
-    aarch64: Aarch64Release
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TorchRelease:
-        try:
-            versions = [Version(p) for p in self.patches]
-        except InvalidVersion as exc:
-            raise ValueError(f"patches: {exc}") from None
-        if any(f"{v.major}.{v.minor}" != self.minor for v in versions):
-            raise ValueError(f"patches: every patch must be a {self.minor}.x release")
-        if versions != sorted(set(versions)):
-            raise ValueError("patches: must be sorted and unique")
-        if self.pypi_cuda is not None and self.pypi_cuda not in self.cuda:
-            raise ValueError(f"pypi_cuda: {self.pypi_cuda} is not one of cuda {list(self.cuda)}")
-        if self.pypi_cuda_toolkit is not None and not (
-            self.pypi_cuda and self.pypi_cuda_toolkit.startswith(self.pypi_cuda + ".")
-        ):
-            raise ValueError(
-                f"pypi_cuda_toolkit: {self.pypi_cuda_toolkit} is not CUDA {self.pypi_cuda}"
-            )
-        built = {f"cu{c.replace('.', '')}" for c in self.cuda} | {f"rocm{r}" for r in self.rocm}
-        for name in self.cxx11_abi_variants:
-            if name not in built:
-                raise ValueError(
-                    f"cxx11_abi_variants: {name} is not a variant built for {self.minor}"
-                )
-        return self
-
-
-class CudaRelease(_Row):
-    """One CUDA version: the default arch list per platform and the pinned PyPI toolkit."""
-
-    version: CudaVersion
-    arch_list: dict[str, str]
-    toolkit: tuple[str, ...] = Field(min_length=1)
-    pip_complete: bool  # False: the pip wheels lack the nvcc driver; a system CUDA_HOME is needed
-
-    @model_validator(mode="after")
-    def _consistent(self) -> CudaRelease:
-        if set(self.arch_list) != set(PLATFORMS):
-            raise ValueError(f"arch_list: keys must be exactly {list(PLATFORMS)}")
-        for platform, archs in self.arch_list.items():
-            if not all(archs.split(";")):
-                raise ValueError(f"arch_list: {platform}: empty entry in {archs!r}")
-        for text in self.toolkit:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement as exc:
-                raise ValueError(f"toolkit: {exc}") from None
-            if str(req.specifier) != f"=={self.version}.*":
-                raise ValueError(f"toolkit: {text!r} must be pinned '=={self.version}.*'")
-        return self
-
-
-class RocmRelease(_Row):
-    """One ROCm version and its default PYTORCH_ROCM_ARCH."""
-
-    version: RocmVersion
-    arch_list: str = Field(pattern=r"^gfx[0-9a-f]+(;gfx[0-9a-f]+)*$")
-
-
-class ImageRule(_Row):
-    """Which builder image builds a torch range × accelerator kind × platform."""
-
-    torch: str
-    platform: Literal["linux_x86_64", "linux_aarch64"]
-    kinds: tuple[Literal["cpu", "cuda", "rocm"], ...] = Field(min_length=1)
-    cxx11_abi: bool | None = None
-    image: str = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ImageRule:
-        try:
-            SpecifierSet(self.torch)
-        except InvalidSpecifier as exc:
-            raise ValueError(f"torch: {exc}") from None
-        if set(re.findall(r"{(\w*)}", self.image)) - {"version"}:
-            raise ValueError(f"image: only {{version}} may be substituted in {self.image!r}")
-        return self
-
-
-class NeverBundle(_Row):
-    """A library (fnmatch pattern on the SONAME) that a wheel must never bundle, and why."""
-
-    pattern: str = Field(min_length=1)
-    # who provides it: torch (any build, or only its CUDA/ROCm builds), the GPU runtime, the driver
-    group: Literal["torch", "torch-cuda", "torch-rocm", "cuda", "rocm", "driver"]
-    reason: str = Field(min_length=1)
-
-    @property
-    def torch_own(self) -> bool:
-        """Part of torch itself: an extension that needs it links torch."""
-        return self.group in ("torch", "torch-cuda", "torch-rocm")
-
-    @property
-    def device(self) -> bool:
-        """Only a CUDA/ROCm torch or a GPU machine has it: a CPU build must not need it."""
-        return self.group != "torch"
-
 
 # `abi:` modes that need a feature of torch: the release field that says so, and the feature
 _ABI_FEATURES = {
@@ -220,7 +63,9 @@ class Knowledge:
         rocm: Iterable[RocmRelease],
         images: Iterable[ImageRule],
         never_bundle: Iterable[NeverBundle],
+        data_dir: Path = DATA_DIR,
     ) -> None:
+        self.data_dir = data_dir  # where the rows were read (a maintainer's copy, or the package's)
         ordered = sorted(torch, key=lambda r: Version(r.minor))
         self.torch: Mapping[str, TorchRelease] = MappingProxyType({r.minor: r for r in ordered})
         self.cuda_releases: Mapping[str, CudaRelease] = MappingProxyType(
@@ -475,7 +320,7 @@ class Knowledge:
 
     def unconfirmed(self) -> tuple[str, ...]:
         """One line per fact marked confirmed: false, with its note."""
-        rows: list[tuple[str, _Row]] = [(f"torch {r.minor}", r) for r in self.torch.values()]
+        rows: list[tuple[str, Row]] = [(f"torch {r.minor}", r) for r in self.torch.values()]
         rows += [(f"torch {r.minor} linux_aarch64", r.aarch64) for r in self.torch.values()]
         rows += [(f"CUDA {c.version}", c) for c in self.cuda_releases.values()]
         rows += [(f"ROCm {r.version}", r) for r in self.rocm_releases.values()]
@@ -486,126 +331,15 @@ class Knowledge:
         )
 
 
-# -- loading ---------------------------------------------------------------------------------
-# file name → (top-level key, validator of its rows)
-_FILES: dict[str, tuple[str, TypeAdapter[Any]]] = {
-    "torch.yaml": ("releases", TypeAdapter(tuple[TorchRelease, ...])),
-    "cuda.yaml": ("releases", TypeAdapter(tuple[CudaRelease, ...])),
-    "rocm.yaml": ("releases", TypeAdapter(tuple[RocmRelease, ...])),
-    "images.yaml": ("images", TypeAdapter(tuple[ImageRule, ...])),
-    "never_bundle.yaml": ("patterns", TypeAdapter(tuple[NeverBundle, ...])),
-}
-_ROW_KEYS = ("minor", "version", "pattern", "image")
-
-
-def _where(raw: Any, loc: Sequence[int | str]) -> tuple[int | None, str]:
-    """(line, 'releases[3] (minor 2.3): cxx11_abi') for an error location inside a data file."""
-    line: int | None = None
-    tokens: list[str] = []
-    node = raw
-    for step in loc:
-        if isinstance(node, CommentedSeq) and isinstance(step, int) and step < len(node):
-            line = node.lc.item(step)[0] + 1
-            node = node[step]
-            key = next((k for k in _ROW_KEYS if isinstance(node, Mapping) and k in node), None)
-            label = f"[{step}]" + (f" ({key} {node[key]})" if key and not tokens[1:] else "")
-            tokens[-1:] = [(tokens[-1] if tokens else "") + label]
-            continue
-        if isinstance(node, CommentedMap) and step in node:
-            line = node.lc.key(step)[0] + 1
-            node = node[step]
-        else:
-            node = None
-        tokens.append(str(step))
-    row, fields = (tokens[0], tokens[1:]) if tokens else ("", [])
-    return line, row + (": " + ".".join(fields) if fields else "")
-
-
-def _problem(path: Path, raw: Any, loc: Sequence[int | str], msg: str) -> str:
-    msg = msg.removeprefix("Value error, ")
-    # Row validators prefix their message with the field they are about; point at that field.
-    field, _, rest = msg.partition(": ")
-    if rest and re.fullmatch(r"\w+", field):
-        loc, msg = (*loc, field), rest
-    line, where = _where(raw, loc)
-    return f"{path}:{line or 1}: {where}: {msg}"
-
-
-def _read(path: Path) -> tuple[Any, Any]:
-    """(round-trip tree with line numbers, plain Python data) of one YAML file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        return YAML(typ="rt").load(text), YAML(typ="safe").load(text)
-    except OSError as exc:
-        raise KnowledgeError(f"{path}: cannot read knowledge data: {exc.strerror}") from None
-    except YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise KnowledgeError(f"{path}{line}: not valid YAML: {exc}") from None
-
-
-def _cross_check(files: Mapping[str, Any], raws: Mapping[str, Any], data_dir: Path) -> list[str]:
-    """Facts across rows and files: torch rows name known CUDA/ROCm; no shadowed never_bundle."""
-    problems: list[str] = []
-    cuda = {c.version for c in files["cuda.yaml"]}
-    rocm = {r.version for r in files["rocm.yaml"]}
-    minors: set[str] = set()
-    for i, rel in enumerate(files["torch.yaml"]):
-        missing_cuda = "no row in cuda.yaml for CUDA"
-        checks = [
-            ("minor", [rel.minor] if rel.minor in minors else [], "duplicate release"),
-            ("cuda", [c for c in rel.cuda if c not in cuda], missing_cuda),
-            ("aarch64", [c for c in rel.aarch64.cuda if c not in cuda], missing_cuda),
-            ("rocm", [r for r in rel.rocm if r not in rocm], "no row in rocm.yaml for ROCm"),
-        ]
-        minors.add(rel.minor)
-        for field, bad, what in checks:
-            if bad:
-                line, where = _where(raws["torch.yaml"], ("releases", i, field))
-                problems.append(
-                    f"{data_dir / 'torch.yaml'}:{line}: {where}: {what} {', '.join(bad)}"
-                )
-    # never_bundle_rule takes the first match: 'libtorch_cuda*.so*' must precede 'libtorch*.so*'
-    rules = files["never_bundle.yaml"]
-    for i, rule in enumerate(rules):
-        broader = [r.pattern for r in rules[:i] if fnmatch.fnmatchcase(rule.pattern, r.pattern)]
-        if broader:
-            line, where = _where(raws["never_bundle.yaml"], ("patterns", i, "pattern"))
-            problems.append(
-                f"{data_dir / 'never_bundle.yaml'}:{line}: {where}: shadowed by the earlier "
-                f"{broader[0]!r}; list the narrower pattern first"
-            )
-    return problems
-
-
 def _load(data_dir: Path) -> Knowledge:
-    rows: dict[str, Any] = {}
-    raws: dict[str, Any] = {}
-    problems: list[str] = []
-    for name, (key, adapter) in _FILES.items():
-        path = data_dir / name
-        raw, plain = _read(path)
-        raws[name] = raw
-        if not isinstance(plain, dict) or list(plain) != [key] or not plain[key]:
-            problems.append(f"{path}:1: expected one top-level key {key!r} with a list of rows")
-            continue
-        try:
-            rows[name] = adapter.validate_python(plain[key])
-        except ValidationError as exc:
-            problems += [_problem(path, raw, (key, *e["loc"]), e["msg"]) for e in exc.errors()]
-    if not problems:
-        problems = _cross_check(rows, raws, data_dir)
-    if problems:
-        raise KnowledgeError(
-            "invalid knowledge data (a bug in torch-buildtools' data files):\n  "
-            + "\n  ".join(problems)
-        )
+    rows = load_data(data_dir)
     return Knowledge(
-        torch=rows["torch.yaml"],
-        cuda=rows["cuda.yaml"],
-        rocm=rows["rocm.yaml"],
-        images=rows["images.yaml"],
-        never_bundle=rows["never_bundle.yaml"],
+        torch=rows.torch,
+        cuda=rows.cuda,
+        rocm=rows.rocm,
+        images=rows.images,
+        never_bundle=rows.never_bundle,
+        data_dir=data_dir,
     )
 
 
