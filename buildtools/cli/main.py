@@ -60,6 +60,13 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     )
     for removed in result.removed:
         console.print(f"  removed {removed.cell.id}: {removed.reason}")
+    for resolution in result.ranges:
+        console.print(
+            f"torch {resolution.spec!r} → {', '.join(resolution.versions) or 'no release'} "
+            f"({resolution.note})"
+        )
+        for version, why in resolution.left_out:
+            console.print(f"  left out {version}: {why}")
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:

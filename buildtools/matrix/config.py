@@ -15,6 +15,7 @@ __all__ = [
     "ProjectConfig",
     "RepairCommand",
     "Runners",
+    "is_range",
     "json_schema",
     "load_matrix",
     "parse_matrix",
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -79,12 +81,37 @@ def _kb(info: ValidationInfo) -> Knowledge:
     return kb if isinstance(kb, Knowledge) else load_knowledge()
 
 
+def is_range(value: str) -> bool:
+    """A version specifier ('>=2.10', '~=2.13.0', '>=2.10,<2.14'), not a release or glob."""
+    return value.startswith(("<", ">", "=", "!", "~"))
+
+
+def _check_torch_range(value: str, info: ValidationInfo) -> str:
+    try:
+        spec = SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(
+            f"{value!r} is not a version range; write a specifier such as '>=2.10' or "
+            "'>=2.10,<2.15'"
+        ) from None
+    known = _kb(info).torch_versions()
+    if not any(spec.contains(v) for v in known):
+        raise ValueError(
+            f"{value!r} matches no torch release the knowledge base knows ({known[0]} … "
+            f"{known[-1]}; `buildtools knowledge` lists them)"
+        )
+    return value
+
+
 def _check_torch_version(value: str, info: ValidationInfo) -> str:
     if value == CURRENT:
         return value
+    if is_range(value):
+        return _check_torch_range(value, info)
     if not _TORCH_RE.match(value):
         raise ValueError(
-            f"{value!r} is not a torch release; write MAJOR.MINOR.PATCH, e.g. 2.11.0, or "
+            f"{value!r} is not a torch release; write MAJOR.MINOR.PATCH, e.g. 2.11.0, a range "
+            "such as '>=2.10' (every release the index serves, newest patch per minor), or "
             "'current' for the torch of the running environment"
         )
     known = _kb(info).torch_versions()
@@ -155,6 +182,11 @@ class CellRule(Strict):
     @field_validator("torch", "accelerator", "python", "platform")
     @classmethod
     def _glob(cls, value: str | None) -> str | None:
+        if value is not None and is_range(value):
+            raise ValueError(
+                f"{value!r}: a torch range belongs in axes.torch; a rule names a release or "
+                "a glob (e.g. '2.14.*')"
+            )
         return _check_glob(value) if value is not None else None
 
     @model_validator(mode="after")
@@ -382,7 +414,10 @@ class Matrix(Strict):
             ("torch", value.pypi.torch, axes.torch),
             ("accelerator", value.pypi.accelerator, axes.accelerator),
         ):
-            if chosen not in axis:
+            in_range = key == "torch" and any(
+                is_range(a) and SpecifierSet(a).contains(chosen) for a in axis
+            )
+            if chosen not in axis and not in_range:
                 raise ValueError(
                     f"pypi.{key}: {chosen!r} is not in axes.{key} ({', '.join(axis)}); "
                     "the PyPI variant must be one the matrix builds"

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 __all__ = [
     "Plan",
+    "RangeResolution",
     "RemovedCell",
     "Selection",
+    "ServedTorch",
     "arch_list_from_torch",
     "current_local_version",
     "local_version",
@@ -27,6 +29,7 @@ from ..torchinstall import TorchInstall
 from .cells import RemovedCell, Selection, needs_current, select_cells
 from .derive import arch_list_from_torch, current_local_version, local_version
 from .jobs import group_jobs
+from .ranges import RangeResolution, ServedTorch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +41,8 @@ class Plan:
     jobs: tuple[BuildJob, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    # what each range of axes.torch resolved to, and why other releases were left out
+    ranges: tuple[RangeResolution, ...] = ()
 
     @property
     def builds_saved(self) -> int:
@@ -61,17 +66,30 @@ def plan(
     host_python: str,
     current: TorchInstall | None = None,
     selection: Selection = _DEFAULT_SELECTION,
+    served: ServedTorch | None = None,
+    offline_reason: str | None = None,
 ) -> Plan:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs.
 
     `current` is the torch of the running environment (host facts, probed by the caller),
-    what `torch: current` stands for; `selection` which cells to keep.
+    what `torch: current` stands for; `selection` which cells to keep; `served` the torch
+    releases the package index serves (a host fact the caller fetched; None: a torch range
+    resolves against the knowledge base alone, `offline_reason` saying why).
     """
-    selected = select_cells(mf, kb, host_python=host_python, current=current, selection=selection)
+    selected = select_cells(
+        mf,
+        kb,
+        host_python=host_python,
+        current=current,
+        selection=selection,
+        served=served,
+        offline_reason=offline_reason,
+    )
     return Plan(
         profile=selected.profile,
         cells=selected.cells,
         jobs=tuple(group_jobs(mf, kb, selected.cells, current)),
         removed=selected.removed,
         excluded=selected.excluded,
+        ranges=selected.ranges,
     )

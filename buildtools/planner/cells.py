@@ -26,13 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from ..errors import ConfigError, PlanError
 from ..knowledge import Knowledge
-from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob
+from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob, is_range
 from ..model import Accelerator, Cell
 from ..torchinstall import TorchInstall
+from .ranges import RangeResolution, ServedTorch, resolve_axis
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +134,16 @@ def _expand_include(
 def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
     known = kb.torch_versions()
     for value in values:
+        if is_range(value):
+            try:
+                spec = SpecifierSet(value)
+            except InvalidSpecifier:
+                raise PlanError(
+                    f"--torch {value}: not a version range; e.g. '>=2.10' or '>=2.10,<2.15'"
+                ) from None
+            if not any(spec.contains(v) for v in known):
+                raise PlanError(f"--torch {value}: matches no known torch release")
+            continue
         if value != CURRENT and value not in known:
             close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
@@ -179,6 +191,7 @@ class CellSelection:
     cells: tuple[Cell, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    ranges: tuple[RangeResolution, ...] = ()
 
 
 def select_cells(
@@ -188,12 +201,15 @@ def select_cells(
     host_python: str,
     current: TorchInstall | None,
     selection: Selection,
+    served: ServedTorch | None = None,
+    offline_reason: str | None = None,
 ) -> CellSelection:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
     m = mf.matrix
     profile, only, strict = selection.profile, selection.only, selection.strict
     torch_axis = selection.torch_axis
     torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
+    torch_values, ranges = resolve_axis(torch_values, kb, served, offline_reason=offline_reason)
     if needs_current(mf, torch_axis) and current is None:
         raise PlanError(
             f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
@@ -306,6 +322,13 @@ def select_cells(
 
     if not cells:
         where = f"profile {profile!r}" if profile else "the matrix"
+        empty = [r for r in ranges if not r.versions]
+        if empty:
+            raise PlanError(
+                f"{mf.source.where(('axes', 'torch'))}: axes.torch: {empty[0].spec!r} resolves "
+                f"to no release ({empty[0].note}); left out: "
+                + "; ".join(f"{v}: {why}" for v, why in empty[0].left_out)
+            )
         raise PlanError(
             f"{mf.source.where(('profiles', profile) if profile else ('axes',))}: {where} "
             "selects no buildable cell; check axes, exclude and the profile's select rules"
@@ -316,6 +339,7 @@ def select_cells(
         cells=tuple(sorted(cells.values(), key=cell_key)),
         removed=tuple(removed),
         excluded=excluded,
+        ranges=tuple(ranges),
     )
 
 

@@ -32,10 +32,16 @@ PROJECT = "torch"
 
 
 def served_releases(
-    reader: IndexReader, *, since: str | None = None, metadata: bool = True
+    reader: IndexReader,
+    *,
+    since: str | None = None,
+    metadata: bool = True,
+    stale_ok: bool = False,
 ) -> tuple[list[ServedRelease], PageAnswer]:
-    """Every final torch release the index serves (from `since`'s minor on, when given)."""
-    answer = reader.page(PROJECT)
+    """Every final torch release the index serves (from `since`'s minor on, when given);
+    `metadata`: read each one's METADATA too (its CUDA pins); `stale_ok`: an expired
+    cached page answers when the index cannot be reached."""
+    answer = reader.page(PROJECT, stale_ok=stale_ok)
     floor = Version(since) if since else None
     out = []
     for version, files in answer.page.releases().items():
