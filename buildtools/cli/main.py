@@ -25,6 +25,7 @@ from .estimate import estimate_for, nvcc_threads_of, print_estimate
 from .index import add_index_parser
 from .init import add_init_parser
 from .knowledge import add_knowledge_parser
+from .missing import MissingReport, missing_plan
 from .smoke import add_smoke_parser
 
 Handler = Callable[[argparse.Namespace, TextIO], int]
@@ -69,8 +70,20 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
             console.print(f"  left out {version}: {why}")
 
 
+def _print_published(report: MissingReport, out: TextIO) -> None:
+    count = len(report.published)
+    out.write(
+        f"--missing {report.site}: {count} cell(s) of version {report.version} already "
+        f"published there; planned: only the cells it has no wheel for\n"
+    )
+
+
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
-    result, project_dir = plan_from_args(args)
+    missing: MissingReport | None = None
+    if args.missing:
+        result, project_dir, missing = missing_plan(args)
+    else:
+        result, project_dir = plan_from_args(args)
     estimate = (
         estimate_for(result, project_dir, cache_dir=args.cache_dir) if args.estimate else None
     )
@@ -89,6 +102,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
             out.write(cell.id + "\n")
     else:
         _print_plan_table(result, out)
+        if missing is not None:
+            _print_published(missing, out)
     if estimate is not None and args.format != "json":
         print_estimate(estimate, out)
     return 0
@@ -114,6 +129,19 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
         action="store_true",
         help="also estimate each job's build time (recorded timings, else a model), the "
         "run's wall time here, and CI's wall time and runner-minutes",
+    )
+    p.add_argument(
+        "--missing",
+        metavar="SITE",
+        default=None,
+        help="plan only the cells SITE (a directory or URL `buildtools index` made) has no "
+        "wheel for at the project's version",
+    )
+    p.add_argument(
+        "--project-version",
+        default=None,
+        metavar="VERSION",
+        help="with --missing: the project's version (default: read from its source)",
     )
     p.add_argument(
         "--cache-dir",
