@@ -88,7 +88,7 @@ def test_a_bad_range_is_one_line_naming_the_key(torch: str, message: str) -> Non
 
 
 def test_a_range_in_a_rule_is_refused() -> None:
-    with pytest.raises(ConfigError, match="a torch range belongs in axes.torch"):
+    with pytest.raises(ConfigError, match=r"a torch range belongs in axes\.torch"):
         matrix(["2.11.0"], exclude=[{"torch": ">=2.11"}])
 
 
