@@ -6,6 +6,8 @@
 - `self-hosted.yml` (when a runner is self-hosted): a pull request's self-hosted builds
   and smoke tests, after its run, for branches of the repository only;
 - `caches.yml`: the scheduled run on the default branch that seeds the caches;
+- `backfill.yml`: the daily run that releases, through release.yml, the cells the latest
+  tag promises and its record lacks (a new torch, without a new release of the extension);
 - `actionlint.yaml`: the custom runner labels; `ci-requirements.txt`: the hashed tools;
   `buildtools-requirements.txt`: buildtools' dependencies, hashed, for the nox sessions.
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from ..matrix.config import MatrixFile
 from ..planner import Plan
 from . import layout
+from .backfill import BACKFILL_WORKFLOW, render_backfill
 from .matrix import matrix_entries
 from .outputs import shape_of
 from .pins import CiPins
@@ -41,6 +44,7 @@ GENERATED_FILES = (
     layout.PR_WORKFLOW,
     layout.SELF_HOSTED_WORKFLOW,
     layout.CACHES_WORKFLOW,
+    BACKFILL_WORKFLOW,
     layout.ACTIONLINT_CONFIG,
     layout.REQUIREMENTS,
     layout.LOCK,
@@ -112,6 +116,7 @@ def render_workflows(
         Generated(
             path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release)
         ),
+        Generated(path=BACKFILL_WORKFLOW, text=render_backfill(ctx(layout.RELEASE_NAME))),
         Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(release_ctx)),
         Generated(path=layout.REQUIREMENTS, text=_hashed(release_ctx, pins.requirements)),
         Generated(path=layout.LOCK, text=_hashed(release_ctx, pins.lock)),

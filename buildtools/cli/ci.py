@@ -42,6 +42,7 @@ from ..ci.version import check_tag, project_version, published_jobs
 from ..errors import CiDriftError, PlanError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
+from .ci_backfill import add_backfill_parser
 from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args
 
@@ -349,3 +350,4 @@ def add_ci_parser(sub: Any) -> None:
     add_matrix_parser(verbs)
     add_status_parser(verbs)
     add_release_parsers(verbs)
+    add_backfill_parser(verbs)
