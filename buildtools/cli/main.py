@@ -15,7 +15,7 @@ from .. import __version__
 from ..errors import BuildtoolsError, ExitCode
 from ..files import describe_os_error
 from ..matrix.config import json_schema
-from ..planner import Plan
+from ..planner import Plan, abi_window
 from .build import add_build_parser
 from .check import add_check_parser
 from .ci import add_ci_parser
@@ -61,6 +61,12 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     )
     for removed in result.removed:
         console.print(f"  removed {removed.cell.id}: {removed.reason}")
+    for job in result.jobs:
+        window = abi_window(job)
+        if window:
+            console.print(f"ABI window of {job.id} (Requires-Dist {job.requires_dist}):")
+            for torch, where in window:
+                console.print(f"  torch {torch}: {where}")
     for resolution in result.ranges:
         console.print(
             f"torch {resolution.spec!r} → {', '.join(resolution.versions) or 'no release'} "

@@ -13,6 +13,7 @@ __all__ = [
     "RemovedCell",
     "Selection",
     "ServedTorch",
+    "abi_window",
     "arch_list_from_torch",
     "current_local_version",
     "local_version",
@@ -27,7 +28,7 @@ from ..matrix.config import MatrixFile
 from ..model import BuildJob, Cell
 from ..torchinstall import TorchInstall
 from .cells import RemovedCell, Selection, needs_current, select_cells
-from .derive import arch_list_from_torch, current_local_version, local_version
+from .derive import abi_window, arch_list_from_torch, current_local_version, local_version
 from .jobs import group_jobs
 from .ranges import RangeResolution, ServedTorch
 

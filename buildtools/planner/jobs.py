@@ -172,7 +172,7 @@ def _index_torch(
         torch_versions=tuple(torches),
         pythons=tuple(sorted({c.python for c in cells}, key=python_key)),
         toolkit=toolkit,
-        requires_dist=requires_dist(abi, build_torch),
+        requires_dist=requires_dist(abi, build_torch, newest=torches[-1]),
         image=override.image or kb.builder_image(build_torch, accel, platform),
         platform_tag=kb.wheel_platform_tag(build_torch, accel, platform),
         local_version=local_version(

@@ -97,7 +97,7 @@ def test_stable_groups_torch_range() -> None:
     assert job.id == "torch2.11.0-2.13.0-cu130-stable"
     assert job.torch == "2.11.0"
     assert job.torch_versions == ("2.11.0", "2.13.0")
-    assert job.requires_dist == "torch>=2.11"
+    assert job.requires_dist == "torch>=2.11,<2.14"  # the tested range, no more
     assert job.env_dict["BUILDTOOLS_TORCH_TARGET_VERSION"] == "0x020b000000000000"
 
 
