@@ -47,7 +47,7 @@ from ..errors import ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..model import PLATFORMS, AbiMode, Accelerator
 from .ciconfig import CiConfig
-from .fields import Strict, check_url
+from .fields import ByteSize, Strict, check_url
 from .runners import Runners
 from .yamlsource import Loc, SourceMap, load_yaml
 
@@ -335,6 +335,12 @@ class BuildSettings(Strict):
     max_jobs: int | None = Field(default=None, ge=1)
     # ccache for the host compiler and nvcc (when ccache is installed); false turns it off
     ccache: bool = True
+    # wheel-size check: warning and error thresholds (default: PyPI's 100 MiB upload limit,
+    # GitHub's 2 GiB release-asset limit, data/ecosystem.json)
+    size_warning: ByteSize = None
+    size_error: ByteSize = None
+    # nvcc --compress-mode for the fatbins of CUDA >= 12.8 jobs (None: nvcc's default)
+    cuda_compress: Literal["default", "size", "speed", "balance", "none"] | None = None
 
 
 class ProjectConfig(Strict):

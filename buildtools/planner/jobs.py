@@ -240,6 +240,17 @@ def _current_torch(
     )
 
 
+# nvcc learned --compress-mode in CUDA 12.8 (older nvcc rejects the option)
+_COMPRESS_SINCE = Version("12.8")
+
+
+def _compress_flag(mode: str | None, toolkit: Toolkit | None) -> str | None:
+    """`--compress-mode=MODE` for a CUDA >= 12.8 job when build.cuda_compress asks for it."""
+    if mode is None or toolkit is None or toolkit.kind != "cuda":
+        return None
+    return f"--compress-mode={mode}" if Version(toolkit.version) >= _COMPRESS_SINCE else None
+
+
 def _make_job(
     mf: MatrixFile,
     kb: Knowledge,
@@ -271,6 +282,9 @@ def _make_job(
         env["MAX_JOBS"] = str(m.build.max_jobs)
     env.update(m.project.build_env)
     env.update(override.build_env)
+    compress = _compress_flag(m.build.cuda_compress, built.toolkit)
+    if compress:
+        env["NVCC_APPEND_FLAGS"] = f"{env.get('NVCC_APPEND_FLAGS', '')} {compress}".strip()
     return BuildJob(
         id=job_id,
         cells=tuple(cells),
