@@ -184,22 +184,41 @@ class Knowledge:
         aarch64 = cell.platform == "linux_aarch64"
         if accel.kind == "rocm" and aarch64:
             return "torch has no ROCm builds for linux_aarch64 (ROCm wheels are x86_64 only)"
-        if cell.python.endswith("t"):
-            return f"free-threaded Python ({cell.python}) is not modelled; use CPython x.y"
-        pythons = (release.aarch64.python if aarch64 else None) or release.python
-        if cell.python not in pythons:
-            there = aarch64 and release.aarch64.python is not None
-            return (
-                f"torch {label} has no Python {cell.python} wheels"
-                + (" for linux_aarch64" if there else "")
-                + f" (it supports {_span(pythons)}{' there' if there else ''})"
-            )
+        reason = self._python_unavailable(label, release, cell.python, version, aarch64)
+        if reason:
+            return reason
         if accel.kind == "cuda":
             return self._cuda_unavailable(label, release, accel.version or "", aarch64)
         if accel.kind == "rocm" and accel.version not in release.rocm:
             built = ", ".join(release.rocm)
             return f"torch {label} was not built for ROCm {accel.version} (built: {built})"
         return None
+
+    @staticmethod
+    def _python_unavailable(
+        label: str, release: TorchRelease, python: str, version: Version, aarch64: bool
+    ) -> str | None:
+        """Why torch has no wheel for `python` ('3.12', or free-threaded '3.14t'), or None."""
+        if python.endswith("t"):
+            patch = version.public if len(version.release) > 2 else None
+            free = release.free_threaded_of(patch, aarch64=aarch64)
+            if python.removesuffix("t") in free:
+                return None
+            has = ", ".join(f"{p}t" for p in free) or "none"
+            where = " for linux_aarch64" if aarch64 else ""
+            return (
+                f"torch {label} has no free-threaded Python {python} wheels{where} "
+                f"(free-threaded: {has})"
+            )
+        pythons = (release.aarch64.python if aarch64 else None) or release.python
+        if python in pythons:
+            return None
+        there = aarch64 and release.aarch64.python is not None
+        return (
+            f"torch {label} has no Python {python} wheels"
+            + (" for linux_aarch64" if there else "")
+            + f" (it supports {_span(pythons)}{' there' if there else ''})"
+        )
 
     def _cuda_unavailable(
         self, label: str, release: TorchRelease, cuda: str, aarch64: bool

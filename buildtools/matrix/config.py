@@ -55,7 +55,7 @@ FAMILIES = ("cpu", "cuda", "rocm")
 CELL_KEYS = ("torch", "accelerator", "python", "platform")
 HOST = "host"
 CURRENT = "current"  # axes.torch: the torch of the running environment
-_PY_RE = re.compile(r"^3\.\d{1,2}$")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?$")  # '3.14t': free-threaded CPython
 _TORCH_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _LOCAL_FIELDS = ("torch_major", "torch_minor", "torch_patch", "accelerator", "abi")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -128,7 +128,8 @@ def _check_torch_version(value: str, info: ValidationInfo) -> str:
 def _check_python(value: str) -> str:
     if value != HOST and not _PY_RE.match(value):
         raise ValueError(
-            f"{value!r} is not a Python version; allowed: '3.X' (e.g. \"3.12\") or 'host'"
+            f"{value!r} is not a Python version; allowed: '3.X' (e.g. \"3.12\"), '3.Xt' for "
+            "free-threaded CPython (\"3.14t\") or 'host'"
         )
     return value
 

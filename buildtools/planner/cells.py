@@ -51,14 +51,15 @@ def cell_key(cell: Cell) -> tuple[Any, ...]:
         Version(cell.torch),
         cell.current,
         Accelerator.parse(cell.accelerator),
-        tuple(int(p) for p in cell.python.split(".")),
+        python_key(cell.python),
         cell.platform,
     )
 
 
 def python_key(python: str) -> tuple[int, ...]:
-    """'3.10' after '3.9'."""
-    return tuple(int(p) for p in python.split("."))
+    """'3.10' after '3.9'; the free-threaded '3.14t' right after '3.14'."""
+    free_threaded = python.endswith("t")
+    return (*(int(p) for p in python.removesuffix("t").split(".")), int(free_threaded))
 
 
 def _torch_matches(cell: Cell, pattern: str) -> bool:

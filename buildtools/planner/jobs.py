@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..knowledge import Knowledge
 from ..matrix.config import AcceleratorOverride, MatrixFile, is_glob
 from ..matrix.yamlsource import Loc
-from ..model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit, python_tag
+from ..model import AbiMode, Accelerator, BuildJob, Cell, RepairPolicy, Toolkit, python_tag
 from ..torchinstall import TorchInstall
 from .cells import cell_key, python_key
 from .derive import (
@@ -258,9 +258,14 @@ def _make_job(
     *,
     job_id: str,
     current: TorchInstall | None = None,
+    abi: AbiMode | None = None,
 ) -> BuildJob:
-    """The job of `cells`: against `current` when given, else against an index torch."""
+    """The job of `cells`: against `current` when given, else against an index torch;
+    `abi` overrides the matrix's mode (a free-threaded cell is always per-python)."""
     m = mf.matrix
+    if abi is not None and abi != m.project.abi:
+        mf = _with_abi(mf, abi)
+        m = mf.matrix
     abi = m.project.abi
     first = cells[0]
     accel = Accelerator.parse(first.accelerator)
@@ -313,6 +318,16 @@ def _make_job(
     )
 
 
+def _with_abi(mf: MatrixFile, abi: AbiMode) -> MatrixFile:
+    project = mf.matrix.project.model_copy(update={"abi": abi})
+    return MatrixFile(matrix=mf.matrix.model_copy(update={"project": project}), source=mf.source)
+
+
+def _free_threaded(cell: Cell) -> bool:
+    """A free-threaded CPython (3.14t) has no limited API: never folded into abi3/stable."""
+    return cell.python.endswith("t")
+
+
 def group_jobs(
     mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], current: TorchInstall | None = None
 ) -> list[BuildJob]:
@@ -323,7 +338,7 @@ def group_jobs(
     abi = mf.matrix.project.abi
     groups: dict[tuple[str, ...], list[Cell]] = {}
     for cell in cells:
-        if abi == "per-python":
+        if abi == "per-python" or _free_threaded(cell):
             key: tuple[str, ...] = (cell.id,)
         elif abi == "abi3":
             key = (cell.torch, cell.accelerator, cell.platform)
@@ -340,7 +355,8 @@ def group_jobs(
             "" if first.platform == "linux_x86_64" else "-" + first.platform.removeprefix("linux_")
         )
         marker = "-current" if first.current else ""
-        if abi == "per-python":
+        own_abi: AbiMode | None = "per-python" if _free_threaded(first) else None
+        if abi == "per-python" or own_abi:
             job_id = first.id
         elif abi == "abi3":
             low = min((c.python for c in group), key=python_key)
@@ -353,8 +369,8 @@ def group_jobs(
             job_id = f"torch{span}{marker}-{first.accelerator}-stable{suffix}"
         if first.current:
             assert current is not None
-            jobs.append(_make_job(mf, kb, group, job_id=job_id, current=current))
+            jobs.append(_make_job(mf, kb, group, job_id=job_id, current=current, abi=own_abi))
         else:
-            jobs.append(_make_job(mf, kb, group, job_id=job_id))
+            jobs.append(_make_job(mf, kb, group, job_id=job_id, abi=own_abi))
     jobs.sort(key=lambda j: cell_key(j.cells[0]))
     return jobs

@@ -298,3 +298,20 @@ def test_abi_minimums_come_from_the_release_rows() -> None:
     )
     assert "torch >= 2.12" in (shifted.abi_unavailable_reason("stable", "2.11.0") or "")
     assert "lacks" in (shifted.abi_unavailable_reason("stable", "2.14.0") or "")
+
+
+def test_a_free_threaded_cell_has_its_own_tag_and_is_never_folded_into_abi3() -> None:
+    data = base(abi="abi3")
+    data["axes"] = {
+        "torch": ["2.14.1"],
+        "accelerator": ["cpu"],
+        "python": ["3.13", "3.14", "3.14t"],
+    }
+    result = plan(matrix(data), KB, host_python="3.13")
+    by_id = {j.id: j for j in result.jobs}
+    assert set(by_id) == {"torch2.14.1-cpu-cp313-abi3", "torch2.14.1-cpu-cp314t"}
+    ft = by_id["torch2.14.1-cpu-cp314t"]
+    assert ft.abi == "per-python" and ft.pythons == ("3.14t",)
+    assert ft.cell_ids == ("torch2.14.1-cpu-cp314t",)
+    assert "BUILDTOOLS_PY_LIMITED_API" not in ft.env_dict
+    assert ft.requires_dist == "torch==2.14.*"
