@@ -1,11 +1,12 @@
 """`backfill.yml`: wheels for a new torch without a new release of the extension.
 
-On a schedule (daily) and by hand, from the default branch, one GitHub-hosted job asks
-what the latest release tag promises and its published record lacks
+On a schedule (daily) and by hand, from the default branch, a GitHub-hosted job (read
+permissions only) asks what the latest release tag promises and its published record lacks
 (`buildtools ci backfill`: the tag's matrix.yaml and version, a torch range resolved
 against what the package index serves now, `plan --missing` against the release's
 `index.json` asset). Nothing missing: the run ends there, a minute of a hosted runner.
-Something missing: it starts `release.yml` for that tag with exactly those cells
+Something missing: a second job, which holds the one write permission (`actions: write`)
+and runs none of the tag's code, starts `release.yml` for that tag with exactly those cells
 (`workflow_dispatch`, tag + only), so the cells are built from the tag's source,
 smoke-tested per family, attached to the tag's Release and merged into the index by the
 release workflow itself. A backfill therefore passes every gate a release passes (the
@@ -38,6 +39,10 @@ def _ci(ctx: Context, *args: str) -> str:
 
 def _find_tag_script(ctx: Context) -> str:
     return bash(
+        'if [ "$GITHUB_REF" != "refs/heads/$BT_DEFAULT_BRANCH" ]; then',
+        '  echo "::error::run the backfill from $BT_DEFAULT_BRANCH (chosen: $GITHUB_REF)"',
+        "  exit 1",
+        "fi",
         'args=(--github-output "$GITHUB_OUTPUT")',
         'if [ -n "${BT_TAG:-}" ]; then args+=(--tag "$BT_TAG"); fi',
         f'{_ci(ctx, "--latest-tag")} "${{args[@]}}"',
@@ -45,13 +50,7 @@ def _find_tag_script(ctx: Context) -> str:
 
 
 def _missing_script(ctx: Context) -> str:
-    return bash(
-        'if [ "$GITHUB_REF" != "refs/heads/$BT_DEFAULT_BRANCH" ]; then',
-        '  echo "::error::run the backfill from $BT_DEFAULT_BRANCH (chosen: $GITHUB_REF)"',
-        "  exit 1",
-        "fi",
-        f'{_ci(ctx)} --tag "$BT_TAG" --github-output "$GITHUB_OUTPUT"',
-    )
+    return bash(f'{_ci(ctx)} --tag "$BT_TAG" --github-output "$GITHUB_OUTPUT"')
 
 
 def _dispatch_script() -> str:
@@ -65,6 +64,7 @@ def _dispatch_script() -> str:
 def render_backfill(ctx: Context) -> str:
     """The text of backfill.yml (its plan is made at run time, for the latest tag)."""
     tag = "${{ steps.tag.outputs.tag }}"
+    default_branch = "${{ github.event.repository.default_branch }}"
     steps: list[dict[str, Any]] = [
         ctx.checkout(""),
         ctx.setup_python(),
@@ -72,40 +72,54 @@ def render_backfill(ctx: Context) -> str:
         {
             "name": "Find the latest release tag",
             "id": "tag",
-            "env": {"BT_TAG": "${{ inputs.tag }}", "GITHUB_TOKEN": "${{ github.token }}"},
+            "env": {
+                "BT_TAG": "${{ inputs.tag }}",
+                "BT_DEFAULT_BRANCH": default_branch,
+                "GITHUB_TOKEN": "${{ github.token }}",
+            },
             "run": _find_tag_script(ctx),
         },
         {**ctx.checkout(f"refs/tags/{tag}"), "name": "Check out the tag"},
         {
             "name": "What the tag promises and its record lacks",
             "id": "missing",
-            "env": {
-                "BT_TAG": tag,
-                "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
-                "GITHUB_TOKEN": "${{ github.token }}",
-            },
+            "env": {"BT_TAG": tag, "GITHUB_TOKEN": "${{ github.token }}"},
             "run": _missing_script(ctx),
         },
-        {
-            "name": f"Release the missing cells ({_RELEASE_FILE} for the tag)",
-            "if": "steps.missing.outputs.count != '0'",
-            "env": {
-                "BT_TAG": tag,
-                "BT_ONLY": "${{ steps.missing.outputs.only }}",
-                "BT_COUNT": "${{ steps.missing.outputs.count }}",
-                "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
-                "GH_TOKEN": "${{ github.token }}",
-            },
-            "run": _dispatch_script(),
-        },
     ]
-    job: dict[str, Any] = {
+    missing: dict[str, Any] = {
         "name": "what the latest release lacks",
         "runs-on": ctx.control,
         "timeout-minutes": layout.PLAN_TIMEOUT,
-        # contents: read the tag and the releases' record; actions: start release.yml
-        "permissions": {"contents": "read", "actions": "write"},
+        "permissions": {"contents": "read"},
+        "outputs": {
+            "tag": tag,
+            "count": "${{ steps.missing.outputs.count }}",
+            "only": "${{ steps.missing.outputs.only }}",
+        },
         "steps": steps,
+    }
+    # a job of its own holds the one write permission, and runs none of the tag's code
+    dispatch: dict[str, Any] = {
+        "name": f"release the missing cells ({_RELEASE_FILE} for the tag)",
+        "needs": "missing",
+        "if": "needs.missing.outputs.count != '0'",
+        "runs-on": ctx.control,
+        "timeout-minutes": 5,
+        "permissions": {"actions": "write"},
+        "steps": [
+            {
+                "name": f"Start {_RELEASE_FILE}",
+                "env": {
+                    "BT_TAG": "${{ needs.missing.outputs.tag }}",
+                    "BT_ONLY": "${{ needs.missing.outputs.only }}",
+                    "BT_COUNT": "${{ needs.missing.outputs.count }}",
+                    "BT_DEFAULT_BRANCH": default_branch,
+                    "GH_TOKEN": "${{ github.token }}",
+                },
+                "run": _dispatch_script(),
+            }
+        ],
     }
     regen = layout.join(["nox", "-s", "ci", *(["--", *ctx.margs] if ctx.margs else [])])
     check = layout.join(["nox", "-s", "ci", "--", *ctx.margs, "--check"])
@@ -138,6 +152,6 @@ def render_backfill(ctx: Context) -> str:
         "permissions": {},
         "concurrency": {"group": "${{ github.workflow }}", "cancel-in-progress": False},
         "env": ctx.env,
-        "jobs": {"missing": job},
+        "jobs": {"missing": missing, "dispatch": dispatch},
     }
     return dump(doc, header=header, gaps=("jobs",))

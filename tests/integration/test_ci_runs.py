@@ -464,4 +464,5 @@ def test_a_backfill_releases_what_the_latest_tag_lacks_then_nothing(
     again = _backfill(world, "again")
     assert again.jobs["missing"].result == "success"
     assert not any(c.startswith("gh workflow run") for c in again.calls())
+    assert again.jobs["dispatch"].result == "skipped"
     assert "Nothing is missing: nothing is built." in again.leg_log("missing")

@@ -275,8 +275,8 @@ PERMISSIONS = {
     "tag": [{}],
     "smoke": [{"contents": "read"}, {"contents": "read", "actions": "read"}],
     "status": [{"contents": "read"}, {"contents": "read", "statuses": "write"}],
-    # backfill.yml: reads the tag and the record, starts release.yml (workflow_dispatch)
-    "missing": [{"contents": "read", "actions": "write"}],
+    # backfill.yml: one job reads the tag and the record, another starts release.yml
+    "dispatch": [{"actions": "write"}],
 }
 
 
