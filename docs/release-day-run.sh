@@ -63,18 +63,18 @@ rm -rf pip-env
 "$PY" -m venv pip-env
 pip-env/bin/pip install -q torch==2.14.1
 pip-env/bin/pip install -q bt-scatter -f "$W/site/torch-2.14.1+cu130.html"
-smoke pip-env/bin/python
+smoke "$W/pip-env/bin/python"
 
 step "5b. uv: bt-scatter from the find-links page (torch 2.14.1 from PyPI through its pin)"
 rm -rf uv-env
 "$UV" venv -q -p "$PY" uv-env
 "$UV" pip install -q --no-config -p uv-env/bin/python bt-scatter \
   --find-links "$W/site/torch-2.14.1+cu130.html"
-smoke uv-env/bin/python
+smoke "$W/uv-env/bin/python"
 
 step "5c. uv: bt-scatter again from the page's PEP 503 index"
 "$UV" pip uninstall -q -p uv-env/bin/python bt-scatter
 "$UV" pip install -q --no-config -p uv-env/bin/python bt-scatter \
   --index "file://$W/site/torch-2.14.1+cu130/"
-smoke uv-env/bin/python
+smoke "$W/uv-env/bin/python"
 step "done"
