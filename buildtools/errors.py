@@ -11,6 +11,7 @@ __all__ = [
     "ExitCode",
     "ImmutableWheelError",
     "KnowledgeError",
+    "NetworkError",
     "NoDeviceError",
     "PlanError",
     "PublishError",
@@ -48,6 +49,7 @@ class ExitCode(enum.IntEnum):
     # the published record (a release's index.json) cannot be authenticated: from a draft,
     # uploaded by someone else than the release workflow, not attested, or linking elsewhere
     UNTRUSTED_RECORD = 19
+    NETWORK = 20  # the package index or a published site did not answer (or answered nonsense)
 
 
 class BuildtoolsError(Exception):
@@ -72,6 +74,12 @@ class KnowledgeError(BuildtoolsError):
     """A data file under buildtools/data is invalid (a bug in the package, not the user's)."""
 
     exit_code = ExitCode.KNOWLEDGE
+
+
+class NetworkError(BuildtoolsError):
+    """A URL could not be read (unreachable, HTTP error, too large, a range ignored)."""
+
+    exit_code = ExitCode.NETWORK
 
 
 class ToolMissingError(BuildtoolsError):

@@ -29,3 +29,5 @@ class BuildOptions:
     jobs: int | None = None  # jobs compiling at once (default: as the machine allows)
     host: HostResources | None = None  # cores and memory (default: this machine's)
     nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)
+    size_warning: int | None = None  # wheel-size thresholds (matrix.yaml build.size_*)
+    size_error: int | None = None

@@ -239,7 +239,12 @@ def _build_job_locked(
                     check_wheel(
                         final,
                         targets=targets,
-                        expect=Expectation.from_job(job, weaker_platform_tag=WEAKER_PLATFORM_TAG),
+                        expect=Expectation.from_job(
+                            job,
+                            weaker_platform_tag=WEAKER_PLATFORM_TAG,
+                            size_warning=opts.size_warning,
+                            size_error=opts.size_error,
+                        ),
                         knowledge=kb,  # the never_bundle list repair excluded
                     )
                 )

@@ -6,6 +6,8 @@
 - `self-hosted.yml` (when a runner is self-hosted): a pull request's self-hosted builds
   and smoke tests, after its run, for branches of the repository only;
 - `caches.yml`: the scheduled run on the default branch that seeds the caches;
+- `backfill.yml`: the daily run that releases, through release.yml, the cells the latest
+  tag promises and its record lacks (a new torch, without a new release of the extension);
 - `actionlint.yaml`: the custom runner labels; `zizmor.yml`: the audit findings the
   workflows have by design, at their lines; `ci-requirements.txt`: the hashed tools;
   `buildtools-requirements.txt`: buildtools' dependencies, hashed, for the nox sessions.
@@ -25,6 +27,7 @@ from ..matrix.config import MatrixFile
 from ..planner import Plan
 from . import layout
 from .audit import zizmor_config
+from .backfill import BACKFILL_WORKFLOW, render_backfill
 from .expressions import check_scripts, refuse_expressions
 from .matrix import matrix_entries
 from .outputs import shape_of
@@ -44,6 +47,7 @@ GENERATED_FILES = (
     layout.PR_WORKFLOW,
     layout.SELF_HOSTED_WORKFLOW,
     layout.CACHES_WORKFLOW,
+    BACKFILL_WORKFLOW,
     layout.ACTIONLINT_CONFIG,
     layout.ZIZMOR_CONFIG,
     layout.REQUIREMENTS,
@@ -116,6 +120,7 @@ def render_workflows(
     files.append(
         Generated(path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release))
     )
+    files.append(Generated(path=BACKFILL_WORKFLOW, text=render_backfill(ctx(layout.RELEASE_NAME))))
     workflows = {g.path: g.text for g in files}
     files += [
         Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(release_ctx)),

@@ -44,6 +44,7 @@ from ..errors import CiDriftError, PlanError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
 from ..process import ProcessRunner, SubprocessRunner
+from .ci_backfill import add_backfill_parser
 from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args
 
@@ -360,3 +361,4 @@ def add_ci_parser(sub: Any) -> None:
     add_matrix_parser(verbs)
     add_status_parser(verbs)
     add_release_parsers(verbs)
+    add_backfill_parser(verbs)

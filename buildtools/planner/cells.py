@@ -29,13 +29,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from ..errors import ConfigError, PlanError
 from ..knowledge import Knowledge
-from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob
+from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob, is_range
 from ..model import Accelerator, Cell
 from ..torchinstall import TorchInstall
+from .ranges import RangeResolution, ServedTorch, resolve_axis
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,7 +55,7 @@ _accelerator = functools.lru_cache(maxsize=1024)(Accelerator.parse)
 
 @functools.lru_cache(maxsize=1024)
 def _python(python: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in python.split("."))
+    return python_key(python)
 
 
 def cell_key(cell: Cell) -> tuple[Any, ...]:
@@ -68,8 +70,9 @@ def cell_key(cell: Cell) -> tuple[Any, ...]:
 
 
 def python_key(python: str) -> tuple[int, ...]:
-    """'3.10' after '3.9'."""
-    return tuple(int(p) for p in python.split("."))
+    """'3.10' after '3.9'; the free-threaded '3.14t' right after '3.14'."""
+    free_threaded = python.endswith("t")
+    return (*(int(p) for p in python.removesuffix("t").split(".")), int(free_threaded))
 
 
 def _torch_matches(cell: Cell, pattern: str) -> bool:
@@ -145,6 +148,16 @@ def _expand_include(
 def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
     known = kb.torch_versions()
     for value in values:
+        if is_range(value):
+            try:
+                spec = SpecifierSet(value)
+            except InvalidSpecifier:
+                raise PlanError(
+                    f"--torch {value}: not a version range; e.g. '>=2.10' or '>=2.10,<2.15'"
+                ) from None
+            if not any(spec.contains(v) for v in known):
+                raise PlanError(f"--torch {value}: matches no known torch release")
+            continue
         if value != CURRENT and value not in known:
             close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
@@ -204,6 +217,7 @@ class CellSelection:
     removed: tuple[RemovedCell, ...]
     excluded: int
     matrix: MatrixCells = field(default_factory=MatrixCells)
+    ranges: tuple[RangeResolution, ...] = ()
 
 
 def _expand(
@@ -301,7 +315,8 @@ def _matrix_cells(
 def matrix_cells(mf: MatrixFile, kb: Knowledge, *, host_python: str) -> MatrixCells:
     """Every cell the matrix names, whatever the profile (`torch: current` left out: the
     running environment's torch is no release an index lists)."""
-    torch_values = [t for t in mf.matrix.axes.torch if t != CURRENT]
+    values = [t for t in mf.matrix.axes.torch if t != CURRENT]
+    torch_values, _ = resolve_axis(values, kb, None, offline_reason="the coverage map")
     cells, excluded = _expand(
         mf, kb, host_python=host_python, torch_values=torch_values, torch_axis=None, current=None
     )
@@ -315,12 +330,20 @@ def select_cells(
     host_python: str,
     current: TorchInstall | None,
     selection: Selection,
+    served: ServedTorch | None = None,
+    offline_reason: str | None = None,
 ) -> CellSelection:
-    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`).
+
+    `served` is what the package index serves of torch (a host fact fetched by the caller):
+    a range of axes.torch resolves to the releases it has; None resolves it against the
+    knowledge base alone (`offline_reason` says why, in the plan's note).
+    """
     m = mf.matrix
     profile, only, strict = selection.profile, selection.only, selection.strict
     torch_axis = selection.torch_axis
     torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
+    torch_values, ranges = resolve_axis(torch_values, kb, served, offline_reason=offline_reason)
     if needs_current(mf, torch_axis) and current is None:
         raise PlanError(
             f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
@@ -393,6 +416,13 @@ def select_cells(
 
     if not cells:
         where = f"profile {profile!r}" if profile else "the matrix"
+        empty = [r for r in ranges if not r.versions]
+        if empty:
+            raise PlanError(
+                f"{mf.source.where(('axes', 'torch'))}: axes.torch: {empty[0].spec!r} resolves "
+                f"to no release ({empty[0].note}); left out: "
+                + "; ".join(f"{v}: {why}" for v, why in empty[0].left_out)
+            )
         raise PlanError(
             f"{mf.source.where(('profiles', profile) if profile else ('axes',))}: {where} "
             "selects no buildable cell; check axes, exclude and the profile's select rules"
@@ -404,6 +434,7 @@ def select_cells(
         removed=tuple(removed),
         excluded=excluded,
         matrix=matrix,
+        ranges=tuple(ranges),
     )
 
 

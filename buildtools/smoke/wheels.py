@@ -18,8 +18,10 @@ __all__ = [
     "import_names",
     "parse_find_links",
     "plan_targets",
+    "window_targets",
 ]
 
+import dataclasses
 import html.parser
 import platform
 import re
@@ -420,19 +422,36 @@ def plan_targets(
                 )
             )
             continue
-        out.append(
-            SmokeTarget(
-                source=src,
-                sha256=digest,
-                accelerator=accel,
-                torch=torch,
-                cuda=record.cuda,
-                hip=record.hip,
-                python=python,
-                cell=cell,
-                modules=import_names(names, top_text),
-                bundled=bundled_torch_libs(names),
-                covers=covers,
-            )
+        target = SmokeTarget(
+            source=src,
+            sha256=digest,
+            accelerator=accel,
+            torch=torch,
+            cuda=record.cuda,
+            hip=record.hip,
+            python=python,
+            cell=cell,
+            modules=import_names(names, top_text),
+            bundled=bundled_torch_libs(names),
+            covers=covers,
         )
+        out.append(target)
+        if record.abi == "stable" and runner_accelerator == "cpu":
+            out += window_targets(target, record.torch)
     return out
+
+
+def window_targets(target: SmokeTarget, built_torch: str) -> list[SmokeTarget]:
+    """The ABI window proven, not assumed: a stable-ABI wheel on a CPU runner is tested on
+    every other torch release it claims (its covered cells of the target's Python), each in
+    a fresh environment with that torch; `target` is the first of them."""
+    extra: list[SmokeTarget] = []
+    seen = {_public(target.torch)}
+    for cell in target.covers:
+        parsed = _parse_cell(cell)
+        if parsed is None or parsed.python != target.python or parsed.torch in seen:
+            continue
+        seen.add(parsed.torch)
+        torch = _cell_torch(built_torch, parsed.torch)
+        extra.append(dataclasses.replace(target, cell=parsed.id, torch=torch))
+    return extra

@@ -467,3 +467,47 @@ def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:
     assert [e["id"] for e, _ in run.jobs["build-cuda"].legs] == ["torch2.11.0-cu130-cp312"]
     # caches are restored, never saved, by a pull request's code
     assert not any("saved bt-" in log for job in run.jobs.values() for log in job.logs)
+
+
+def _backfill(world: dict[str, Any], name: str) -> LocalRun:
+    run = LocalRun(
+        _workflow(world["repo"], ".github/workflows/backfill.yml"),
+        repo=world["repo"],
+        work=world["tmp"] / name,
+        stores=world["stores"],
+        github={
+            "event_name": "schedule",
+            "repository": "example/bt-scatter",
+            "ref": "refs/heads/main",
+            "event": {"repository": {"default_branch": "main"}},
+        },
+        env={**world["env"], "GITHUB_TOKEN": "t0ken"},
+    )
+    run.run()
+    return run
+
+
+def test_a_backfill_releases_what_the_latest_tag_lacks_then_nothing(
+    world: dict[str, Any],
+) -> None:
+    _manual(world, "v0.1.0", "first")  # a release that published three cells only
+    assert len(_served(world)["wheels"]) == 3
+    run = _backfill(world, "backfill")
+    assert run.jobs["missing"].result == "success", run.leg_log("missing")[-3000:]
+    [dispatch] = [c for c in run.calls() if c.startswith("gh workflow run")]
+    prefix = "gh workflow run release.yml --repo example/bt-scatter --ref main -f tag=v0.1.0 "
+    assert dispatch.startswith(prefix + "-f only=")
+    only = dispatch.removeprefix(prefix + "-f only=").split()
+    # every smoke-tested cell of the release profile but the three published (ROCm has no
+    # smoke runner: never published, never backfilled)
+    assert len(only) == 26 - 3 and "torch2.13.0-cpu-cp312" not in only
+    assert not any("rocm" in cell for cell in only)
+    assert "23 cell(s) missing, released now" in run.leg_log("missing")
+    # what the dispatch starts: release.yml for the tag, narrowed to exactly those cells
+    second = _manual(world, "v0.1.0", "backfilled", only=" ".join(only), tag_repo=False)
+    assert len(_served(world)["wheels"]) == 26, second.leg_log("status")[-3000:]
+    again = _backfill(world, "again")
+    assert again.jobs["missing"].result == "success"
+    assert not any(c.startswith("gh workflow run") for c in again.calls())
+    assert again.jobs["dispatch"].result == "skipped"
+    assert "Nothing is missing: nothing is built." in again.leg_log("missing")

@@ -92,6 +92,7 @@ def test_the_files(reference: dict[str, Any], large: dict[str, Any]) -> None:
         layout.PR_WORKFLOW,
         layout.SELF_HOSTED_WORKFLOW,  # the CUDA smoke runner is self-hosted
         layout.CACHES_WORKFLOW,
+        ".github/workflows/backfill.yml",
     }
     assert reference[layout.TAG_WORKFLOW]["on"] == {"push": {"tags": ["v*"]}}
     assert reference[layout.RELEASE_WORKFLOW]["on"]["workflow_run"] == {
@@ -281,6 +282,8 @@ PERMISSIONS = {
     "tag": [{}],
     "smoke": [{"contents": "read"}, {"contents": "read", "actions": "read"}],
     "status": [{"contents": "read"}, {"contents": "read", "statuses": "write"}],
+    # backfill.yml: one job reads the tag and the record, another starts release.yml
+    "dispatch": [{"actions": "write"}],
 }
 
 

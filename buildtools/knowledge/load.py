@@ -1,18 +1,17 @@
-"""Loading the knowledge base: the YAML files under buildtools/data, validated row by row.
+"""Reading buildtools/data: YAML with line numbers, rows validated, facts cross-checked.
 
-A problem names the file, the line and the key path of the row (`_where`), so a bad edit
-of the data says where it is; the files are also checked against each other
-(`_cross_check`: every CUDA a torch release names is described, …).
+Every problem names the file, line and key (`locate` does the same for a fact another
+stage found wrong, e.g. `buildtools knowledge --check-index`).
 """
 
 from __future__ import annotations
 
-__all__ = ["load_knowledge"]
+__all__ = ["DATA_DIR", "FILES", "DataRows", "load_data", "release_locator"]
 
 import fnmatch
-import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +21,13 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from ..errors import KnowledgeError
-from .base import (
-    DATA_DIR,
-    CudaRelease,
-    ImageRule,
-    Knowledge,
-    NeverBundle,
-    RocmRelease,
-    TorchRelease,
-)
+from .rows import CudaRelease, ImageRule, NeverBundle, RocmRelease, TorchRelease
 
+DATA_DIR = Path(__file__).parent.parent / "data"
+
+# -- loading ---------------------------------------------------------------------------------
 # file name → (top-level key, validator of its rows)
-_FILES: dict[str, tuple[str, TypeAdapter[Any]]] = {
+FILES: dict[str, tuple[str, TypeAdapter[Any]]] = {
     "torch.yaml": ("releases", TypeAdapter(tuple[TorchRelease, ...])),
     "cuda.yaml": ("releases", TypeAdapter(tuple[CudaRelease, ...])),
     "rocm.yaml": ("releases", TypeAdapter(tuple[RocmRelease, ...])),
@@ -123,11 +117,23 @@ def _cross_check(files: Mapping[str, Any], raws: Mapping[str, Any], data_dir: Pa
     return problems
 
 
-def _load(data_dir: Path) -> Knowledge:
+@dataclass(frozen=True, kw_only=True)
+class DataRows:
+    """The validated rows of every data file, in file order."""
+
+    torch: tuple[TorchRelease, ...]
+    cuda: tuple[CudaRelease, ...]
+    rocm: tuple[RocmRelease, ...]
+    images: tuple[ImageRule, ...]
+    never_bundle: tuple[NeverBundle, ...]
+
+
+def load_data(data_dir: Path) -> DataRows:
+    """Read and validate every file of `data_dir`; KnowledgeError lists every problem."""
     rows: dict[str, Any] = {}
     raws: dict[str, Any] = {}
     problems: list[str] = []
-    for name, (key, adapter) in _FILES.items():
+    for name, (key, adapter) in FILES.items():
         path = data_dir / name
         raw, plain = _read(path)
         raws[name] = raw
@@ -145,7 +151,7 @@ def _load(data_dir: Path) -> Knowledge:
             "invalid knowledge data (a bug in torch-buildtools' data files):\n  "
             + "\n  ".join(problems)
         )
-    return Knowledge(
+    return DataRows(
         torch=rows["torch.yaml"],
         cuda=rows["cuda.yaml"],
         rocm=rows["rocm.yaml"],
@@ -154,11 +160,26 @@ def _load(data_dir: Path) -> Knowledge:
     )
 
 
-@functools.cache
-def _load_default() -> Knowledge:
-    return _load(DATA_DIR)
+def release_locator(data_dir: Path) -> Callable[[str | None, tuple[str, ...]], str]:
+    """A function naming where a key of torch.yaml's row for a minor is (file:line: key).
 
+    `(minor, ("free_threaded",))` → '…/torch.yaml:412: releases[14] (minor 2.14):
+    free_threaded'; `(None, ())` → the releases list itself (where a new row goes).
+    """
+    path = data_dir / "torch.yaml"
+    raw, _ = _read(path)
+    rows = raw.get("releases") if isinstance(raw, CommentedMap) else None
+    index = {
+        str(row.get("minor")): i
+        for i, row in enumerate(rows if isinstance(rows, CommentedSeq) else [])
+        if isinstance(row, CommentedMap)
+    }
 
-def load_knowledge(data_dir: Path | None = None) -> Knowledge:
-    """Load and validate the knowledge base (cached for the packaged data directory)."""
-    return _load_default() if data_dir is None else _load(data_dir)
+    def locate(minor: str | None, key: tuple[str, ...]) -> str:
+        loc: tuple[int | str, ...] = ("releases",)
+        if minor is not None and minor in index:
+            loc = ("releases", index[minor], *key)
+        line, where = _where(raw, loc)
+        return f"{path}:{line or 1}: {where}"
+
+    return locate
