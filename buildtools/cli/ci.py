@@ -14,12 +14,10 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..ci import layout
-from ..ci.github import check_command, check_files, generate, regen_command, write_files
-from ..ci.github_api import GitHubApi, RestApi
-from ..ci.keys import unpinned_bases
-from ..ci.matrix import matrix_entries
-from ..ci.outputs import (
+from ..ciplan import layout
+from ..ciplan.cachekeys import unpinned_bases
+from ..ciplan.entries import matrix_entries
+from ..ciplan.shapes import (
     Shape,
     append_to,
     assignments,
@@ -29,21 +27,23 @@ from ..ci.outputs import (
     summary_markdown,
     write_outputs,
 )
-from ..ci.pins import load_pins
-from ..ci.provenance import record_policy
-from ..ci.record import latest_record
-from ..ci.status import (
+from ..cisteps.github_api import GitHubApi, RestApi
+from ..cisteps.provenance import record_policy
+from ..cisteps.record import latest_record
+from ..cisteps.status import (
     entries_json,
     read_entries,
     reproduce_commands,
     run_status,
     status_markdown,
 )
-from ..ci.version import check_tag, project_version, published_jobs
+from ..cisteps.tagcheck import check_tag, project_version, published_jobs
 from ..errors import CiDriftError, PlanError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
 from ..process import ProcessRunner, SubprocessRunner
+from ..workflows.generate import check_command, check_files, generate, regen_command, write_files
+from ..workflows.pins import load_pins
 from .ci_backfill import add_backfill_parser
 from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args

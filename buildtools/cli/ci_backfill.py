@@ -20,12 +20,12 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 
-from ..ci import layout
-from ..ci.github_api import GitHubApi, RestApi
-from ..ci.outputs import append_to, write_outputs
-from ..ci.provenance import record_policy
-from ..ci.record import RecordPolicy, latest_record
-from ..ci.version import check_tag, project_version
+from ..ciplan import layout
+from ..ciplan.shapes import append_to, write_outputs
+from ..cisteps.github_api import GitHubApi, RestApi
+from ..cisteps.provenance import record_policy
+from ..cisteps.record import RecordPolicy, latest_record
+from ..cisteps.tagcheck import check_tag, project_version
 from ..errors import PlanError
 from ..http import Http
 from ..index.published import published_cells

@@ -1,7 +1,7 @@
 """`buildtools ci restore-site|select|upload-assets|record|release-subjects|verify-provenance|
 pypi-dist|builder-image|prefetch`.
 
-The steps of the release's publishing jobs and of the cache jobs (see `buildtools.ci`).
+The steps of the release's publishing jobs and of the cache jobs (see `buildtools.cisteps`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from ..ci import layout
-from ..ci.assets import (
+from ..ciplan import layout
+from ..ciplan.entries import matrix_entries
+from ..ciplan.shapes import write_outputs
+from ..cisteps.assets import (
     built_wheels,
     publish_release,
     read_selection,
@@ -27,13 +29,10 @@ from ..ci.assets import (
     selection_lines,
     upload_assets,
 )
-from ..ci.assets import missing_assets as find_missing
-from ..ci.docker_jobs import build_image, prefetch
-from ..ci.github_api import GitHubApi, RestApi
-from ..ci.matrix import matrix_entries
-from ..ci.outputs import write_outputs
-from ..ci.pins import load_pins
-from ..ci.provenance import (
+from ..cisteps.assets import missing_assets as find_missing
+from ..cisteps.cache_jobs import build_image, prefetch
+from ..cisteps.github_api import GitHubApi, RestApi
+from ..cisteps.provenance import (
     Expect,
     Signer,
     record_policy,
@@ -41,8 +40,8 @@ from ..ci.provenance import (
     subjects_text,
     verify_files,
 )
-from ..ci.record import latest_record, upload_record
-from ..ci.site import (
+from ..cisteps.record import latest_record, upload_record
+from ..cisteps.restore import (
     Fetcher,
     UrllibFetcher,
     pages_subpath,
@@ -58,6 +57,7 @@ from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path, host_python
 from ..process import ProcessRunner, SubprocessRunner
 from ..wheel.meta import public_wheel
+from ..workflows.pins import load_pins
 from .common import add_plan_args, plan_from_args
 
 

@@ -31,11 +31,11 @@ from ..build.scheduler import (
 )
 from ..build.timings import read_timings
 from ..cachedir import default_cache_dir
-from ..ci.pins import load_pins
-from ..ci.runners import is_hosted
+from ..ciplan.labels import is_hosted
 from ..model import BuildJob
 from ..planner import Plan
 from ..toolchain.envs import MARKER
+from ..workflows.pins import load_pins
 
 
 def _env_cached(cache_dir: Path) -> Callable[[BuildJob], bool]:

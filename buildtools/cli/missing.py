@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from ..ci.version import project_version
+from ..cisteps.tagcheck import project_version
 from ..errors import NetworkError, PlanError
 from ..http import Http, UrllibHttp
 from ..index.manifest import MANIFEST_NAME, Manifest, read_manifest

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from buildtools.ci.github import generate, write_files
 from buildtools.errors import PublishError
+from buildtools.workflows.generate import generate, write_files
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
@@ -332,9 +332,9 @@ def test_rest_client_against_a_github_api(tmp_path: Path, serve: Any) -> None:
     """Releases, uploads (resumed), downloads through a redirect without the token, deletes."""
     from fixtures.fakegh import FakeGitHub, GitHubHandler
 
-    from buildtools.ci.assets import publish_release, upload_assets
-    from buildtools.ci.github_api import RestApi
-    from buildtools.ci.record import RecordPolicy, latest_record, upload_record
+    from buildtools.cisteps.assets import publish_release, upload_assets
+    from buildtools.cisteps.github_api import RestApi
+    from buildtools.cisteps.record import RecordPolicy, latest_record, upload_record
 
     handler = type("H", (GitHubHandler,), {"store": FakeGitHub(), "log": []})
     base = serve(handler)

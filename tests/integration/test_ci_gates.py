@@ -20,8 +20,8 @@ from typing import Any
 from fixtures.attestations import attest, certificate
 from fixtures.localrun import LocalRun
 
-from buildtools.ci import layout
-from buildtools.ci.provenance import RELEASE_PREDICATE, release_predicate
+from buildtools.ciplan import layout
+from buildtools.cisteps.provenance import RELEASE_PREDICATE, release_predicate
 
 from .test_ci_runs import DISPATCH, _assets, _git, _manual, _workflow, world
 

@@ -29,8 +29,8 @@ from fixtures.fakegh import FakeGitHub, GitHubHandler
 from fixtures.localrun import LocalRun, Stores
 from ruamel.yaml import YAML
 
-from buildtools.ci import layout
-from buildtools.ci.github import generate, write_files
+from buildtools.ciplan import layout
+from buildtools.workflows.generate import generate, write_files
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import pytest
 from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 
-from buildtools.ci.record import RecordPolicy, upload_record
+from buildtools.cisteps.record import RecordPolicy, upload_record
 from buildtools.cli.ci_backfill import cmd_backfill, latest_release_tag
 from buildtools.cli.main import _extra_verbs, build_parser
 from buildtools.errors import PlanError

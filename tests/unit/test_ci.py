@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from buildtools.ci import layout
-from buildtools.ci.github import check_files, generate, write_files
-from buildtools.ci.layout import GENERATED_MARKER
-from buildtools.ci.pins import load_pins, parse_requirements
+from buildtools.ciplan import layout
+from buildtools.ciplan.layout import GENERATED_MARKER
 from buildtools.cli.main import main
 from buildtools.errors import CiDriftError, ExitCode
+from buildtools.workflows.generate import check_files, generate, write_files
+from buildtools.workflows.pins import load_pins, parse_requirements
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"

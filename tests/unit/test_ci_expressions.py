@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from buildtools.ci.expressions import EXPRESSION
-from buildtools.ci.github import generate
 from buildtools.errors import BuildtoolsError, ConfigError
+from buildtools.workflows.expressions import EXPRESSION
+from buildtools.workflows.generate import generate
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = (REPO / "matrix.yaml").read_text(encoding="utf-8")
@@ -111,7 +111,7 @@ def test_the_pypi_project_reaches_its_script_through_env_and_its_url_encoded(
 
 
 def test_the_backstop_refuses_a_script_that_holds_an_expression() -> None:
-    from buildtools.ci.expressions import check_scripts
+    from buildtools.workflows.expressions import check_scripts
 
     text = "jobs:\n  a:\n    steps:\n      - run: echo ${{ github.event.issue.title }}\n"
     with pytest.raises(BuildtoolsError, match=r"jobs\.a\.steps\[0\]: an expression inside"):

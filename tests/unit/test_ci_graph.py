@@ -20,11 +20,11 @@ import pytest
 from fixtures.gha import Run, simulate
 from ruamel.yaml import YAML
 
-from buildtools.ci import layout
-from buildtools.ci.github import generate
-from buildtools.ci.pins import load_pins
-from buildtools.ci.status import read_entries, run_status, status_markdown
+from buildtools.ciplan import layout
+from buildtools.cisteps.status import read_entries, run_status, status_markdown
 from buildtools.cli.main import main
+from buildtools.workflows.generate import generate
+from buildtools.workflows.pins import load_pins
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"

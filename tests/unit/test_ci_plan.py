@@ -18,11 +18,10 @@ from fixtures.factories import make_cell, make_job
 from fixtures.fakegh import FakeGitHub
 from packaging.version import Version
 
-from buildtools.ci import layout
-from buildtools.ci.matrix import MatrixEntry, job_globs, matrix_entries
-from buildtools.ci.outputs import Shape, assignments, github_outputs, select, shape_of
-from buildtools.ci.pins import load_pins
-from buildtools.ci.version import check_tag, project_version, published_jobs
+from buildtools.ciplan import layout
+from buildtools.ciplan.entries import MatrixEntry, job_globs, matrix_entries
+from buildtools.ciplan.shapes import Shape, assignments, github_outputs, select, shape_of
+from buildtools.cisteps.tagcheck import check_tag, project_version, published_jobs
 from buildtools.cli.build import reproduce_command
 from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import PlanError
@@ -32,6 +31,7 @@ from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.planner import Plan, Selection, plan
+from buildtools.workflows.pins import load_pins
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"

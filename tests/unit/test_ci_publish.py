@@ -16,16 +16,16 @@ from fixtures.attestations import AttestedRunner
 from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 
-from buildtools.ci.assets import (
+from buildtools.cisteps.assets import (
     built_wheels,
     missing_assets,
     read_selection,
     select_wheels,
     upload_assets,
 )
-from buildtools.ci.record import RecordPolicy, compare_record, latest_record, upload_record
-from buildtools.ci.site import restore_from_record
-from buildtools.ci.status import run_status, status_markdown
+from buildtools.cisteps.record import RecordPolicy, compare_record, latest_record, upload_record
+from buildtools.cisteps.restore import restore_from_record
+from buildtools.cisteps.status import run_status, status_markdown
 from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import ImmutableWheelError, PublishError
 from buildtools.index.manifest import read_manifest

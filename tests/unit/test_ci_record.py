@@ -14,7 +14,7 @@ from fixtures.attestations import AttestedRunner, certificate, published_record
 from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 
-from buildtools.ci.provenance import (
+from buildtools.cisteps.provenance import (
     RELEASE_PREDICATE,
     Expect,
     Signer,
@@ -24,7 +24,7 @@ from buildtools.ci.provenance import (
     subjects_text,
     verify_files,
 )
-from buildtools.ci.record import latest_record
+from buildtools.cisteps.record import latest_record
 from buildtools.cli.main import _extra_verbs, build_parser
 from buildtools.errors import ExitCode, PublishError, UntrustedRecordError
 from buildtools.index.publish import publish

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from buildtools.ci import layout
-from buildtools.ci.github import generate
-from buildtools.ci.provenance import RELEASE_PREDICATE
-from buildtools.ci.release import tag_glob
+from buildtools.ciplan import layout
+from buildtools.cisteps.provenance import RELEASE_PREDICATE
 from buildtools.errors import ConfigError
 from buildtools.matrix.ciconfig import DEFAULT_TAG_PATTERN
+from buildtools.workflows.generate import generate
+from buildtools.workflows.release import tag_glob
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = (REPO / "matrix.yaml").read_text(encoding="utf-8")

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from buildtools.ci.yamlwriter import Pinned, dump
 from buildtools.errors import ConfigError
 from buildtools.index.manifest import IndexedWheel
 from buildtools.index.settings import IndexSettings
@@ -17,6 +16,7 @@ from buildtools.index.site import render_site
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.matrix.yamlsource import load_yaml
+from buildtools.workflows.yamlwriter import Pinned, dump
 
 GOOD = """\
 version: 1

@@ -2,7 +2,7 @@
 
 No `${{ }}` inside a script: every value arrives through `env:`, so nothing a pull
 request controls is pasted into shell code. Each script that does work writes how to
-reproduce it into the job summary. The publishing steps' scripts are `ci.publish_scripts`.
+reproduce it into the job summary. The publishing steps' scripts are `workflows.publish_scripts`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
     "vet_script",
 ]
 
-from . import layout
+from ..ciplan import layout
 
 
 def bash(*lines: str) -> str:

@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..ciplan import layout
 from ..errors import PublishError
 from ..files import sha256_file
 from ..process import ProcessRunner
-from . import layout
 from .record import RecordPolicy
 
 # The predicate type of the release statement (an identifier, not a fetched document).
-RELEASE_PREDICATE = "https://torch-buildtools.github.io/attestation/release/v1"
+RELEASE_PREDICATE = layout.RELEASE_PREDICATE
 RELEASE_SCHEMA = "torch-buildtools/release-attestation/v1"
 _GH_TIMEOUT = 300.0
 
@@ -227,7 +227,7 @@ def record_policy(
     wheel_url: str | None = None,
     default_branch: str | None = None,
 ) -> RecordPolicy:
-    """How this repository's published record is authenticated (see `ci.record`): its
+    """How this repository's published record is authenticated (see `cisteps.record`): its
     wheels link into this repository's release downloads (or under `wheel_url`), and its
     release statement was signed by release.yml at the default branch for its own tag."""
     signer = Signer.from_env(env, default_branch=default_branch)

@@ -146,3 +146,8 @@ def smoke_argv(matrix: str, family: str) -> list[str]:
 
 def join(argv: Sequence[str]) -> str:
     return shlex.join(argv)
+
+
+# the predicate type of the release's own attestation (tag, commit, run): the publish job
+# attests it, `ci verify-provenance` and the record's authentication ask for it
+RELEASE_PREDICATE = "https://torch-buildtools.github.io/attestation/release/v1"

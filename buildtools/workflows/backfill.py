@@ -21,9 +21,9 @@ __all__ = ["BACKFILL_NAME", "BACKFILL_WORKFLOW", "render_backfill"]
 
 from typing import Any
 
-from . import layout
+from ..ciplan import layout
+from .common import Context
 from .scripts import bash
-from .steps import Context
 from .yamlwriter import dump
 
 BACKFILL_WORKFLOW = f"{layout.WORKFLOWS_DIR}/backfill.yml"

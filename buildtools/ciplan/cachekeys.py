@@ -43,7 +43,7 @@ from ..errors import BuildtoolsError
 from ..model import BuildJob
 from ..toolchain.envs import BUILD_REQUIREMENTS
 from . import layout
-from .runners import family_of
+from .labels import family_of
 
 # what the trusted workflows save (release, caches), on the default branch
 RELEASE_NAMESPACE = "bt-rel-"

@@ -19,15 +19,15 @@ __all__ = ["render_release", "render_release_tag"]
 
 from typing import Any
 
+from ..ciplan import layout
+from ..ciplan.labels import group_family, smoke_label
+from ..ciplan.shapes import Shape
 from ..planner import Plan
-from . import layout
-from .inputs import images_job
-from .jobs import build_job, plan_job, smoke_job, workflow_header
-from .outputs import Shape
-from .publish import pages_enabled, pages_job, publish_job, pypi_jobs, status_job
-from .runners import group_family, smoke_label
+from .common import Context, documented
+from .core_jobs import build_job, plan_job, smoke_job, workflow_header
+from .input_jobs import images_job
+from .publish_jobs import pages_enabled, pages_job, publish_job, pypi_jobs, status_job
 from .scripts import bash, vet_script
-from .steps import Context, documented
 from .yamlwriter import dump
 
 _TAG = "${{ inputs.tag || github.event.workflow_run.head_branch }}"

@@ -21,7 +21,7 @@ __all__ = [
     "verify_script",
 ]
 
-from . import layout
+from ..ciplan import layout
 from .scripts import bash
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"

@@ -14,13 +14,13 @@ __all__ = ["render_pull_request"]
 
 from typing import Any
 
+from ..ciplan import layout
+from ..ciplan.labels import group_family, smoke_label
+from ..ciplan.shapes import Shape
 from ..planner import Plan
-from . import layout
-from .jobs import build_job, plan_job, smoke_job, workflow_header
-from .outputs import Shape
-from .publish import drift_job, preview_job, status_job
-from .runners import group_family, smoke_label
-from .steps import Context, documented
+from .common import Context, documented
+from .core_jobs import build_job, plan_job, smoke_job, workflow_header
+from .publish_jobs import drift_job, preview_job, status_job
 from .yamlwriter import dump
 
 

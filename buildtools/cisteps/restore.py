@@ -3,7 +3,7 @@
 GitHub Pages deployed from an artifact keeps nothing between runs, while `buildtools
 index` merges into the site it is given (every published wheel stays, a file name never
 changes its bytes). So the release's publish job first restores the manifest: from the
-published record (`index.json` of the newest release, read through the API; `ci.record`)
+published record (`index.json` of the newest release, read through the API; `cisteps.record`)
 checked against what `index.base_url` serves, or, without a record yet, from what is
 served. Wheels live in the releases (the manifest links them); a wheel an older site
 still hosts itself comes back too (with its PEP 658 `.metadata`), checked against the

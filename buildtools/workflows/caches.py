@@ -13,13 +13,13 @@ __all__ = ["render_caches"]
 
 from typing import Any
 
+from ..ciplan import layout
+from ..ciplan.shapes import Shape
 from ..planner import Plan
-from . import layout
-from .inputs import images_job, prefetch_job
-from .jobs import plan_job, workflow_header
-from .outputs import Shape
-from .publish import status_job
-from .steps import Context, documented
+from .common import Context, documented
+from .core_jobs import plan_job, workflow_header
+from .input_jobs import images_job, prefetch_job
+from .publish_jobs import status_job
 from .yamlwriter import dump
 
 

@@ -15,7 +15,7 @@ stops with the reason (`UntrustedRecordError`, exit 19):
 - the asset was uploaded by the workflow's bot identity (`github-actions[bot]`), not by a
   person's token;
 - its release attestation verifies: signed by release.yml of this repository at the
-  default branch on a hosted runner, for this release's tag (`ci.provenance`);
+  default branch on a hosted runner, for this release's tag (`cisteps.provenance`);
 - every wheel it lists that is not hosted on the site itself links into this repository's
   release downloads (or under `index.wheel_url`).
 

@@ -17,13 +17,13 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..ciplan import layout
 from ..errors import CiDriftError, ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..matrix.config import MatrixFile, load_matrix
 from ..planner import Plan, Selection, plan
-from . import layout
 from .pins import CiPins, load_pins
-from .workflows import GENERATED_FILES, Generated, render_workflows
+from .render import GENERATED_FILES, Generated, render_workflows
 
 _DIFF_LINES = 40
 

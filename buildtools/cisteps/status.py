@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..ciplan import layout
 from ..errors import PublishError
-from . import layout
 from .assets import Selection, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"

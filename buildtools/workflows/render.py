@@ -23,21 +23,21 @@ __all__ = ["GENERATED_FILES", "Generated", "render_workflows"]
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..ciplan import layout
+from ..ciplan.entries import matrix_entries
+from ..ciplan.labels import custom_labels
+from ..ciplan.shapes import shape_of
 from ..matrix.config import MatrixFile
 from ..planner import Plan
-from . import layout
 from .audit import zizmor_config
 from .backfill import BACKFILL_WORKFLOW, render_backfill
+from .caches import render_caches
+from .common import Context
 from .expressions import check_scripts, refuse_expressions
-from .matrix import matrix_entries
-from .outputs import shape_of
 from .pins import CiPins
 from .pull_request import render_pull_request
 from .release import render_release, render_release_tag
-from .runners import custom_labels
-from .seed import render_caches
 from .self_hosted import render_self_hosted
-from .steps import Context
 from .yamlwriter import dump
 
 # Every file the generator may write: one it no longer writes is obsolete (removed).

@@ -4,10 +4,10 @@ PyPI, status.
 - `publish` runs only when every build and smoke job with work passed, in the protected
   environment `ci.environment` (its reviewers approve each publish) and the Pages
   concurrency group (`ci.pages_group`, never cancelled): it keeps the wheels a smoke report
-  passed, restores the published record (authenticated: `ci.record`), indexes the selection
+  passed, restores the published record (authenticated: `cisteps.record`), indexes the selection
   with links to the release assets (`--wheel-url`), attests the selection and the new
   record (SLSA provenance and the release statement naming the tag's commit and the run:
-  `ci.provenance`), verifies those attestations, uploads everything to the tag's draft
+  `cisteps.provenance`), verifies those attestations, uploads everything to the tag's draft
   release, records `index.json` and publishes the release.
 - `pages` deploys the uploaded pages: `pages: write` and `id-token: write` only, the
   `github-pages` environment, no checkout, no install.
@@ -32,9 +32,9 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
+from ..ciplan import layout
 from ..ecosystem import load_ecosystem
-from . import layout
-from .provenance import RELEASE_PREDICATE
+from .common import Context
 from .publish_scripts import (
     ATTEST_DIR,
     index_script,
@@ -48,7 +48,6 @@ from .publish_scripts import (
     verify_script,
 )
 from .scripts import bash, commit_status_script, status_script
-from .steps import Context
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"
 _SMOKE = f"{layout.ARTIFACTS}/smoke"
@@ -106,7 +105,7 @@ def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
     with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
     if release:
         with_ |= {
-            "predicate-type": RELEASE_PREDICATE,
+            "predicate-type": layout.RELEASE_PREDICATE,
             "predicate-path": f"{_ATTEST}/predicate.json",
         }
     return {

@@ -37,8 +37,8 @@ from typing import Any
 
 from ..errors import PlanError
 from . import layout
-from .matrix import BUILD_KEYS, IMAGE_KEYS, PREFETCH_KEYS, SMOKE_KEYS, MatrixEntry
-from .runners import group_family
+from .entries import BUILD_KEYS, IMAGE_KEYS, PREFETCH_KEYS, SMOKE_KEYS, MatrixEntry
+from .labels import group_family
 
 # GitHub caps a job's outputs at 1 MB: the plan job's matrices stay well below.
 MAX_OUTPUTS_BYTES = 900_000

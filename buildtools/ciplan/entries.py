@@ -4,7 +4,7 @@ One entry per BuildJob: the `--only` globs that select exactly that job's cells,
 -s build` line a maintainer runs to reproduce it, the build and smoke runners (and whether
 each is GitHub-hosted), the Pythons to set up, the cache keys of its downloads, compiler
 cache and builder image, and a timeout. Which entries a workflow runs, split per family
-and into matrices of at most 256, is `ci.outputs`.
+and into matrices of at most 256, is `ciplan.shapes`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from ..errors import PlanError
 from ..model import BuildJob, python_tag
 from ..planner import Plan
 from . import layout
-from .keys import build_keys, image_recipe, image_tag, prefetch_group
-from .runners import family_of, is_hosted, runner_label, smoke_group
+from .cachekeys import build_keys, image_recipe, image_tag, prefetch_group
+from .labels import family_of, is_hosted, runner_label, smoke_group
 
 # GitHub Actions runs at most 256 jobs from one matrix.
 MAX_MATRIX_JOBS = layout.MAX_MATRIX_JOBS

@@ -16,11 +16,11 @@ __all__ = ["Context", "documented"]
 from dataclasses import dataclass
 from typing import Any
 
+from ..ciplan import layout
+from ..ciplan.labels import Label, control_label, is_hosted
+from ..ciplan.shapes import Shape
 from ..matrix.config import MatrixFile
-from . import layout
-from .outputs import Shape
 from .pins import CiPins
-from .runners import Label, control_label, is_hosted
 from .yamlwriter import Pinned
 
 # Why a job holds a permission: written beside it in the workflow (a reviewer sees the

@@ -3,7 +3,7 @@
 `smoke-<family>` needs only its own family's builds, so one failed (or slow) CUDA build
 holds back neither the CPU nor the ROCm smoke tests. What a build brings in besides the
 source (builder image, downloads, compiler cache) depends on the workflow's trust
-(`ci.inputs`): a release uses its own run's image checked by ID and exact cache keys only.
+(`workflows.input_jobs`): a release uses its own run's image checked by ID and exact cache keys only.
 Build jobs hold no write permission: the publish job attests what passed its smoke tests.
 """
 
@@ -18,12 +18,8 @@ __all__ = [
 
 from typing import Any
 
-from ..model import RUNNER_ACCELERATOR_ENV
-from ..planner import Plan
-from . import layout
-from .inputs import build_inputs
-from .outputs import Shape
-from .runners import (
+from ..ciplan import layout
+from ..ciplan.labels import (
     Label,
     group_family,
     label_text,
@@ -31,6 +27,11 @@ from .runners import (
     smoke_families,
     unsmoked_families,
 )
+from ..ciplan.shapes import Shape
+from ..model import RUNNER_ACCELERATOR_ENV
+from ..planner import Plan
+from .common import Context
+from .input_jobs import build_inputs
 from .scripts import (
     build_script,
     built_script,
@@ -39,7 +40,6 @@ from .scripts import (
     qemu_script,
     smoke_script,
 )
-from .steps import Context
 
 
 def _flag(job: str) -> str:

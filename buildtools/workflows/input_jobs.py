@@ -20,8 +20,9 @@ __all__ = ["build_inputs", "image_outputs", "images_job", "prefetch_job", "regis
 
 from typing import Any
 
-from . import layout
-from .keys import RELEASE_NAMESPACE
+from ..ciplan import layout
+from ..ciplan.cachekeys import RELEASE_NAMESPACE
+from .common import Context
 from .scripts import (
     free_disk_script,
     image_build_script,
@@ -30,7 +31,6 @@ from .scripts import (
     image_pull_script,
     prefetch_script,
 )
-from .steps import Context
 
 _PREFETCH_PATH = f"{layout.CACHE_DIR}/prefetch"
 _IMAGE_PATH = f"{layout.IMAGES_DIR}/${{{{ matrix.image_file }}}}"
