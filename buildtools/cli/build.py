@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
-from ..build.options import BuildOptions
-from ..build.orchestrate import build_plan
 from ..cachedir import default_cache_dir
 from ..errors import BuildFailedError, CheckFailedError, PlanError
 from ..knowledge import load_knowledge
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path
+from ..wheelbuild.options import BuildOptions
+from ..wheelbuild.orchestrate import build_plan
 from .common import add_plan_args, plan_from_args
 
 

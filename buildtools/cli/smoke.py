@@ -20,14 +20,14 @@ from ..matrix.config import load_matrix
 from ..model import RUNNER_ACCELERATOR_ENV
 from ..planning import default_matrix_path
 from ..process import SubprocessRunner
-from ..smoke.report import (
-    ReportPaths,
-    SmokeStatus,
-    publish,
-)
 from ..smoke.run import (
     SmokeOptions,
     run_smoke,
+)
+from ..smoke.smoke_report import (
+    ReportPaths,
+    SmokeStatus,
+    publish,
 )
 from ..smoke.wheels import (
     collect_wheels,

@@ -72,7 +72,7 @@ from .envs import (
     torch_matches,
 )
 from .modules import ModuleOutcome, compiled_modules, install_path, load_outcomes
-from .report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
+from .smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from .wheels import SmokeTarget, WheelSource, plan_targets
 
 

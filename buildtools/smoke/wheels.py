@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from ..files import sha256_file
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.meta import read_build_record
-from .report import SmokeResult, SmokeStatus
+from .smoke_report import SmokeResult, SmokeStatus
 
 # libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
 TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")

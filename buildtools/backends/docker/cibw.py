@@ -443,7 +443,7 @@ def compose_cibuildwheel(
     container_env.append(("PIP_NO_COMPILE", "0"))
     if ccache_dir is not None:
         # the image's ccache in front of every compiler, the same way for every torch
-        # version (buildtools.build.ccache): masquerade links first on PATH (set below),
+        # version (buildtools.wheelbuild.ccache): masquerade links first on PATH (set below),
         # nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is the
         # job's, mounted from the host, so a container rebuild hits like a local one
         container_env += [

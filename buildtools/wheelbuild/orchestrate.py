@@ -39,6 +39,7 @@ from ..toolchain.prepare import prepare_toolchain
 from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
 from ..wheel.meta import relabel_wheel
 from ..wheel.repair import repair_against_torch
+from .build_report import CellResult, RunReport, Status
 from .ccache import (
     CCACHE_INSTALL_HINT,
     CompilerCache,
@@ -49,7 +50,6 @@ from .ccache import (
 from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
-from .report import CellResult, RunReport, Status
 from .scheduler import Slots, device_sources, host_resources, nvcc_threads, plan_slots
 from .timings import JobTiming, read_timings, update_timings
 

@@ -34,9 +34,9 @@ from ..model import BuildJob
 from ..process import ProcessRunner
 from ..toolchain.prepare import toolchain_identity
 from ..wheel.meta import read_build_record
+from .build_report import CellResult, Status
 from .fingerprint import fingerprint_inputs, job_fingerprint, source_fingerprint
 from .options import BuildOptions
-from .report import CellResult, Status
 
 if TYPE_CHECKING:
     from ..planner import Plan
