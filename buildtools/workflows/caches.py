@@ -17,7 +17,7 @@ from ..ciplan import layout
 from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .common import Context, documented
-from .core_jobs import plan_job, workflow_header
+from .core_jobs import PlanJobSpec, plan_job, workflow_header
 from .input_jobs import images_job, prefetch_job
 from .publish_jobs import status_job
 from .yamlwriter import dump
@@ -28,7 +28,7 @@ def render_caches(ctx: Context, plan: Plan) -> str:
     profile = layout.RELEASE_PROFILE
     shape = Shape(kind=layout.CACHES_NAME)
     jobs: dict[str, Any] = {
-        "plan": plan_job(ctx, profile, shape, extra=("images", "prefetch")),
+        "plan": plan_job(ctx, profile, shape, PlanJobSpec(extra=("images", "prefetch"))),
         "images": images_job(ctx, profile),
         "prefetch": prefetch_job(ctx, profile),
     }

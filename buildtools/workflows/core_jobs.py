@@ -10,12 +10,15 @@ Build jobs hold no write permission: the publish job attests what passed its smo
 from __future__ import annotations
 
 __all__ = [
+    "PlanJobSpec",
     "build_job",
     "plan_job",
     "smoke_job",
     "workflow_header",
 ]
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..ciplan import layout
@@ -67,25 +70,35 @@ def plan_outputs(ctx: Context, shape: Shape, extra: tuple[str, ...]) -> dict[str
     }
 
 
-def plan_job(
-    ctx: Context,
-    profile: str,
-    shape: Shape,
-    *,
-    extra: tuple[str, ...] = (),
-    needs: str | None = None,
-    condition: str | None = None,
-    env: dict[str, str] | None = None,
-    ref: str | None = None,
-    vet: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The plan of `profile` for this workflow: matrices as outputs, plan.json uploaded.
+@dataclass(frozen=True, kw_only=True)
+class PlanJobSpec:
+    """What a workflow adds to its plan job.
 
+    `extra`: outputs beyond the families' matrices; `needs`/`condition`: when it runs; `env`:
+    the plan step's variables; `ref`: the commit it checks out (default: the event's);
     `vet`: a step that runs before anything is checked out (the release's tag vetting).
     """
+
+    extra: tuple[str, ...] = ()
+    needs: str | None = None
+    condition: str | None = None
+    env: Mapping[str, str] | None = None
+    ref: str | None = None
+    vet: Mapping[str, Any] | None = None
+
+
+_NO_SPEC = PlanJobSpec()
+
+
+def plan_job(
+    ctx: Context, profile: str, shape: Shape, spec: PlanJobSpec = _NO_SPEC
+) -> dict[str, Any]:
+    """The plan of `profile` for this workflow: matrices as outputs, plan.json uploaded."""
+    extra, needs, condition, env = spec.extra, spec.needs, spec.condition, spec.env
+    ref, vet = spec.ref, spec.vet
     step: dict[str, Any] = {"name": f"Plan the {profile} profile", "id": "plan"}
     if env:
-        step["env"] = env
+        step["env"] = dict(env)
     step["run"] = plan_script(ctx.matrix, profile, kind=ctx.kind, shape=shape.arg())
     job: dict[str, Any] = {"name": "plan"}
     if needs:
@@ -101,7 +114,7 @@ def plan_job(
             | ({"attestations": "read"} if ctx.kind == layout.RELEASE_NAME else {}),
             "outputs": plan_outputs(ctx, shape, extra),
             "steps": [
-                *([vet] if vet else []),
+                *([dict(vet)] if vet else []),
                 ctx.checkout(ref if ref is not None else ""),
                 ctx.setup_python(),
                 ctx.install_tools(),

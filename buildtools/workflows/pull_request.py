@@ -19,7 +19,7 @@ from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .common import Context, documented
-from .core_jobs import build_job, plan_job, smoke_job, workflow_header
+from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
 from .publish_jobs import drift_job, preview_job, status_job
 from .yamlwriter import dump
 
@@ -29,7 +29,7 @@ def render_pull_request(ctx: Context, plan: Plan, shape: Shape, *, self_hosted: 
     profile = layout.PR_PROFILE
     jobs: dict[str, Any] = {
         "drift": drift_job(ctx),
-        "plan": plan_job(ctx, profile, shape, extra=("index",), needs="drift"),
+        "plan": plan_job(ctx, profile, shape, PlanJobSpec(extra=("index",), needs="drift")),
     }
     gated: list[str] = []
     for family in shape.build:

@@ -24,7 +24,7 @@ from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .common import Context, documented
-from .core_jobs import build_job, plan_job, smoke_job, workflow_header
+from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
 from .input_jobs import images_job
 from .publish_jobs import pages_enabled, pages_job, publish_job, pypi_jobs, status_job
 from .scripts import bash, vet_script
@@ -127,34 +127,35 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
             ctx,
             profile,
             shape,
-            extra=extra,
-            # a tag push of this repository (not a fork's run of a workflow of that name)
-            condition="github.event_name == 'workflow_dispatch' || "
-            "(github.event.workflow_run.conclusion == 'success' && "
-            "github.event.workflow_run.event == 'push' && "
-            "github.event.workflow_run.head_repository.full_name == github.repository)",
-            env={
-                "BT_TAG": "${{ steps.vet.outputs.tag }}",
-                "BT_SHA": "${{ steps.vet.outputs.sha }}",
-                "BT_ONLY": "${{ inputs.only }}",
-                "BT_UNSMOKED": "${{ inputs.unsmoked }}",
-                "BT_PUBLISH": "${{ inputs.publish }}",
-                "GITHUB_TOKEN": "${{ github.token }}",
-                "GH_TOKEN": "${{ github.token }}",
-            },
-            ref="${{ steps.vet.outputs.sha }}",
-            vet={
-                "name": "Vet the tag (before anything is checked out)",
-                "id": "vet",
-                "env": {
-                    "BT_TAG": _TAG,
-                    "BT_TAG_PATTERN": ctx.mf.matrix.ci.tag_pattern,
-                    "BT_EXPECT_SHA": "${{ github.event.workflow_run.head_sha }}",
-                    "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
+            PlanJobSpec(
+                extra=extra,
+                condition="github.event_name == 'workflow_dispatch' || "
+                "(github.event.workflow_run.conclusion == 'success' && "
+                "github.event.workflow_run.event == 'push' && "
+                "github.event.workflow_run.head_repository.full_name == github.repository)",
+                env={
+                    "BT_TAG": "${{ steps.vet.outputs.tag }}",
+                    "BT_SHA": "${{ steps.vet.outputs.sha }}",
+                    "BT_ONLY": "${{ inputs.only }}",
+                    "BT_UNSMOKED": "${{ inputs.unsmoked }}",
+                    "BT_PUBLISH": "${{ inputs.publish }}",
+                    "GITHUB_TOKEN": "${{ github.token }}",
                     "GH_TOKEN": "${{ github.token }}",
                 },
-                "run": vet_script(),
-            },
+                ref="${{ steps.vet.outputs.sha }}",
+                vet={
+                    "name": "Vet the tag (before anything is checked out)",
+                    "id": "vet",
+                    "env": {
+                        "BT_TAG": _TAG,
+                        "BT_TAG_PATTERN": ctx.mf.matrix.ci.tag_pattern,
+                        "BT_EXPECT_SHA": "${{ github.event.workflow_run.head_sha }}",
+                        "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
+                        "GH_TOKEN": "${{ github.token }}",
+                    },
+                    "run": vet_script(),
+                },
+            ),
         ),
         "images": images_job(ctx, profile, slots=shape.images),
     }

@@ -20,7 +20,7 @@ from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .common import Context, documented
-from .core_jobs import build_job, plan_job, smoke_job, workflow_header
+from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
 from .publish_jobs import status_job
 from .yamlwriter import dump
 
@@ -35,9 +35,11 @@ def render_self_hosted(ctx: Context, plan: Plan, shape: Shape) -> str:
             ctx,
             profile,
             shape,
-            condition=f"{_RUN}.event == 'pull_request' && {_RUN}.conclusion == 'success' && "
-            f"{_RUN}.head_repository.full_name == github.repository",
-            ref=f"${{{{ {_RUN}.head_sha }}}}",
+            PlanJobSpec(
+                condition=f"{_RUN}.event == 'pull_request' && {_RUN}.conclusion == 'success' && "
+                f"{_RUN}.head_repository.full_name == github.repository",
+                ref=f"${{{{ {_RUN}.head_sha }}}}",
+            ),
         )
     }
     for family in shape.build:
