@@ -37,6 +37,8 @@ __all__ = [
 import shlex
 from collections.abc import Sequence
 
+from ..backends.registry import BACKENDS, CI_BACKEND
+
 FAMILIES = ("cpu", "cuda", "rocm")
 RELEASE_PROFILE = "release"
 PR_PROFILE = "pr"
@@ -125,7 +127,7 @@ def build_argv(matrix: str, profile: str, only: Sequence[str]) -> list[str]:
     argv = ["nox", "-s", "build", "--", *matrix_args(matrix), "--profile", profile]
     for glob in only:
         argv += ["--only", glob]
-    return [*argv, "--backend", "docker", "--offline"]
+    return [*argv, *BACKENDS[CI_BACKEND].ci_args]
 
 
 def smoke_argv(matrix: str, family: str) -> list[str]:

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..backends.docker.backend import DockerBackend
 from ..backends.docker.images import validate_image_ref
+from ..backends.registry import BackendOptions, BackendSetting, docker_backend
 from ..cachedir import default_cache_dir
 from ..errors import BuildFailedError
 from ..knowledge import Knowledge
@@ -34,7 +34,8 @@ def build_image(
     push: str | None = None,
 ) -> str:
     """Build (or find) the builder image of `job`; `docker save` it or push it; its tag."""
-    backend = DockerBackend(kb=kb, cache_dir=default_cache_dir(env), env=env)
+    setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
+    backend = docker_backend(setting, BackendOptions())
     tag = backend.ensure_image(job, runner=runner, log=log)
     commands: list[list[str]] = []
     if save is not None:
@@ -62,7 +63,8 @@ def prefetch(
     log: IO[str],
 ) -> Path:
     """Download what the jobs' containers install into the prefetch directory; its path."""
-    backend = DockerBackend(kb=kb, cache_dir=default_cache_dir(env), env=env, offline=True)
+    setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
+    backend = docker_backend(setting, BackendOptions(offline=True))
     dest = default_cache_dir(env) / "prefetch"
     for job in jobs:
         dest = backend.prefetch(job, runner=runner, log=log)

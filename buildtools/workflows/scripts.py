@@ -25,6 +25,7 @@ __all__ = [
     "vet_script",
 ]
 
+from ..backends.registry import BACKENDS, CI_BACKEND
 from ..ciplan import layout
 
 
@@ -260,7 +261,7 @@ def build_script(matrix: str, profile: str, *, recheck: bool = False) -> str:
         'read -r -a globs <<< "$BT_ONLY"',
         f"args=({fixed})",
         'for glob in "${globs[@]}"; do args+=(--only "$glob"); done',
-        "args+=(--backend docker --offline)",
+        f"args+=({layout.join(BACKENDS[CI_BACKEND].ci_args)})",
         "{",
         '  echo "### Build job $BT_JOB"',
         "  echo",
