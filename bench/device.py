@@ -32,9 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools.build.environment import job_environment
-from buildtools.build.fingerprint import IGNORED_DIRS
-from buildtools.build.options import BuildOptions
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
@@ -43,6 +40,9 @@ from buildtools.planning import host_python
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
+from buildtools.wheelbuild.options import BuildOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "torch2.11.0-cu130-cp312"

@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools.build.fingerprint import IGNORED_DIRS
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
@@ -42,6 +41,7 @@ from buildtools.planning import host_python
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_CELL = "torch2.11.0-cu130-cp312"

@@ -24,11 +24,6 @@ import time
 from pathlib import Path
 
 from buildtools.backends.registry import BackendOptions, BackendSetting, make_backend
-from buildtools.build.environment import job_environment
-from buildtools.build.fingerprint import IGNORED_DIRS
-from buildtools.build.options import BuildOptions
-from buildtools.build.orchestrate import build_job
-from buildtools.build.report import Status
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
@@ -36,6 +31,11 @@ from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain.prepare import prepare_toolchain
+from buildtools.wheelbuild.build_report import Status
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
+from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.orchestrate import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,6 +27,8 @@ ECOSYSTEM_FILE = Path(__file__).parent / "data" / "ecosystem.json"
 # section → the key that holds its value; every section also has "why" and "source"
 _SECTIONS = {
     "pytorch_index": "url",
+    "package_index": "url",
+    "size_limits": "bytes",
     "manylinux_aliases": "tags",
     "child_env": "drop",
     "default_runner": "label",
@@ -46,6 +48,8 @@ class Ecosystem:
     """The validated facts, in the shapes their readers use."""
 
     pytorch_index: str  # append '/<accelerator>' for one variant
+    package_index: str  # the PEP 691 simple index torch's releases are read from (PyPI)
+    size_limits: Mapping[str, int]  # 'pypi_upload' / 'github_release_asset' → bytes
     manylinux_aliases: Mapping[str, tuple[int, int]]  # 'manylinux2014' → (2, 17), newest first
     dropped_env: tuple[str, ...]  # variables a child Python must not inherit
     default_runner: str  # the build runner of a family matrix.yaml names none for
@@ -57,7 +61,16 @@ class Ecosystem:
 
 def _check(section: str, value: Any) -> str | None:
     """What is wrong with one section's value, or None."""
-    if section == "pytorch_index":
+    if section == "size_limits":
+        counts = (
+            isinstance(value, dict)
+            and set(value) == {"pypi_upload", "github_release_asset"}
+            and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value.values()
+            )
+        )
+        return None if counts else "expected byte counts for 'pypi_upload', 'github_release_asset'"
+    if section in ("pytorch_index", "package_index"):
         ok = isinstance(value, str) and _URL_RE.match(value)
         return None if ok else "expected an https URL without a trailing slash"
     if section in ("default_runner", "arm_runner"):
@@ -127,6 +140,8 @@ def _parse(path: Path) -> Ecosystem:
     aliases = data["manylinux_aliases"]["tags"]
     return Ecosystem(
         pytorch_index=data["pytorch_index"]["url"],
+        package_index=data["package_index"]["url"],
+        size_limits=MappingProxyType(dict(data["size_limits"]["bytes"])),
         manylinux_aliases=MappingProxyType(
             {tag: (2, int(glibc.split(".")[1])) for tag, glibc in aliases.items()}
         ),

@@ -11,6 +11,7 @@ __all__ = [
     "ExitCode",
     "ImmutableWheelError",
     "KnowledgeError",
+    "NetworkError",
     "NoDeviceError",
     "PlanError",
     "PublishError",
@@ -19,6 +20,7 @@ __all__ = [
     "ToolMissingError",
     "ToolchainError",
     "UnsafeArtefactError",
+    "UntrustedRecordError",
     "cleanup_notes",
     "note_cleanup",
 ]
@@ -47,6 +49,10 @@ class ExitCode(enum.IntEnum):
     UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
     FILESYSTEM = 16  # a file or directory cannot be read or written (read-only, full, missing)
     NO_DEVICE = 17  # `buildtools smoke --accelerator cuda|rocm`: the runner's torch sees no GPU
+    # the published record (a release's index.json) cannot be authenticated: from a draft,
+    # uploaded by someone else than the release workflow, not attested, or linking elsewhere
+    UNTRUSTED_RECORD = 19
+    NETWORK = 20  # the package index or a published site did not answer (or answered nonsense)
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports it
     TERMINATED = 143  # SIGTERM (a CI cancel, `timeout`): 128 + 15
 
@@ -73,6 +79,12 @@ class KnowledgeError(BuildtoolsError):
     """A data file under buildtools/data is invalid (a bug in the package, not the user's)."""
 
     exit_code = ExitCode.KNOWLEDGE
+
+
+class NetworkError(BuildtoolsError):
+    """A URL could not be read (unreachable, HTTP error, too large, a range ignored)."""
+
+    exit_code = ExitCode.NETWORK
 
 
 class ToolMissingError(BuildtoolsError):
@@ -103,6 +115,12 @@ class PublishError(BuildtoolsError):
     """The index could not be published (bad wheel, bad site, bad smoke report)."""
 
     exit_code = ExitCode.PUBLISH
+
+
+class UntrustedRecordError(PublishError):
+    """The published record cannot be authenticated; the release stops with the reason."""
+
+    exit_code = ExitCode.UNTRUSTED_RECORD
 
 
 class ImmutableWheelError(PublishError):

@@ -38,9 +38,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from buildtools.process import SubprocessRunner
-
 from buildtools.knowledge import load_knowledge
+from buildtools.process import SubprocessRunner
 
 PINS = Path(__file__).resolve().parent / "pins.yaml"
 HEADER = """\

@@ -9,16 +9,28 @@ and one `BackendSpec` row here.
 
 from __future__ import annotations
 
-__all__ = ["BACKENDS", "CI_BACKEND", "BackendOptions", "BackendSpec", "make_backend"]
+__all__ = [
+    "BACKENDS",
+    "CI_BACKEND",
+    "BackendOptions",
+    "BackendSetting",
+    "BackendSpec",
+    "docker_backend",
+    "make_backend",
+]
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from ..errors import BuildFailedError
 from ..knowledge import Knowledge
 from .base import Backend
+
+if TYPE_CHECKING:
+    from .docker.backend import DockerBackend
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +75,12 @@ def _local(setting: BackendSetting, options: BackendOptions) -> Backend:
 
 
 def _docker(setting: BackendSetting, options: BackendOptions) -> Backend:
+    return docker_backend(setting, options)
+
+
+def docker_backend(setting: BackendSetting, options: BackendOptions) -> DockerBackend:
+    """The docker backend itself, for the CI steps that prepare its inputs ahead of the
+    builds (`ci builder-image`, `ci prefetch`: `ensure_image`, `prefetch`)."""
     from .docker.backend import DockerBackend  # cibuildwheel's options: imported when used
 
     return DockerBackend(

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
-from ..build.options import BuildOptions
-from ..build.orchestrate import build_plan
 from ..cachedir import default_cache_dir
 from ..errors import BuildFailedError, CheckFailedError, PlanError
 from ..knowledge import load_knowledge
+from ..matrix.config import load_matrix
+from ..planning import default_matrix_path
+from ..wheelbuild.options import BuildOptions
+from ..wheelbuild.orchestrate import build_plan
 from .common import add_plan_args, plan_from_args, positive_int
 
 
@@ -124,6 +126,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
 
     result, project_dir = plan_from_args(args)
     env = dict(os.environ)
+    settings = load_matrix(args.matrix or default_matrix_path(env)).matrix.build
     if args.project is not None:
         project_dir = args.project.resolve()
     if not project_dir.is_dir():
@@ -145,6 +148,8 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         index_site=args.index_site.resolve() if args.index_site else None,
         ccache=not args.no_ccache,
         jobs=args.jobs,
+        size_warning=settings.size_warning,
+        size_error=settings.size_error,
     )
     kb = load_knowledge()
     current = [j.id for j in result.jobs if j.torch_source == "current"]

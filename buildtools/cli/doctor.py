@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..doctor.diagnose import diagnose
+from ..doctor.doctor_report import DOCTOR_SCHEMA, DoctorReport
 from ..doctor.matching import IndexSettings, ProjectRef
-from ..doctor.report import DOCTOR_SCHEMA, DoctorReport
 from ..errors import ConfigError
 from ..matrix.config import load_matrix
 from ..probe.hostenv import probe_environment

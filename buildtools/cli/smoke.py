@@ -17,19 +17,19 @@ from ..cachedir import default_cache_dir
 from ..ecosystem import load_ecosystem
 from ..errors import ConfigError, ExitCode, NoDeviceError, SmokeFailedError
 from ..matrix.config import load_matrix
+from ..model import RUNNER_ACCELERATOR_ENV
 from ..planning import default_matrix_path
 from ..process import SubprocessRunner
-from ..smoke.report import (
-    ReportPaths,
-    SmokeStatus,
-    publish,
-)
 from ..smoke.run import (
     SmokeOptions,
     run_smoke,
 )
+from ..smoke.smoke_report import (
+    ReportPaths,
+    SmokeStatus,
+    publish,
+)
 from ..smoke.wheels import (
-    RUNNER_ACCELERATOR_ENV,
     collect_wheels,
     detect_accelerator,
 )

@@ -42,6 +42,7 @@ from ..torchinstall import TorchInstall
 from ..wheel.checks import check_binaries, is_grafted
 from ..wheel.elf import ElfInfo
 from .devices import check_devices
+from .doctor_report import DoctorReport, PackageReport, Verdict
 from .libraries import binaries_of, check_needed, links_torch
 from .matching import (
     BuiltFor,
@@ -52,7 +53,6 @@ from .matching import (
     fix_for,
     parse_local_label,
 )
-from .report import DoctorReport, PackageReport, Verdict
 from .torch_state import TorchState, torch_cxx11_abi, torch_distributions, torch_state
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import PublishError
 from ..files import read_regular
 from ..jsonfields import decode_json
+from .smokelog import SmokeRun, passing_runs
 
 REPORT_BYTES = 64 << 20  # a smoke report of thousands of wheels is a few MB
 
@@ -30,13 +31,16 @@ _NOT_FAILING = frozenset({"passed", "skipped"})
 
 @dataclass(frozen=True, kw_only=True)
 class SmokeGate:
-    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen."""
+    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen,
+    and the passing runs (where and when), which the site keeps for its coverage map."""
 
     statuses: Mapping[str, tuple[str, ...]]
+    runs: tuple[SmokeRun, ...] = ()
 
     @classmethod
     def load(cls, reports: Sequence[Path]) -> SmokeGate:
         seen: dict[str, list[str]] = defaultdict(list)
+        runs: set[SmokeRun] = set()
         for path in reports:
             try:
                 raw = read_regular(path, max_bytes=REPORT_BYTES)
@@ -66,7 +70,13 @@ class SmokeGate:
                         f"{path}: results[{i}]: needs a string sha256 and a string status"
                     )
                 seen[sha.lower()].append(status)
-        return cls(statuses={sha: tuple(v) for sha, v in seen.items()})
+            try:
+                runs.update(passing_runs(data, str(path)))
+            except ValueError as exc:
+                raise PublishError(
+                    f"{exc} (a report written by `buildtools smoke` has it)"
+                ) from None
+        return cls(statuses={sha: tuple(v) for sha, v in seen.items()}, runs=tuple(sorted(runs)))
 
     def verdict(self, sha256: str) -> str | None:
         """None when the wheel may be published, else why not.

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 __all__ = [
     "CellSelection",
+    "MatrixCells",
     "RemovedCell",
     "Selection",
     "cell_key",
+    "matrix_cells",
     "needs_current",
     "python_key",
     "select_cells",
@@ -21,18 +23,21 @@ __all__ = [
 
 import difflib
 import fnmatch
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from ..errors import ConfigError, PlanError
 from ..knowledge import Knowledge
-from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob
+from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob, is_range
 from ..model import Accelerator, Cell
 from ..torchinstall import TorchInstall
+from .ranges import RangeResolution, ServedTorch, resolve_axis
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,20 +48,31 @@ class RemovedCell:
     reason: str
 
 
+# a matrix of thousands of cells has a few dozen values per axis: each is parsed once
+_version = functools.lru_cache(maxsize=1024)(Version)
+_accelerator = functools.lru_cache(maxsize=1024)(Accelerator.parse)
+
+
+@functools.lru_cache(maxsize=1024)
+def _python(python: str) -> tuple[int, ...]:
+    return python_key(python)
+
+
 def cell_key(cell: Cell) -> tuple[Any, ...]:
     """The order of cells and jobs: torch, current last, accelerator, Python, platform."""
     return (
-        Version(cell.torch),
+        _version(cell.torch),
         cell.current,
-        Accelerator.parse(cell.accelerator),
-        tuple(int(p) for p in cell.python.split(".")),
+        _accelerator(cell.accelerator),
+        _python(cell.python),
         cell.platform,
     )
 
 
 def python_key(python: str) -> tuple[int, ...]:
-    """'3.10' after '3.9'."""
-    return tuple(int(p) for p in python.split("."))
+    """'3.10' after '3.9'; the free-threaded '3.14t' right after '3.14'."""
+    free_threaded = python.endswith("t")
+    return (*(int(p) for p in python.removesuffix("t").split(".")), int(free_threaded))
 
 
 def _torch_matches(cell: Cell, pattern: str) -> bool:
@@ -132,6 +148,16 @@ def _expand_include(
 def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
     known = kb.torch_versions()
     for value in values:
+        if is_range(value):
+            try:
+                spec = SpecifierSet(value)
+            except InvalidSpecifier:
+                raise PlanError(
+                    f"--torch {value}: not a version range; e.g. '>=2.10' or '>=2.10,<2.15'"
+                ) from None
+            if not any(spec.contains(v) for v in known):
+                raise PlanError(f"--torch {value}: matches no known torch release")
+            continue
         if value != CURRENT and value not in known:
             close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
@@ -172,6 +198,17 @@ class Selection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MatrixCells:
+    """Every cell the matrix names, whatever the profile: what it promises (buildable), what
+    it asks for that cannot exist (with the reason), and what its `exclude` rules remove.
+    The coverage map (`index.coverage`) is drawn from it."""
+
+    cells: tuple[Cell, ...] = ()
+    impossible: tuple[RemovedCell, ...] = ()
+    excluded: tuple[Cell, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellSelection:
     """The cells a plan builds, in build order, and what was dropped on the way."""
 
@@ -179,27 +216,23 @@ class CellSelection:
     cells: tuple[Cell, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    matrix: MatrixCells = field(default_factory=MatrixCells)
+    ranges: tuple[RangeResolution, ...] = ()
 
 
-def select_cells(
+def _expand(
     mf: MatrixFile,
     kb: Knowledge,
     *,
     host_python: str,
+    torch_values: Sequence[str],
+    torch_axis: Sequence[str] | None,
     current: TorchInstall | None,
-    selection: Selection,
-) -> CellSelection:
-    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
+) -> tuple[dict[str, Cell], list[Cell]]:
+    """The axes' product, less what `exclude` removes (returned apart), plus `include`.
+
+    Without `current`, the cells `torch: current` stands for are left out."""
     m = mf.matrix
-    profile, only, strict = selection.profile, selection.only, selection.strict
-    torch_axis = selection.torch_axis
-    torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
-    if needs_current(mf, torch_axis) and current is None:
-        raise PlanError(
-            f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
-            "the running environment, and none was given; run buildtools with that "
-            "environment's interpreter or pass --torch-python PATH"
-        )
     axes = {
         "torch": [t for t in torch_values if t != CURRENT],
         "accelerator": list(m.axes.accelerator),
@@ -220,13 +253,13 @@ def select_cells(
         rule = _resolve_host(raw_rule, host_python)
         for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
             excluded_cells.append(cells.pop(cid))
-    excluded = len(excluded_cells)
 
     for i, rule in enumerate(m.include):
         if torch_axis is not None and not _in_axis(rule.torch, torch_values):
             continue  # --torch replaced the axis this rule adds to
         if rule.torch == CURRENT:
-            assert current is not None
+            if current is None:
+                continue  # matrix_cells: no running environment to stand for
             cell = _current_cell(current)
             if not _matches(cell, _resolve_host(rule, host_python)):
                 raise ConfigError(
@@ -249,6 +282,86 @@ def select_cells(
                 )
             cells[cell.id] = cell
 
+    return cells, excluded_cells
+
+
+def _reasons(mf: MatrixFile, kb: Knowledge, cells: Mapping[str, Cell]) -> dict[str, str]:
+    """Cell id → why it cannot exist (knowledge base, ABI mode), for those that cannot."""
+    reasons: dict[str, str] = {}
+    for cid, cell in cells.items():
+        # the running torch exists by definition; only the ABI mode can rule it out
+        known = None if cell.current else kb.cell_unavailable_reason(cell)
+        reason = known or kb.abi_unavailable_reason(mf.matrix.project.abi, cell.torch)
+        if reason:
+            reasons[cid] = reason
+    return reasons
+
+
+def _matrix_cells(
+    cells: Mapping[str, Cell], reasons: Mapping[str, str], excluded: Sequence[Cell]
+) -> MatrixCells:
+    ordered = sorted(
+        ((cid, c) for cid, c in cells.items() if not c.current), key=lambda kv: cell_key(kv[1])
+    )
+    return MatrixCells(
+        cells=tuple(c for cid, c in ordered if cid not in reasons),
+        impossible=tuple(
+            RemovedCell(cell=c, reason=reasons[cid]) for cid, c in ordered if cid in reasons
+        ),
+        excluded=tuple(sorted((c for c in excluded if not c.current), key=cell_key)),
+    )
+
+
+def matrix_cells(mf: MatrixFile, kb: Knowledge, *, host_python: str) -> MatrixCells:
+    """Every cell the matrix names, whatever the profile (`torch: current` left out: the
+    running environment's torch is no release an index lists)."""
+    values = [t for t in mf.matrix.axes.torch if t != CURRENT]
+    torch_values, _ = resolve_axis(values, kb, None, offline_reason="the coverage map")
+    cells, excluded = _expand(
+        mf, kb, host_python=host_python, torch_values=torch_values, torch_axis=None, current=None
+    )
+    return _matrix_cells(cells, _reasons(mf, kb, cells), excluded)
+
+
+def select_cells(
+    mf: MatrixFile,
+    kb: Knowledge,
+    *,
+    host_python: str,
+    current: TorchInstall | None,
+    selection: Selection,
+    served: ServedTorch | None = None,
+    offline_reason: str | None = None,
+) -> CellSelection:
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`).
+
+    `served` is what the package index serves of torch (a host fact fetched by the caller):
+    a range of axes.torch resolves to the releases it has; None resolves it against the
+    knowledge base alone (`offline_reason` says why, in the plan's note).
+    """
+    m = mf.matrix
+    profile, only, strict = selection.profile, selection.only, selection.strict
+    torch_axis = selection.torch_axis
+    torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
+    torch_values, ranges = resolve_axis(torch_values, kb, served, offline_reason=offline_reason)
+    if needs_current(mf, torch_axis) and current is None:
+        raise PlanError(
+            f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
+            "the running environment, and none was given; run buildtools with that "
+            "environment's interpreter or pass --torch-python PATH"
+        )
+    cells, excluded_cells = _expand(
+        mf,
+        kb,
+        host_python=host_python,
+        torch_values=torch_values,
+        torch_axis=torch_axis,
+        current=current,
+    )
+    excluded = len(excluded_cells)
+    reasons = _reasons(mf, kb, cells)
+    matrix = _matrix_cells(cells, reasons, excluded_cells)
+
     all_cells = dict(cells)
     if profile is None and torch_axis is None:
         profile = m.default_profile
@@ -269,12 +382,9 @@ def select_cells(
 
     removed: list[RemovedCell] = []
     for cid in sorted(cells, key=lambda k: cell_key(cells[k])):
-        cell = cells[cid]
-        # the running torch exists by definition; only the ABI mode can rule it out
-        known = None if cell.current else kb.cell_unavailable_reason(cell)
-        reason = known or kb.abi_unavailable_reason(m.project.abi, cell.torch)
+        reason = reasons.get(cid)
         if reason:
-            removed.append(RemovedCell(cell=cell, reason=reason))
+            removed.append(RemovedCell(cell=cells[cid], reason=reason))
             del cells[cid]
     if strict and removed:
         lines = "\n".join(f"  {r.cell.id}: {r.reason}" for r in removed)
@@ -306,6 +416,13 @@ def select_cells(
 
     if not cells:
         where = f"profile {profile!r}" if profile else "the matrix"
+        empty = [r for r in ranges if not r.versions]
+        if empty:
+            raise PlanError(
+                f"{mf.source.where(('axes', 'torch'))}: axes.torch: {empty[0].spec!r} resolves "
+                f"to no release ({empty[0].note}); left out: "
+                + "; ".join(f"{v}: {why}" for v, why in empty[0].left_out)
+            )
         raise PlanError(
             f"{mf.source.where(('profiles', profile) if profile else ('axes',))}: {where} "
             "selects no buildable cell; check axes, exclude and the profile's select rules"
@@ -316,6 +433,8 @@ def select_cells(
         cells=tuple(sorted(cells.values(), key=cell_key)),
         removed=tuple(removed),
         excluded=excluded,
+        matrix=matrix,
+        ranges=tuple(ranges),
     )
 
 

@@ -40,7 +40,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
@@ -72,7 +72,7 @@ from .envs import (
     torch_matches,
 )
 from .modules import ModuleOutcome, compiled_modules, install_path, load_outcomes
-from .report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
+from .smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from .wheels import SmokeTarget, WheelSource, plan_targets
 
 
@@ -163,17 +163,26 @@ def _elves(w: _Wheel) -> list[WheelElf] | Stage:
         return Stage(name="install", returncode=1, output=f"ERROR: cannot read the wheel: {exc}\n")
 
 
-def _smoke_one(
+@dataclass(frozen=True, kw_only=True)
+class _Machine:
+    """The machine the smoke runs on: its Python, torch, GPU driver and declared accelerator."""
+
+    python: str
+    torch: TorchInstall | None
+    driver: DriverFacts | None
+    accelerator: str
+
+
+def _smoke_one(  # noqa: PLR0912, PLR0915
     number: int,
     target: SmokeTarget,
-    runner_python: str,
-    runner_torch: TorchInstall | None,
-    driver: DriverFacts | None,
+    machine: _Machine,
     opts: SmokeOptions,
     runner: ProcessRunner,
     out: TextIO,
-    accelerator: str,
 ) -> SmokeResult:
+    runner_python, runner_torch = machine.python, machine.torch
+    driver, accelerator = machine.driver, machine.accelerator
     src = target.source
     w = _Wheel(number, target, opts)
     log = w.log
@@ -535,9 +544,10 @@ def run_smoke(
             out.write(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
             results.append(planned)
             continue
-        res = _smoke_one(
-            number, planned, runner_python, runner_torch, driver, opts, runner, out, accelerator
+        machine = _Machine(
+            python=runner_python, torch=runner_torch, driver=driver, accelerator=accelerator
         )
+        res = _smoke_one(number, planned, machine, opts, runner, out)
         out.write(
             f"smoke {res.wheel}: {res.status.value.upper()} in {res.duration:.1f} s"
             + (f": {res.diagnosis}" if res.diagnosis else "")

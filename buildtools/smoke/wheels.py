@@ -8,7 +8,6 @@ anywhere.
 from __future__ import annotations
 
 __all__ = [
-    "RUNNER_ACCELERATOR_ENV",
     "TORCH_LIB",
     "SmokeTarget",
     "WheelSource",
@@ -19,8 +18,10 @@ __all__ = [
     "import_names",
     "parse_find_links",
     "plan_targets",
+    "window_targets",
 ]
 
+import dataclasses
 import html.parser
 import platform
 import re
@@ -34,18 +35,13 @@ from typing import Literal
 
 from packaging.utils import parse_wheel_filename
 
-from ..download import DownloadError, Http
 from ..errors import ConfigError
 from ..files import copy_atomic, read_regular, sha256_file
+from ..http import DownloadError, HttpClient
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.archive import DEFAULT_LIMITS, open_wheel
 from ..wheel.meta import BUILD_RECORD_BYTES, BUILD_RECORD_NAME, parse_build_record
-from .report import SmokeResult, SmokeStatus
-
-# What the workflow declares a runner to have (cpu, cuda, rocm): `--accelerator auto` on a
-# runner declared cuda is cuda, whatever the machine shows, so a GPU runner that lost its
-# device is refused (no-device) instead of silently testing as a CPU runner.
-RUNNER_ACCELERATOR_ENV = "BUILDTOOLS_RUNNER_ACCELERATOR"
+from .smoke_report import SmokeResult, SmokeStatus
 
 # libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
 TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
@@ -99,7 +95,7 @@ def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
 _PAGE_BYTES = 64 << 20  # a find-links page (a 10,000-wheel page is ~5 MB)
 
 
-def _read_page(page: str, http: Http) -> tuple[str, str]:
+def _read_page(page: str, http: HttpClient) -> tuple[str, str]:
     """The page's text and the base its links resolve against."""
     if urllib.parse.urlparse(page).scheme in ("http", "https"):
         data = http.get(page, max_bytes=_PAGE_BYTES)
@@ -110,7 +106,7 @@ def _read_page(page: str, http: Http) -> tuple[str, str]:
     return read_regular(path, max_bytes=_PAGE_BYTES).decode("utf-8"), path.as_uri()
 
 
-def _fetch(url: str, dest_dir: Path, http: Http) -> Path:
+def _fetch(url: str, dest_dir: Path, http: HttpClient) -> Path:
     name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
     dest = dest_dir / name
     if urllib.parse.urlparse(url).scheme == "file":
@@ -125,7 +121,7 @@ def collect_wheels(
 ) -> list[WheelSource]:
     """Wheels named on the command line, in directories, and on find-links pages."""
     out: list[WheelSource] = []
-    http = Http()
+    http = HttpClient()
     for path in paths:
         if path.is_dir():
             out += [WheelSource(path=p, origin=str(p)) for p in sorted(path.glob("*.whl"))]
@@ -428,19 +424,36 @@ def plan_targets(
                 )
             )
             continue
-        out.append(
-            SmokeTarget(
-                source=src,
-                sha256=digest,
-                accelerator=accel,
-                torch=torch,
-                cuda=record.cuda,
-                hip=record.hip,
-                python=python,
-                cell=cell,
-                modules=import_names(names, top_text),
-                bundled=bundled_torch_libs(names),
-                covers=covers,
-            )
+        target = SmokeTarget(
+            source=src,
+            sha256=digest,
+            accelerator=accel,
+            torch=torch,
+            cuda=record.cuda,
+            hip=record.hip,
+            python=python,
+            cell=cell,
+            modules=import_names(names, top_text),
+            bundled=bundled_torch_libs(names),
+            covers=covers,
         )
+        out.append(target)
+        if record.abi == "stable" and runner_accelerator == "cpu":
+            out += window_targets(target, record.torch)
     return out
+
+
+def window_targets(target: SmokeTarget, built_torch: str) -> list[SmokeTarget]:
+    """The ABI window proven, not assumed: a stable-ABI wheel on a CPU runner is tested on
+    every other torch release it claims (its covered cells of the target's Python), each in
+    a fresh environment with that torch; `target` is the first of them."""
+    extra: list[SmokeTarget] = []
+    seen = {_public(target.torch)}
+    for cell in target.covers:
+        parsed = _parse_cell(cell)
+        if parsed is None or parsed.python != target.python or parsed.torch in seen:
+            continue
+        seen.add(parsed.torch)
+        torch = _cell_torch(built_torch, parsed.torch)
+        extra.append(dataclasses.replace(target, cell=parsed.id, torch=torch))
+    return extra

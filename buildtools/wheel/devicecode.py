@@ -77,8 +77,11 @@ def _find(f: IO[bytes], needles: tuple[bytes, ...], start: int, end: int) -> tup
     return -1, -1
 
 
-def fatbin_archs(f: IO[bytes], start: int, length: int) -> tuple[set[str], bool]:
-    """Archs of the fatbin containers in f[start:start+length], and whether all were read."""
+def fatbin_archs(
+    f: IO[bytes], start: int, length: int, sizes: dict[str, int] | None = None
+) -> tuple[set[str], bool]:
+    """Archs of the fatbin containers in f[start:start+length], and whether all were read;
+    `sizes` (when given) gains each arch's bytes: its entries' headers and payloads."""
     archs: set[str] = set()
     complete = True
     end = start + length
@@ -115,7 +118,11 @@ def fatbin_archs(f: IO[bytes], start: int, length: int) -> tuple[set[str], bool]
                     suffix = "a"
                 elif flags & _FATBIN_FLAG_FAMILY:
                     suffix = "f"
-                archs.add(f"{prefix}_{arch}{suffix}")
+                name = f"{prefix}_{arch}{suffix}"
+                archs.add(name)
+                if sizes is not None:
+                    weight = min(entry_header_size + payload, stop - entry)
+                    sizes[name] = sizes.get(name, 0) + weight
             entry += entry_header_size + payload
         pos, _ = _find(f, (magic,), max(stop, pos + 4), end)
     return archs, complete

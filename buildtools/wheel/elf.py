@@ -111,6 +111,8 @@ class DeviceCode:
     kind: Literal["cuda", "hip"]
     archs: frozenset[str]
     complete: bool = True
+    # bytes of device code per arch (CUDA: each fatbin entry's header and payload)
+    sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -445,6 +447,7 @@ def _symbols(elf: _File) -> tuple[frozenset[str], tuple[UndefinedSymbol, ...]]:
 
 def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
     cuda_archs: set[str] = set()
+    cuda_sizes: dict[str, int] = {}
     cuda_complete = True
     has_cuda = False
     hip_ids: set[str] = set()
@@ -456,7 +459,7 @@ def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
         start, length = section["sh_offset"], section["sh_size"]
         if section.name in FATBIN_SECTIONS:
             has_cuda = True
-            archs, complete = fatbin_archs(elf.f, start, length)
+            archs, complete = fatbin_archs(elf.f, start, length, cuda_sizes)
             cuda_archs |= archs
             cuda_complete &= complete
         elif section.name in HIP_SECTIONS:
@@ -465,7 +468,12 @@ def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
             hip_ids |= ids
             hip_complete &= complete
     cuda = (
-        DeviceCode(kind="cuda", archs=frozenset(cuda_archs), complete=cuda_complete)
+        DeviceCode(
+            kind="cuda",
+            archs=frozenset(cuda_archs),
+            complete=cuda_complete,
+            sizes=tuple(sorted(cuda_sizes.items())),
+        )
         if has_cuda
         else None
     )

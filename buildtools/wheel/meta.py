@@ -437,7 +437,7 @@ def read_build_record(wheel: Path) -> BuildRecord | None:
     return None if raw is None else parse_build_record(raw, where=where)
 
 
-def make_build_record(
+def make_build_record(  # noqa: PLR0913
     *,
     torch: str,
     accelerator: str,

@@ -29,8 +29,8 @@ from fixtures.envs import (
 
 from buildtools.files import sha256_file
 from buildtools.process import SubprocessRunner
-from buildtools.smoke.report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.run import SmokeOptions, run_smoke
+from buildtools.smoke.smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.wheels import WheelSource, collect_wheels
 from buildtools.wheel.meta import make_build_record, relabel_wheel
 from buildtools.wheel.repair import plan_repair, run_repair, scan_torch_libs

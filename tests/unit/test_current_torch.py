@@ -224,7 +224,7 @@ def test_current_never_shares_a_job_in_abi3_and_stable() -> None:
         host_python="3.11",
         current=CPU_213,
     ).jobs[0]
-    assert stable.requires_dist == "torch>=2.13"
+    assert stable.requires_dist == "torch>=2.13,<2.14"
 
 
 def test_axes_accept_current_in_the_file() -> None:

@@ -26,6 +26,7 @@ from fixtures.fakes import Call, FakeRunner
 from buildtools.cli.doctor import cmd_doctor
 from buildtools.doctor.devices import device_code_runs
 from buildtools.doctor.diagnose import diagnose
+from buildtools.doctor.doctor_report import DOCTOR_SCHEMA
 from buildtools.doctor.matching import (
     IndexSettings,
     ProjectRef,
@@ -33,7 +34,6 @@ from buildtools.doctor.matching import (
     page_url,
     parse_local_label,
 )
-from buildtools.doctor.report import DOCTOR_SCHEMA
 from buildtools.errors import ExitCode
 from buildtools.probe.hostenv import DistInfo, EnvSnapshot, parse_snapshot, probe_environment
 from buildtools.process import CommandResult

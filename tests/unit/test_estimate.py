@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from fixtures.factories import make_job
 
-from buildtools.build.estimate import (
+from buildtools.cli.estimate import print_estimate
+from buildtools.model import BuildJob
+from buildtools.wheelbuild.estimate import (
     HOSTED_RUNNER,
     CostModel,
     HereFacts,
@@ -19,10 +21,8 @@ from buildtools.build.estimate import (
     estimate_plan,
     project_shape,
 )
-from buildtools.build.scheduler import HostResources
-from buildtools.build.timings import JobTiming, read_timings, update_timings
-from buildtools.cli.estimate import print_estimate
-from buildtools.model import BuildJob
+from buildtools.wheelbuild.scheduler import HostResources
+from buildtools.wheelbuild.timings import JobTiming, read_timings, update_timings
 
 SIX_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
 EXAMPLE = ProjectShape(cpp_sources=1, cu_sources=1)

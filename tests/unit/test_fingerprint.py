@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from fixtures.factories import make_job
 
-from buildtools.build.fingerprint import (
+from buildtools.model import BuildJob, Toolkit
+from buildtools.wheelbuild.fingerprint import (
     build_vars,
     fingerprint_inputs,
     job_fingerprint,
     scan_sources,
     source_fingerprint,
 )
-from buildtools.model import BuildJob, Toolkit
 
 TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
 

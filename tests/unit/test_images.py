@@ -18,10 +18,10 @@ from buildtools.backends.docker.images import (
     pinned,
     validate_image_ref,
 )
-from buildtools.ci.pins import parse_requirements
 from buildtools.errors import ConfigError, ToolMissingError
 from buildtools.knowledge import load_knowledge
 from buildtools.model import Accelerator
+from buildtools.workflows.pins import parse_requirements
 
 KB = load_knowledge()
 REPO = Path(__file__).resolve().parents[2]

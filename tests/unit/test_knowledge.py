@@ -168,8 +168,12 @@ def test_available_cells_and_odd_inputs() -> None:
     assert (
         KB.cell_unavailable_reason(Cell(torch="2.6", accelerator="rocm6.2.4", python="3.9")) is None
     )
-    ft = KB.cell_unavailable_reason(Cell(torch="2.9", accelerator="cpu", python="3.13t"))
-    assert ft is not None and "free-threaded" in ft
+    # free-threaded cells: their own tag, per release (and per patch: 2.12.1 dropped 3.13t)
+    assert KB.cell_unavailable_reason(Cell(torch="2.9", accelerator="cpu", python="3.13t")) is None
+    ft = KB.cell_unavailable_reason(Cell(torch="2.6", accelerator="cpu", python="3.13t"))
+    assert ft == "torch 2.6 has no free-threaded Python 3.13t wheels (free-threaded: none)"
+    dropped = KB.cell_unavailable_reason(Cell(torch="2.12.1", accelerator="cpu", python="3.13t"))
+    assert dropped is not None and "(free-threaded: 3.14t)" in dropped
     bad = KB.cell_unavailable_reason(Cell(torch="2.9", accelerator="cuda", python="3.12"))
     assert bad is not None and "is not an accelerator" in bad
     win = KB.cell_unavailable_reason(

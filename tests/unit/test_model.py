@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from buildtools.build.fingerprint import job_config, job_fingerprint
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import parse_matrix
 from buildtools.matrix.yamlsource import SourceMap, load_yaml
@@ -25,6 +24,7 @@ from buildtools.model import (
 )
 from buildtools.planner import Selection, plan
 from buildtools.wheel.meta import make_build_record, parse_build_record
+from buildtools.wheelbuild.fingerprint import job_config, job_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 KB = load_knowledge()

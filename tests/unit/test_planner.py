@@ -97,7 +97,7 @@ def test_stable_groups_torch_range() -> None:
     assert job.id == "torch2.11.0-2.13.0-cu130-stable"
     assert job.torch == "2.11.0"
     assert job.torch_versions == ("2.11.0", "2.13.0")
-    assert job.requires_dist == "torch>=2.11"
+    assert job.requires_dist == "torch>=2.11,<2.14"  # the tested range, no more
     assert job.env_dict["BUILDTOOLS_TORCH_TARGET_VERSION"] == "0x020b000000000000"
 
 
@@ -298,3 +298,20 @@ def test_abi_minimums_come_from_the_release_rows() -> None:
     )
     assert "torch >= 2.12" in (shifted.abi_unavailable_reason("stable", "2.11.0") or "")
     assert "lacks" in (shifted.abi_unavailable_reason("stable", "2.14.0") or "")
+
+
+def test_a_free_threaded_cell_has_its_own_tag_and_is_never_folded_into_abi3() -> None:
+    data = base(abi="abi3")
+    data["axes"] = {
+        "torch": ["2.14.1"],
+        "accelerator": ["cpu"],
+        "python": ["3.13", "3.14", "3.14t"],
+    }
+    result = plan(matrix(data), KB, host_python="3.13")
+    by_id = {j.id: j for j in result.jobs}
+    assert set(by_id) == {"torch2.14.1-cpu-cp313-abi3", "torch2.14.1-cpu-cp314t"}
+    ft = by_id["torch2.14.1-cpu-cp314t"]
+    assert ft.abi == "per-python" and ft.pythons == ("3.14t",)
+    assert ft.cell_ids == ("torch2.14.1-cpu-cp314t",)
+    assert "BUILDTOOLS_PY_LIMITED_API" not in ft.env_dict
+    assert ft.requires_dist == "torch==2.14.*"

@@ -24,7 +24,8 @@ from buildtools.smoke.child import (
     parse_child_report,
 )
 from buildtools.smoke.device import DriverFacts
-from buildtools.smoke.report import (
+from buildtools.smoke.run import SmokeOptions, run_smoke, smoke_argv
+from buildtools.smoke.smoke_report import (
     ReportPaths,
     RunnerInfo,
     SmokeReport,
@@ -35,7 +36,6 @@ from buildtools.smoke.report import (
     publish,
     step_summary,
 )
-from buildtools.smoke.run import SmokeOptions, run_smoke, smoke_argv
 from buildtools.smoke.wheels import (
     SmokeTarget,
     WheelSource,

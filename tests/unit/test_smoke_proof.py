@@ -37,8 +37,8 @@ from buildtools.smoke.modules import (
     install_path,
     load_outcomes,
 )
-from buildtools.smoke.report import SmokeStatus
 from buildtools.smoke.run import SmokeOptions, run_smoke
+from buildtools.smoke.smoke_report import SmokeStatus
 from buildtools.smoke.wheels import WheelSource
 from buildtools.torchinstall import GpuInfo, TorchInstall
 from buildtools.wheel.checks.elves import WheelElf
