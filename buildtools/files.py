@@ -20,6 +20,7 @@ __all__ = [
     "check_wheel_filename",
     "copy_atomic",
     "describe_os_error",
+    "file_kind",
     "fsync_dir",
     "naming_path",
     "open_regular",
@@ -151,6 +152,11 @@ class NotRegularFileError(OSError):
     def __init__(self, path: Path | str, kind: str) -> None:
         super().__init__(errno.EINVAL, f"{kind}, not a regular file", os.fspath(path))
         self.kind = kind
+
+
+def file_kind(mode: int) -> str:
+    """What a file of `mode` is, in words ('a FIFO (named pipe)', 'a regular file')."""
+    return _kind(mode) or "a regular file"
 
 
 def _kind(mode: int) -> str | None:

@@ -50,6 +50,7 @@ WheelIdentity = tuple[str, str, str, str]
 compressed set sorted)."""
 
 
+@functools.lru_cache(maxsize=65536)
 def wheel_identity(filename: str) -> WheelIdentity:
     """What pip tells a wheel by (see the module); `filename` must be a wheel file name."""
     parts = filename[: -len(".whl")].split("-")

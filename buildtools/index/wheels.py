@@ -12,6 +12,7 @@ import functools
 import hashlib
 import multiprocessing
 import os
+import stat
 import sys
 import threading
 from collections.abc import Iterable, Sequence
@@ -25,7 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PublishError
-from ..files import NotRegularFileError, describe_os_error, open_regular
+from ..files import NotRegularFileError, describe_os_error, file_kind
 from ..wheel.archive import ArchiveError, open_wheel
 from ..wheel.meta import BUILD_RECORD_BYTES, BUILD_RECORD_NAME, parse_build_record
 from .hashes import KnownHash, manifest_hashes, report_hashes, trusted_sha256
@@ -260,10 +261,12 @@ def collect_wheels(paths: Sequence[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(path.glob("*.whl"))
-            for wheel in inside:
-                _check_regular(wheel)
-            found += inside
+            with os.scandir(path) as entries:  # the entry's type, without a stat per file
+                inside = [e for e in entries if e.name.endswith(".whl")]
+            for entry in inside:
+                if not entry.is_file(follow_symlinks=False):  # a link is stat'ed, once
+                    _check_regular(Path(entry.path))
+            found += sorted(path / e.name for e in inside)
         elif path.name.endswith(".whl") and (path.exists() or path.is_symlink()):
             _check_regular(path)
             found.append(path)
@@ -273,7 +276,11 @@ def collect_wheels(paths: Sequence[Path]) -> list[Path]:
 
 
 def _check_regular(path: Path) -> None:
+    """PublishError unless `path` is a regular file (or a link to one): one stat, so a
+    wheelhouse of 10,000 costs milliseconds; the reader checks the open file again."""
     try:
-        open_regular(path).close()
+        mode = os.stat(path).st_mode  # noqa: PTH116 (the fast call)
     except OSError as exc:
         raise PublishError(describe_os_error(exc)) from None
+    if not stat.S_ISREG(mode):
+        raise PublishError(describe_os_error(NotRegularFileError(path, file_kind(mode))))
