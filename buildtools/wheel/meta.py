@@ -417,7 +417,8 @@ def parse_build_record(raw: bytes | str, *, where: str = BUILD_RECORD_NAME) -> B
     Raises ValueError when it is not JSON, and BuildRecordError (a ValueError) listing
     every problem when it is JSON but not a valid record; `where` starts both messages.
     """
-    data = decode_json(raw, what=where, max_bytes=BUILD_RECORD_BYTES)
+    # BuildRecord.from_json type-checks every field it keeps: that bounds the depth it uses
+    data = decode_json(raw, what=where, max_bytes=BUILD_RECORD_BYTES, max_depth=None)
     if not isinstance(data, dict):
         raise ValueError(f"{where} is not a JSON object")
     try:
