@@ -321,12 +321,13 @@ class WheelArchive:
         zf: zipfile.ZipFile,
         limits: ArchiveLimits,
         data: bytes | None,
+        st: os.stat_result,
     ) -> None:
         self.path = path
         self.limits = limits
         self._fh = fh
         self._zf = zf
-        self.stat = os.fstat(fh.fileno())  # of the file as opened (size, mtime)
+        self.stat = st  # of the file as opened (size, mtime)
         self._bytes = _Bytes(fh, self.stat.st_size, data)
         self._data = data
         self._members: dict[str, zipfile.ZipInfo] = {}
@@ -419,7 +420,31 @@ class WheelArchive:
         limit = self.limits.text_bytes if max_bytes is None else max_bytes
         if info.file_size > limit:
             raise self._problem(name, f"is {_size(info.file_size)} (at most {_size(limit)} here)")
-        return b"".join(self.chunks(name))
+        if self._data is None:
+            return b"".join(self.chunks(name))
+        # in memory: the same checks as `chunks`, in one step (a wheel's small members)
+        start = self._data_at(info)
+        raw = self._data[start : start + info.compress_size]
+        if info.compress_type == zipfile.ZIP_DEFLATED:
+            inflate = zlib.decompressobj(-15)
+            try:
+                out = inflate.decompress(raw, info.file_size + 1)
+            except zlib.error as exc:
+                raise self._problem(name, f"is corrupt ({exc})") from None
+            if len(out) > info.file_size or inflate.unconsumed_tail:
+                raise self._problem(
+                    name, f"inflates to more than the {info.file_size:,} bytes it claims"
+                )
+            if not inflate.eof:
+                raise self._problem(name, "is corrupt (its deflate stream is cut short)")
+        else:
+            out = raw
+        if len(out) != info.file_size:
+            raise self._problem(name, f"holds {len(out):,} bytes, not {info.file_size:,}")
+        if zlib.crc32(out) != info.CRC:
+            raise self._problem(name, f"is corrupt (Bad CRC-32 for file {_shown(name)})")
+        self._verified.add(name)
+        return out
 
     def read_optional(self, name: str, *, max_bytes: int | None = None) -> bytes | None:
         """`read`, or None when the wheel has no such member."""
@@ -561,7 +586,8 @@ def open_wheel(path: Path, *, limits: ArchiveLimits = DEFAULT_LIMITS) -> Iterato
     fh = open_regular(path)
     try:
         try:
-            size = os.fstat(fh.fileno()).st_size
+            st = os.fstat(fh.fileno())
+            size = st.st_size
             if size == 0:
                 raise ArchiveError("an empty file, not a zip archive")
             data = fh.read(size) if size <= _IN_MEMORY else None  # one read, if small
@@ -575,7 +601,7 @@ def open_wheel(path: Path, *, limits: ArchiveLimits = DEFAULT_LIMITS) -> Iterato
             ) as exc:  # fmt: skip
                 said = str(exc) if len(str(exc)) <= 160 else str(exc)[:160] + "…"
                 raise ArchiveError(f"not a readable zip archive ({said})") from None
-            archive = WheelArchive(path, fh, zf, limits, data)
+            archive = WheelArchive(path, fh, zf, limits, data, st)
             archive._check_members(announced, directory_at)
             archive._check_structure()
         except ArchiveError as exc:
