@@ -1,7 +1,7 @@
 """Facts about the world around torch that several stages share, read from data/ecosystem.json.
 
 The PyTorch wheel index, the glibc behind the legacy manylinux tags, the variables a child
-Python must not inherit, the default runner labels (x86 and ARM) and the ELF machine of each
+Python must not inherit, the CUDA/ROCm programs and variables a CPU cell's build must not see, the default runner labels (x86 and ARM) and the ELF machine of each
 wheel arch used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
 JSON and this module uses the standard library only: the docker backend's in-container steps
 (repair, the toolchain links) reach its readers, and the builder image's tools venv has
@@ -32,12 +32,15 @@ _SECTIONS = {
     "default_runner": "label",
     "arm_runner": "label",
     "elf_machines": "machines",
+    "device_programs": "names",
+    "device_env": "drop",
 }
 _URL_RE = re.compile(r"^https://\S+[^/\s]$")
 _TAG_RE = re.compile(r"^manylinux\d+$")
 _GLIBC_RE = re.compile(r"^2\.\d+$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PROGRAM_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +53,8 @@ class Ecosystem:
     default_runner: str  # the build runner of a family matrix.yaml names none for
     arm_runner: str  # the same for linux_aarch64 jobs: a native ARM runner
     elf_machines: Mapping[str, str]  # wheel arch ('aarch64') → ELF e_machine ('EM_AARCH64')
+    device_programs: tuple[str, ...]  # CUDA/ROCm programs a CPU cell's build must not find
+    device_env: tuple[str, ...]  # CUDA/ROCm variables removed from a CPU cell's build
     sources: Mapping[str, str]  # section → where its fact was read
 
 
@@ -72,11 +77,10 @@ def _check(section: str, value: Any) -> str | None:
             or not v.startswith("EM_")
         ]
         return f"expected 'arch': 'EM_…' entries: {bad}" if bad else None
-    if section == "child_env":
-        bad = [
-            k for k, v in value.items() if not _ENV_RE.match(k) or not isinstance(v, str) or not v
-        ]
-        return f"each variable needs a name and a reason: {bad}" if bad else None
+    if section in ("child_env", "device_env", "device_programs"):
+        name = _PROGRAM_RE if section == "device_programs" else _ENV_RE
+        bad = [k for k, v in value.items() if not name.match(k) or not isinstance(v, str) or not v]
+        return f"each entry needs a name and a reason: {bad}" if bad else None
     bad = [
         k
         for k, v in value.items()
@@ -127,6 +131,8 @@ def _parse(path: Path) -> Ecosystem:
         default_runner=data["default_runner"]["label"],
         arm_runner=data["arm_runner"]["label"],
         elf_machines=MappingProxyType(dict(data["elf_machines"]["machines"])),
+        device_programs=tuple(data["device_programs"]["names"]),
+        device_env=tuple(data["device_env"]["drop"]),
         sources=MappingProxyType({s: data[s]["source"] for s in _SECTIONS}),
     )
 

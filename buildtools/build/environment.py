@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..backends.base import nvcc_flags_env
 from ..model import BuildJob
+from ..toolchain.blind import hide_device_toolchain
 from ..toolchain.envs import Toolchain
 from .ccache import CompilerCache, ccache_env, no_ccache_env
 from .options import BuildOptions
@@ -16,6 +17,7 @@ from .options import BuildOptions
 __all__ = [
     "DEFAULT_SOURCE_DATE_EPOCH",
     "SHIMS",
+    "blind_root",
     "build_tree",
     "job_environment",
     "reproducible_env",
@@ -55,9 +57,11 @@ def job_environment(
     opts: BuildOptions,
     *,
     compiler_cache: CompilerCache | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, str]:
     """The exact environment of a job's build: host env + toolchain + job vars + MAX_JOBS,
-    then the compiler cache (`compiler_cache`), or none at all when it is None.
+    then the compiler cache (`compiler_cache`), or none at all when it is None. A CPU cell's
+    sees no CUDA/ROCm toolchain (`toolchain.blind`); what was hidden is appended to `notes`.
 
     `opts.max_jobs` is the scheduler's share for this job and wins over any other MAX_JOBS
     (the host's, the matrix's): N concurrent jobs x MAX_JOBS never exceed the machine.
@@ -79,6 +83,12 @@ def job_environment(
     elif "MAX_JOBS" not in env:
         env["MAX_JOBS"] = str(os.cpu_count() or 1)
     env["PYTHONNOUSERSITE"] = "1"
+    if job.accelerator.kind == "cpu":
+        # whatever the machine has, a CPU cell's setup.py finds no nvcc, CUDA_HOME, hipcc…
+        blinded = hide_device_toolchain(env, mirror_root=blind_root(opts.cache_dir))
+        env = blinded.env
+        if notes is not None and blinded.describe():
+            notes.append(f"CPU cell, no CUDA/ROCm toolchain visible: {blinded.describe()}")
     env.update(reproducible_env(env, project_dir=opts.project_dir))
     env.update(nvcc_flags_env(opts.nvcc_threads if job.toolkit else 1, env))
     if compiler_cache is not None:
@@ -94,6 +104,11 @@ def job_environment(
     else:
         env.update(no_ccache_env())
     return env
+
+
+def blind_root(cache_dir: Path) -> Path:
+    """Where the PATH directories of CPU builds, less the device programs, are made."""
+    return cache_dir / "blind-path"
 
 
 def source_date_epoch(env: Mapping[str, str]) -> int:

@@ -307,8 +307,9 @@ def _compile(
     compiler_cache: CompilerCache | None,
 ) -> list[Path]:
     """The backend's build of the raw wheel(s), in the job's exact environment."""
+    notes: list[str] = []
     if backend.needs_host_toolkit:
-        env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache)
+        env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache, notes=notes)
     else:
         env = dict(opts.env)
         if opts.max_jobs is not None:
@@ -322,6 +323,7 @@ def _compile(
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )
+    log.writelines(f"# {note}\n" for note in notes)
     if compiler_cache is not None:
         log.write(
             f"# compiler cache: ccache {compiler_cache.program}, "
