@@ -11,7 +11,7 @@ direct child; the result then says `timed_out` and the log says after how long.
 
 from __future__ import annotations
 
-__all__ = ["CommandResult", "Runner", "SubprocessRunner", "which"]
+__all__ = ["CommandResult", "Runner", "SubprocessRunner", "echo", "which"]
 
 import os
 import shlex
@@ -82,6 +82,16 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
+def echo(args: Sequence[str]) -> str:
+    """The command line as the log shows it: a program passed with `-c` that runs over
+    several lines (the environment probe's ~200) is named by its size, not printed."""
+    shown = list(args)
+    for i in range(1, len(shown)):
+        if shown[i - 1] == "-c" and shown[i].count("\n") > 1:
+            shown[i] = f"<a program of {shown[i].count(chr(10)) + 1} lines>"
+    return shlex.join(shown)
+
+
 class SubprocessRunner:
     """The real runner: echoes the command into the log, never uses a shell, always has a
     deadline (`timeout`, else `default_timeout`, else $BUILDTOOLS_TIMEOUT, else 6 hours)."""
@@ -107,7 +117,7 @@ class SubprocessRunner:
         args = [os.fspath(a) for a in argv]
         limit = timeout if timeout is not None else self.default_timeout
         if log is not None:
-            log.write(f"$ {shlex.join(args)}\n")
+            log.write(f"$ {echo(args)}\n")
             log.flush()
         piped = capture or log is None or not _has_fileno(log)
         try:

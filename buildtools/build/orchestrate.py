@@ -151,6 +151,7 @@ def _build_job_locked(
     logs: Path,
 ) -> list[CellResult]:
     run = _JobRun(job=job, log_path=logs / f"{job.id}.log")
+    job_started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=f"{job.id}.", dir=opts.cache_dir / "staging"))
     wheel: Path | None = None
     reason: str | None = None
@@ -272,6 +273,7 @@ def _build_job_locked(
                 log.write("\n# INTERNAL ERROR\n" + traceback.format_exc())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    elapsed = time.monotonic() - job_started
     results = []
     st = wheel.stat() if wheel else None
     digest = sha256_file(wheel) if wheel else None
@@ -289,6 +291,7 @@ def _build_job_locked(
                 reason=reason,
                 failure=failure,
                 durations=dict(run.durations),
+                elapsed=elapsed,
                 findings=list(run.findings),
             )
         )

@@ -34,7 +34,7 @@ from .envs import (
 from .foreign import is_foreign, prepare_foreign_toolchain
 from .indexprobe import job_index
 from .pythons import find_python
-from .venv import create_venv, install
+from .venv import create_venv, install, remove_env
 from .verify import check_torch, imported_record, probe_venv, verified_probe
 
 
@@ -144,16 +144,21 @@ def prepare_toolchain(
     root = cache_dir / "toolchains" / env_name(job, ident.python_version, ident.key)
 
     def create() -> Toolchain:
-        return _create(
-            job,
-            ident=ident,
-            root=root,
-            cache_dir=cache_dir,
-            with_toolkit=with_toolkit,
-            runner=runner,
-            log=log,
-            env=env,
-        )
+        try:
+            return _create(
+                job,
+                ident=ident,
+                root=root,
+                cache_dir=cache_dir,
+                with_toolkit=with_toolkit,
+                runner=runner,
+                log=log,
+                env=env,
+            )
+        except BaseException:
+            # never left under the cell's name (a CUDA torch in a `cpu` environment holds GBs)
+            remove_env(root, log, "its creation failed")
+            raise
 
     return cached_toolchain(
         root,
@@ -184,6 +189,7 @@ def _create(
     log.write(f"[toolchain] creating {root} for {', '.join(job.cell_ids) or job.id}\n")
     root.parent.mkdir(parents=True, exist_ok=True)
     create_venv(ident.base_python, root, runner=runner, log=log, env=env, cache_dir=cache_dir)
+    index = job_index(job, venv_python, runner=runner, log=log, env=env)
     install(
         venv_python,
         [job.torch_requirement, *(BUILD_REQUIREMENTS if with_toolkit else ())],
@@ -191,7 +197,7 @@ def _create(
         log=log,
         env=env,
         cache_dir=cache_dir,
-        extra_index=job_index(job, venv_python, runner=runner, log=log, env=env),
+        extra_index=index,
     )
     probe = verified_probe(
         venv_python,
@@ -203,7 +209,9 @@ def _create(
     )
     if probe is None:
         raise ToolchainError(f"{venv_python} does not run after installing torch")
-    check_torch(job, probe.torch, env_root=root)
+    check_torch(
+        job, probe.torch, env_root=root, index_answered=index is not None if job.torch_index else None
+    )
     assert probe.torch is not None  # check_torch refuses an environment without torch
     cuda = ident.system_cuda
     rocm_home: Path | None = None

@@ -47,3 +47,32 @@ def test_docker_options_need_the_docker_backend(capsys: pytest.CaptureFixture[st
 def test_backend_choices() -> None:
     with pytest.raises(SystemExit):
         build_parser(_extra_verbs()).parse_args(["build", "--backend", "podman"])
+
+
+def test_reproduce_is_the_command_that_ran_with_what_changes_the_run() -> None:
+    args = build_parser(_extra_verbs()).parse_args(
+        ["build", "--matrix", "m.yaml", "--wheelhouse", "out", "--force", "--no-ccache",
+         "--cache-dir", "/c", "--max-jobs", "2"]
+    )
+    assert reproduce_command(args, via_nox=False) == (
+        "buildtools build --matrix m.yaml --wheelhouse out --cache-dir /c --force --no-ccache"
+    )
+    # a failed run: the command narrowed to its failed cells
+    assert reproduce_command(args, via_nox=False, only=["torch2.13.0-cpu-cp311"]).startswith(
+        "buildtools build --matrix m.yaml --only torch2.13.0-cpu-cp311 "
+    )
+    assert parse() == "nox -s build"
+
+
+def test_a_run_whose_cells_all_failed_the_same_way_exits_with_that_code() -> None:
+    from buildtools.build.report import CellResult, Status
+    from buildtools.cli.build import _failure_class
+    from buildtools.errors import BuildFailedError, CheckFailedError, ToolchainError
+
+    def failed(kind: str) -> CellResult:
+        return CellResult(cell="c", job="j", status=Status.FAILED, failure=kind)
+
+    assert _failure_class([failed("ToolchainError")]).exit_code == ToolchainError.exit_code == 7
+    assert _failure_class([failed("check"), failed("check")]) is CheckFailedError
+    assert _failure_class([failed("check"), failed("ToolchainError")]) is BuildFailedError
+    assert _failure_class([failed("BuildFailedError")]) is BuildFailedError
