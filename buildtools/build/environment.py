@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..backends.base import nvcc_flags_env
+from ..backends.local import object_dir
 from ..model import BuildJob
 from ..toolchain.blind import hide_device_toolchain
 from ..toolchain.envs import Toolchain
@@ -89,7 +90,14 @@ def job_environment(
         env = blinded.env
         if notes is not None and blinded.describe():
             notes.append(f"CPU cell, no CUDA/ROCm toolchain visible: {blinded.describe()}")
-    env.update(reproducible_env(env, project_dir=opts.project_dir))
+    env.update(
+        reproducible_env(
+            env,
+            project_dir=opts.project_dir,
+            site_packages=toolchain.site_packages,
+            device=job.toolkit is not None and job.toolkit.kind == "cuda",
+        )
+    )
     env.update(nvcc_flags_env(opts.nvcc_threads if job.toolkit else 1, env))
     if compiler_cache is not None:
         env.update(
@@ -117,19 +125,45 @@ def source_date_epoch(env: Mapping[str, str]) -> int:
     return int(value) if value.isdigit() else DEFAULT_SOURCE_DATE_EPOCH
 
 
-def reproducible_env(env: Mapping[str, str], *, project_dir: Path) -> dict[str, str]:
+def _maps(project_dir: Path, site_packages: Path | None) -> list[str]:
+    """OLD=NEW prefix maps of the paths a compile sees that depend on where things live."""
+    root = project_dir.resolve()
+    # the sources as ccache's base_dir rewrites them, relative to the object directory
+    relative = os.path.relpath(root, object_dir(root, root / "x"))
+    maps = [f"{root}=.", f"{relative}=."]
+    if site_packages is not None:  # torch's headers, whose TORCH_CHECKs embed __FILE__
+        maps.append(f"{site_packages.resolve()}=/site-packages")
+    # a path with a space or a comma cannot pass through CFLAGS or nvcc's -Xcompiler
+    return [m for m in maps if not any(c in m for c in " \t\n,")]
+
+
+def reproducible_env(
+    env: Mapping[str, str],
+    *,
+    project_dir: Path,
+    site_packages: Path | None = None,
+    device: bool = False,
+) -> dict[str, str]:
     """Variables that keep the build machine out of the wheel's bytes.
 
     SOURCE_DATE_EPOCH (setuptools' wheel writer and compilers' __DATE__ read it), and the
-    project's absolute path mapped to `.` in debug info, `__FILE__` and assertion messages
-    (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map` for the debug info
-    of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags still apply.
-    nvcc's device code is not covered: its fatbinaries may name the source path.
+    paths a compile sees mapped to fixed ones in debug info, `__FILE__` and assertion
+    messages: the project's absolute path and the relative one ccache's base_dir gives it
+    from the object directory (`backends.local.OBJECTS_DIR`) to `.`, torch's site-packages
+    to `/site-packages` (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map`
+    for the debug info of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags
+    still apply; for a `device` (CUDA) job the same maps reach nvcc's host compiler through
+    NVCC_APPEND_FLAGS (`-Xcompiler`). The linker's build id is a hash of the output, equal
+    when the rest is.
     """
-    root = str(project_dir.resolve())
-    flags = f"-ffile-prefix-map={root}=. -fdebug-prefix-map={root}=."
+    maps = _maps(project_dir, site_packages)
+    flags = " ".join(f"-ffile-prefix-map={m} -fdebug-prefix-map={m}" for m in maps)
     out = {"SOURCE_DATE_EPOCH": str(source_date_epoch(env))}
     for key in ("CFLAGS", "CXXFLAGS"):
         current = env.get(key, "")
         out[key] = f"{current} {flags}".strip() if flags not in current else current
+    if device:
+        host = " ".join(f"-Xcompiler -ffile-prefix-map={m}" for m in maps)
+        current = env.get("NVCC_APPEND_FLAGS", "")
+        out["NVCC_APPEND_FLAGS"] = f"{current} {host}".strip() if host not in current else current
     return out

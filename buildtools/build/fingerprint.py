@@ -16,6 +16,7 @@ __all__ = [
     "BUILD_VAR_PREFIXES",
     "FINGERPRINT_SCHEMA",
     "IGNORED_DIRS",
+    "IGNORED_ROOT_FILES",
     "SourceScan",
     "build_vars",
     "buildtools_digest",
@@ -39,6 +40,9 @@ from typing import Any
 
 from ..model import BuildJob
 
+# Directories no build reads: VCS data, virtual environments, caches, build trees, and what
+# buildtools itself writes (wheelhouse/, smoke-results/, site/: the default outputs of
+# build, smoke and index; .github/: the workflows `buildtools ci` writes).
 IGNORED_DIRS = frozenset(
     {
         ".git",
@@ -51,12 +55,37 @@ IGNORED_DIRS = frozenset(
         "dist",
         "__pycache__",
         "wheelhouse",
+        "smoke-results",
+        "site",
+        ".github",
         ".mypy_cache",
         ".ruff_cache",
         ".pytest_cache",
         ".hypothesis",
     }
 )
+# Files of the project's root that buildtools reads or writes and no compile does. matrix.yaml:
+# what of it can change a wheel (build_env, arch lists, torch and its index, labels, repair)
+# is the job's resolved configuration, already in the job's fingerprint; the rest (profiles,
+# runners, the smoke command, the index) never reaches the compiler. noxfile.py: sessions
+# that call buildtools, whose options again reach the job, not the sources.
+IGNORED_ROOT_FILES = frozenset({"matrix.yaml", "noxfile.py"})
+# An output directory under another name (--wheelhouse, --out, --site) is known by the
+# record buildtools writes into it: a report.json or index.json of one of its schemas.
+_OUTPUT_RECORDS = ("report.json", "index.json")
+_OUTPUT_SCHEMA = b'"schema": "torch-buildtools/'
+
+
+def _is_output_dir(directory: str, filenames: list[str]) -> bool:
+    for name in _OUTPUT_RECORDS:
+        if name in filenames:
+            try:
+                with open(os.path.join(directory, name), "rb") as fh:
+                    if _OUTPUT_SCHEMA in fh.read(4096):
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,18 +109,24 @@ def _special(mode: int) -> str:
 
 
 def scan_sources(root: Path) -> SourceScan:
-    """Regular files under root that a build may read, sorted; build outputs and VCS dirs
-    skipped. A FIFO, socket or device would hang or fail a read, and a symbolic link that
+    """Regular files under root that a build may read, sorted; VCS dirs, build outputs and
+    what buildtools writes (IGNORED_DIRS, IGNORED_ROOT_FILES, any directory holding one of
+    its records) skipped. A FIFO, socket or device would hang or fail a read, and a symbolic link that
     dangles or leads out of the project is not part of it: they are skipped and named."""
     found: list[Path] = []
     skipped: list[tuple[str, str]] = []
     base = root.resolve()
     for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath != str(root) and _is_output_dir(dirpath, filenames):
+            dirnames[:] = []
+            continue
         dirnames[:] = sorted(
             d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info")
         )
         for name in sorted(filenames):
             if name.endswith((".pyc", ".so", ".o")):
+                continue
+            if dirpath == str(root) and name in IGNORED_ROOT_FILES:
                 continue
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
