@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -11,7 +11,7 @@ from ..model import BuildJob
 from ..runner import Runner
 from ..toolchain.envs import Toolchain
 
-__all__ = ["JOB_CCACHE_VAR", "NVCC_THREADS_VAR", "Backend", "nvcc_flags_env"]
+__all__ = ["JOB_CCACHE_VAR", "NVCC_THREADS_VAR", "Backend", "nvcc_flags_env", "prefix_maps_env"]
 
 # What build_job tells a backend that does not use the host's toolchain (the docker
 # backend), through the build environment it passes: the job's compiler cache directory,
@@ -62,3 +62,22 @@ def nvcc_flags_env(threads: int, env: Mapping[str, str]) -> dict[str, str]:
     if threads <= 1 or re.search(r"(^|\s)(--threads|-t)(\s|=|\d|$)", current):
         return {}
     return {"NVCC_APPEND_FLAGS": f"{current} --threads {threads}".strip()}
+
+
+def prefix_maps_env(maps: Sequence[str], env: Mapping[str, str], *, device: bool) -> dict[str, str]:
+    """CFLAGS/CXXFLAGS (and, for a CUDA build, NVCC_APPEND_FLAGS through `-Xcompiler`) with
+    `OLD=NEW` path maps appended to what `env` has (pure): `-ffile-prefix-map` (gcc >= 8,
+    clang >= 10: `__FILE__`, debug info) and `-fdebug-prefix-map` (older compilers' debug
+    info). A map whose path has a space or a comma is left out: CFLAGS and -Xcompiler would
+    split it."""
+    maps = [m for m in maps if not any(c in m for c in " \t\n,")]
+    flags = " ".join(f"-ffile-prefix-map={m} -fdebug-prefix-map={m}" for m in maps)
+    out: dict[str, str] = {}
+    for key in ("CFLAGS", "CXXFLAGS"):
+        current = env.get(key, "")
+        out[key] = f"{current} {flags}".strip() if flags not in current else current
+    if device:
+        host = " ".join(f"-Xcompiler -ffile-prefix-map={m}" for m in maps)
+        current = env.get("NVCC_APPEND_FLAGS", "")
+        out["NVCC_APPEND_FLAGS"] = f"{current} {host}".strip() if host not in current else current
+    return out

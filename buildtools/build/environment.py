@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..backends.base import nvcc_flags_env
+from ..backends.base import nvcc_flags_env, prefix_maps_env
 from ..backends.local import object_dir
 from ..model import BuildJob
 from ..toolchain.blind import hide_device_toolchain
@@ -133,8 +133,7 @@ def _maps(project_dir: Path, site_packages: Path | None) -> list[str]:
     maps = [f"{root}=.", f"{relative}=."]
     if site_packages is not None:  # torch's headers, whose TORCH_CHECKs embed __FILE__
         maps.append(f"{site_packages.resolve()}=/site-packages")
-    # a path with a space or a comma cannot pass through CFLAGS or nvcc's -Xcompiler
-    return [m for m in maps if not any(c in m for c in " \t\n,")]
+    return maps
 
 
 def reproducible_env(
@@ -156,14 +155,6 @@ def reproducible_env(
     NVCC_APPEND_FLAGS (`-Xcompiler`). The linker's build id is a hash of the output, equal
     when the rest is.
     """
-    maps = _maps(project_dir, site_packages)
-    flags = " ".join(f"-ffile-prefix-map={m} -fdebug-prefix-map={m}" for m in maps)
     out = {"SOURCE_DATE_EPOCH": str(source_date_epoch(env))}
-    for key in ("CFLAGS", "CXXFLAGS"):
-        current = env.get(key, "")
-        out[key] = f"{current} {flags}".strip() if flags not in current else current
-    if device:
-        host = " ".join(f"-Xcompiler -ffile-prefix-map={m}" for m in maps)
-        current = env.get("NVCC_APPEND_FLAGS", "")
-        out["NVCC_APPEND_FLAGS"] = f"{current} {host}".strip() if host not in current else current
+    out.update(prefix_maps_env(_maps(project_dir, site_packages), env, device=device))
     return out

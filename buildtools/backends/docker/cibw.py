@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 import json
+import posixpath
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -51,7 +52,7 @@ from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
-from ..base import nvcc_flags_env
+from ..base import nvcc_flags_env, prefix_maps_env
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -65,6 +66,15 @@ CONTAINER_JOB_DIR = "/buildtools/job"
 CONTAINER_WHEELS_DIR = "/buildtools/wheels"
 CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
+CONTAINER_BUILD_TEMP = f"{CONTAINER_BUILD_DIR}/temp"  # the object files: ninja's directory
+CONTAINER_PROJECT = "/project"  # where cibuildwheel copies the project
+# The sources' paths the compiler sees, absolute or as ccache's base_dir makes them relative
+# to the object directory, mapped to `.` as on the host (`build.environment`): the wheel has
+# the same __FILE__ strings with and without the compiler cache.
+CONTAINER_PREFIX_MAPS = (
+    f"{CONTAINER_PROJECT}=.",
+    f"{posixpath.relpath(CONTAINER_PROJECT, CONTAINER_BUILD_TEMP)}=.",
+)
 CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
 # ccache in every builder image (docker/install-tools.sh): the program, and a directory of
 # compiler-named links to it that goes first on the build's PATH (as on the host)
@@ -345,7 +355,8 @@ def job_files(job: BuildJob, *, never_bundle: Sequence[str]) -> dict[str, str]:
         # keeps every pip in the container (before-build, the test venv) on the job's torch
         "constraints.txt": _requirement(job.torch_requirement, f"{job.id}: torch") + "\n",
         # the project is copied in as is: build in a clean tree, not in a copied build/
-        "setup.cfg": f"[build]\nbuild_base = {CONTAINER_BUILD_DIR}\n",
+        "setup.cfg": f"[build]\nbuild_base = {CONTAINER_BUILD_DIR}\n\n"
+        f"[build_ext]\nbuild_temp = {CONTAINER_BUILD_TEMP}\n",
         # the knowledge base's never-bundle patterns, read by `incontainer repair`
         "never-bundle.txt": "".join(f"{p}\n" for p in never_bundle),
     }
@@ -452,9 +463,14 @@ def compose_cibuildwheel(
         ]
         if accel.kind == "cuda":
             container_env.append(("PYTORCH_NVCC", f"{CONTAINER_CCACHE} {CUDA_LINK}/bin/nvcc"))
-    container_env += [(_env_name(k, f"{job.id}: build_env"), v) for k, v in job.env]
+    # the job's build_env, with the path maps appended to its CFLAGS/CXXFLAGS/NVCC flags
+    build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
+    build_env.update(
+        prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda")
+    )
     if accel.kind == "cuda":
-        container_env += list(nvcc_flags_env(nvcc_threads, dict(job.env)).items())
+        build_env.update(nvcc_flags_env(nvcc_threads, build_env))
+    container_env += list(build_env.items())
     if "MAX_JOBS" not in dict(job.env):
         container_env.append(("MAX_JOBS", str(max_jobs)))
     if offline:
