@@ -80,7 +80,7 @@ def _is_output_dir(directory: str, filenames: list[str]) -> bool:
     for name in _OUTPUT_RECORDS:
         if name in filenames:
             try:
-                with open(os.path.join(directory, name), "rb") as fh:
+                with (Path(directory) / name).open("rb") as fh:
                     if _OUTPUT_SCHEMA in fh.read(4096):
                         return True
             except OSError:

@@ -7,16 +7,16 @@ __all__ = ["add_build_parser"]
 import argparse
 import os
 import shlex
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from ..backends.base import Backend
 from ..backends.local import LocalBackend
 from ..build.options import BuildOptions
 from ..build.orchestrate import build_plan
-from ..cachedir import default_cache_dir
 from ..build.report import CellResult
+from ..cachedir import default_cache_dir
 from ..errors import (
     BuildFailedError,
     BuildtoolsError,

@@ -21,10 +21,10 @@ from ..adopt import (
     cuda_headers_in_cpu_build,
     find_risks,
     inspect_project,
+    origin,
     render_matrix,
     render_noxfile,
 )
-from ..adopt import origin
 from ..adopt.render import INSTALL_ENV
 from ..errors import ConfigError
 from ..files import write_atomic

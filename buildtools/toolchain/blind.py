@@ -63,7 +63,7 @@ class Blinded:
 
 def _entries(directory: str) -> list[str] | None:
     try:
-        return sorted(os.listdir(directory))
+        return sorted(p.name for p in Path(directory).iterdir())
     except OSError:
         return None
 
@@ -80,7 +80,7 @@ def _mirror(directory: str, names: list[str], hidden: frozenset[str], root: Path
     tmp.mkdir()
     for name in names:
         if name not in hidden:
-            (tmp / name).symlink_to(os.path.join(directory, name))
+            (tmp / name).symlink_to(Path(directory) / name)
     try:
         tmp.rename(mirror)
     except OSError:  # another build made it first: theirs is the same
@@ -105,7 +105,7 @@ def blind_path(
         if not found or entries is None:
             out.append(directory)
             continue
-        mirror = str(_mirror(os.path.abspath(directory), entries, names, mirror_root))
+        mirror = str(_mirror(str(Path(directory).absolute()), entries, names, mirror_root))
         out.append(mirror)
         replaced.append((directory, mirror, ", ".join(found)))
     return os.pathsep.join(out), tuple(replaced)
@@ -119,7 +119,5 @@ def hide_device_toolchain(env: Mapping[str, str], *, mirror_root: Path) -> Blind
     unset = tuple(k for k in eco.device_env if k in env)
     hidden: tuple[tuple[str, str, str], ...] = ()
     if env.get("PATH"):
-        out["PATH"], hidden = blind_path(
-            env["PATH"], eco.device_programs, mirror_root=mirror_root
-        )
+        out["PATH"], hidden = blind_path(env["PATH"], eco.device_programs, mirror_root=mirror_root)
     return Blinded(env=out, unset=unset, hidden=hidden)

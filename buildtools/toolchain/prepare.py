@@ -210,7 +210,10 @@ def _create(
     if probe is None:
         raise ToolchainError(f"{venv_python} does not run after installing torch")
     check_torch(
-        job, probe.torch, env_root=root, index_answered=index is not None if job.torch_index else None
+        job,
+        probe.torch,
+        env_root=root,
+        index_answered=index is not None if job.torch_index else None,
     )
     assert probe.torch is not None  # check_torch refuses an environment without torch
     cuda = ident.system_cuda

@@ -41,14 +41,25 @@ setup(name="probe", ext_modules=exts, cmdclass={"build_ext": cpp_extension.Build
     ("record", "expected"),
     [
         (None, "1.2.0"),  # from an index: no direct_url.json
-        ({"url": "file:///src/torch%20buildtools", "dir_info": {"editable": True}}, "/src/torch buildtools"),
-        ({"url": "file:///w/torch_buildtools-1.2.0-py3-none-any.whl", "archive_info": {}},
-         "/w/torch_buildtools-1.2.0-py3-none-any.whl"),
-        ({"url": "https://github.com/o/torch-buildtools",
-          "vcs_info": {"vcs": "git", "commit_id": "0123abc", "requested_revision": "v1.2.0"}},
-         "git+https://github.com/o/torch-buildtools@0123abc"),
-        ({"url": "https://example.org/tb.tar.gz", "archive_info": {}, "subdirectory": "py"},
-         "https://example.org/tb.tar.gz#subdirectory=py"),
+        (
+            {"url": "file:///src/torch%20buildtools", "dir_info": {"editable": True}},
+            "/src/torch buildtools",
+        ),
+        (
+            {"url": "file:///w/torch_buildtools-1.2.0-py3-none-any.whl", "archive_info": {}},
+            "/w/torch_buildtools-1.2.0-py3-none-any.whl",
+        ),
+        (
+            {
+                "url": "https://github.com/o/torch-buildtools",
+                "vcs_info": {"vcs": "git", "commit_id": "0123abc", "requested_revision": "v1.2.0"},
+            },
+            "git+https://github.com/o/torch-buildtools@0123abc",
+        ),
+        (
+            {"url": "https://example.org/tb.tar.gz", "archive_info": {}, "subdirectory": "py"},
+            "https://example.org/tb.tar.gz#subdirectory=py",
+        ),
         ({"no": "url"}, "1.2.0"),
         ([1, 2], "1.2.0"),
     ],
@@ -104,9 +115,10 @@ def test_init_names_a_setup_py_that_probes_nvcc_and_writes_readable_files(
     assert "risk   host-toolchain-probe: setup.py decides" in text
     assert "remedy: none needed for buildtools builds: a CPU cell is built with no" in text
     assert "noxfile.py installs buildtools from /opt/checkout, where this buildtools" in text
-    assert "SOURCE = os.environ.get(\"BUILDTOOLS_INSTALL\") or '/opt/checkout'" in (
-        root / "noxfile.py"
-    ).read_text()
+    assert (
+        "SOURCE = os.environ.get(\"BUILDTOOLS_INSTALL\") or '/opt/checkout'"
+        in (root / "noxfile.py").read_text()
+    )
     matrix = (root / "matrix.yaml").read_text()
     assert "  cpu:\n    torch_index: https://download.pytorch.org/whl/cpu" in matrix
     assert "  cuda:\n    torch_index: https://download.pytorch.org/whl/{accelerator}" in matrix
@@ -121,14 +133,16 @@ def test_a_guarded_probe_is_named_but_a_fixed_path_cannot_be_hidden(tmp_path: Pa
     root.mkdir()
     (root / "x.cu").write_text("")
     (root / "setup.py").write_text(
-        "import os\nWITH_CUDA = os.path.exists('/usr/local/cuda') or "
-        "os.environ.get('CUDA_HOME')\n"
+        "import os\nWITH_CUDA = os.path.exists('/usr/local/cuda') or os.environ.get('CUDA_HOME')\n"
     )
     found = inspect_project(root)
     assert found.host_probes == ("reads CUDA_HOME", "looks for /usr/local/cuda")
     assert not found.probes_hidden
-    (risk,) = [r for r in find_risks(found, oldest_torch="2.11.0", rocm=False, cpu=True)
-               if r.code == "host-toolchain-probe"]
+    (risk,) = [
+        r
+        for r in find_risks(found, oldest_torch="2.11.0", rocm=False, cpu=True)
+        if r.code == "host-toolchain-probe"
+    ]
     assert "cannot be hidden from a local CPU build" in risk.remedy
     # a comment naming nvcc is no probe
     (root / "setup.py").write_text("# we used to call(['nvcc'])\nfrom setuptools import setup\n")

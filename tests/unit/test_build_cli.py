@@ -51,8 +51,19 @@ def test_backend_choices() -> None:
 
 def test_reproduce_is_the_command_that_ran_with_what_changes_the_run() -> None:
     args = build_parser(_extra_verbs()).parse_args(
-        ["build", "--matrix", "m.yaml", "--wheelhouse", "out", "--force", "--no-ccache",
-         "--cache-dir", "/c", "--max-jobs", "2"]
+        [
+            "build",
+            "--matrix",
+            "m.yaml",
+            "--wheelhouse",
+            "out",
+            "--force",
+            "--no-ccache",
+            "--cache-dir",
+            "/c",
+            "--max-jobs",
+            "2",
+        ]
     )
     assert reproduce_command(args, via_nox=False) == (
         "buildtools build --matrix m.yaml --wheelhouse out --cache-dir /c --force --no-ccache"

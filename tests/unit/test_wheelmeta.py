@@ -181,9 +181,7 @@ def test_reproducible_build_environment(tmp_path: Path) -> None:
     assert env["CFLAGS"] == f"-O2 {flags}"
     assert env["CXXFLAGS"] == flags
     assert "NVCC_APPEND_FLAGS" not in env
-    cuda = reproducible_env(
-        {"NVCC_APPEND_FLAGS": "--threads 2"}, project_dir=tmp_path, device=True
-    )
+    cuda = reproducible_env({"NVCC_APPEND_FLAGS": "--threads 2"}, project_dir=tmp_path, device=True)
     assert cuda["NVCC_APPEND_FLAGS"] == (
         f"--threads 2 -Xcompiler -ffile-prefix-map={tmp_path}=. -Xcompiler -ffile-prefix-map=../../..=."
     )

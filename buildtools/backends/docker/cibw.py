@@ -465,9 +465,7 @@ def compose_cibuildwheel(
             container_env.append(("PYTORCH_NVCC", f"{CONTAINER_CCACHE} {CUDA_LINK}/bin/nvcc"))
     # the job's build_env, with the path maps appended to its CFLAGS/CXXFLAGS/NVCC flags
     build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
-    build_env.update(
-        prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda")
-    )
+    build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
     if accel.kind == "cuda":
         build_env.update(nvcc_flags_env(nvcc_threads, build_env))
     container_env += list(build_env.items())
