@@ -76,6 +76,19 @@ _OUTPUT_RECORDS = ("report.json", "index.json")
 _OUTPUT_SCHEMA = b'"schema": "torch-buildtools/'
 
 
+def _names(parent: str, name: str) -> list[str]:
+    try:
+        return os.listdir(Path(parent) / name)  # noqa: PTH208 (names, as os.walk gives them)
+    except OSError:
+        return []
+
+
+def _beside(name: str, outputs: frozenset[str] | set[str]) -> bool:
+    """`.X.lock`, `.X.prev`, `.X.staging-…` of an output directory X (index, smoke)."""
+    head, dot, _ = name[1:].partition(".")
+    return name.startswith(".") and bool(dot) and head in outputs
+
+
 def _is_output_dir(directory: str, filenames: list[str]) -> bool:
     for name in _OUTPUT_RECORDS:
         if name in filenames:
@@ -120,11 +133,17 @@ def scan_sources(root: Path) -> SourceScan:
         if dirpath != str(root) and _is_output_dir(dirpath, filenames):
             dirnames[:] = []
             continue
+        # what a writer keeps beside its output directory X: .X.lock, .X.prev, .X.staging-…
+        outputs = IGNORED_DIRS | {
+            d for d in dirnames if _is_output_dir(str(Path(dirpath) / d), _names(dirpath, d))
+        }
         dirnames[:] = sorted(
-            d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info")
+            d
+            for d in dirnames
+            if d not in outputs and not d.endswith(".egg-info") and not _beside(d, outputs)
         )
         for name in sorted(filenames):
-            if name.endswith((".pyc", ".so", ".o")):
+            if name.endswith((".pyc", ".so", ".o")) or _beside(name, outputs):
                 continue
             if dirpath == str(root) and name in IGNORED_ROOT_FILES:
                 continue

@@ -7,7 +7,10 @@ own `nvcc` first on PATH and sets CUDA_HOME, so it does not depend on this machi
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import re
 import shutil
 import textwrap
 import zipfile
@@ -64,3 +67,60 @@ def test_cpu_cell_of_a_setup_that_probes_nvcc_builds_a_cpu_wheel(tmp_path: Path)
     log = (wheelhouse / "logs" / f"torch2.13.0-cpu-cp{HOST.replace('.', '')}.log").read_text()
     assert "no CUDA/ROCm toolchain visible: unset CUDA_HOME" in log
     assert f"hid nvcc of {tmp_path / 'toolkit-bin'}" in log
+
+
+def test_check_finds_the_environment_of_the_build_record(tmp_path: Path) -> None:
+    """No --torch: the environment `build` made for the record's torch; a pass names it and
+    the device code of each shared object. Without one, the exact commands to make one."""
+    _, matrix = _probe_project(tmp_path)
+    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())}
+    wheelhouse = tmp_path / "wh"
+    built = buildtools(
+        "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-live", env=env
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = wheelhouse.glob("*.whl")
+    proc = buildtools("check", str(wheel), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"checked against torch 2.13.0+cpu ({cache_dir()}" in proc.stdout
+    assert re.search(r"ext_nvcc_probe/cpu\.[^ ]+\.so: no device code", proc.stdout)
+    if importlib.util.find_spec("torch") is None:  # nothing here to fall back on
+        empty = {**env, "BUILDTOOLS_CACHE_DIR": str(tmp_path / "empty-cache")}
+        missing = buildtools("check", str(wheel), env=empty)
+        assert missing.returncode == 6, missing.stdout + missing.stderr
+        assert "pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu" in (
+            missing.stderr
+        )
+        assert f"buildtools check {wheel} --torch /tmp/torch-2.13.0-cpu/lib/python" in (
+            missing.stderr
+        )
+
+
+def test_smoke_then_build_finds_the_cell_unchanged(tmp_path: Path) -> None:
+    """A repository whose matrix.yaml says `path: .` (what init writes): smoke-results/, the
+    site and the report written into it are no sources, so the next build is skipped."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "tests" / "fixtures" / "ext_nvcc_probe", root)
+    (root / "matrix.yaml").write_text(
+        textwrap.dedent(f"""\
+        project:
+          path: .
+          smoke: python -c "import torch, ext_nvcc_probe.cpu as m; assert m.twice(torch.ones(2)).sum() == 4"
+        axes:
+          torch: ["2.13.0"]
+          accelerator: [cpu]
+          python: ["{HOST}"]
+        """)
+    )
+    env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())}
+    first = buildtools("build", "--no-live", cwd=root, env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    smoke = buildtools("smoke", "--accelerator", "cpu", cwd=root, env=env)
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert (root / "smoke-results" / "report.json").is_file()
+    index = buildtools("index", "wheelhouse", "--base-url", "", cwd=root, env=env)
+    assert index.returncode == 0, index.stdout + index.stderr
+    again = buildtools("build", "--no-live", cwd=root, env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    report = json.loads((root / "wheelhouse" / "report.json").read_text())
+    assert [c["status"] for c in report["cells"]] == ["skipped-unchanged"], again.stdout

@@ -207,16 +207,21 @@ def test_what_buildtools_writes_is_not_a_source(tmp_path: Path) -> None:
         "matrix.yaml": "version: 1\n",
         "noxfile.py": "import nox\n",
         "build/torch-buildtools/j/op.o": "obj",
+        ".site.lock": "",  # what index keeps beside its site
+        ".site.prev/index.json": "{}",
+        ".preview.staging-x1/torch.html": "",
+        ".smoke-results.lock": "",
     }
     for rel, text in outputs.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     assert source_fingerprint(root) == before
     # the same names deeper down, or a report.json of someone else, are sources
-    for rel in ("config/matrix.yaml", "data/report.json", "tools/noxfile.py"):
+    for rel in ("config/matrix.yaml", "data/report.json", "tools/noxfile.py", ".clang-format"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text('{"schema": "theirs"}')
     assert sorted(p.relative_to(root).as_posix() for p in source_files(root)) == [
+        ".clang-format",
         "config/matrix.yaml",
         "csrc/op.cpp",
         "data/report.json",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["WheelElf", "extract_elves", "is_grafted"]
+__all__ = ["WheelElf", "describe_device_code", "extract_elves", "is_grafted"]
 
 import shutil
 import zipfile
@@ -61,3 +61,19 @@ def extract_elves(wheel: Path, into: Path) -> list[WheelElf]:
                 )
             )
     return out
+
+
+def describe_device_code(elf: WheelElf) -> str:
+    """What device code one shared object carries, in words: 'CUDA sm_80 sm_90, PTX
+    compute_90', 'ROCm gfx90a gfx942', or 'no device code'; '(some unreadable)' when the
+    reader could not read all of it."""
+    parts: list[str] = []
+    for label, code in (("CUDA", elf.info.cuda), ("ROCm", elf.info.hip)):
+        if code is None:
+            continue
+        cubins = sorted(a for a in code.archs if not a.startswith("compute_"))
+        ptx = sorted(a for a in code.archs if a.startswith("compute_"))
+        text = f"{label} {' '.join(cubins) or '(no cubin)'}"
+        text += f", PTX {' '.join(ptx)}" if ptx else ", no PTX" if label == "CUDA" else ""
+        parts.append(text + ("" if code.complete else " (some unreadable)"))
+    return "; ".join(parts) or "no device code"
