@@ -218,7 +218,7 @@ import nox
 # package index, a checkout or wheel, a VCS URL). BUILDTOOLS_INSTALL overrides it: a version
 # ("0.1.0"), a path (a checkout or a wheel) or a URL ("git+https://...@v0.1.0"). CI needs a
 # version or a URL: a path on this machine does not exist on a runner.
-SOURCE = os.environ.get("{INSTALL_ENV}") or {source!r}
+SOURCE = os.environ.get("{INSTALL_ENV}") or {json.dumps(source)}
 # Set by the generated workflows: buildtools' dependencies pinned by sha256 for the CI Python
 # (.github/buildtools-requirements.txt, written by `nox -s ci`).
 LOCK = os.environ.get("{LOCK_ENV}")

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import IO, Protocol
 
 from ..model import BuildJob
 from ..runner import Runner
 from ..toolchain.envs import Toolchain
 
-__all__ = ["JOB_CCACHE_VAR", "NVCC_THREADS_VAR", "Backend", "nvcc_flags_env", "prefix_maps_env"]
+__all__ = [
+    "JOB_CCACHE_VAR",
+    "NVCC_THREADS_VAR",
+    "Backend",
+    "nvcc_flags_env",
+    "nvcc_keep_env",
+    "prefix_maps_env",
+]
 
 # What build_job tells a backend that does not use the host's toolchain (the docker
 # backend), through the build environment it passes: the job's compiler cache directory,
@@ -81,3 +88,28 @@ def prefix_maps_env(maps: Sequence[str], env: Mapping[str, str], *, device: bool
         current = env.get("NVCC_APPEND_FLAGS", "")
         out["NVCC_APPEND_FLAGS"] = f"{current} {host}".strip() if host not in current else current
     return out
+
+
+def _cu_basenames_unique(project_dir: Path) -> bool:
+    names = [
+        p.name
+        for p in project_dir.rglob("*.cu")
+        if not {"build", ".git", ".nox", "dist"} & set(p.relative_to(project_dir).parts)
+    ]
+    return len(names) == len(set(names))
+
+
+def nvcc_keep_env(
+    keep_dir: PurePath, env: Mapping[str, str], *, project_dir: Path
+) -> dict[str, str]:
+    """NVCC_APPEND_FLAGS with `--keep --keep-dir keep_dir` added: nvcc then names its
+    intermediate files after the source (`x.cudafe1.cpp`) instead of `tmpxft_<pid>_…`, a
+    name that reaches the shared object's symbol table (its static initialiser and file
+    symbol) and made two builds of one commit differ. {} when two `.cu` files of the project
+    share a base name (their intermediate files would collide in one directory)."""
+    if not _cu_basenames_unique(project_dir):
+        return {}
+    current = env.get("NVCC_APPEND_FLAGS", "")
+    if "--keep" in current.split():
+        return {}
+    return {"NVCC_APPEND_FLAGS": f"{current} --keep --keep-dir {keep_dir}".strip()}

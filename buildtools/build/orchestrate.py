@@ -7,7 +7,7 @@ whose checks passed is moved (atomically) into the wheelhouse.
 
 from __future__ import annotations
 
-from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend
+from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend, nvcc_keep_env
 from ..backends.local import LocalBackend
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions
@@ -313,6 +313,10 @@ def _compile(
     notes: list[str] = []
     if backend.needs_host_toolkit:
         env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache, notes=notes)
+        if job.toolkit is not None and job.toolkit.kind == "cuda":
+            # nvcc's intermediate files by name, not by pid (reproducible); removed with staging
+            (staging / "nvcc").mkdir(parents=True, exist_ok=True)
+            env.update(nvcc_keep_env(staging / "nvcc", env, project_dir=opts.project_dir))
     else:
         env = dict(opts.env)
         if opts.max_jobs is not None:

@@ -205,14 +205,14 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
         if not args.json:
             status = "FAIL" if has_errors(findings) else "ok"
             out.write(f"{status}  {wheel.name}\n")
-            for target in targets:  # what a pass is a pass against
-                out.write(f"  checked against torch {target.version} ({target.site_packages})\n")
-            for arcname, code in device_code(wheel):
-                out.write(f"  {arcname}: {code}\n")
             for f in findings:
                 out.write(f"  {f.severity.value:<7} {f.code}: {f.message}\n")
                 for line in f.details:
                     out.write(f"            {line}\n")
+            for target in targets:  # what a pass is a pass against
+                out.write(f"  checked against torch {target.version} ({target.site_packages})\n")
+            for arcname, code in device_code(wheel):
+                out.write(f"  {arcname}: {code}\n")
     if args.json:
         out.write(json.dumps(report, indent=2) + "\n")
     if unsafe:

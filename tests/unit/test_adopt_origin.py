@@ -116,7 +116,7 @@ def test_init_names_a_setup_py_that_probes_nvcc_and_writes_readable_files(
     assert "remedy: none needed for buildtools builds: a CPU cell is built with no" in text
     assert "noxfile.py installs buildtools from /opt/checkout, where this buildtools" in text
     assert (
-        "SOURCE = os.environ.get(\"BUILDTOOLS_INSTALL\") or '/opt/checkout'"
+        'SOURCE = os.environ.get("BUILDTOOLS_INSTALL") or "/opt/checkout"'
         in (root / "noxfile.py").read_text()
     )
     matrix = (root / "matrix.yaml").read_text()

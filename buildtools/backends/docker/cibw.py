@@ -43,7 +43,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -52,7 +52,7 @@ from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
-from ..base import nvcc_flags_env, prefix_maps_env
+from ..base import nvcc_flags_env, nvcc_keep_env, prefix_maps_env
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -468,6 +468,11 @@ def compose_cibuildwheel(
     build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
     if accel.kind == "cuda":
         build_env.update(nvcc_flags_env(nvcc_threads, build_env))
+        # nvcc's intermediate files named after the source, not its pid (reproducible), in
+        # the object directory, which exists when ninja runs
+        build_env.update(
+            nvcc_keep_env(PurePosixPath(CONTAINER_BUILD_TEMP), build_env, project_dir=project_dir)
+        )
     container_env += list(build_env.items())
     if "MAX_JOBS" not in dict(job.env):
         container_env.append(("MAX_JOBS", str(max_jobs)))
