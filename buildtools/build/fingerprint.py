@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..ecosystem import load_ecosystem
 from ..model import BuildJob
 
 # Directories no build reads: VCS data, virtual environments, caches, build trees, and what
@@ -273,8 +274,18 @@ def fingerprint_inputs(
         "job": job_config(job),
         "toolchain": dict(toolchain),
         "backend": dict(sorted(backend.items())),
-        "host_env": build_vars(host_env),
+        "host_env": _host_vars(job, host_env),
     }
+
+
+def _host_vars(job: BuildJob, host_env: Mapping[str, str]) -> dict[str, str]:
+    """build_vars, less the CUDA/ROCm variables a CPU cell's build never sees
+    (`toolchain.blind`): a new CUDA_HOME does not make a CPU wheel stale."""
+    found = build_vars(host_env)
+    if job.accelerator.kind == "cpu":
+        for name in load_ecosystem().device_env:
+            found.pop(name, None)
+    return found
 
 
 def job_fingerprint(inputs: Mapping[str, Any]) -> str:

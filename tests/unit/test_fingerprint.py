@@ -228,3 +228,12 @@ def test_what_buildtools_writes_is_not_a_source(tmp_path: Path) -> None:
         "setup.py",
         "tools/noxfile.py",
     ]
+
+
+def test_a_cpu_cell_ignores_the_cuda_variables_its_build_never_sees() -> None:
+    cpu = make_job(accelerator="cpu", torch="2.13.0")
+    cuda_home = {"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_PATH": "/opt/cuda"}
+    assert fp(cpu, host_env=cuda_home) == fp(cpu, host_env={"TERM": "x"})
+    # a CUDA cell compiles with it, and a CPU cell with everything else
+    assert fp(host_env=cuda_home) != fp(host_env={"TERM": "x"})
+    assert fp(cpu, host_env={"CXXFLAGS": "-O3"}) != fp(cpu, host_env={"TERM": "x"})
