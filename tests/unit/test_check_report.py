@@ -29,8 +29,9 @@ def _elf(cuda: DeviceCode | None = None, hip: DeviceCode | None = None) -> Wheel
 
 
 def test_device_code_in_words() -> None:
-    cuda = DeviceCode(kind="cuda", archs=frozenset({"sm_90", "sm_80", "compute_120"}))
-    assert describe_device_code(_elf(cuda)) == "CUDA sm_80 sm_90, PTX compute_120"
+    archs = frozenset({"sm_90", "sm_100", "sm_80", "compute_120"})
+    cuda = DeviceCode(kind="cuda", archs=archs)
+    assert describe_device_code(_elf(cuda)) == "CUDA sm_80 sm_90 sm_100, PTX compute_120"
     cubins = DeviceCode(kind="cuda", archs=frozenset({"sm_90"}), complete=False)
     assert describe_device_code(_elf(cubins)) == "CUDA sm_90, no PTX (some unreadable)"
     hip = DeviceCode(kind="hip", archs=frozenset({"gfx942", "gfx90a"}))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = ["WheelElf", "describe_device_code", "extract_elves", "is_grafted"]
 
+import re
 import shutil
 import zipfile
 from dataclasses import dataclass
@@ -63,6 +64,12 @@ def extract_elves(wheel: Path, into: Path) -> list[WheelElf]:
     return out
 
 
+def _arch_order(arch: str) -> tuple[str, int, str]:
+    """sm_75 before sm_100; gfx90a before gfx942 (the number, then the rest)."""
+    match = re.match(r"^([a-z_]*?)(\d+)(.*)$", arch)
+    return (match[1], int(match[2]), match[3]) if match else (arch, 0, "")
+
+
 def describe_device_code(elf: WheelElf) -> str:
     """What device code one shared object carries, in words: 'CUDA sm_80 sm_90, PTX
     compute_90', 'ROCm gfx90a gfx942', or 'no device code'; '(some unreadable)' when the
@@ -71,8 +78,8 @@ def describe_device_code(elf: WheelElf) -> str:
     for label, code in (("CUDA", elf.info.cuda), ("ROCm", elf.info.hip)):
         if code is None:
             continue
-        cubins = sorted(a for a in code.archs if not a.startswith("compute_"))
-        ptx = sorted(a for a in code.archs if a.startswith("compute_"))
+        cubins = sorted((a for a in code.archs if not a.startswith("compute_")), key=_arch_order)
+        ptx = sorted((a for a in code.archs if a.startswith("compute_")), key=_arch_order)
         text = f"{label} {' '.join(cubins) or '(no cubin)'}"
         text += f", PTX {' '.join(ptx)}" if ptx else ", no PTX" if label == "CUDA" else ""
         parts.append(text + ("" if code.complete else " (some unreadable)"))
