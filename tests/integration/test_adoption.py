@@ -12,10 +12,12 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
 from fixtures.cli import HOST, REPO, buildtools
 from fixtures.envs import cache_dir
 
@@ -124,3 +126,44 @@ def test_smoke_then_build_finds_the_cell_unchanged(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stdout + again.stderr
     report = json.loads((root / "wheelhouse" / "report.json").read_text())
     assert [c["status"] for c in report["cells"]] == ["skipped-unchanged"], again.stdout
+
+
+def test_init_then_the_first_next_command_works_with_buildtools_from_a_checkout(
+    tmp_path: Path,
+) -> None:
+    """What a new user runs: `buildtools init .` in their repository, then the first command
+    it prints. The noxfile installs buildtools from where the running one came from (this
+    checkout, when it is installed from one: its direct_url.json)."""
+    nox = shutil.which("nox")
+    if nox is None:
+        pytest.skip("nox is not installed (python3 -m pip install nox)")
+    root = tmp_path / "ext"
+    shutil.copytree(REPO / "tests" / "fixtures" / "ext_nvcc_probe", root)
+    env = {k: v for k, v in os.environ.items() if k != "BUILDTOOLS_INSTALL"}
+    env["BUILDTOOLS_CACHE_DIR"] = str(cache_dir())
+    init = buildtools("init", ".", cwd=root, env=env)
+    assert init.returncode == 0, init.stdout + init.stderr
+    assert "CUDA decided by: probing the build machine (runs nvcc, reads CUDA_HOME)" in init.stdout
+    assert "host-toolchain-probe" in init.stdout
+    first = next(
+        line.split("#")[0].strip()
+        for line in init.stdout.split("\nnext:\n", 1)[1].splitlines()
+        if line.strip()
+    )
+    assert first == "nox -s plan -- --profile release"
+    from buildtools.adopt.origin import running_source
+
+    source = running_source()
+    if source[:1].isdigit():  # installed from an index, which does not serve it yet
+        env["BUILDTOOLS_INSTALL"] = str(REPO)
+    plan = subprocess.run(
+        [nox, *first.split()[1:]],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
+    assert "torch2.13.0-cpu-cp" in plan.stdout and "cu130" in plan.stdout
