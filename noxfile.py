@@ -120,13 +120,26 @@ def realworld(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check), mypy --strict, the layers (import-linter), module sizes."""
+    """ruff (lint + format check), mypy --strict, the layers (import-linter), module sizes,
+    and the generated workflows' audits: actionlint (with shellcheck) and zizmor (offline,
+    auditor persona; the findings there by design are ignored at their lines in
+    .github/zizmor.yml and justified in docs/ci.md)."""
     session.install("-e", ".[lint,test]", "nox")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
     session.run("lint-imports")
     session.run("python", "ci/check-module-size.py")
+    workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))
+    if shutil.which("actionlint", path=str(Path(session.bin))):
+        shellcheck = shutil.which("shellcheck", path=str(Path(session.bin))) or ""
+        session.run("actionlint", "-shellcheck", shellcheck, *workflows)
+    else:
+        session.log("actionlint: its wheel is for Linux x86_64 only; not run on this machine")
+    session.run(
+        "zizmor", "--offline", "--persona=auditor", "--config", ".github/zizmor.yml",
+        ".github/workflows",
+    )  # fmt: skip
 
 
 @nox.session

@@ -42,9 +42,9 @@ from typing import Any
 
 from containers import docker_unavailable  # bench/containers.py, beside this script
 
-from buildtools.build.fingerprint import IGNORED_DIRS
 from buildtools.cachedir import default_cache_dir
 from buildtools.probe.emulation import emulation_for
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ("envs", "prefetch", "docker", "cross")  # reused between builds

@@ -32,17 +32,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools.build.environment import job_environment
-from buildtools.build.fingerprint import IGNORED_DIRS
-from buildtools.build.options import BuildOptions
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
+from buildtools.wheelbuild.options import BuildOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "torch2.11.0-cu130-cp312"
@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     cache = default_cache_dir(env)
     kb = load_knowledge()
     mf = load_matrix(ROOT / "matrix.yaml", knowledge=kb)
-    (job,) = plan(mf, kb, host_python=host_python(), profile="release", only=[CELL]).jobs
+    (job,) = plan(
+        mf, kb, host_python=host_python(), selection=Selection(profile="release", only=[CELL])
+    ).jobs
     runner = SubprocessRunner()
     ident = toolchain_identity(job, job.build_python, runner=runner, log=io.StringIO(), env=env)
     found = list((cache / "envs" / "toolchains").glob(f"*-{ident.key[:12]}"))

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools.build.fingerprint import IGNORED_DIRS
 from buildtools.cachedir import default_cache_dir
 from buildtools.planning import host_python
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -32,16 +32,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from buildtools.build.fingerprint import IGNORED_DIRS
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.model import BuildJob
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.toolchain import envs as toolchain_module
 from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_CELL = "torch2.11.0-cu130-cp312"
@@ -52,7 +52,9 @@ def _job(only: str) -> BuildJob:
     mf = load_matrix(ROOT / "matrix.yaml", knowledge=kb)
     # every cell (the reference matrix's "release" profile), so that --only finds any of them
     profile = "release" if "release" in mf.matrix.profiles else None
-    return plan(mf, kb, host_python=host_python(), profile=profile, only=[only]).jobs[0]
+    return plan(
+        mf, kb, host_python=host_python(), selection=Selection(profile=profile, only=[only])
+    ).jobs[0]
 
 
 def _build(src: Path, cache: Path, wheelhouse: Path, only: str, env: dict[str, str]) -> float:

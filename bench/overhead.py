@@ -23,19 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from buildtools.backends.local import LocalBackend
-from buildtools.build.environment import job_environment
-from buildtools.build.fingerprint import IGNORED_DIRS
-from buildtools.build.options import BuildOptions
-from buildtools.build.orchestrate import build_job
-from buildtools.build.report import Status
+from buildtools.backends.registry import BackendOptions, BackendSetting, make_backend
 from buildtools.cachedir import default_cache_dir
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.toolchain.prepare import prepare_toolchain
+from buildtools.wheelbuild.build_report import Status
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
+from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.orchestrate import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         mf,
         kb,
         host_python=host_python(),
-        profile=args.profile,
-        only=[args.only] if args.only else [],
+        selection=Selection(profile=args.profile, only=[args.only] if args.only else []),
     )
     job = result.jobs[0]
     env = dict(os.environ)
@@ -120,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         (opts.cache_dir / "staging").mkdir(parents=True)
         # reuse the toolchain: point the fresh cache's envs at the shared one
         (opts.cache_dir / "envs").symlink_to(cache / "envs")
+        local = make_backend(
+            "local", BackendSetting(kb=kb, cache_dir=opts.cache_dir, env=env), BackendOptions()
+        )
         started = time.perf_counter()
         cells = build_job(
-            job, kb=kb, opts=opts, backend=LocalBackend(), runner=runner, stage=lambda *_: None
+            job, kb=kb, opts=opts, backend=local, runner=runner, stage=lambda *_: None
         )
         ours_times.append(time.perf_counter() - started)
         if cells[0].status is not Status.BUILT:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 
 PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15")
 PLATFORMS = ("linux_x86_64", "linux_aarch64")
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             started = time.perf_counter()
             mf = load_matrix(path, knowledge=kb)
-            result = plan(mf, kb, host_python="3.12", profile=None)
+            result = plan(mf, kb, host_python="3.12", selection=Selection(profile=None))
             times.append(time.perf_counter() - started)
     assert result is not None
     median = statistics.median(times)

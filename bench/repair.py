@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from buildtools.errors import BuildFailedError, BuildtoolsError, ToolchainError
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.wheel.repair import (
     best_platform_tag,
     derive_excludes,

@@ -1,8 +1,9 @@
 """Facts about the world around torch that several stages share, read from data/ecosystem.json.
 
 The PyTorch wheel index, the glibc behind the legacy manylinux tags, the variables a child
-Python must not inherit, the CUDA/ROCm programs and variables a CPU cell's build must not see, the default runner labels (x86 and ARM) and the ELF machine of each
-wheel arch used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
+Python must not inherit, the CUDA/ROCm programs and variables a CPU cell's build must not
+see, the default runner labels (x86 and ARM), the ELF machine of each
+wheel arch and the arch-list variable of each accelerator kind used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
 JSON and this module uses the standard library only: the docker backend's in-container steps
 (repair, the toolchain links) reach its readers, and the builder image's tools venv has
 neither pydantic nor a YAML parser.
@@ -27,11 +28,14 @@ ECOSYSTEM_FILE = Path(__file__).parent / "data" / "ecosystem.json"
 # section → the key that holds its value; every section also has "why" and "source"
 _SECTIONS = {
     "pytorch_index": "url",
+    "package_index": "url",
+    "size_limits": "bytes",
     "manylinux_aliases": "tags",
     "child_env": "drop",
     "default_runner": "label",
     "arm_runner": "label",
     "elf_machines": "machines",
+    "arch_variables": "variables",
     "device_programs": "names",
     "device_env": "drop",
 }
@@ -48,11 +52,14 @@ class Ecosystem:
     """The validated facts, in the shapes their readers use."""
 
     pytorch_index: str  # append '/<accelerator>' for one variant
+    package_index: str  # the PEP 691 simple index torch's releases are read from (PyPI)
+    size_limits: Mapping[str, int]  # 'pypi_upload' / 'github_release_asset' → bytes
     manylinux_aliases: Mapping[str, tuple[int, int]]  # 'manylinux2014' → (2, 17), newest first
     dropped_env: tuple[str, ...]  # variables a child Python must not inherit
     default_runner: str  # the build runner of a family matrix.yaml names none for
     arm_runner: str  # the same for linux_aarch64 jobs: a native ARM runner
     elf_machines: Mapping[str, str]  # wheel arch ('aarch64') → ELF e_machine ('EM_AARCH64')
+    arch_variables: Mapping[str, str]  # accelerator kind ('cuda') → 'TORCH_CUDA_ARCH_LIST'
     device_programs: tuple[str, ...]  # CUDA/ROCm programs a CPU cell's build must not find
     device_env: tuple[str, ...]  # CUDA/ROCm variables removed from a CPU cell's build
     sources: Mapping[str, str]  # section → where its fact was read
@@ -60,7 +67,16 @@ class Ecosystem:
 
 def _check(section: str, value: Any) -> str | None:
     """What is wrong with one section's value, or None."""
-    if section == "pytorch_index":
+    if section == "size_limits":
+        counts = (
+            isinstance(value, dict)
+            and set(value) == {"pypi_upload", "github_release_asset"}
+            and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value.values()
+            )
+        )
+        return None if counts else "expected byte counts for 'pypi_upload', 'github_release_asset'"
+    if section in ("pytorch_index", "package_index"):
         ok = isinstance(value, str) and _URL_RE.match(value)
         return None if ok else "expected an https URL without a trailing slash"
     if section in ("default_runner", "arm_runner"):
@@ -77,6 +93,11 @@ def _check(section: str, value: Any) -> str | None:
             or not v.startswith("EM_")
         ]
         return f"expected 'arch': 'EM_…' entries: {bad}" if bad else None
+    if section == "arch_variables":
+        named = set(value) == {"cuda", "rocm"} and all(
+            isinstance(v, str) and _ENV_RE.match(v) for v in value.values()
+        )
+        return None if named else "expected the variable name of exactly 'cuda' and 'rocm'"
     if section in ("child_env", "device_env", "device_programs"):
         name = _PROGRAM_RE if section == "device_programs" else _ENV_RE
         bad = [k for k, v in value.items() if not name.match(k) or not isinstance(v, str) or not v]
@@ -124,6 +145,8 @@ def _parse(path: Path) -> Ecosystem:
     aliases = data["manylinux_aliases"]["tags"]
     return Ecosystem(
         pytorch_index=data["pytorch_index"]["url"],
+        package_index=data["package_index"]["url"],
+        size_limits=MappingProxyType(dict(data["size_limits"]["bytes"])),
         manylinux_aliases=MappingProxyType(
             {tag: (2, int(glibc.split(".")[1])) for tag, glibc in aliases.items()}
         ),
@@ -131,6 +154,7 @@ def _parse(path: Path) -> Ecosystem:
         default_runner=data["default_runner"]["label"],
         arm_runner=data["arm_runner"]["label"],
         elf_machines=MappingProxyType(dict(data["elf_machines"]["machines"])),
+        arch_variables=MappingProxyType(dict(data["arch_variables"]["variables"])),
         device_programs=tuple(data["device_programs"]["names"]),
         device_env=tuple(data["device_env"]["drop"]),
         sources=MappingProxyType({s: data[s]["source"] for s in _SECTIONS}),

@@ -11,12 +11,15 @@ __all__ = [
     "ExitCode",
     "ImmutableWheelError",
     "KnowledgeError",
+    "NetworkError",
+    "NoDeviceError",
     "PlanError",
     "PublishError",
     "SmokeFailedError",
     "ToolMissingError",
     "ToolchainError",
     "UnsafeArtefactError",
+    "UntrustedRecordError",
 ]
 
 import enum
@@ -42,6 +45,11 @@ class ExitCode(enum.IntEnum):
     CI_DRIFT = 14  # `buildtools ci github --check`: the workflows do not match matrix.yaml
     UNSAFE_ARTEFACT = 15  # a wheel, manifest or record names a path outside its place
     FILESYSTEM = 16  # a file or directory cannot be read or written (read-only, full, missing)
+    NO_DEVICE = 17  # `buildtools smoke --accelerator cuda|rocm`: the runner's torch sees no GPU
+    # the published record (a release's index.json) cannot be authenticated: from a draft,
+    # uploaded by someone else than the release workflow, not attested, or linking elsewhere
+    UNTRUSTED_RECORD = 19
+    NETWORK = 20  # the package index or a published site did not answer (or answered nonsense)
 
 
 class BuildtoolsError(Exception):
@@ -66,6 +74,12 @@ class KnowledgeError(BuildtoolsError):
     """A data file under buildtools/data is invalid (a bug in the package, not the user's)."""
 
     exit_code = ExitCode.KNOWLEDGE
+
+
+class NetworkError(BuildtoolsError):
+    """A URL could not be read (unreachable, HTTP error, too large, a range ignored)."""
+
+    exit_code = ExitCode.NETWORK
 
 
 class ToolMissingError(BuildtoolsError):
@@ -98,6 +112,12 @@ class PublishError(BuildtoolsError):
     exit_code = ExitCode.PUBLISH
 
 
+class UntrustedRecordError(PublishError):
+    """The published record cannot be authenticated; the release stops with the reason."""
+
+    exit_code = ExitCode.UNTRUSTED_RECORD
+
+
 class ImmutableWheelError(PublishError):
     """A wheel would replace a published one of the same name with different content."""
 
@@ -108,6 +128,12 @@ class SmokeFailedError(BuildtoolsError):
     """A wheel failed its smoke test on a runner (or no wheel could be tested)."""
 
     exit_code = ExitCode.SMOKE_FAILED
+
+
+class NoDeviceError(SmokeFailedError):
+    """A GPU smoke on a runner whose torch sees no device: nothing was installed or tested."""
+
+    exit_code = ExitCode.NO_DEVICE
 
 
 class CiDriftError(BuildtoolsError):

@@ -12,6 +12,7 @@ __all__ = [
     "ABI_MODES",
     "BUILD_RECORD_SCHEMA",
     "PLATFORMS",
+    "RUNNER_ACCELERATOR_ENV",
     "AbiMode",
     "Accelerator",
     "BuildJob",
@@ -39,6 +40,12 @@ PLATFORMS: tuple[str, ...] = ("linux_x86_64", "linux_aarch64")
 DEFAULT_PLATFORM = "linux_x86_64"
 
 _ACCEL_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cuda>\d{3,4})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?))$")
+
+# What a workflow declares its smoke runner to have (cpu, cuda, rocm): the generated smoke
+# jobs set it, and `smoke --accelerator auto` on a runner declared cuda is cuda whatever the
+# machine shows, so a GPU runner that lost its device is refused (no-device) instead of
+# silently testing as a CPU runner.
+RUNNER_ACCELERATOR_ENV = "BUILDTOOLS_RUNNER_ACCELERATOR"
 
 
 @dataclass(frozen=True, kw_only=True, order=True)

@@ -85,7 +85,7 @@ class GpuInfo:
     @property
     def arch(self) -> str:
         """'sm_90' for CUDA, 'gfx90a' for ROCm."""
-        if self.gcn_arch:
+        if self.gcn_arch and self.gcn_arch.startswith("gfx"):
             return self.gcn_arch.split(":", 1)[0]
         if self.capability is None:
             return "unknown"
@@ -118,6 +118,10 @@ def _opt_bool(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class TorchInstall:
     """Which torch an interpreter imports, as that interpreter reports it (`buildtools.probe`).
@@ -145,6 +149,14 @@ class TorchInstall:
     import_error: str | None = None
     arch_list: tuple[str, ...] = ()  # torch.cuda.get_arch_list() where torch answered
     gpus: tuple[GpuInfo, ...] = ()
+    # what torch said when asked for devices (None: not asked): torch.cuda.is_available(),
+    # torch.cuda.device_count(), the CUDA version the driver supports ("13.0", from
+    # cudaDriverGetVersion; None where torch has no CUDA or no driver answered), and the
+    # error torch raised while asking
+    device_available: bool | None = None
+    device_count: int | None = None
+    driver_cuda: str | None = None
+    device_error: str | None = None
     # the interpreter that reported it; None where torch was read from a directory alone
     python: Path | None = None
     python_version: str | None = None  # "3.11.7"
@@ -201,6 +213,10 @@ class TorchInstall:
             "import_error": self.import_error,
             "arch_list": list(self.arch_list),
             "gpus": [g.to_json() for g in self.gpus],
+            "device_available": self.device_available,
+            "device_count": self.device_count,
+            "driver_cuda": self.driver_cuda,
+            "device_error": self.device_error,
             "python": str(self.python) if self.python is not None else None,
             "python_version": self.python_version,
             "platform": self.platform,
@@ -228,6 +244,10 @@ class TorchInstall:
             import_error=_opt_str(data.get("import_error")),
             arch_list=tuple(str(a) for a in data.get("arch_list") or ()),
             gpus=tuple(GpuInfo.from_json(g, index=i) for i, g in enumerate(data.get("gpus") or ())),
+            device_available=_opt_bool(data.get("device_available")),
+            device_count=_opt_int(data.get("device_count")),
+            driver_cuda=_opt_str(data.get("driver_cuda")),
+            device_error=_opt_str(data.get("device_error")),
             python=Path(python) if isinstance(python, str) and python else None,
             python_version=_opt_str(data.get("python_version")),
             platform=_opt_str(data.get("platform")) or DEFAULT_PLATFORM,

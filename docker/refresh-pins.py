@@ -39,7 +39,7 @@ from ruamel.yaml import YAML
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from buildtools.knowledge import load_knowledge
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 
 PINS = Path(__file__).resolve().parent / "pins.yaml"
 HEADER = """\

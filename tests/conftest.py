@@ -21,7 +21,7 @@ class TripwireError(AssertionError):
 
 def _tripwire(*args: object, **kwargs: object) -> None:
     raise TripwireError(
-        "unit tests must not start processes or open sockets; inject a fake Runner "
+        "unit tests must not start processes or open sockets; inject a fake ProcessRunner "
         "or move the test to tests/integration"
     )
 
@@ -32,6 +32,9 @@ def _unit_tripwire(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         return
     monkeypatch.setattr(subprocess.Popen, "__init__", _tripwire)
     monkeypatch.setattr(socket.socket, "connect", _tripwire)
+    # commands that would ask the package index (torch ranges, init) resolve offline here,
+    # whatever a cache on this machine holds; tests that want an answer pass a FakeHttp
+    monkeypatch.setenv("BUILDTOOLS_OFFLINE", "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -80,6 +83,10 @@ CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
         "aarch64 is registered (as root: apt-get install -y qemu-user-static binfmt-support)",
     ),
     "gpu": (_gpu_present, "no GPU on this machine"),
+    "live_index": (
+        lambda: os.environ.get("BUILDTOOLS_TEST_INDEX") == "1",
+        "asks the real package index (PyPI) about torch: run with BUILDTOOLS_TEST_INDEX=1",
+    ),
 }
 _seen: dict[str, bool] = {}
 

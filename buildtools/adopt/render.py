@@ -34,21 +34,38 @@ def _q(value: str) -> str:
     return json.dumps(value)  # a YAML double-quoted scalar
 
 
+def _newest_patch(kb: Knowledge, minor: str, served: frozenset[str] | None) -> str | None:
+    """The newest patch of `minor` the index serves (the knowledge base's newest offline)."""
+    patches = [p for p in kb.torch[minor].patches if served is None or p in served]
+    return patches[-1] if patches else None
+
+
 def choose_matrix(
-    project: Inspection, kb: Knowledge, torch: tuple[str, ...] = (), *, cpu_build: bool = True
+    project: Inspection,
+    kb: Knowledge,
+    torch: tuple[str, ...] = (),
+    *,
+    cpu_build: bool = True,
+    served: frozenset[str] | None = None,
 ) -> MatrixChoice:
-    """The newest confirmed torch and the one two minors before it (about a year of releases),
-    CPU plus, with CUDA sources, the oldest and newest CUDA both torches ship on their index,
-    and every Python both support. `cpu_build=False` (a CUDA-only project: its C++ sources
+    """The newest torch the knowledge base confirms and the index serves, and the one two
+    minors before it (about a year of releases), each at its newest served patch; CPU plus,
+    with CUDA sources, the oldest and newest CUDA both torches ship on their index, and every
+    Python both support. `served`: the releases the package index serves (None: offline,
+    the knowledge base alone). `cpu_build=False` (a CUDA-only project: its C++ sources
     include CUDA headers unconditionally) leaves CPU out when there is CUDA to build."""
     confirmed = sorted(
-        (minor for minor, rel in kb.torch.items() if rel.confirmed),
+        (
+            minor
+            for minor, rel in kb.torch.items()
+            if rel.confirmed and _newest_patch(kb, minor, served) is not None
+        ),
         key=lambda m: tuple(int(x) for x in m.split(".")),
     )
     if not torch:
         newest = confirmed[-1]
         older = confirmed[max(0, len(confirmed) - 3)]
-        torch = tuple(dict.fromkeys(f"{m}.0" for m in (older, newest)))
+        torch = tuple(dict.fromkeys(str(_newest_patch(kb, m, served)) for m in (older, newest)))
     rels = [kb.torch[".".join(t.split(".")[:2])] for t in torch]
     pythons = sorted(
         set.intersection(*(set(r.python) for r in rels)),

@@ -8,7 +8,7 @@ from pathlib import Path, PurePath
 from typing import IO, Protocol
 
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
 
 __all__ = [
@@ -40,7 +40,7 @@ class Backend(Protocol):
     needs_host_toolkit: bool
     repairs_inside: bool
 
-    def preflight(self, runner: Runner) -> None:
+    def preflight(self, runner: ProcessRunner) -> None:
         """Raise ToolMissingError before any job when what the backend needs is missing."""
         ...
 
@@ -53,7 +53,7 @@ class Backend(Protocol):
         out_dir: Path,
         build_dir: Path,
         env: Mapping[str, str],
-        runner: Runner,
+        runner: ProcessRunner,
         log: IO[str],
     ) -> list[Path]: ...
 

@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import BuildFailedError
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..toolchain.envs import BUILD_REQUIREMENTS, Toolchain
 
 __all__ = ["OBJECTS_DIR", "LocalBackend", "extra_build_requirements", "object_dir"]
@@ -72,7 +72,7 @@ class LocalBackend:
     needs_host_toolkit = True
     repairs_inside = False
 
-    def preflight(self, runner: Runner) -> None:
+    def preflight(self, runner: ProcessRunner) -> None:
         """Nothing to check ahead: each job's toolchain names what it misses."""
 
     def build_raw(
@@ -84,7 +84,7 @@ class LocalBackend:
         out_dir: Path,
         build_dir: Path,
         env: Mapping[str, str],
-        runner: Runner,
+        runner: ProcessRunner,
         log: IO[str],
     ) -> list[Path]:
         build_dir.mkdir(parents=True, exist_ok=True)

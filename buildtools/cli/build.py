@@ -11,11 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..backends.base import Backend
-from ..backends.local import LocalBackend
-from ..build.options import BuildOptions
-from ..build.orchestrate import build_plan
-from ..build.report import CellResult
+from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
 from ..cachedir import default_cache_dir
 from ..errors import (
     BuildFailedError,
@@ -26,6 +22,11 @@ from ..errors import (
     ToolMissingError,
 )
 from ..knowledge import load_knowledge
+from ..matrix.config import load_matrix
+from ..planning import default_matrix_path
+from ..wheelbuild.build_report import CellResult
+from ..wheelbuild.options import BuildOptions
+from ..wheelbuild.orchestrate import build_plan
 from .common import add_plan_args, plan_from_args
 
 
@@ -56,9 +57,10 @@ def add_build_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--backend",
-        choices=("local", "docker"),
+        choices=tuple(BACKENDS),
         default="local",
-        help="where the compiler runs: local venvs, or cibuildwheel in builder images",
+        help="where the compiler runs: "
+        + "; ".join(f"{name}: {spec.help}" for name, spec in BACKENDS.items()),
     )
     p.add_argument(
         "--offline",
@@ -176,6 +178,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     result, project_dir = plan_from_args(args)
     env = dict(os.environ)
     via_nox = env.get("NOX_CURRENT_SESSION") == "build"  # nox sets it in its sessions
+    settings = load_matrix(args.matrix or default_matrix_path(env)).matrix.build
     if args.project is not None:
         project_dir = args.project.resolve()
     if not project_dir.is_dir():
@@ -197,31 +200,28 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         index_site=args.index_site.resolve() if args.index_site else None,
         ccache=not args.no_ccache,
         jobs=args.jobs,
+        size_warning=settings.size_warning,
+        size_error=settings.size_error,
     )
     kb = load_knowledge()
-    backend: Backend = LocalBackend()
     current = [j.id for j in result.jobs if j.torch_source == "current"]
-    if args.backend != "local" and current:
+    if current and not BACKENDS[args.backend].builds_current_torch:
+        able = [n for n, spec in BACKENDS.items() if spec.builds_current_torch]
         raise PlanError(
             f"{', '.join(current)}: torch: current builds against a torch on this host, so only "
-            "with --backend local; select the other cells with --only for the docker backend"
+            f"with --backend {' or '.join(able)}; select the other cells with --only for the "
+            f"{args.backend} backend"
         )
-    if args.backend == "docker":
-        from ..backends.docker.backend import DockerBackend
-
-        backend = DockerBackend(
-            kb=kb,
-            cache_dir=opts.cache_dir,
-            env=env,
+    backend = make_backend(
+        args.backend,
+        BackendSetting(kb=kb, cache_dir=opts.cache_dir, env=env),
+        BackendOptions(
             offline=args.offline,
-            max_jobs=args.max_jobs,
             base_image=args.base_image,
             setup_emulation=args.setup_emulation,
-        )
-    elif args.offline or args.base_image:
-        raise BuildFailedError("--offline and --base-image apply to --backend docker only")
-    elif args.setup_emulation:
-        raise BuildFailedError("--setup-emulation applies to --backend docker only")
+            max_jobs=args.max_jobs,
+        ),
+    )
     report = build_plan(result, kb=kb, opts=opts, backend=backend, out=out)
     report.print_table(out)
     out.write(f"report: {opts.wheelhouse / 'report.json'}\n")

@@ -14,12 +14,10 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..ci import layout
-from ..ci.github import check_command, check_files, generate, regen_command, write_files
-from ..ci.github_api import GitHubApi, RestApi
-from ..ci.keys import unpinned_bases
-from ..ci.matrix import matrix_entries
-from ..ci.outputs import (
+from ..ciplan import layout
+from ..ciplan.cachekeys import unpinned_bases
+from ..ciplan.entries import matrix_entries
+from ..ciplan.shapes import (
     Shape,
     append_to,
     assignments,
@@ -29,19 +27,24 @@ from ..ci.outputs import (
     summary_markdown,
     write_outputs,
 )
-from ..ci.pins import load_pins
-from ..ci.record import latest_record
-from ..ci.status import (
+from ..cisteps.github_api import GitHubApi, RestApi
+from ..cisteps.provenance import record_policy
+from ..cisteps.record import latest_record
+from ..cisteps.status import (
     entries_json,
     read_entries,
     reproduce_commands,
     run_status,
     status_markdown,
 )
-from ..ci.version import check_tag, project_version, published_jobs
+from ..cisteps.tagcheck import check_tag, project_version, published_jobs
 from ..errors import CiDriftError, PlanError
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
+from ..process import ProcessRunner, SubprocessRunner
+from ..workflows.generate import check_command, check_files, generate, regen_command, write_files
+from ..workflows.pins import load_pins
+from .ci_backfill import add_backfill_parser
 from .ci_release import add_release_parsers
 from .common import add_plan_args, plan_from_args
 
@@ -148,7 +151,13 @@ def add_matrix_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_matrix)
 
 
-def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None = None) -> int:
+def cmd_matrix(
+    args: argparse.Namespace,
+    out: TextIO,
+    *,
+    api: GitHubApi | None = None,
+    runner: ProcessRunner | None = None,
+) -> int:
     if args.profile is None:
         raise PlanError("ci matrix: --profile is required (the workflows pass release or pr)")
     if args.torch_axis is not None:
@@ -197,11 +206,15 @@ def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None =
             args.tag,
             project_version(project_dir, name=name, version_file=version_file),
             where=where,
+            pattern=mf.matrix.ci.tag_pattern,
         )
         extra["tag"] = args.tag
         notes.append(f"tag `{args.tag}` releases version {tagged} of `{name or project_dir}`")
         if args.published_from_releases:
-            record = latest_record(api or RestApi.from_env(env))
+            policy = record_policy(
+                env, runner=runner or SubprocessRunner(), wheel_url=mf.matrix.index.wheel_url
+            )
+            record = latest_record(api or RestApi.from_env(env), policy)
             if record is not None:
                 published = published_jobs(
                     selected.jobs, project=name, version=tagged, wheels=record.manifest.wheels
@@ -225,8 +238,7 @@ def cmd_matrix(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None =
         publish = not args.no_publish and any(e.smoke_runner for e in selection.build)
         pypi = mf.matrix.ci.pypi
         flags = {
-            "assets": publish,
-            "index": publish,
+            "publish": publish,
             "pypi": publish
             and pypi is not None
             and any(
@@ -349,3 +361,4 @@ def add_ci_parser(sub: Any) -> None:
     add_matrix_parser(verbs)
     add_status_parser(verbs)
     add_release_parsers(verbs)
+    add_backfill_parser(verbs)

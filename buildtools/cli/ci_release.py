@@ -1,6 +1,7 @@
-"""`buildtools ci restore-site|select|upload-assets|record|pypi-dist|builder-image|prefetch`.
+"""`buildtools ci restore-site|select|upload-assets|record|release-subjects|verify-provenance|
+pypi-dist|builder-image|prefetch`.
 
-The steps of the release's publishing jobs and of the cache jobs (see `buildtools.ci`).
+The steps of the release's publishing jobs and of the cache jobs (see `buildtools.cisteps`).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 __all__ = ["add_release_parsers"]
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -16,21 +18,30 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from ..ci import layout
-from ..ci.assets import missing_assets as find_missing
-from ..ci.assets import (
+from ..ciplan import layout
+from ..ciplan.entries import matrix_entries
+from ..ciplan.shapes import write_outputs
+from ..cisteps.assets import (
+    built_wheels,
+    publish_release,
     read_selection,
     select_wheels,
     selection_lines,
     upload_assets,
 )
-from ..ci.docker_jobs import build_image, prefetch
-from ..ci.github_api import GitHubApi, RestApi
-from ..ci.matrix import matrix_entries
-from ..ci.outputs import write_outputs
-from ..ci.pins import load_pins
-from ..ci.record import latest_record, upload_record
-from ..ci.site import (
+from ..cisteps.assets import missing_assets as find_missing
+from ..cisteps.cache_jobs import build_image, prefetch
+from ..cisteps.github_api import GitHubApi, RestApi
+from ..cisteps.provenance import (
+    Expect,
+    Signer,
+    record_policy,
+    release_predicate,
+    subjects_text,
+    verify_files,
+)
+from ..cisteps.record import latest_record, upload_record
+from ..cisteps.restore import (
     Fetcher,
     UrllibFetcher,
     pages_subpath,
@@ -38,12 +49,15 @@ from ..ci.site import (
     restore_site,
 )
 from ..errors import ImmutableWheelError, PlanError, PublishError
+from ..files import write_atomic
+from ..index.manifest import MANIFEST_NAME as RECORD_NAME
 from ..index.manifest import read_manifest
 from ..knowledge import load_knowledge
 from ..matrix.config import IndexConfig, load_matrix
 from ..planning import default_matrix_path, host_python
-from ..runner import SubprocessRunner
+from ..process import ProcessRunner, SubprocessRunner
 from ..wheel.meta import public_wheel
+from ..workflows.pins import load_pins
 from .common import add_plan_args, plan_from_args
 
 
@@ -60,11 +74,17 @@ def cmd_restore_site(
     *,
     fetcher: Fetcher | None = None,
     api: GitHubApi | None = None,
+    runner: ProcessRunner | None = None,
 ) -> int:
     env = dict(os.environ)
+    matrix = args.matrix or default_matrix_path()
+    # matrix.yaml gives index.base_url unless --base-url does, and index.wheel_url (where a
+    # record's wheels may link besides the release downloads) when there is one
+    needed = args.base_url is None or (args.from_releases and args.matrix is not None)
+    index = load_matrix(matrix).matrix.index if needed or matrix.is_file() else None
     base_url = args.base_url
-    if base_url is None:
-        base_url = load_matrix(args.matrix or default_matrix_path()).matrix.index.base_url
+    if base_url is None and index is not None:
+        base_url = index.base_url
     if base_url:
         try:
             IndexConfig.model_validate({"base_url": base_url})
@@ -81,7 +101,15 @@ def cmd_restore_site(
     site = args.site / sub if sub else args.site
     fetch = fetcher or UrllibFetcher()
     if args.from_releases:
-        record = latest_record(_api(env, api))
+        policy = record_policy(
+            env,
+            runner=runner or SubprocessRunner(),
+            wheel_url=index.wheel_url if index is not None else None,
+            default_branch=args.default_branch,
+        )
+        record = latest_record(_api(env, api), policy)
+        for tag in record.skipped if record else ():
+            out.write(f"note: skipped the {RECORD_NAME} of the draft release {tag}\n")
         with tempfile.TemporaryDirectory() as scratch:
             restored = restore_from_record(
                 record,
@@ -126,6 +154,11 @@ def _add_restore(sub: Any) -> None:
         help="start from the newest index.json asset of the releases (checked against the site)",
     )
     p.add_argument(
+        "--default-branch",
+        default=None,
+        help="the branch whose release.yml signs records (default: $BT_DEFAULT_BRANCH)",
+    )
+    p.add_argument(
         "--cache-bust",
         default=None,
         metavar="TOKEN",
@@ -144,7 +177,11 @@ def _add_restore(sub: Any) -> None:
 
 
 def cmd_select(args: argparse.Namespace, out: TextIO) -> int:
-    selection = select_wheels(args.wheels, args.require_smoke, args.out)
+    built = None
+    if args.built_env:
+        env = dict(os.environ)
+        built = built_wheels(env.get(name, "") for name in args.built_env)
+    selection = select_wheels(args.wheels, args.require_smoke, args.out, built=built)
     args.selection.write_text(selection.to_json(), encoding="utf-8")
     for line in selection_lines(selection):
         out.write(line + "\n")
@@ -156,7 +193,7 @@ def cmd_select(args: argparse.Namespace, out: TextIO) -> int:
         got = {(w, s) for w, s, _ in selection.published}
         if expected != got:
             raise ImmutableWheelError(
-                f"the wheels differ from the selection {args.expect} the assets job uploaded "
+                f"the wheels differ from the selection {args.expect} the publish job made "
                 f"(only here: {sorted(w for w, _ in got - expected)}, only there: "
                 f"{sorted(w for w, _ in expected - got)}); nothing is published"
             )
@@ -188,8 +225,63 @@ def cmd_record(args: argparse.Namespace, out: TextIO, *, api: GitHubApi | None =
             "the index links wheels the release does not hold; nothing is recorded or "
             "deployed:\n  " + "\n  ".join(missing)
         )
-    upload_record(client, args.tag, args.site / "index.json")
+    release = client.release(args.tag)
+    if release is None:
+        raise PublishError(f"no release for {args.tag}: upload its assets first")
+    upload_record(client, release, args.site / RECORD_NAME)
     out.write(f"recorded {len(manifest.wheels)} wheel(s) as index.json of the release {args.tag}\n")
+    if args.publish:
+        done = publish_release(client, args.tag)
+        out.write(f"release {args.tag}: " + ("published\n" if done else "published already\n"))
+    return 0
+
+
+def cmd_release_subjects(args: argparse.Namespace, out: TextIO) -> int:
+    """The attest action's inputs: `subjects.sha256` and the release predicate."""
+    env = dict(os.environ)
+    missing = [str(p) for p in args.files if not p.is_file()]
+    if missing:
+        raise PublishError(f"nothing to attest: {', '.join(missing)}: not a file")
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_atomic(args.out / "subjects.sha256", subjects_text(args.files))
+    predicate = release_predicate(
+        tag=args.tag,
+        commit=args.sha,
+        repository=env.get("GITHUB_REPOSITORY", ""),
+        run_id=env.get("GITHUB_RUN_ID", ""),
+        run_attempt=env.get("GITHUB_RUN_ATTEMPT", "1"),
+    )
+    write_atomic(args.out / "predicate.json", json.dumps(predicate, sort_keys=True) + "\n")
+    out.write(f"{len(args.files)} subject(s) for tag {args.tag} at {args.sha} in {args.out}\n")
+    return 0
+
+
+def cmd_verify_provenance(
+    args: argparse.Namespace, out: TextIO, *, runner: ProcessRunner | None = None
+) -> int:
+    """Each file's release statement: this repository's release.yml, this run, this tag's
+    commit; anything else stops the publish."""
+    env = dict(os.environ)
+    signer = Signer.from_env(env, default_branch=args.default_branch)
+    expect = Expect(
+        tag=args.tag,
+        commit=args.sha,
+        run_id=env.get("GITHUB_RUN_ID") or None,
+        source_digest=env.get("GITHUB_SHA") or None,
+    )
+    failures = verify_files(
+        args.files, signer=signer, expect=expect, runner=runner or SubprocessRunner(), env=env
+    )
+    if failures:
+        raise PublishError(
+            "no provenance from this release's publish job for:\n  "
+            + "\n  ".join(f"{p.name}: {why}" for p, why in failures.items())
+            + "\nnothing is published"
+        )
+    out.write(
+        f"provenance verified for {len(args.files)} file(s): {signer.identity}, run "
+        f"{expect.run_id}, tag {args.tag} at {args.sha}\n"
+    )
     return 0
 
 
@@ -278,6 +370,14 @@ def add_release_parsers(sub: Any) -> None:
     p.add_argument(
         "--expect", type=Path, default=None, help="fail unless the same as this selection.json"
     )
+    p.add_argument(
+        "--built-env",
+        action="append",
+        default=[],
+        metavar="VAR",
+        help="a variable holding toJSON(needs.<build job>.outputs): every wheel must be one a "
+        "build job of this run reported (repeat per build job)",
+    )
     p.set_defaults(handler=cmd_select)
 
     p = sub.add_parser("upload-assets", help="upload wheels to the tag's GitHub Release")
@@ -289,7 +389,24 @@ def add_release_parsers(sub: Any) -> None:
     p.add_argument("--tag", required=True)
     p.add_argument("--site", type=Path, required=True)
     p.add_argument("--url-prefix", required=True, help="this tag's release download URL prefix")
+    p.add_argument("--publish", action="store_true", help="then publish the draft release")
     p.set_defaults(handler=cmd_record)
+
+    p = sub.add_parser("release-subjects", help="what the publish job attests, and the predicate")
+    p.add_argument("files", nargs="+", type=Path)
+    p.add_argument("--tag", required=True)
+    p.add_argument("--sha", required=True, help="the tag's commit (the vetting step's)")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(handler=cmd_release_subjects)
+
+    p = sub.add_parser(
+        "verify-provenance", help="each file's release attestation: this run, this tag's commit"
+    )
+    p.add_argument("files", nargs="+", type=Path)
+    p.add_argument("--tag", required=True)
+    p.add_argument("--sha", required=True, help="the tag's commit (the vetting step's)")
+    p.add_argument("--default-branch", default=None, help="default: $BT_DEFAULT_BRANCH")
+    p.set_defaults(handler=cmd_verify_provenance)
 
     p = sub.add_parser("pypi-dist", help="the ci.pypi variant's wheels without the local label")
     p.add_argument("wheels", type=Path)

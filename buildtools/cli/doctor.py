@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..doctor.diagnose import diagnose
+from ..doctor.doctor_report import DOCTOR_SCHEMA, DoctorReport
 from ..doctor.matching import IndexSettings, ProjectRef
-from ..doctor.report import DOCTOR_SCHEMA, DoctorReport
 from ..errors import ConfigError
 from ..matrix.config import load_matrix
 from ..probe.hostenv import probe_environment
-from ..runner import Runner, SubprocessRunner
+from ..process import ProcessRunner, SubprocessRunner
 
 
 def add_doctor_parser(sub: Any) -> None:
@@ -91,7 +91,7 @@ def _settings(args: argparse.Namespace) -> tuple[IndexSettings, ProjectRef | Non
 
 def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     """Probe the environment, diagnose, print; exit DOCTOR_BROKEN when something is broken."""
-    runner: Runner = args.runner or SubprocessRunner()
+    runner: ProcessRunner = args.runner or SubprocessRunner()
     python = args.python or Path(sys.executable)
     snapshot = probe_environment(
         python,

@@ -1,6 +1,6 @@
 """`buildtools plan --estimate`: the host facts the estimate needs, and its table.
 
-The estimate itself is pure (`buildtools.build.estimate`); this gathers what it is given:
+The estimate itself is pure (`buildtools.wheelbuild.estimate`); this gathers what it is given:
 this machine's cores and memory, the recorded timings of the cache directory, which
 environments exist there, the project's sources, and each job's CI runner.
 """
@@ -14,22 +14,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ..build.estimate import HOSTED_RUNNER, PlanEstimate, estimate_plan, project_shape
-from ..build.fingerprint import scan_sources
-from ..build.scheduler import (
+from ..cachedir import default_cache_dir
+from ..ciplan.labels import is_hosted
+from ..model import BuildJob
+from ..planner import Plan
+from ..toolchain.envs import MARKER
+from ..wheelbuild.estimate import (
+    HOSTED_RUNNER,
+    HereFacts,
+    PlanEstimate,
+    estimate_plan,
+    project_shape,
+)
+from ..wheelbuild.fingerprint import scan_sources
+from ..wheelbuild.scheduler import (
     HostResources,
     device_sources,
     host_resources,
     nvcc_threads,
     plan_slots,
 )
-from ..build.timings import read_timings
-from ..cachedir import default_cache_dir
-from ..ci.pins import load_pins
-from ..ci.runners import is_hosted
-from ..model import BuildJob
-from ..planner import Plan
-from ..toolchain.envs import MARKER
+from ..wheelbuild.timings import read_timings
+from ..workflows.pins import load_pins
 
 
 def _env_cached(cache_dir: Path) -> Callable[[BuildJob], bool]:
@@ -57,17 +63,15 @@ def estimate_for(
 
     hosted = load_pins().hosted_runners.labels
 
-    def runner(job: BuildJob) -> HostResources:
+    def ci_machine(job: BuildJob) -> HostResources:
         return HOSTED_RUNNER if is_hosted(job.runner, hosted) else here
 
     return estimate_plan(
         plan.jobs,
         cells=len(plan.cells),
         shape=project_shape(scan_sources(project_dir).files),
-        host=here,
-        timings=read_timings(cache),
-        env_cached=cached,
-        runner=runner,
+        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached),
+        ci_machine=ci_machine,
     )
 
 

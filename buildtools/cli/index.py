@@ -9,25 +9,49 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import PublishError
+from ..index.coverage import render_markdown
 from ..index.gate import SmokeGate
 from ..index.publish import publish
 from ..index.settings import IndexSettings
 from ..index.wheels import collect_wheels, read_wheels
 from ..knowledge import Knowledge, load_knowledge
-from ..matrix.config import IndexConfig, load_matrix
-from ..planning import default_matrix_path
+from ..matrix.config import IndexConfig, MatrixFile, load_matrix
+from ..model import Accelerator
+from ..planner import MatrixCells, matrix_cells, torch_index_for
+from ..planning import default_matrix_path, host_python
 
 
-def _settings(args: argparse.Namespace, kb: Knowledge) -> IndexSettings:
-    from pydantic import ValidationError
-
-    config = IndexConfig()
+def _matrix(args: argparse.Namespace, kb: Knowledge) -> MatrixFile | None:
+    """The matrix.yaml whose `index:` settings and cells the site follows, if any."""
     matrix_path: Path | None = args.matrix
     if matrix_path is None:
         default = default_matrix_path()
         matrix_path = default if default.is_file() else None
-    if matrix_path is not None and not args.no_matrix:
-        config = load_matrix(matrix_path, knowledge=kb).matrix.index
+    if matrix_path is None or args.no_matrix:
+        return None
+    return load_matrix(matrix_path, knowledge=kb)
+
+
+def _torch_indexes(mf: MatrixFile, cells: MatrixCells) -> dict[str, str]:
+    """Accelerator → the torch index `accelerators:` names for it, for the matrix's cells."""
+    names = {c.accelerator for c in cells.cells} | {r.cell.accelerator for r in cells.impossible}
+    found: dict[str, str] = {}
+    for name in sorted(names):
+        try:
+            index = torch_index_for(mf, Accelerator.parse(name))
+        except ValueError:
+            continue
+        if index:
+            found[name] = index
+    return found
+
+
+def _settings(
+    args: argparse.Namespace, mf: MatrixFile | None, cells: MatrixCells | None
+) -> IndexSettings:
+    from pydantic import ValidationError
+
+    config = mf.matrix.index if mf is not None else IndexConfig()
     wheel_url_template = args.wheel_url if args.wheel_url is not None else config.wheel_url
     # the options meet the same rules as matrix.yaml's index: settings
     for option, field, value in (
@@ -45,13 +69,16 @@ def _settings(args: argparse.Namespace, kb: Knowledge) -> IndexSettings:
         wheel_url=wheel_url_template or None,
         alias_patches=config.alias_patches if args.alias_patches is None else args.alias_patches,
         aliases={k: tuple(v) for k, v in sorted(config.aliases.items())},
+        torch_indexes=_torch_indexes(mf, cells) if mf is not None and cells is not None else {},
     )
 
 
 def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     """`buildtools index`: read wheels, gate them, merge, and publish the site."""
     kb = load_knowledge()
-    settings = _settings(args, kb)
+    mf = _matrix(args, kb)
+    cells = matrix_cells(mf, kb, host_python=host_python()) if mf is not None else None
+    settings = _settings(args, mf, cells)
     paths = collect_wheels(args.paths or [Path("wheelhouse")])
     sources = read_wheels(
         paths, site=args.site, wheel_url_template=settings.wheel_url, verify=args.verify
@@ -66,6 +93,7 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         dry_run=args.dry_run,
         link=not args.copy,
         verify=args.verify,
+        matrix=cells,
     )
     for name in result.added:
         out.write(f"  new        {name}\n")
@@ -84,6 +112,10 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
     )
     if not paths:
         out.write("note: no wheels given (pages regenerated from index.json)\n")
+    if args.summary:  # '' (an unset $GITHUB_STEP_SUMMARY): no summary
+        # a GitHub step summary grows by each step's part: append, never replace
+        with Path(args.summary).open("a", encoding="utf-8") as fh:
+            fh.write("\n" + render_markdown(result.coverage, title="Coverage of the index"))
     if settings.base_url and not args.dry_run:
         out.write(
             f"note: the links point at {settings.base_url}; to try this site from a local "
@@ -147,6 +179,13 @@ def add_index_parser(sub: Any) -> None:
         action="store_true",
         help="copy wheels into the site (default: reflink, else hard-link where the "
         "filesystem allows)",
+    )
+    p.add_argument(
+        "--summary",
+        default=None,
+        metavar="FILE",
+        help="append the coverage map (markdown: published, smoke-tested, missing, "
+        'impossible) to FILE, e.g. "$GITHUB_STEP_SUMMARY"',
     )
     p.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     p.set_defaults(handler=cmd_index)

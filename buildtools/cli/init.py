@@ -12,6 +12,7 @@ __all__ = ["add_init_parser"]
 
 import argparse
 import ast
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,7 +30,9 @@ from ..adopt.render import INSTALL_ENV
 from ..errors import ConfigError
 from ..files import write_atomic
 from ..knowledge import load_knowledge
-from ..matrix.config import load_matrix
+from ..matrix.config import is_range, load_matrix
+from ..planner.ranges import resolve_range
+from ..planning import served_torch
 
 _SESSIONS = ("plan", "build", "smoke", "index", "ci")
 
@@ -101,7 +104,12 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
     matrix_path = root / "matrix.yaml"
     if matrix_path.is_file():
         existing = load_matrix(matrix_path, knowledge=kb).matrix
-        torch_axis = tuple(t for t in existing.axes.torch if t != "current")
+        torch_axis = tuple(
+            v
+            for t in existing.axes.torch
+            if t != "current"
+            for v in (resolve_range(t, kb, None).versions if is_range(t) else (t,))
+        )
         rocm = any(a.startswith("rocm") for a in existing.axes.accelerator)
         cpu = "cpu" in existing.axes.accelerator
         out.write(f"matrix.yaml exists: kept as it is (its torch: {', '.join(torch_axis)})\n")
@@ -109,7 +117,23 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
     else:
         # CUDA headers outside any #if in the CPU build's sources: a CUDA-only project
         cpu_blockers = cuda_headers_in_cpu_build(project) if project.has_cuda else []
-        choice = choose_matrix(project, kb, tuple(args.torch or ()), cpu_build=not cpu_blockers)
+        served, why = (None, "asked for a given torch") if args.torch else served_torch(os.environ)
+        choice = choose_matrix(
+            project,
+            kb,
+            tuple(args.torch or ()),
+            cpu_build=not cpu_blockers,
+            served=served.versions if served else None,
+        )
+        out.write(
+            f"  torch: {', '.join(choice.torch)} ("
+            + (
+                f"the newest the knowledge base confirms and {served.source} serves"
+                if served
+                else f"the knowledge base alone: {why}"
+            )
+            + ")\n"
+        )
         if cpu_blockers:
             out.write(
                 f"  CUDA-only, so the proposed matrix has no CPU cell (accelerators: "

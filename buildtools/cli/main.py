@@ -14,9 +14,11 @@ from typing import Any, TextIO
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode
 from ..files import describe_os_error
+from ..index.coverage import coverage_map, render_text
+from ..index.manifest import read_manifest
 from ..knowledge import load_knowledge
 from ..matrix.config import json_schema
-from ..planner import Plan
+from ..planner import Plan, abi_window
 from .build import add_build_parser
 from .check import add_check_parser
 from .ci import add_ci_parser
@@ -25,6 +27,8 @@ from .doctor import add_doctor_parser
 from .estimate import estimate_for, nvcc_threads_of, print_estimate
 from .index import add_index_parser
 from .init import add_init_parser
+from .knowledge import add_knowledge_parser
+from .missing import MissingReport, missing_plan
 from .smoke import add_smoke_parser
 
 Handler = Callable[[argparse.Namespace, TextIO], int]
@@ -60,10 +64,51 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     )
     for removed in result.removed:
         console.print(f"  removed {removed.cell.id}: {removed.reason}")
+    for job in result.jobs:
+        window = abi_window(job)
+        if window:
+            console.print(f"ABI window of {job.id} (Requires-Dist {job.requires_dist}):")
+            for torch, where in window:
+                console.print(f"  torch {torch}: {where}")
+    for resolution in result.ranges:
+        console.print(
+            f"torch {resolution.spec!r} → {', '.join(resolution.versions) or 'no release'} "
+            f"({resolution.note})"
+        )
+        for version, why in resolution.left_out:
+            console.print(f"  left out {version}: {why}")
+
+
+def _print_published(report: MissingReport, out: TextIO) -> None:
+    count = len(report.published)
+    out.write(
+        f"--missing {report.site}: {count} cell(s) of version {report.version} already "
+        f"published there; planned: only the cells it has no wheel for\n"
+    )
+
+
+def _print_coverage(result: Plan, site: Path | None, out: TextIO) -> None:
+    """The matrix as a grid: what this plan builds, what other profiles do, what cannot
+    exist; with a site, what it publishes and which cells a smoke test proved."""
+    manifest = read_manifest(site) if site is not None else None
+    cmap = coverage_map(
+        manifest.wheels if manifest else (),
+        kb=load_knowledge(),
+        runs=manifest.smoke if manifest else (),
+        matrix=result.matrix,
+        planned={c.id for c in result.cells},
+    )
+    out.write("\n")
+    for line in render_text(cmap):
+        out.write(line + "\n")
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
-    result, project_dir = plan_from_args(args)
+    missing: MissingReport | None = None
+    if args.missing:
+        result, project_dir, missing = missing_plan(args)
+    else:
+        result, project_dir = plan_from_args(args)
     estimate = (
         estimate_for(result, project_dir, cache_dir=args.cache_dir) if args.estimate else None
     )
@@ -82,6 +127,9 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
             out.write(cell.id + "\n")
     else:
         _print_plan_table(result, out)
+        _print_coverage(result, args.site, out)
+        if missing is not None:
+            _print_published(missing, out)
     if estimate is not None and args.format != "json":
         print_estimate(estimate, out)
     return 0
@@ -89,28 +137,6 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
     out.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
-    return 0
-
-
-def cmd_knowledge(args: argparse.Namespace, out: TextIO) -> int:
-    kb = load_knowledge()
-    for minor, rel in sorted(
-        kb.torch.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))
-    ):
-        cuda = ", ".join(rel.cuda) or "-"
-        rocm = ", ".join(rel.rocm) or "-"
-        flag = "" if rel.confirmed else "  (unconfirmed: " + (rel.note or "") + ")"
-        out.write(
-            f"torch {minor}: patches {', '.join(rel.patches)}; python {', '.join(rel.python)}; "
-            f"cuda {cuda} (PyPI: {rel.pypi_cuda or 'cpu'}); rocm {rocm}; {rel.platform_tag}; "
-            f"cxx11 {'yes' if rel.cxx11_abi else 'no'}; {rel.cxx_std}; "
-            f"stable ABI {'yes' if rel.stable_abi else 'no'}{flag}\n"
-        )
-    # The notes cite source tags (R27, V1, …): say where those are explained.
-    out.write(
-        "sources: the `source` of each row in buildtools/data/*.yaml; tags such as R1 or V1 "
-        "are listed in docs/sources.md of the torch-buildtools repository\n"
-    )
     return 0
 
 
@@ -131,19 +157,37 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
         "run's wall time here, and CI's wall time and runner-minutes",
     )
     p.add_argument(
+        "--missing",
+        metavar="SITE",
+        default=None,
+        help="plan only the cells SITE (a directory or URL `buildtools index` made) has no "
+        "wheel for at the project's version",
+    )
+    p.add_argument(
+        "--project-version",
+        default=None,
+        metavar="VERSION",
+        help="with --missing: the project's version (default: read from its source)",
+    )
+    p.add_argument(
         "--cache-dir",
         type=Path,
         default=None,
         help="the cache whose timings and environments --estimate reads "
         "(default: $BUILDTOOLS_CACHE_DIR or ~/.cache/torch-buildtools)",
     )
+    p.add_argument(
+        "--site",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a site `buildtools index` wrote: its published and smoke-tested cells join "
+        "the coverage grid",
+    )
     p.set_defaults(handler=cmd_plan)
 
     p = sub.add_parser("schema", help="print the JSON Schema of matrix.yaml (for editors)")
     p.set_defaults(handler=cmd_schema)
-
-    p = sub.add_parser("knowledge", help="print the torch compatibility knowledge base")
-    p.set_defaults(handler=cmd_knowledge)
 
     for add in extra:
         add(sub)
@@ -158,6 +202,7 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
         add_doctor_parser,
         add_index_parser,
         add_init_parser,
+        add_knowledge_parser,
         add_smoke_parser,
     ]
 

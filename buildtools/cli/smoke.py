@@ -9,23 +9,25 @@ import os
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..cachedir import default_cache_dir
 from ..ecosystem import load_ecosystem
-from ..errors import ConfigError, SmokeFailedError
+from ..errors import ConfigError, ExitCode, NoDeviceError, SmokeFailedError
 from ..matrix.config import load_matrix
+from ..model import RUNNER_ACCELERATOR_ENV
 from ..planning import default_matrix_path
-from ..runner import SubprocessRunner
-from ..smoke.report import (
-    ReportPaths,
-    SmokeStatus,
-    publish,
-)
+from ..process import SubprocessRunner
 from ..smoke.run import (
     SmokeOptions,
     run_smoke,
+)
+from ..smoke.smoke_report import (
+    ReportPaths,
+    SmokeStatus,
+    publish,
 )
 from ..smoke.wheels import (
     collect_wheels,
@@ -63,7 +65,10 @@ def add_smoke_parser(sub: Any) -> None:
         "--accelerator",
         choices=("auto", "cpu", "cuda", "rocm"),
         default="auto",
-        help="what this runner has (auto: nvidia-smi or /dev/nvidiactl → cuda, /dev/kfd → rocm)",
+        help=f"what this runner has; cuda/rocm: refuse (exit {int(ExitCode.NO_DEVICE)}, nothing "
+        "installed) when its torch sees no GPU. auto: $BUILDTOOLS_RUNNER_ACCELERATOR (the "
+        "runner's declared accelerator), else nvidia-smi or /dev/nvidiactl → cuda, /dev/kfd → "
+        "rocm, else cpu",
     )
     p.add_argument(
         "--torch-source",
@@ -101,6 +106,21 @@ def add_smoke_parser(sub: Any) -> None:
         help="modules to import (default: the wheel's top-level modules)",
     )
     p.add_argument(
+        "--optional-module",
+        dest="optional_modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a compiled module that may fail to load (reported, not failed); added to "
+        "matrix.yaml project.optional_modules",
+    )
+    p.add_argument(
+        "--unrecorded",
+        action="store_true",
+        help="also test wheels without a build record (not built by buildtools, e.g. from PyPI) "
+        "against --torch-python's torch, as they are",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         default=Path("smoke-results"),
@@ -111,30 +131,74 @@ def add_smoke_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_smoke)
 
 
-def _smoke_command(
-    args: argparse.Namespace,
-) -> tuple[str | None, Path | None, tuple[str, ...]]:
-    """(smoke command, project directory, what it needs installed).
+@dataclass(frozen=True, kw_only=True)
+class _Project:
+    """What the smoke takes from matrix.yaml's project (and the flags that override it)."""
+
+    command: str | None
+    directory: Path | None
+    requires: tuple[str, ...] = ()
+    optional_modules: frozenset[str] = frozenset()
+
+
+def _smoke_project(args: argparse.Namespace) -> _Project:
+    """The smoke command, the project directory, what the command needs, optional modules.
 
     `--smoke-command` replaces project.smoke only: with `--matrix` named, the project
-    directory (where the command's relative paths point) and smoke_requires still come from it.
+    directory (where the command's relative paths point), smoke_requires and
+    optional_modules still come from it.
     """
     given = args.project.resolve() if args.project else None
+    flags = frozenset(getattr(args, "optional_modules", None) or ())
     if args.smoke_command is not None and args.matrix is None:
-        return args.smoke_command, given, ()
+        return _Project(command=args.smoke_command, directory=given, optional_modules=flags)
     path = args.matrix or default_matrix_path()
     if not path.is_file():
         if args.matrix is not None:
             raise ConfigError(f"{path}: no such file")
-        return None, given, ()
+        return _Project(command=None, directory=given, optional_modules=flags)
     mf = load_matrix(path)
-    command = args.smoke_command if args.smoke_command is not None else mf.matrix.project.smoke
-    return command, given or mf.project_dir, tuple(mf.matrix.project.smoke_requires)
+    project = mf.matrix.project
+    return _Project(
+        command=args.smoke_command if args.smoke_command is not None else project.smoke,
+        directory=given or mf.project_dir,
+        requires=tuple(project.smoke_requires),
+        optional_modules=flags | frozenset(project.optional_modules),
+    )
+
+
+def _runner_accelerator(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> str:
+    """--accelerator, or what `auto` resolves to; a GPU-declared runner never becomes cpu."""
+    declared = env.get(RUNNER_ACCELERATOR_ENV, "").strip() or None
+    if declared is not None and declared not in ("cpu", "cuda", "rocm"):
+        raise ConfigError(
+            f"${RUNNER_ACCELERATOR_ENV}={declared!r}: allowed: cpu, cuda, rocm (what the "
+            "workflow declares this runner to have)"
+        )
+    if args.accelerator != "auto":
+        if declared in ("cuda", "rocm") and args.accelerator != declared:
+            raise ConfigError(
+                f"--accelerator {args.accelerator} on a runner declared {declared} "
+                f"(${RUNNER_ACCELERATOR_ENV}): a GPU runner's smoke runs on its GPU; pass "
+                f"--accelerator {declared} or unset the variable"
+            )
+        return str(args.accelerator)
+    if declared is not None:
+        out.write(f"smoke: accelerator auto → {declared} (${RUNNER_ACCELERATOR_ENV})\n")
+        return declared
+    found = detect_accelerator(exists=os.path.exists, which=shutil.which)
+    why = {
+        "cuda": "nvidia-smi or /dev/nvidiactl present",
+        "rocm": "/dev/kfd present",
+        "cpu": f"no nvidia-smi, /dev/nvidiactl or /dev/kfd; ${RUNNER_ACCELERATOR_ENV} unset",
+    }[found]
+    out.write(f"smoke: accelerator auto → {found} ({why})\n")
+    return found
 
 
 def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
     env = dict(os.environ)
-    smoke_command, project_dir, smoke_requires = _smoke_command(args)
+    project = _smoke_project(args)
     cache_dir = (args.cache_dir or default_cache_dir(env)).resolve()
     paths: list[Path] = args.wheels or ([] if args.find_links else [Path("wheelhouse")])
     out_dir = args.out.resolve()
@@ -144,16 +208,16 @@ def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
             f"no wheels found in {', '.join(map(str, paths + args.find_links))}; build some with "
             "`buildtools build`, or name wheel files, directories or --find-links pages"
         )
-    accelerator = args.accelerator
-    if accelerator == "auto":
-        accelerator = detect_accelerator(exists=os.path.exists, which=shutil.which)
+    accelerator = _runner_accelerator(args, env, out)
+    smoke_command = project.command
     opts = SmokeOptions(
         out_dir=out_dir,
         cache_dir=cache_dir,
         env=env,
         smoke_command=smoke_command,
-        smoke_requires=smoke_requires,
-        project_dir=project_dir,
+        smoke_requires=project.requires,
+        project_dir=project.directory,
+        optional_modules=project.optional_modules,
         torch_source=args.torch_source,
         torch_python=args.torch_python
         or Path(env.get("BUILDTOOLS_TORCH_PYTHON") or sys.executable),
@@ -166,12 +230,24 @@ def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
     if smoke_command is None:
         out.write("smoke: no project.smoke command (matrix.yaml) or --smoke-command: import only\n")
     report = run_smoke(
-        sources, opts=opts, runner=SubprocessRunner(), accelerator=accelerator, out=out
+        sources,
+        opts=opts,
+        runner=SubprocessRunner(),
+        accelerator=accelerator,
+        out=out,
+        unrecorded=args.unrecorded,
     )
     paths_out = ReportPaths(json=out_dir / "report.json", junit=out_dir / "junit.xml")
     report.print_table(out)
     publish(report, paths=paths_out, env=env, out=out)
     out.write(f"report: {paths_out.json}\njunit: {paths_out.junit}\n")
+    if report.runner.device_ok is False or any(
+        r.status is SmokeStatus.NO_DEVICE for r in report.results
+    ):
+        raise NoDeviceError(
+            f"{report.runner.device_check or 'no GPU visible'}\nnothing was installed or "
+            f"tested on this {accelerator} runner (report: {paths_out.json})"
+        )
     failed = report.failed
     if failed:
         lines = "\n".join(f"  {r.wheel}: {r.status.value}: {r.diagnosis}" for r in failed)

@@ -1,7 +1,7 @@
 """`buildtools doctor`: why an extension fails to import beside this torch, and what to run.
 
 The inspected environment is described by its own interpreter (`buildtools.probe.hostenv`,
-through the Runner); everything after that is static and reads files only:
+through the ProcessRunner); everything after that is static and reads files only:
 
 1. torch: version, CUDA/HIP, C++ ABI, how it was built (release/nightly wheel, source or
    vendor build), git revision, whether `import torch` works, the GPUs it sees;
@@ -39,9 +39,10 @@ from packaging.version import InvalidVersion, Version
 from ..model import Finding, Severity
 from ..probe.hostenv import DistInfo, EnvSnapshot
 from ..torchinstall import TorchInstall
-from ..wheel.checks import TorchTarget, check_binaries, is_grafted
+from ..wheel.checks import check_binaries, is_grafted
 from ..wheel.elf import ElfInfo
 from .devices import check_devices
+from .doctor_report import DoctorReport, PackageReport, Verdict
 from .libraries import binaries_of, check_needed, links_torch
 from .matching import (
     BuiltFor,
@@ -52,8 +53,7 @@ from .matching import (
     fix_for,
     parse_local_label,
 )
-from .report import DoctorReport, PackageReport, Verdict
-from .torch_state import torch_cxx11_abi, torch_distributions, torch_state
+from .torch_state import TorchState, torch_cxx11_abi, torch_distributions, torch_state
 
 
 def diagnose(
@@ -79,8 +79,7 @@ def diagnose(
                 dist,
                 binaries,
                 snapshot=snapshot,
-                target=torch.target,
-                torch_sonames=torch.sonames,
+                state=torch,
                 index=index,
                 project=project,
                 pip=pip,
@@ -194,12 +193,12 @@ def _diagnose_package(
     binaries: Sequence[tuple[str, ElfInfo]],
     *,
     snapshot: EnvSnapshot,
-    target: TorchTarget | None,
-    torch_sonames: frozenset[str],
+    state: TorchState,
     index: IndexSettings,
     project: ProjectRef | None,
     pip: str,
 ) -> PackageReport:
+    target, torch_sonames = state.target, state.sonames
     bf = built_for(dist)
     ours = dist.build_record is not None or (
         project is not None

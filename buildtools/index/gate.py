@@ -18,20 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PublishError
+from .smokelog import SmokeRun, passing_runs
 
 SMOKE_SCHEMA = "torch-buildtools/smoke-report/v1"
-_FAILING = frozenset({"failed", "aborted", "segfault", "timeout", "wrong-result", "import-error"})
+# Every status but these is a failure: one a newer `buildtools smoke` adds (no-device,
+# not-covered) holds a wheel back rather than being ignored.
+_NOT_FAILING = frozenset({"passed", "skipped"})
 
 
 @dataclass(frozen=True, kw_only=True)
 class SmokeGate:
-    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen."""
+    """Which wheels a smoke report (`buildtools smoke`) proved: sha256 → statuses seen,
+    and the passing runs (where and when), which the site keeps for its coverage map."""
 
     statuses: Mapping[str, tuple[str, ...]]
+    runs: tuple[SmokeRun, ...] = ()
 
     @classmethod
     def load(cls, reports: Sequence[Path]) -> SmokeGate:
         seen: dict[str, list[str]] = defaultdict(list)
+        runs: set[SmokeRun] = set()
         for path in reports:
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
@@ -57,7 +63,13 @@ class SmokeGate:
                         f"{path}: results[{i}]: needs a string sha256 and a string status"
                     )
                 seen[sha.lower()].append(status)
-        return cls(statuses={sha: tuple(v) for sha, v in seen.items()})
+            try:
+                runs.update(passing_runs(data, str(path)))
+            except ValueError as exc:
+                raise PublishError(
+                    f"{exc} (a report written by `buildtools smoke` has it)"
+                ) from None
+        return cls(statuses={sha: tuple(v) for sha, v in seen.items()}, runs=tuple(sorted(runs)))
 
     def verdict(self, sha256: str) -> str | None:
         """None when the wheel may be published, else why not.
@@ -66,7 +78,7 @@ class SmokeGate:
         passed on one GPU and crashed on another does not go out).
         """
         statuses = self.statuses.get(sha256, ())
-        bad = sorted({s for s in statuses if s in _FAILING})
+        bad = sorted({s for s in statuses if s not in _NOT_FAILING})
         if bad:
             return "smoke " + ", ".join(bad)
         if "passed" not in statuses:

@@ -20,11 +20,18 @@ from packaging.utils import canonicalize_name
 from ..errors import PublishError
 from ..files import check_wheel_filename, safe_join
 from .pages import LinkTarget
+from .smokelog import SmokeRun
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _SAFE_URL_RE = re.compile(r"https?://[^\s\"'<>\\`]+")
+# what the pages and their file names are made of: a PEP 440 version (torch's, a wheel's)
+# and an accelerator name, as `buildtools build` records them
+_VERSION_RE = re.compile(
+    r"v?\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[a-z0-9]+([._-][a-z0-9]+)*)?", re.I
+)
+_ACCELERATOR_RE = re.compile(r"cpu|cu\d{3,4}|rocm\d+(\.\d+)*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +94,7 @@ class IndexedWheel:
         for key in ("sha256", "metadata_sha256"):
             if not _SHA256_RE.fullmatch(raw[key]):
                 raise ValueError(f"{raw['filename']}: {key}: expected 64 hexadecimal digits")
+        _check_names(raw)
         url = raw.get("url")
         if url is not None and not _SAFE_URL_RE.fullmatch(url):
             raise ValueError(
@@ -107,6 +115,24 @@ class IndexedWheel:
             accelerator=raw["accelerator"],
             url=raw.get("url"),
             fingerprint=raw.get("fingerprint"),
+        )
+
+
+def _check_names(raw: dict[str, Any]) -> None:
+    """The values pages and their paths are made of are what a build records: the file
+    name's project, versions, an accelerator name (ValueError naming the key otherwise)."""
+    filename = raw["filename"]
+    if _canonical(raw["name"]) != _canonical(filename.split("-", 1)[0]):
+        raise ValueError(f"{filename}: name: {raw['name']!r} is not the project of the file name")
+    versions = [raw["version"], raw["torch"], *raw["torch_versions"]]
+    if not all(_VERSION_RE.fullmatch(v) for v in versions):
+        raise ValueError(
+            f"{filename}: version, torch, torch_versions: expected PEP 440 versions, got "
+            + ", ".join(repr(v) for v in versions if not _VERSION_RE.fullmatch(v))
+        )
+    if not _ACCELERATOR_RE.fullmatch(raw["accelerator"]):
+        raise ValueError(
+            f"{filename}: accelerator: {raw['accelerator']!r} is not cpu, cuNNN or rocmX.Y"
         )
 
 
@@ -165,10 +191,12 @@ def _check_types(raw: Any) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class Manifest:
-    """What a site publishes: its wheels and the files the last publish generated."""
+    """What a site publishes: its wheels, the passing smoke runs of those wheels (where and
+    when they were tested; `smokelog`), and the files the last publish generated."""
 
     wheels: tuple[IndexedWheel, ...] = ()
     generated: tuple[str, ...] = ()
+    smoke: tuple[SmokeRun, ...] = ()
 
     def to_json(self) -> str:
         """One wheel per line (diffs stay readable), each as json.dumps writes it."""
@@ -178,9 +206,13 @@ class Manifest:
 
         wheels = ",\n  ".join(_wheel_line(w) for w in self.wheels)
         generated = ",\n  ".join(line(g) for g in self.generated)
+        # only a site with smoke runs has the key: older sites keep their bytes
+        runs = ",\n  ".join(line(r.to_json()) for r in self.smoke)
+        smoke = f' "smoke": [\n  {runs}\n ],\n' if self.smoke else ""
         return (
             f'{{\n "schema": {line(INDEX_SCHEMA)},\n'
             f' "wheels": [\n  {wheels}\n ],\n'
+            f"{smoke}"
             f' "generated": [\n  {generated}\n ]\n}}\n'
         )
 
@@ -228,6 +260,10 @@ def read_manifest(site: Path) -> Manifest:
             raise ValueError("generated: expected a list of paths")
         for rel in generated:
             safe_join(site, rel, what=f"{MANIFEST_NAME} generated file")
+        smoke = data.get("smoke", [])
+        if not isinstance(smoke, list):
+            raise ValueError("smoke: expected a list of smoke runs")
+        runs = tuple(SmokeRun.from_json(r, f"smoke[{i}]") for i, r in enumerate(smoke))
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
-    return Manifest(wheels=wheels, generated=tuple(generated))
+    return Manifest(wheels=wheels, generated=tuple(generated), smoke=runs)

@@ -1,4 +1,4 @@
-"""HTML of the published index: find-links pages, PEP 503 pages, the landing page.
+"""HTML of the published index: find-links pages and PEP 503 pages (the front page: `front`).
 
 Pure string building, no I/O. Everything is sorted by the caller and nothing depends on
 the clock, so the same wheels always give byte-identical pages.
@@ -17,14 +17,12 @@ Each link carries what pip can use before downloading a wheel:
 from __future__ import annotations
 
 __all__ = [
-    "LandingRow",
     "LinkTarget",
     "anchor",
     "anchor_href_start",
     "anchor_tail",
     "quote_name",
     "render_find_links",
-    "render_landing",
     "render_simple_project",
     "render_simple_root",
     "wheels_prefix",
@@ -129,70 +127,3 @@ def render_simple_root(title: str, projects: Sequence[str]) -> str:
 def render_simple_project(title: str, anchors: Sequence[str]) -> str:
     """A PEP 503 project page (`<root>/<project>/index.html`): anchors with prefix depth 2."""
     return "\n".join([*_head(title, simple=True), *anchors, *_TAIL])
-
-
-@dataclass(frozen=True, kw_only=True)
-class LandingRow:
-    """One torch × accelerator × project line of the landing page."""
-
-    torch: str
-    accelerator: str
-    project: str
-    versions: tuple[str, ...]
-    pythons: tuple[str, ...]
-    page: str  # the find-links page, relative to the site root
-    index: str  # the per-variant PEP 503 root, relative to the site root
-    # PyTorch's index of this accelerator: without it pip satisfies `torch==2.13.*` from
-    # PyPI, whose default build is CUDA's
-    torch_index: str | None = None
-
-
-def render_landing(
-    title: str, rows: Sequence[LandingRow], *, base_url: str | None, total_wheels: int
-) -> str:
-    """Every torch × accelerator with the exact install commands."""
-    site = escape(base_url) if base_url else "&lt;site-url&gt;"
-    lines = _head(title, simple=False)
-    lines.append(
-        f"<p>{total_wheels} wheel(s). Pick the line of the torch and accelerator you have "
-        "installed; pip then picks the wheel of your Python.</p>"
-    )
-    if not base_url:
-        lines.append(
-            "<p>Links on these pages are relative; replace &lt;site-url&gt; with the URL this "
-            "page is served from (set <code>index.base_url</code> in matrix.yaml or "
-            "<code>--base-url</code> to print it here).</p>"
-        )
-    lines += [
-        "<table>",
-        "<thead><tr><th>torch</th><th>accelerator</th><th>package</th><th>versions</th>"
-        "<th>Python</th><th>install</th></tr></thead>",
-        "<tbody>",
-    ]
-    for row in rows:
-        page_href = quote(row.page, safe="/")
-        index_href = quote(row.index, safe="/")
-        torch_from = f" --extra-index-url {escape(row.torch_index)}" if row.torch_index else ""
-        find_links = f"pip install {escape(row.project)} -f {site}/{escape(row.page)}{torch_from}"
-        index_cmd = (
-            f"pip install {escape(row.project)} --index-url {site}/{escape(row.index)}{torch_from}"
-        )
-        lines.append(
-            f"<tr><td>{escape(row.torch)}</td><td>{escape(row.accelerator)}</td>"
-            f"<td>{escape(row.project)}</td><td>{escape(', '.join(row.versions))}</td>"
-            f"<td>{escape(', '.join(row.pythons))}</td>"
-            f'<td><code>{find_links}</code> (<a href="{page_href}">page</a>)<br>'
-            f'<code>{index_cmd}</code> (<a href="{index_href}">PEP 503 index</a>)</td></tr>'
-        )
-    lines += [
-        "</tbody>",
-        "</table>",
-        "<p><code>--extra-index-url</code> is PyTorch's index of that accelerator: the "
-        "wheels pin <code>torch==X.Y.*</code>, and from PyPI alone pip would install its "
-        "default (CUDA) build of torch. "
-        '<a href="simple/">simple/</a> is a PEP 503 index of every wheel; pin the full '
-        "version there (<code>==1.2.0+pt211cu130</code>), since its wheels differ only by "
-        'the local label. <a href="index.json">index.json</a> lists every published wheel '
-        "with its sha256.</p>",
-    ]
-    return "\n".join(lines + _TAIL)

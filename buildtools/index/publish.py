@@ -14,12 +14,14 @@ __all__ = ["PublishResult", "publish"]
 
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ImmutableWheelError, PublishError
 from ..files import sha256_file
 from ..knowledge import Knowledge
+from ..planner import MatrixCells
+from .coverage import CoverageMap, coverage_map
 from .gate import SmokeGate
 from .manifest import MANIFEST_NAME, Manifest, read_manifest
 from .merge import MergeResult, merge
@@ -40,6 +42,7 @@ class PublishResult:
     pages: tuple[str, ...]  # find-links pages
     wheels: int  # wheels the site lists now
     written: bool
+    coverage: CoverageMap = field(default_factory=CoverageMap)  # the map of the new site
 
 
 def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:
@@ -86,12 +89,16 @@ def publish(
     fault: Fault | None = None,
     link: bool = True,
     verify: bool = False,
+    matrix: MatrixCells | None = None,
 ) -> PublishResult:
     """Merge `sources` into the site at `site` and swap the new site in atomically.
 
     New wheels are reflinked or hard-linked into the site where the filesystem allows
     (`link`; else copied), after checking they are still the files that were read: same
-    size and mtime, and with `verify` the same sha256.
+    size and mtime, and with `verify` the same sha256. The passing smoke runs of the
+    gate's reports join those `index.json` keeps, for every wheel the site lists (one
+    published before included); `matrix` (the cells matrix.yaml names) completes the
+    coverage map.
     """
     held: list[tuple[str, str]] = []
     passing: list[WheelSource] = []
@@ -107,7 +114,9 @@ def publish(
         manifest = read_manifest(site)
         result = merge(manifest.wheels, passing)
         _check_foreign(site, result.added)
-        files = render_site(result.wheels, settings, kb)
+        runs = {*manifest.smoke, *(gate.runs if gate is not None else ())}
+        cmap = coverage_map(result.wheels, kb=kb, runs=runs, matrix=matrix)
+        files = render_site(result.wheels, settings, kb, runs=runs, matrix=matrix, coverage=cmap)
         outcome = PublishResult(
             site=site,
             added=tuple(s.wheel.filename for s in result.added),
@@ -117,6 +126,7 @@ def publish(
             pages=tuple(p for p in files if p.startswith("torch-") and "/" not in p),
             wheels=len(result.wheels),
             written=not dry_run,
+            coverage=cmap,
         )
         return manifest, result, files, outcome
 

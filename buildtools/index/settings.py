@@ -16,6 +16,10 @@ class IndexSettings:
     wheel_url: str | None = None
     alias_patches: bool = True
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # accelerator name → the index torch comes from (matrix.yaml `accelerators: torch_index`);
+    # the install commands name it. Unset: PyTorch's index of the accelerator, where PyPI's
+    # torch is another build
+    torch_indexes: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.base_url is not None:

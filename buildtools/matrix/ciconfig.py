@@ -9,7 +9,7 @@ published to PyPI. `ci.pypi` turns on trusted publishing of one variant.
 
 from __future__ import annotations
 
-__all__ = ["CiConfig", "PypiConfig"]
+__all__ = ["DEFAULT_TAG_PATTERN", "CiConfig", "PypiConfig", "check_tag_pattern"]
 
 import re
 from typing import Literal
@@ -28,6 +28,33 @@ _REGISTRY_RE = re.compile(
 )
 _CRON_FIELD = r"[0-9*/,-]+"
 _CRON_RE = re.compile(rf"{_CRON_FIELD}(?: {_CRON_FIELD}){{4}}")
+_N = "(0|[1-9][0-9]*)"
+# `v` + a PEP 440 public version in its normal form (no epoch, no local label); group 1 is
+# the version. POSIX ERE as well as Python: the workflow checks it with bash's [[ =~ ]].
+DEFAULT_TAG_PATTERN = rf"^v({_N}(\.{_N})*((a|b|rc){_N})?(\.post{_N})?(\.dev{_N})?)$"
+# what bash's ERE does not read as Python does: classes, look-arounds, lazy quantifiers
+_NOT_ERE = re.compile(r"\\[dDwWsSbBAZz0-9]|\(\?|[*+?}]\?")
+
+
+def check_tag_pattern(value: str) -> str:
+    """A release tag pattern both bash (ERE) and Python read alike; group 1 the version."""
+    try:
+        compiled = re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+    if not value.startswith("^") or not value.endswith("$") or len(value) > 300:
+        raise ValueError(
+            f"{value!r}: anchor the pattern (^…$, at most 300 characters), e.g. "
+            "'^v([0-9]+(\\.[0-9]+)*)$'"
+        )
+    if _NOT_ERE.search(value):
+        raise ValueError(
+            f"{value!r}: the workflow checks tags with bash's extended regular expressions; "
+            "write [0-9] for \\d, no (?…) groups, no lazy quantifiers"
+        )
+    if compiled.groups < 1:
+        raise ValueError(f"{value!r}: the first group (…) must capture the version")
+    return value
 
 
 class PypiConfig(Strict):
@@ -64,6 +91,14 @@ class CiConfig(Strict):
     # when the scheduled run on the default branch refreshes the caches (cron, UTC)
     cache_schedule: str = "23 4 * * 1"
     pypi: PypiConfig | None = None
+    # a release starts only for a tag matching this (group 1: the version the source must
+    # declare); checked by the workflow before any checked-out code runs
+    tag_pattern: str = DEFAULT_TAG_PATTERN
+    # the protected environment of every release job that can write (contents, id-token):
+    # its required reviewers approve each publish (docs/ci.md gives the settings)
+    environment: Label = "release"
+
+    _tag = field_validator("tag_pattern")(classmethod(lambda cls, v: check_tag_pattern(v)))
 
     @field_validator("version_file")
     @classmethod

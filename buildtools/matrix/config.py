@@ -15,12 +15,14 @@ __all__ = [
     "ProjectConfig",
     "RepairCommand",
     "Runners",
+    "is_range",
     "json_schema",
     "load_matrix",
     "parse_matrix",
 ]
 
 import difflib
+import keyword
 import re
 import string
 import types
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -45,7 +48,8 @@ from ..errors import ConfigError
 from ..knowledge import Knowledge, load_knowledge
 from ..model import PLATFORMS, AbiMode, Accelerator
 from .ciconfig import CiConfig
-from .fields import Strict, check_url
+from .fields import ByteSize, Strict, check_url
+from .indexconfig import DEFAULT_LOCAL_VERSION, IndexConfig
 from .runners import Runners
 from .yamlsource import Loc, SourceMap, load_yaml
 
@@ -53,9 +57,8 @@ FAMILIES = ("cpu", "cuda", "rocm")
 CELL_KEYS = ("torch", "accelerator", "python", "platform")
 HOST = "host"
 CURRENT = "current"  # axes.torch: the torch of the running environment
-_PY_RE = re.compile(r"^3\.\d{1,2}$")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?$")  # '3.14t': free-threaded CPython
 _TORCH_RE = re.compile(r"^\d+\.\d+\.\d+$")
-_LOCAL_FIELDS = ("torch_major", "torch_minor", "torch_patch", "accelerator", "abi")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -79,12 +82,37 @@ def _kb(info: ValidationInfo) -> Knowledge:
     return kb if isinstance(kb, Knowledge) else load_knowledge()
 
 
+def is_range(value: str) -> bool:
+    """A version specifier ('>=2.10', '~=2.13.0', '>=2.10,<2.14'), not a release or glob."""
+    return value.startswith(("<", ">", "=", "!", "~"))
+
+
+def _check_torch_range(value: str, info: ValidationInfo) -> str:
+    try:
+        spec = SpecifierSet(value)
+    except InvalidSpecifier:
+        raise ValueError(
+            f"{value!r} is not a version range; write a specifier such as '>=2.10' or "
+            "'>=2.10,<2.15'"
+        ) from None
+    known = _kb(info).torch_versions()
+    if not any(spec.contains(v) for v in known):
+        raise ValueError(
+            f"{value!r} matches no torch release the knowledge base knows ({known[0]} … "
+            f"{known[-1]}; `buildtools knowledge` lists them)"
+        )
+    return value
+
+
 def _check_torch_version(value: str, info: ValidationInfo) -> str:
     if value == CURRENT:
         return value
+    if is_range(value):
+        return _check_torch_range(value, info)
     if not _TORCH_RE.match(value):
         raise ValueError(
-            f"{value!r} is not a torch release; write MAJOR.MINOR.PATCH, e.g. 2.11.0, or "
+            f"{value!r} is not a torch release; write MAJOR.MINOR.PATCH, e.g. 2.11.0, a range "
+            "such as '>=2.10' (every release the index serves, newest patch per minor), or "
             "'current' for the torch of the running environment"
         )
     known = _kb(info).torch_versions()
@@ -101,7 +129,8 @@ def _check_torch_version(value: str, info: ValidationInfo) -> str:
 def _check_python(value: str) -> str:
     if value != HOST and not _PY_RE.match(value):
         raise ValueError(
-            f"{value!r} is not a Python version; allowed: '3.X' (e.g. \"3.12\") or 'host'"
+            f"{value!r} is not a Python version; allowed: '3.X' (e.g. \"3.12\"), '3.Xt' for "
+            "free-threaded CPython (\"3.14t\") or 'host'"
         )
     return value
 
@@ -155,6 +184,11 @@ class CellRule(Strict):
     @field_validator("torch", "accelerator", "python", "platform")
     @classmethod
     def _glob(cls, value: str | None) -> str | None:
+        if value is not None and is_range(value):
+            raise ValueError(
+                f"{value!r}: a torch range belongs in axes.torch; a rule names a release or "
+                "a glob (e.g. '2.14.*')"
+            )
         return _check_glob(value) if value is not None else None
 
     @model_validator(mode="after")
@@ -185,6 +219,9 @@ class RepairCommand(Strict):
         if not any("{wheel}" in a for a in argv):
             raise ValueError("the command must use {wheel} (the raw wheel to repair)")
         return argv
+
+
+_MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
@@ -223,9 +260,6 @@ class AcceleratorOverride(Strict):
 
 
 # the local version label of a wheel when matrix.yaml's index.local_version is not set
-DEFAULT_LOCAL_VERSION = "pt{torch_major}{torch_minor}{accelerator}"
-
-
 class Profile(Strict):
     """A named subset of the matrix: cells matching any `select` rule (all when empty)."""
 
@@ -233,76 +267,16 @@ class Profile(Strict):
     select: list[CellRule] = Field(default_factory=list)
 
 
-_WHEEL_URL_FIELDS = ("filename", "project", "version", "public_version")
-_PAGE_KEY_RE = re.compile(r"^\d+\.\d+\.\d+\+(?:cpu|cu\d{3,4}|rocm\d+\.\d+(?:\.\d+)?)$")
-
-
-def _check_page_key(value: str) -> str:
-    if not _PAGE_KEY_RE.match(value):
-        raise ValueError(
-            f"{value!r} is not a page key; write TORCH+ACCELERATOR, e.g. '2.11.0+cu130'"
-        )
-    return value
-
-
-PageKey = Annotated[str, AfterValidator(_check_page_key)]
-
-
-class IndexConfig(Strict):
-    """Settings of `buildtools index` (the find-links pages and PEP 503 index)."""
-
-    base_url: str | None = None
-    local_version: str = DEFAULT_LOCAL_VERSION
-    alias_patches: bool = True
-    aliases: dict[PageKey, list[PageKey]] = Field(default_factory=dict)
-    wheel_url: str | None = None
-
-    @field_validator("base_url")
-    @classmethod
-    def _base_url(cls, value: str | None) -> str | None:
-        # '' is allowed: relative links (a site served from anywhere)
-        return check_url(value, schemes=("https", "http")) if value else value
-
-    @field_validator("wheel_url")
-    @classmethod
-    def _wheel_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        names = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
-        unknown = sorted(names - set(_WHEEL_URL_FIELDS))
-        if unknown:
-            raise ValueError(
-                f"unknown placeholder {{{unknown[0]}}}; allowed: "
-                + ", ".join("{" + f + "}" for f in _WHEEL_URL_FIELDS)
-            )
-        if "filename" not in names:
-            raise ValueError("the template must use {filename} (the wheel's file name)")
-        return check_url(value, schemes=("https", "http", "file"))
-
-    @field_validator("local_version")
-    @classmethod
-    def _template(cls, value: str) -> str:
-        for _, name, _, _ in string.Formatter().parse(value):
-            if name is not None and name not in _LOCAL_FIELDS:
-                raise ValueError(
-                    f"unknown placeholder {{{name}}}; allowed: "
-                    + ", ".join("{" + f + "}" for f in _LOCAL_FIELDS)
-                )
-        probe = value.format(
-            torch_major=2, torch_minor=11, torch_patch=0, accelerator="cu130", abi="abi3"
-        )
-        if not re.fullmatch(r"[A-Za-z0-9]+(\.[A-Za-z0-9]+)*", probe):
-            raise ValueError(
-                f"{value!r} gives {probe!r}, not a valid PEP 440 local label "
-                "(letters, digits and dots only)"
-            )
-        return value
-
-
 class BuildSettings(Strict):
     max_jobs: int | None = Field(default=None, ge=1)
     # ccache for the host compiler and nvcc (when ccache is installed); false turns it off
     ccache: bool = True
+    # wheel-size check: warning and error thresholds (default: PyPI's 100 MiB upload limit,
+    # GitHub's 2 GiB release-asset limit, data/ecosystem.json)
+    size_warning: ByteSize = None
+    size_error: ByteSize = None
+    # nvcc --compress-mode for the fatbins of CUDA >= 12.8 jobs (None: nvcc's default)
+    cuda_compress: Literal["default", "size", "speed", "balance", "none"] | None = None
 
 
 class ProjectConfig(Strict):
@@ -314,8 +288,28 @@ class ProjectConfig(Strict):
     # into each wheel's smoke env before it runs
     smoke_requires: list[str] = Field(default_factory=list)
     build_env: dict[str, str] = Field(default_factory=dict)
+    # compiled modules (dotted names, as `import` takes them) that may fail to load where
+    # their library or device is absent: `buildtools smoke` reports them instead of failing
+    optional_modules: list[str] = Field(default_factory=list)
 
     _env = field_validator("build_env")(classmethod(lambda cls, v: _check_env(v)))
+
+    @field_validator("optional_modules")
+    @classmethod
+    def _modules(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for name in value:
+            if not _MODULE_RE.fullmatch(name) or any(
+                keyword.iskeyword(part) for part in name.split(".")
+            ):
+                raise ValueError(
+                    f"{name!r} is not a module name; write it as `import` takes it, dotted, "
+                    "e.g. 'my_ext._cuda'"
+                )
+            if name in seen:
+                raise ValueError(f"{name!r} is listed twice")
+            seen.add(name)
+        return value
 
 
 class Axes(Strict):
@@ -382,7 +376,10 @@ class Matrix(Strict):
             ("torch", value.pypi.torch, axes.torch),
             ("accelerator", value.pypi.accelerator, axes.accelerator),
         ):
-            if chosen not in axis:
+            in_range = key == "torch" and any(
+                is_range(a) and SpecifierSet(a).contains(chosen) for a in axis
+            )
+            if chosen not in axis and not in_range:
                 raise ValueError(
                     f"pypi.{key}: {chosen!r} is not in axes.{key} ({', '.join(axis)}); "
                     "the PyPI variant must be one the matrix builds"
@@ -462,6 +459,8 @@ def _describe(err: Mapping[str, Any], source: SourceMap) -> tuple[int, str]:
         p for p in loc if not (isinstance(p, str) and ("[" in p or p in {"str", "RepairCommand"}))
     )
     kind = err["type"]
+    if kind == "extra_forbidden" and err["loc"] and (not loc or loc[-1] != err["loc"][-1]):
+        loc = (*loc, err["loc"][-1])  # the unknown key itself, even one like '0[' (hypothesis)
     where = source.where(loc)
     line = source.line(loc) or 0
     path = _dotted(loc)

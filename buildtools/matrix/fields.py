@@ -3,13 +3,13 @@ and URLs that nothing generated from them (YAML, HTML, shell) can be broken out 
 
 from __future__ import annotations
 
-__all__ = ["Label", "RunnerLabel", "Strict", "check_label", "check_url"]
+__all__ = ["ByteSize", "Label", "RunnerLabel", "Strict", "check_label", "check_url"]
 
 import re
 import urllib.parse
-from typing import Annotated, Union
+from typing import Annotated, Any, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 
 class Strict(BaseModel):
@@ -49,3 +49,31 @@ def check_url(value: str, *, schemes: tuple[str, ...]) -> str:
     if bad is not None:
         raise ValueError(f"{value!r} contains {bad!r}; percent-encode it (e.g. %20 for a space)")
     return value
+
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?\s*$")
+_UNITS = {
+    "B": 1,
+    "KiB": 1 << 10,
+    "MiB": 1 << 20,
+    "GiB": 1 << 30,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+}
+
+
+def _byte_size(value: Any) -> Any:
+    """'100 MiB', '2 GiB', '500MB' or a number of bytes → bytes."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    match = _SIZE_RE.match(str(value))
+    if match is None:
+        raise ValueError(
+            f"{value!r} is not a size; write bytes or a number with B, KiB, MiB, GiB, KB, MB "
+            'or GB, e.g. "100 MiB"'
+        )
+    return int(float(match[1]) * _UNITS[match[2] or "B"])
+
+
+ByteSize = Annotated[int | None, BeforeValidator(_byte_size), Field(default=None, gt=0)]

@@ -8,25 +8,32 @@ labels, Requires-Dist, arch lists), which the doctor shares.
 from __future__ import annotations
 
 __all__ = [
+    "MatrixCells",
     "Plan",
+    "RangeResolution",
     "RemovedCell",
+    "Selection",
+    "ServedTorch",
+    "abi_window",
     "arch_list_from_torch",
     "current_local_version",
     "local_version",
+    "matrix_cells",
     "needs_current",
     "plan",
+    "torch_index_for",
 ]
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..knowledge import Knowledge
 from ..matrix.config import MatrixFile
 from ..model import BuildJob, Cell
 from ..torchinstall import TorchInstall
-from .cells import RemovedCell, needs_current, select_cells
-from .derive import arch_list_from_torch, current_local_version, local_version
-from .jobs import group_jobs
+from .cells import MatrixCells, RemovedCell, Selection, matrix_cells, needs_current, select_cells
+from .derive import abi_window, arch_list_from_torch, current_local_version, local_version
+from .jobs import group_jobs, torch_index_for
+from .ranges import RangeResolution, ServedTorch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +45,10 @@ class Plan:
     jobs: tuple[BuildJob, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    # every cell the matrix names, whatever the profile (the coverage map's rows and columns)
+    matrix: MatrixCells = field(default_factory=MatrixCells)
+    # what each range of axes.torch resolved to, and why other releases were left out
+    ranges: tuple[RangeResolution, ...] = ()
 
     @property
     def builds_saved(self) -> int:
@@ -50,32 +61,35 @@ class Plan:
         raise KeyError(cell_id)
 
 
+# the matrix's default profile, no --only, no --torch
+_DEFAULT_SELECTION = Selection()
+
+
 def plan(
     mf: MatrixFile,
     kb: Knowledge,
     *,
     host_python: str,
-    profile: str | None = None,
-    only: Iterable[str] = (),
-    strict: bool = False,
     current: TorchInstall | None = None,
-    torch_axis: Sequence[str] | None = None,
+    selection: Selection = _DEFAULT_SELECTION,
+    served: ServedTorch | None = None,
+    offline_reason: str | None = None,
 ) -> Plan:
     """Expand axes, apply include/exclude/profile/--only, drop impossible cells, group into jobs.
 
     `current` is the torch of the running environment (host facts, probed by the caller),
-    what `torch: current` stands for. `torch_axis` replaces `axes.torch` (`--torch`); then
-    the default profile is not applied and include rules naming another torch are skipped.
+    what `torch: current` stands for; `selection` which cells to keep; `served` the torch
+    releases the package index serves (a host fact the caller fetched; None: a torch range
+    resolves against the knowledge base alone, `offline_reason` saying why).
     """
     selected = select_cells(
         mf,
         kb,
         host_python=host_python,
-        profile=profile,
-        only=only,
-        strict=strict,
         current=current,
-        torch_axis=torch_axis,
+        selection=selection,
+        served=served,
+        offline_reason=offline_reason,
     )
     return Plan(
         profile=selected.profile,
@@ -83,4 +97,6 @@ def plan(
         jobs=tuple(group_jobs(mf, kb, selected.cells, current)),
         removed=selected.removed,
         excluded=selected.excluded,
+        matrix=selected.matrix,
+        ranges=selected.ranges,
     )

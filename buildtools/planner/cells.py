@@ -11,8 +11,11 @@ from __future__ import annotations
 
 __all__ = [
     "CellSelection",
+    "MatrixCells",
     "RemovedCell",
+    "Selection",
     "cell_key",
+    "matrix_cells",
     "needs_current",
     "python_key",
     "select_cells",
@@ -20,18 +23,21 @@ __all__ = [
 
 import difflib
 import fnmatch
+import functools
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from ..errors import ConfigError, PlanError
 from ..knowledge import Knowledge
-from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob
+from ..matrix.config import CELL_KEYS, CURRENT, HOST, CellRule, MatrixFile, is_glob, is_range
 from ..model import Accelerator, Cell
 from ..torchinstall import TorchInstall
+from .ranges import RangeResolution, ServedTorch, resolve_axis
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,20 +48,31 @@ class RemovedCell:
     reason: str
 
 
+# a matrix of thousands of cells has a few dozen values per axis: each is parsed once
+_version = functools.lru_cache(maxsize=1024)(Version)
+_accelerator = functools.lru_cache(maxsize=1024)(Accelerator.parse)
+
+
+@functools.lru_cache(maxsize=1024)
+def _python(python: str) -> tuple[int, ...]:
+    return python_key(python)
+
+
 def cell_key(cell: Cell) -> tuple[Any, ...]:
     """The order of cells and jobs: torch, current last, accelerator, Python, platform."""
     return (
-        Version(cell.torch),
+        _version(cell.torch),
         cell.current,
-        Accelerator.parse(cell.accelerator),
-        tuple(int(p) for p in cell.python.split(".")),
+        _accelerator(cell.accelerator),
+        _python(cell.python),
         cell.platform,
     )
 
 
 def python_key(python: str) -> tuple[int, ...]:
-    """'3.10' after '3.9'."""
-    return tuple(int(p) for p in python.split("."))
+    """'3.10' after '3.9'; the free-threaded '3.14t' right after '3.14'."""
+    free_threaded = python.endswith("t")
+    return (*(int(p) for p in python.removesuffix("t").split(".")), int(free_threaded))
 
 
 def _torch_matches(cell: Cell, pattern: str) -> bool:
@@ -128,18 +145,19 @@ def _expand_include(
     ]
 
 
-def _abi_reason(abi: str, cell: Cell) -> str | None:
-    v = Version(cell.torch)
-    if abi == "abi3" and v < Version("2.6"):
-        return f"abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); torch {cell.torch} is older"
-    if abi == "stable" and v < Version("2.10"):
-        return f"abi: stable needs torch >= 2.10 (LibTorch stable ABI with TORCH_TARGET_VERSION); torch {cell.torch} is older"
-    return None
-
-
 def _torch_axis(kb: Knowledge, values: Sequence[str]) -> list[str]:
     known = kb.torch_versions()
     for value in values:
+        if is_range(value):
+            try:
+                spec = SpecifierSet(value)
+            except InvalidSpecifier:
+                raise PlanError(
+                    f"--torch {value}: not a version range; e.g. '>=2.10' or '>=2.10,<2.15'"
+                ) from None
+            if not any(spec.contains(v) for v in known):
+                raise PlanError(f"--torch {value}: matches no known torch release")
+            continue
         if value != CURRENT and value not in known:
             close = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
@@ -165,6 +183,32 @@ def needs_current(mf: MatrixFile, torch_axis: Sequence[str] | None) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Selection:
+    """Which cells of the matrix a plan keeps: a profile, `--only` globs, `--torch` values.
+
+    `torch_axis` replaces `axes.torch` (`--torch`); then the default profile is not applied
+    and include rules naming another torch are skipped. `strict` fails on a requested cell
+    that never existed instead of dropping it.
+    """
+
+    profile: str | None = None
+    only: Sequence[str] = ()
+    strict: bool = False
+    torch_axis: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatrixCells:
+    """Every cell the matrix names, whatever the profile: what it promises (buildable), what
+    it asks for that cannot exist (with the reason), and what its `exclude` rules remove.
+    The coverage map (`index.coverage`) is drawn from it."""
+
+    cells: tuple[Cell, ...] = ()
+    impossible: tuple[RemovedCell, ...] = ()
+    excluded: tuple[Cell, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class CellSelection:
     """The cells a plan builds, in build order, and what was dropped on the way."""
 
@@ -172,28 +216,23 @@ class CellSelection:
     cells: tuple[Cell, ...]
     removed: tuple[RemovedCell, ...]
     excluded: int
+    matrix: MatrixCells = field(default_factory=MatrixCells)
+    ranges: tuple[RangeResolution, ...] = ()
 
 
-def select_cells(
+def _expand(
     mf: MatrixFile,
     kb: Knowledge,
     *,
     host_python: str,
-    profile: str | None,
-    only: Iterable[str],
-    strict: bool,
-    current: TorchInstall | None,
+    torch_values: Sequence[str],
     torch_axis: Sequence[str] | None,
-) -> CellSelection:
-    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`)."""
+    current: TorchInstall | None,
+) -> tuple[dict[str, Cell], list[Cell]]:
+    """The axes' product, less what `exclude` removes (returned apart), plus `include`.
+
+    Without `current`, the cells `torch: current` stands for are left out."""
     m = mf.matrix
-    torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
-    if needs_current(mf, torch_axis) and current is None:
-        raise PlanError(
-            f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
-            "the running environment, and none was given; run buildtools with that "
-            "environment's interpreter or pass --torch-python PATH"
-        )
     axes = {
         "torch": [t for t in torch_values if t != CURRENT],
         "accelerator": list(m.axes.accelerator),
@@ -214,13 +253,13 @@ def select_cells(
         rule = _resolve_host(raw_rule, host_python)
         for cid in [cid for cid, c in cells.items() if _matches(c, rule)]:
             excluded_cells.append(cells.pop(cid))
-    excluded = len(excluded_cells)
 
     for i, rule in enumerate(m.include):
         if torch_axis is not None and not _in_axis(rule.torch, torch_values):
             continue  # --torch replaced the axis this rule adds to
         if rule.torch == CURRENT:
-            assert current is not None
+            if current is None:
+                continue  # matrix_cells: no running environment to stand for
             cell = _current_cell(current)
             if not _matches(cell, _resolve_host(rule, host_python)):
                 raise ConfigError(
@@ -234,12 +273,94 @@ def select_cells(
             cells[cell.id] = cell
             continue
         for cell in _expand_include(mf, i, _resolve_host(rule, host_python), axes):
-            reason = kb.cell_unavailable_reason(cell) or _abi_reason(m.project.abi, cell)
+            reason = kb.cell_unavailable_reason(cell) or kb.abi_unavailable_reason(
+                m.project.abi, cell.torch
+            )
             if reason:
                 raise ConfigError(
                     mf.error(("include", i), f"impossible include {cell.id}: {reason}")
                 )
             cells[cell.id] = cell
+
+    return cells, excluded_cells
+
+
+def _reasons(mf: MatrixFile, kb: Knowledge, cells: Mapping[str, Cell]) -> dict[str, str]:
+    """Cell id → why it cannot exist (knowledge base, ABI mode), for those that cannot."""
+    reasons: dict[str, str] = {}
+    for cid, cell in cells.items():
+        # the running torch exists by definition; only the ABI mode can rule it out
+        known = None if cell.current else kb.cell_unavailable_reason(cell)
+        reason = known or kb.abi_unavailable_reason(mf.matrix.project.abi, cell.torch)
+        if reason:
+            reasons[cid] = reason
+    return reasons
+
+
+def _matrix_cells(
+    cells: Mapping[str, Cell], reasons: Mapping[str, str], excluded: Sequence[Cell]
+) -> MatrixCells:
+    ordered = sorted(
+        ((cid, c) for cid, c in cells.items() if not c.current), key=lambda kv: cell_key(kv[1])
+    )
+    return MatrixCells(
+        cells=tuple(c for cid, c in ordered if cid not in reasons),
+        impossible=tuple(
+            RemovedCell(cell=c, reason=reasons[cid]) for cid, c in ordered if cid in reasons
+        ),
+        excluded=tuple(sorted((c for c in excluded if not c.current), key=cell_key)),
+    )
+
+
+def matrix_cells(mf: MatrixFile, kb: Knowledge, *, host_python: str) -> MatrixCells:
+    """Every cell the matrix names, whatever the profile (`torch: current` left out: the
+    running environment's torch is no release an index lists)."""
+    values = [t for t in mf.matrix.axes.torch if t != CURRENT]
+    torch_values, _ = resolve_axis(values, kb, None, offline_reason="the coverage map")
+    cells, excluded = _expand(
+        mf, kb, host_python=host_python, torch_values=torch_values, torch_axis=None, current=None
+    )
+    return _matrix_cells(cells, _reasons(mf, kb, cells), excluded)
+
+
+def select_cells(
+    mf: MatrixFile,
+    kb: Knowledge,
+    *,
+    host_python: str,
+    current: TorchInstall | None,
+    selection: Selection,
+    served: ServedTorch | None = None,
+    offline_reason: str | None = None,
+) -> CellSelection:
+    """Expand axes, apply include/exclude/profile/--only, drop impossible cells (see `plan`).
+
+    `served` is what the package index serves of torch (a host fact fetched by the caller):
+    a range of axes.torch resolves to the releases it has; None resolves it against the
+    knowledge base alone (`offline_reason` says why, in the plan's note).
+    """
+    m = mf.matrix
+    profile, only, strict = selection.profile, selection.only, selection.strict
+    torch_axis = selection.torch_axis
+    torch_values = _torch_axis(kb, torch_axis) if torch_axis is not None else list(m.axes.torch)
+    torch_values, ranges = resolve_axis(torch_values, kb, served, offline_reason=offline_reason)
+    if needs_current(mf, torch_axis) and current is None:
+        raise PlanError(
+            f"{mf.source.where(('axes', 'torch'))}: axes.torch: 'current' needs the torch of "
+            "the running environment, and none was given; run buildtools with that "
+            "environment's interpreter or pass --torch-python PATH"
+        )
+    cells, excluded_cells = _expand(
+        mf,
+        kb,
+        host_python=host_python,
+        torch_values=torch_values,
+        torch_axis=torch_axis,
+        current=current,
+    )
+    excluded = len(excluded_cells)
+    reasons = _reasons(mf, kb, cells)
+    matrix = _matrix_cells(cells, reasons, excluded_cells)
 
     all_cells = dict(cells)
     if profile is None and torch_axis is None:
@@ -261,12 +382,9 @@ def select_cells(
 
     removed: list[RemovedCell] = []
     for cid in sorted(cells, key=lambda k: cell_key(cells[k])):
-        cell = cells[cid]
-        # the running torch exists by definition; only the ABI mode can rule it out
-        known = None if cell.current else kb.cell_unavailable_reason(cell)
-        reason = known or _abi_reason(m.project.abi, cell)
+        reason = reasons.get(cid)
         if reason:
-            removed.append(RemovedCell(cell=cell, reason=reason))
+            removed.append(RemovedCell(cell=cells[cid], reason=reason))
             del cells[cid]
     if strict and removed:
         lines = "\n".join(f"  {r.cell.id}: {r.reason}" for r in removed)
@@ -298,6 +416,13 @@ def select_cells(
 
     if not cells:
         where = f"profile {profile!r}" if profile else "the matrix"
+        empty = [r for r in ranges if not r.versions]
+        if empty:
+            raise PlanError(
+                f"{mf.source.where(('axes', 'torch'))}: axes.torch: {empty[0].spec!r} resolves "
+                f"to no release ({empty[0].note}); left out: "
+                + "; ".join(f"{v}: {why}" for v, why in empty[0].left_out)
+            )
         raise PlanError(
             f"{mf.source.where(('profiles', profile) if profile else ('axes',))}: {where} "
             "selects no buildable cell; check axes, exclude and the profile's select rules"
@@ -308,6 +433,8 @@ def select_cells(
         cells=tuple(sorted(cells.values(), key=cell_key)),
         removed=tuple(removed),
         excluded=excluded,
+        matrix=matrix,
+        ranges=tuple(ranges),
     )
 
 
@@ -326,7 +453,7 @@ def _profiles_with(
         for cid, c in cells.items()
         if any(fnmatch.fnmatchcase(cid, g) for g in only)
         and (c.current or kb.cell_unavailable_reason(c) is None)
-        and _abi_reason(mf.matrix.project.abi, c) is None
+        and kb.abi_unavailable_reason(mf.matrix.project.abi, c.torch) is None
     ]
     found: list[str] = []
     for name in sorted(mf.matrix.profiles):

@@ -7,6 +7,7 @@ matches an installed torch with the same label template the planner gave it.
 from __future__ import annotations
 
 __all__ = [
+    "abi_window",
     "arch_list_from_torch",
     "current_local_version",
     "local_version",
@@ -17,6 +18,8 @@ __all__ = [
 from collections.abc import Sequence
 
 from packaging.version import Version
+
+from ..model import BuildJob
 
 
 def local_version(template: str, *, torch: str, accelerator: str, abi: str) -> str:
@@ -67,17 +70,20 @@ def arch_list_from_torch(archs: Sequence[str], kind: str) -> str | None:
     return ";".join(f"{n}+PTX" if ptx else n for n, ptx in entries.items()) or None
 
 
-def requires_dist(abi: str, torch: str, *, exact: bool = False) -> str:
+def requires_dist(abi: str, torch: str, *, exact: bool = False, newest: str | None = None) -> str:
     """The wheel's `Requires-Dist` on torch, for a build against `torch`.
 
-    Per-python and abi3 wheels hold torch's C++ ABI: the minor is pinned. Stable-ABI
-    wheels run on the oldest torch and every later one. `exact`: a pre-release, source or
-    vendor torch matches no `==X.Y.*` (pre-releases are excluded), so its exact public
-    version is pinned instead.
+    Per-python and abi3 wheels hold torch's C++ ABI: the minor is pinned. A stable-ABI
+    wheel claims the torch releases its job covers, from `torch` to `newest` (default:
+    `torch`), and no more: those are the ones its smoke tests prove, so the range is
+    `>=oldest minor,<the minor after the newest` (the ABI window, proven not assumed).
+    `exact`: a pre-release, source or vendor torch matches no `==X.Y.*` (pre-releases are
+    excluded), so its exact public version is pinned instead.
     """
     v = Version(torch)
-    if abi == "stable":
-        return f"torch>={v.major}.{v.minor}"
+    if abi == "stable" and not exact:
+        top = Version(newest) if newest else v
+        return f"torch>={v.major}.{v.minor},<{top.major}.{top.minor + 1}"
     if exact:
         return f"torch=={v.public}"
     return f"torch=={v.major}.{v.minor}.*"
@@ -87,3 +93,30 @@ def target_version_hex(torch: str) -> str:
     """TORCH_TARGET_VERSION of the stable ABI: '2.10.0' → '0x020a000000000000'."""
     v = Version(torch)
     return f"0x{v.major:02x}{v.minor:02x}{v.micro:02x}0000000000"
+
+
+def abi_window(job: BuildJob) -> tuple[tuple[str, str], ...]:
+    """Where each torch release a stable-ABI job claims is proven: (torch, where).
+
+    A CPU runner installs every claimed torch in a fresh environment (`buildtools smoke`
+    tests a stable wheel on each); a GPU runner tests the torch it can install, its own
+    when it is offline (`--system-torch`); a family without a smoke runner proves nothing
+    and is never published. Other ABI modes claim one torch: the build's.
+    """
+    if job.abi != "stable":
+        return ()
+    label = job.smoke_runner
+    runner = ", ".join(label) if isinstance(label, tuple) else label
+    out = []
+    for torch in job.torch_versions:
+        if not runner:
+            where = "not proven: no smoke runner for this family (never published)"
+        elif job.accelerator.kind == "cpu":
+            where = f"smoke on {runner}, a fresh environment with torch {torch}"
+        else:
+            where = (
+                f"smoke on {runner} where it can install torch {torch} (an offline runner "
+                "proves only its own torch)"
+            )
+        out.append((torch, where))
+    return tuple(out)

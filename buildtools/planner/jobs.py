@@ -9,7 +9,7 @@ the matrix the same way for both.
 
 from __future__ import annotations
 
-__all__ = ["group_jobs"]
+__all__ = ["group_jobs", "torch_index_for"]
 
 import fnmatch
 from collections.abc import Sequence
@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 from packaging.version import Version
 
+from ..ecosystem import load_ecosystem
 from ..errors import ConfigError
 from ..knowledge import Knowledge
 from ..matrix.config import AcceleratorOverride, MatrixFile, is_glob
 from ..matrix.yamlsource import Loc
-from ..model import Accelerator, BuildJob, Cell, RepairPolicy, Toolkit, python_tag
+from ..model import AbiMode, Accelerator, BuildJob, Cell, RepairPolicy, Toolkit, python_tag
 from ..torchinstall import TorchInstall
 from .cells import cell_key, python_key
 from .derive import (
@@ -53,6 +54,12 @@ def _override_for(mf: MatrixFile, accelerator: Accelerator) -> AcceleratorOverri
     return AcceleratorOverride.model_validate(merged)
 
 
+def torch_index_for(mf: MatrixFile, accelerator: Accelerator) -> str | None:
+    """The index `accelerators:` names for torch of this accelerator (None: not set)."""
+    index = _override_for(mf, accelerator).torch_index
+    return index.replace("{accelerator}", accelerator.name) if index is not None else None
+
+
 def _repair_policy(override: AcceleratorOverride) -> RepairPolicy:
     repair = override.repair
     excludes = tuple(override.exclude_libs)
@@ -63,7 +70,7 @@ def _repair_policy(override: AcceleratorOverride) -> RepairPolicy:
 
 def _arch_var(accel: Accelerator) -> str:
     """The variable cpp_extension reads the arch list from."""
-    return "TORCH_CUDA_ARCH_LIST" if accel.kind == "cuda" else "PYTORCH_ROCM_ARCH"
+    return load_ecosystem().arch_variables[accel.kind]
 
 
 def _arch_loc(mf: MatrixFile, accelerator: Accelerator) -> Loc:
@@ -163,15 +170,13 @@ def _index_torch(
                         )
                     )
         toolkit = _toolkit(accel, arch_list, kb.toolkit_requirements(build_torch, accel))
-    index = override.torch_index
-    if index is not None:
-        index = index.replace("{accelerator}", accel.name)
+    index = torch_index_for(mf, accel)
     return _BuildTorch(
         torch=build_torch,
         torch_versions=tuple(torches),
         pythons=tuple(sorted({c.python for c in cells}, key=python_key)),
         toolkit=toolkit,
-        requires_dist=requires_dist(abi, build_torch),
+        requires_dist=requires_dist(abi, build_torch, newest=torches[-1]),
         image=override.image or kb.builder_image(build_torch, accel, platform),
         platform_tag=kb.wheel_platform_tag(build_torch, accel, platform),
         local_version=local_version(
@@ -239,6 +244,17 @@ def _current_torch(
     )
 
 
+# nvcc learned --compress-mode in CUDA 12.8 (older nvcc rejects the option)
+_COMPRESS_SINCE = Version("12.8")
+
+
+def _compress_flag(mode: str | None, toolkit: Toolkit | None) -> str | None:
+    """`--compress-mode=MODE` for a CUDA >= 12.8 job when build.cuda_compress asks for it."""
+    if mode is None or toolkit is None or toolkit.kind != "cuda":
+        return None
+    return f"--compress-mode={mode}" if Version(toolkit.version) >= _COMPRESS_SINCE else None
+
+
 def _make_job(
     mf: MatrixFile,
     kb: Knowledge,
@@ -246,9 +262,14 @@ def _make_job(
     *,
     job_id: str,
     current: TorchInstall | None = None,
+    abi: AbiMode | None = None,
 ) -> BuildJob:
-    """The job of `cells`: against `current` when given, else against an index torch."""
+    """The job of `cells`: against `current` when given, else against an index torch;
+    `abi` overrides the matrix's mode (a free-threaded cell is always per-python)."""
     m = mf.matrix
+    if abi is not None and abi != m.project.abi:
+        mf = _with_abi(mf, abi)
+        m = mf.matrix
     abi = m.project.abi
     first = cells[0]
     accel = Accelerator.parse(first.accelerator)
@@ -270,6 +291,9 @@ def _make_job(
         env["MAX_JOBS"] = str(m.build.max_jobs)
     env.update(m.project.build_env)
     env.update(override.build_env)
+    compress = _compress_flag(m.build.cuda_compress, built.toolkit)
+    if compress:
+        env["NVCC_APPEND_FLAGS"] = f"{env.get('NVCC_APPEND_FLAGS', '')} {compress}".strip()
     return BuildJob(
         id=job_id,
         cells=tuple(cells),
@@ -298,6 +322,16 @@ def _make_job(
     )
 
 
+def _with_abi(mf: MatrixFile, abi: AbiMode) -> MatrixFile:
+    project = mf.matrix.project.model_copy(update={"abi": abi})
+    return MatrixFile(matrix=mf.matrix.model_copy(update={"project": project}), source=mf.source)
+
+
+def _free_threaded(cell: Cell) -> bool:
+    """A free-threaded CPython (3.14t) has no limited API: never folded into abi3/stable."""
+    return cell.python.endswith("t")
+
+
 def group_jobs(
     mf: MatrixFile, kb: Knowledge, cells: Sequence[Cell], current: TorchInstall | None = None
 ) -> list[BuildJob]:
@@ -308,7 +342,7 @@ def group_jobs(
     abi = mf.matrix.project.abi
     groups: dict[tuple[str, ...], list[Cell]] = {}
     for cell in cells:
-        if abi == "per-python":
+        if abi == "per-python" or _free_threaded(cell):
             key: tuple[str, ...] = (cell.id,)
         elif abi == "abi3":
             key = (cell.torch, cell.accelerator, cell.platform)
@@ -325,7 +359,8 @@ def group_jobs(
             "" if first.platform == "linux_x86_64" else "-" + first.platform.removeprefix("linux_")
         )
         marker = "-current" if first.current else ""
-        if abi == "per-python":
+        own_abi: AbiMode | None = "per-python" if _free_threaded(first) else None
+        if abi == "per-python" or own_abi:
             job_id = first.id
         elif abi == "abi3":
             low = min((c.python for c in group), key=python_key)
@@ -338,8 +373,8 @@ def group_jobs(
             job_id = f"torch{span}{marker}-{first.accelerator}-stable{suffix}"
         if first.current:
             assert current is not None
-            jobs.append(_make_job(mf, kb, group, job_id=job_id, current=current))
+            jobs.append(_make_job(mf, kb, group, job_id=job_id, current=current, abi=own_abi))
         else:
-            jobs.append(_make_job(mf, kb, group, job_id=job_id))
+            jobs.append(_make_job(mf, kb, group, job_id=job_id, abi=own_abi))
     jobs.sort(key=lambda j: cell_key(j.cells[0]))
     return jobs

@@ -159,6 +159,24 @@ def static_report(*, files: bool) -> dict[str, Any]:
     return info
 
 
+def _driver_cuda(torch: Any) -> str | None:
+    """The CUDA version the driver supports ("13.0"), asked without a device: torch's private
+    binding where it has one, else cuDriverGetVersion from libcuda.so.1; None: no driver."""
+    number = 0
+    binding = getattr(torch._C, "_cuda_getDriverVersion", None)
+    if callable(binding):
+        with contextlib.suppress(Exception):
+            number = int(binding())
+    if number <= 0:
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            value = ctypes.c_int(0)
+            if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(value)) == 0:
+                number = value.value
+    return f"{number // 1000}.{number % 1000 // 10}" if number > 0 else None
+
+
 def import_report(*, devices: bool) -> dict[str, Any]:
     """What `import torch` reports; {"error": …} when the import raises."""
     import importlib
@@ -183,20 +201,29 @@ def import_report(*, devices: bool) -> dict[str, Any]:
         return out
     gpus: list[dict[str, Any]] = []
     try:
+        if getattr(version, "cuda", None):
+            driver_cuda = _driver_cuda(torch)
+            if driver_cuda:
+                out["driver_cuda"] = driver_cuda
         out["arch_list"] = list(torch.cuda.get_arch_list())
-        if torch.cuda.is_available():
-            for i in range(torch.cuda.device_count()):
+        out["device_available"] = bool(torch.cuda.is_available())
+        out["device_count"] = int(torch.cuda.device_count())
+        if out["device_available"]:
+            for i in range(out["device_count"]):
                 p = torch.cuda.get_device_properties(i)
                 gpus.append(
                     {
                         "index": i,
                         "name": str(p.name),
                         "capability": [int(p.major), int(p.minor)],
-                        "gcn_arch": getattr(p, "gcnArchName", None),
+                        # CUDA builds answer gcnArchName with the device's name
+                        "gcn_arch": getattr(p, "gcnArchName", None)
+                        if getattr(version, "hip", None)
+                        else None,
                     }
                 )
     except Exception as exc:
-        out["gpu_error"] = type(exc).__name__ + ": " + str(exc)
+        out["device_error"] = type(exc).__name__ + ": " + str(exc)
     out["gpus"] = gpus
     return out
 

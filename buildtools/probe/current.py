@@ -17,7 +17,7 @@ from typing import IO
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ToolchainError
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .hostenv import EnvSnapshot, probe_environment
 
@@ -67,7 +67,7 @@ def site_dirs_for_pth(snapshot: EnvSnapshot) -> Sequence[Path]:
 def probe_current_torch(
     python: Path | None,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     env: Mapping[str, str],
     log: IO[str] | None = None,
 ) -> TorchInstall:

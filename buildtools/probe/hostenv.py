@@ -3,7 +3,7 @@
 Every stage that asks "which torch is installed here" asks through this module: the
 toolchain (verifying a new environment, reusing a cached one), `torch: current`, `doctor`,
 `smoke` and the wheel checks. The script in `buildtools.probe.child` runs in a child
-process of that interpreter, through the Runner, in up to two steps:
+process of that interpreter, through the ProcessRunner, in up to two steps:
 
 1. a static report that never imports torch (an import that aborts must not hide the rest):
    torch's location and `torch/version.py`, every distribution (with its shared objects from
@@ -41,7 +41,7 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import canonicalize_name
 
 from ..errors import ToolMissingError
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .child import SCHEMA, TAG, read_version_py
 
@@ -241,6 +241,10 @@ def _with_import(
             "cxx11_abi": imported.get("cxx11_abi"),
             "arch_list": imported.get("arch_list") or [],
             "gpus": imported.get("gpus") or [],
+            "device_available": imported.get("device_available"),
+            "device_count": imported.get("device_count"),
+            "driver_cuda": imported.get("driver_cuda"),
+            "device_error": imported.get("device_error"),
             "imported": True,
         }
     )
@@ -299,7 +303,7 @@ def _exited(returncode: int, output: str, *, timed_out: bool = False, timeout: f
 def probe_environment(
     python: Path,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     env: Mapping[str, str] | None = None,
     import_torch: bool = True,
     separate_import: bool = True,
@@ -357,7 +361,9 @@ def probe_environment(
     return parse_snapshot(result.output, imported.output)
 
 
-def read_torch_install(site_packages: Path, *, runner: Runner | None = None) -> TorchInstall | None:
+def read_torch_install(
+    site_packages: Path, *, runner: ProcessRunner | None = None
+) -> TorchInstall | None:
     """The torch in the directory `site_packages`, read from torch/version.py (no import).
 
     With a `runner`, a torch whose version.py cannot be read is asked directly: the

@@ -25,10 +25,10 @@ __all__ = [
 import json
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .report import SmokeStatus
+from .smoke_report import SmokeStatus
 
 CHILD_TAG = "BUILDTOOLS_SMOKE "
 StageName = Literal["env", "install", "import", "smoke"]
@@ -40,17 +40,23 @@ DUPLICATE_DIAGNOSIS = (
 _OUTPUT_TAIL_LINES = 60
 _OUTPUT_TAIL_CHARS = 6000
 
-# The import stage, run as a script in the env under test (cwd: an empty directory).
-# Every step is announced before it is taken, so an abort still says where it happened.
+# The import stage, run as a script in the env under test (cwd: an empty directory), with one
+# JSON argument: {"packages": [...], "compiled": [...], "watch": [...]}. Every step is
+# announced before it is taken, so an abort still says where it happened. The packages are
+# imported first (a failure there ends the script); then each compiled module by its own
+# name, a failure reported and the next one tried; then the maps are read: the libc10/
+# libtorch files, and which of the `watch` paths (shared objects that are not importable,
+# relative to site-packages) the imports mapped.
 CHILD_SCRIPT = r"""
 import importlib, json, os, re, sys
 TAG = "BUILDTOOLS_SMOKE "
 PAT = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
+spec = json.loads(sys.argv[1])
 def say(**kw):
     sys.stdout.write(TAG + json.dumps(kw) + "\n")
     sys.stdout.flush()
-def mapped():
-    libs = {}
+def mapped_files():
+    files = set()
     with open("/proc/self/maps") as fh:
         for line in fh:
             parts = line.rstrip("\n").split(None, 5)
@@ -59,20 +65,35 @@ def mapped():
             path = parts[5]
             if path.endswith(" (deleted)"):
                 path = path[: -len(" (deleted)")]
-            m = PAT.match(os.path.basename(path))
-            if m:
-                libs.setdefault(m.group(1), set()).add(os.path.realpath(path))
+            files.add(path)
+    return files
+def torch_libs(files):
+    libs = {}
+    for path in files:
+        m = PAT.match(os.path.basename(path))
+        if m:
+            libs.setdefault(m.group(1), set()).add(os.path.realpath(path))
     return {k: sorted(v) for k, v in sorted(libs.items())}
 say(event="import", module="torch")
 import torch
 say(event="imported", module="torch", version=torch.__version__, cuda=torch.version.cuda,
     hip=getattr(torch.version, "hip", None), file=torch.__file__)
-for name in sys.argv[1:]:
+for name in spec["packages"]:
     say(event="import", module=name)
     mod = importlib.import_module(name)
     say(event="imported", module=name, file=getattr(mod, "__file__", None))
+for name in spec["compiled"]:
+    say(event="load", module=name)
+    try:
+        mod = importlib.import_module(name)
+    except BaseException as exc:  # ImportError, OSError, SystemExit: each is the module's
+        say(event="load-failed", module=name, error=type(exc).__name__ + ": " + str(exc))
+        continue
+    say(event="loaded", module=name, file=getattr(mod, "__file__", None))
 try:
-    say(event="maps", libs=mapped())
+    files = mapped_files()
+    watched = [w for w in spec["watch"] if any(f.endswith("/" + w) for f in files)]
+    say(event="maps", libs=torch_libs(files), watched=watched)
 except OSError as exc:
     say(event="maps", libs=None, error=str(exc))
 """
@@ -100,6 +121,9 @@ class ChildReport:
     imported: tuple[str, ...] = ()
     importing: str | None = None  # the module being imported when output stopped
     maps: Mapping[str, Sequence[str]] | None = None
+    loaded: tuple[str, ...] = ()  # compiled modules imported by name
+    load_failed: Mapping[str, str] = field(default_factory=dict)  # module → the error
+    watched: tuple[str, ...] | None = None  # the watched files the imports mapped
 
 
 def parse_child_report(output: str) -> ChildReport:
@@ -107,6 +131,9 @@ def parse_child_report(output: str) -> ChildReport:
     imported: list[str] = []
     importing: str | None = None
     maps: Mapping[str, Sequence[str]] | None = None
+    loaded: list[str] = []
+    failed: dict[str, str] = {}
+    watched: tuple[str, ...] | None = None
     for line in output.splitlines():
         if not line.startswith(CHILD_TAG):
             continue
@@ -122,9 +149,27 @@ def parse_child_report(output: str) -> ChildReport:
             imported.append(str(data.get("module")))
             if data.get("module") == "torch":
                 torch = data
+        elif event == "load":
+            importing = str(data.get("module"))
+        elif event == "loaded":
+            importing = None
+            loaded.append(str(data.get("module")))
+        elif event == "load-failed":
+            importing = None
+            failed[str(data.get("module"))] = str(data.get("error"))
         elif event == "maps":
             maps = data.get("libs")
-    return ChildReport(torch=torch, imported=tuple(imported), importing=importing, maps=maps)
+            w = data.get("watched")
+            watched = tuple(str(x) for x in w) if isinstance(w, list) else None
+    return ChildReport(
+        torch=torch,
+        imported=tuple(imported),
+        importing=importing,
+        maps=maps,
+        loaded=tuple(loaded),
+        load_failed=failed,
+        watched=watched,
+    )
 
 
 def duplicate_libs(maps: Mapping[str, Sequence[str]] | None) -> list[str]:

@@ -18,8 +18,10 @@ __all__ = [
     "import_names",
     "parse_find_links",
     "plan_targets",
+    "window_targets",
 ]
 
+import dataclasses
 import html.parser
 import platform
 import re
@@ -39,7 +41,7 @@ from ..errors import ConfigError
 from ..files import sha256_file
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.meta import read_build_record
-from .report import SmokeResult, SmokeStatus
+from .smoke_report import SmokeResult, SmokeStatus
 
 # libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
 TORCH_LIB = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
@@ -184,6 +186,7 @@ class SmokeTarget:
     modules: tuple[str, ...]
     bundled: tuple[str, ...]
     covers: tuple[str, ...] = ()  # every cell the build record says the wheel serves
+    recorded: bool = True  # False: no build record, tested as-is with the runner's torch
 
 
 def detect_accelerator(
@@ -295,6 +298,7 @@ def plan_targets(
     runner_python: str | None = None,
     runner_torch: str | None = None,
     runner_machine: str | None = None,
+    unrecorded: Accelerator | None = None,
 ) -> list[SmokeTarget | SmokeResult]:
     """A target per wheel to test on this runner, or a `skipped` result saying why not.
 
@@ -303,6 +307,10 @@ def plan_targets(
     runner's (`runner_machine`, default this machine's) is skipped: an aarch64 wheel is
     tested on an aarch64 runner, or here under emulation (`docker run --platform
     linux/arm64`), and is never published untested.
+
+    A wheel without a build record (not built by buildtools: a third-party wheel from PyPI)
+    is skipped, unless `unrecorded` names the accelerator of the runner's torch: then it is
+    tested against that torch (`runner_torch`, `runner_python`) as it is, cell `unrecorded`.
     """
     machine = runner_machine or platform.machine()
     out: list[SmokeTarget | SmokeResult] = []
@@ -350,9 +358,29 @@ def plan_targets(
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             out.append(skipped(f"not a readable wheel: {exc}"))
             continue
+        if record is None and unrecorded is not None and runner_torch and runner_python:
+            out.append(
+                SmokeTarget(
+                    source=src,
+                    sha256=digest,
+                    accelerator=unrecorded,
+                    torch=runner_torch,
+                    cuda=None,
+                    hip=None,
+                    python=runner_python,
+                    cell="unrecorded",
+                    modules=import_names(names, top_text),
+                    bundled=bundled_torch_libs(names),
+                    recorded=False,
+                )
+            )
+            continue
         if record is None:
             out.append(
-                skipped("no build record (.dist-info/buildtools.json): not built by buildtools")
+                skipped(
+                    "no build record (.dist-info/buildtools.json): not built by buildtools "
+                    "(--unrecorded tests it against the runner's torch)"
+                )
             )
             continue
         accel = record.accelerator
@@ -394,19 +422,36 @@ def plan_targets(
                 )
             )
             continue
-        out.append(
-            SmokeTarget(
-                source=src,
-                sha256=digest,
-                accelerator=accel,
-                torch=torch,
-                cuda=record.cuda,
-                hip=record.hip,
-                python=python,
-                cell=cell,
-                modules=import_names(names, top_text),
-                bundled=bundled_torch_libs(names),
-                covers=covers,
-            )
+        target = SmokeTarget(
+            source=src,
+            sha256=digest,
+            accelerator=accel,
+            torch=torch,
+            cuda=record.cuda,
+            hip=record.hip,
+            python=python,
+            cell=cell,
+            modules=import_names(names, top_text),
+            bundled=bundled_torch_libs(names),
+            covers=covers,
         )
+        out.append(target)
+        if record.abi == "stable" and runner_accelerator == "cpu":
+            out += window_targets(target, record.torch)
     return out
+
+
+def window_targets(target: SmokeTarget, built_torch: str) -> list[SmokeTarget]:
+    """The ABI window proven, not assumed: a stable-ABI wheel on a CPU runner is tested on
+    every other torch release it claims (its covered cells of the target's Python), each in
+    a fresh environment with that torch; `target` is the first of them."""
+    extra: list[SmokeTarget] = []
+    seen = {_public(target.torch)}
+    for cell in target.covers:
+        parsed = _parse_cell(cell)
+        if parsed is None or parsed.python != target.python or parsed.torch in seen:
+            continue
+        seen.add(parsed.torch)
+        torch = _cell_torch(built_torch, parsed.torch)
+        extra.append(dataclasses.replace(target, cell=parsed.id, torch=torch))
+    return extra

@@ -33,7 +33,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from ..errors import ToolchainError
 from ..model import Accelerator, BuildJob
 from ..probe.hostenv import EnvSnapshot
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .indexprobe import job_index
 from .venv import child_env, install
@@ -178,7 +178,7 @@ def link_unversioned_libs(lib_dirs: Sequence[Path], link_dir: Path) -> None:
 
 
 def system_cuda(
-    home: Path, accel: Accelerator, *, runner: Runner, log: IO[str], env: Mapping[str, str]
+    home: Path, accel: Accelerator, *, runner: ProcessRunner, log: IO[str], env: Mapping[str, str]
 ) -> CudaToolkit | None:
     """The system toolkit at `home` when its nvcc is torch's CUDA major.minor, else None."""
     nvcc = home / "bin" / "nvcc"
@@ -217,7 +217,7 @@ def install_cuda_wheels(
     root: Path,
     *,
     cache_dir: Path,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     with_torch: bool = True,

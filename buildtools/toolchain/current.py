@@ -23,7 +23,7 @@ from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..probe.current import site_dirs_for_pth
 from ..probe.hostenv import EnvSnapshot, probe_environment
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .cuda import (
     CudaToolkit,
@@ -70,7 +70,7 @@ def prepare_current(
     job: BuildJob,
     *,
     cache_dir: Path,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     cuda_home: Path | None,
@@ -137,7 +137,7 @@ def _create(
     root: Path,
     cache_dir: Path,
     with_toolkit: bool,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
 ) -> Toolchain:

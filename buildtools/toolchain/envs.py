@@ -36,7 +36,7 @@ from typing import IO, Any
 from ..errors import ToolMissingError
 from ..locks import file_lock
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .cuda import CudaToolkit, link_dir
 from .venv import remove_env
@@ -248,7 +248,7 @@ def _reuse(
     root: Path,
     marker: Mapping[str, Any],
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
 ) -> Toolchain | None:
@@ -288,7 +288,7 @@ def cached_toolchain(
     key: str,
     fields: Mapping[str, Any],
     create: Callable[[], Toolchain],
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     torch_dir: Path | None = None,

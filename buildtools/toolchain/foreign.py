@@ -26,7 +26,7 @@ from ..errors import ToolchainError
 from ..locks import file_lock
 from ..model import BuildJob
 from ..probe.child import read_version_py
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .envs import Toolchain
 from .indexprobe import index_reachable
@@ -74,7 +74,7 @@ def prepare_foreign_toolchain(
     python: str,
     *,
     cache_dir: Path,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     with_toolkit: bool = True,
@@ -145,7 +145,7 @@ def _unpack(
     base_python: Path,
     site: Path,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
 ) -> None:

@@ -14,7 +14,7 @@ from typing import IO
 
 from ..ecosystem import load_ecosystem
 from ..model import Accelerator, BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from .venv import child_env
 
 _PROBE_INDEX = (
@@ -33,7 +33,7 @@ def index_hint(accelerator: Accelerator) -> str:
 
 
 def index_reachable(
-    index: str, python: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str]
+    index: str, python: Path, *, runner: ProcessRunner, log: IO[str], env: Mapping[str, str]
 ) -> bool:
     """Whether `index` answers for torch (asked by `python`, so through its proxy settings)."""
     url = index.rstrip("/") + "/torch/"
@@ -49,7 +49,7 @@ def index_reachable(
 
 
 def job_index(
-    job: BuildJob, python: Path, *, runner: Runner, log: IO[str], env: Mapping[str, str]
+    job: BuildJob, python: Path, *, runner: ProcessRunner, log: IO[str], env: Mapping[str, str]
 ) -> str | None:
     """The job's torch index where it is reachable, else None (pip's configured indexes)."""
     if job.torch_index and index_reachable(

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
-from ..runner import Runner
+from ..process import ProcessRunner
 from .cuda import CudaToolkit, install_cuda_wheels, system_cuda
 from .current import prepare_current
 from .envs import (
@@ -53,7 +53,7 @@ def toolchain_identity(
     job: BuildJob,
     python: str,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     cuda_home: Path | None = None,
@@ -97,7 +97,7 @@ def prepare_toolchain(
     python: str,
     *,
     cache_dir: Path,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     cuda_home: Path | None = None,
@@ -178,7 +178,7 @@ def _create(
     root: Path,
     cache_dir: Path,
     with_toolkit: bool,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
 ) -> Toolchain:

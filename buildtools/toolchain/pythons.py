@@ -16,11 +16,14 @@ from pathlib import Path
 
 from ..errors import ToolMissingError
 
-_REQUEST_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?$")
-# Plain CPython releases only: pyenv's "3.13.0t" (free-threaded), "3.12-dev", "pypy3.10-…"
-# and uv's "+freethreaded" builds have a different ABI and do not match.
-_PYENV_DIR_RE = re.compile(r"^(?P<version>\d+\.\d+\.\d+)$")
-_UV_DIR_RE = re.compile(r"^cpython-(?P<version>\d+\.\d+\.\d+)-linux-(?P<machine>[a-z0-9_]+)-gnu$")
+_REQUEST_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?:\.(?P<patch>\d+))?(?P<ft>t?)$")
+# CPython releases, free-threaded ones apart: a plain request ('3.13') never matches pyenv's
+# "3.13.0t" or uv's "+freethreaded" builds (another ABI), a free-threaded request ('3.13t')
+# matches only those; "3.12-dev", "pypy3.10-…" never match.
+_PYENV_DIR_RE = re.compile(r"^(?P<version>\d+\.\d+\.\d+)(?P<ft>t?)$")
+_UV_DIR_RE = re.compile(
+    r"^cpython-(?P<version>\d+\.\d+\.\d+)(?P<ft>\+freethreaded)?-linux-(?P<machine>[a-z0-9_]+)-gnu$"
+)
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
@@ -47,23 +50,26 @@ def _uv_root(env: Mapping[str, str], home: Path) -> Path:
     return data / "uv" / "python"
 
 
-def _pyenv_candidates(root: Path, wanted: str, minor: str) -> Iterator[tuple[str, Path]]:
+def _pyenv_candidates(root: Path, wanted: str, minor: str, ft: bool) -> Iterator[tuple[str, Path]]:
     versions = root / "versions"
     if not versions.is_dir():
         return
     for entry in versions.iterdir():
         m = _PYENV_DIR_RE.match(entry.name)
-        if m and _matches(m["version"], wanted):
-            yield m["version"], entry / "bin" / f"python{minor}"
+        if m and bool(m["ft"]) == ft and _matches(m["version"], wanted):
+            yield m["version"], entry / "bin" / f"python{minor}{'t' if ft else ''}"
 
 
-def _uv_candidates(root: Path, wanted: str, minor: str, machine: str) -> Iterator[tuple[str, Path]]:
+def _uv_candidates(
+    root: Path, wanted: str, minor: str, machine: str, ft: bool
+) -> Iterator[tuple[str, Path]]:
     if not root.is_dir():
         return
     for entry in root.iterdir():
         m = _UV_DIR_RE.match(entry.name)
-        if m and m["machine"] == machine and _matches(m["version"], wanted):
-            for name in (f"python{minor}", "python3"):
+        if m and bool(m["ft"]) == ft and m["machine"] == machine and _matches(m["version"], wanted):
+            names = (f"python{minor}t", "python3t") if ft else (f"python{minor}", "python3")
+            for name in names:
                 if _is_executable(entry / "bin" / name):
                     yield m["version"], entry / "bin" / name
                     break
@@ -80,13 +86,18 @@ def python_candidates(
     """
     m = _REQUEST_RE.match(version)
     if m is None:
-        raise ValueError(f"{version!r} is not a Python version; expected 'X.Y' or 'X.Y.Z'")
+        raise ValueError(
+            f"{version!r} is not a Python version; expected 'X.Y', 'X.Y.Z' or 'X.Yt' "
+            "(free-threaded)"
+        )
     minor = f"{m['major']}.{m['minor']}"
+    ft = bool(m["ft"])
+    wanted = version.removesuffix("t")
     machine = platform.machine()
     found: list[tuple[str | None, Path]] = []
     for source in (
-        _pyenv_candidates(_pyenv_root(env, home), version, minor),
-        _uv_candidates(_uv_root(env, home), version, minor, machine),
+        _pyenv_candidates(_pyenv_root(env, home), wanted, minor, ft),
+        _uv_candidates(_uv_root(env, home), wanted, minor, machine, ft),
     ):
         ranked = sorted(source, key=lambda item: _version_tuple(item[0]), reverse=True)
         found += [(v, p) for v, p in ranked if _is_executable(p)]
@@ -94,7 +105,7 @@ def python_candidates(
         for directory in env.get("PATH", "").split(os.pathsep):
             if not directory or "shims" in Path(directory).parts:
                 continue
-            candidate = Path(directory) / f"python{minor}"
+            candidate = Path(directory) / f"python{minor}{'t' if ft else ''}"
             if _is_executable(candidate):
                 found.append((None, candidate))
     return found
@@ -109,13 +120,23 @@ def install_hint(version: str, *, env: Mapping[str, str], home: Path) -> str:
     return f"{uv}  (or: {pyenv})"
 
 
+def ft_request(version: str) -> bool:
+    """'3.14t': a free-threaded CPython is asked for."""
+    return version.endswith("t")
+
+
 def find_python(version: str, *, env: Mapping[str, str], home: Path) -> Path:
     """The best interpreter for `version` ('3.12' or '3.12.1'), or ToolMissingError."""
     candidates = python_candidates(version, env=env, home=home)
     if candidates:
         return candidates[0][1]
+    what = (
+        " (free-threaded CPython: torch's cpXYt wheels need that build)"
+        if ft_request(version)
+        else ""
+    )
     raise ToolMissingError(
-        f"Python {version}: no interpreter found (looked in "
+        f"Python {version}{what}: no interpreter found (looked in "
         f"{_pyenv_root(env, home) / 'versions'}, {_uv_root(env, home)} and PATH); "
         f"install one with: {install_hint(version, env=env, home=home)}"
     )

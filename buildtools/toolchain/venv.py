@@ -18,7 +18,7 @@ from typing import IO
 
 from ..ecosystem import load_ecosystem
 from ..errors import ToolchainError
-from ..runner import Runner
+from ..process import ProcessRunner
 from .installer import (
     read_pip_config,
     select_installer,
@@ -59,7 +59,7 @@ def create_venv(
     base_python: Path,
     root: Path,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     cache_dir: Path,
@@ -102,7 +102,7 @@ def install(
     python: Path,
     requirements: Sequence[str],
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     cache_dir: Path,

@@ -35,7 +35,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..probe.hostenv import EnvSnapshot, probe_environment
-from ..runner import Runner
+from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .indexprobe import index_hint
 from .installer import select_installer, uv_cache_dir
@@ -47,7 +47,7 @@ VERIFIED = "buildtools-imported.json"  # torch installs known to import on this 
 def probe_venv(
     python: Path,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
     import_torch: bool = False,
@@ -219,7 +219,7 @@ def verified_probe(
     base_python: Path,
     *,
     record_path: Path,
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
     env: Mapping[str, str],
 ) -> EnvSnapshot | None:

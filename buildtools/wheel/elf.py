@@ -162,7 +162,7 @@ def strip_graft_hash(name: str) -> str:
 
 # --- demangling --------------------------------------------------------------------------
 # cxxfilt does exactly this, but it locates libstdc++ with ctypes.util.find_library at
-# import time, which runs `ldconfig -p`/`gcc` as subprocesses outside the Runner (and trips
+# import time, which runs `ldconfig -p`/`gcc` as subprocesses outside the ProcessRunner (and trips
 # the unit-test tripwire when imported lazily). libstdc++.so.6 is the one SONAME every
 # glibc Linux that runs a torch extension has, so load it directly.
 

@@ -7,7 +7,7 @@ and by the packages torch depends on (nvidia-*, cuda-toolkit, triton…), plus a
 fixed never-bundle set (libcuda.so.1 and friends), plus the user's own patterns.
 
 `plan_repair` is pure and returns the exact argv and environment; `run_repair` executes
-a plan through a `Runner`. Policies:
+a plan through a `ProcessRunner`. Policies:
 
 - ``"auto"``: `python -m auditwheel repair --plat TAG -w DIR --exclude P… WHEEL`;
 - ``"skip"``: nothing is grafted; the wheel is only retagged to TAG (what
@@ -52,7 +52,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import BuildFailedError, ToolchainError
 from ..model import RepairPolicy
-from ..runner import Runner
+from ..process import ProcessRunner
 from .elf import inspect_elf, is_elf
 from .meta import PlatformTag, WheelName, platform_tag_satisfies, retag_wheel
 
@@ -339,7 +339,7 @@ def _hint(output: str) -> str:
     return ""
 
 
-def run_repair(plan: RepairPlan, *, runner: Runner, log: IO[str] | None = None) -> Path:
+def run_repair(plan: RepairPlan, *, runner: ProcessRunner, log: IO[str] | None = None) -> Path:
     """Execute `plan`; returns the repaired wheel in `plan.dest_dir`."""
     if plan.policy == "skip":
         return retag_wheel(plan.wheel, out_dir=plan.dest_dir, platform_tag=plan.plat)
@@ -427,7 +427,7 @@ def _best_from_show(data: Mapping[str, object], wheel: Path) -> str:
 def best_platform_tag(
     wheel: Path,
     *,
-    runner: Runner,
+    runner: ProcessRunner,
     promised: str | None = None,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
@@ -465,7 +465,7 @@ def repair_against_torch(
     site_packages: Path,
     promised: str,
     never_bundle: Sequence[str],
-    runner: Runner,
+    runner: ProcessRunner,
     repair: RepairPolicy,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,

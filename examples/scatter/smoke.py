@@ -5,13 +5,21 @@ Every run draws fresh random inputs (the seed is printed, `--seed` replays it). 
 with a CUDA/ROCm GPU the device kernel is checked (output memory poisoned with NaN first, so
 a kernel that skips zero-initialisation fails); the CPU op is checked everywhere.
 
+Under `buildtools smoke` the runner says what it is: `BUILDTOOLS_SMOKE_DEVICE=cuda` (or
+`rocm`) makes `--device cuda` the default, so a GPU runner's smoke fails when torch sees no
+device instead of falling back to the CPU cases; and the cases that ran are written as JSON
+to `$BUILDTOOLS_SMOKE_CASES` (schema `torch-buildtools/smoke-cases/v1`), which the runner's
+report copies (the device, and which device cases ran).
+
 Exit status: 0 all checks passed, 1 a result mismatched, 2 the installation is unusable
-(import failure, missing kernel, a second copy of libtorch mapped).
+(import failure, missing kernel, a second copy of libtorch mapped, no device on a GPU runner).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import secrets
 import sys
@@ -167,14 +175,43 @@ def device_under_test(choice: str) -> torch.device | None:
         return None
     if torch.cuda.is_available():
         return torch.device("cuda", torch.cuda.current_device())
-    if choice == "cuda":
-        raise SystemExit("smoke: --device cuda but torch sees no CUDA/ROCm device")
     return None
+
+
+def default_device() -> str:
+    """What `buildtools smoke` says to test (`BUILDTOOLS_SMOKE_DEVICE`): `cuda` for a GPU wheel
+    on a GPU runner, `cpu` for a CPU wheel; run by hand, auto."""
+    runner = os.environ.get("BUILDTOOLS_SMOKE_DEVICE", "")
+    return {"cuda": "cuda", "rocm": "cuda", "cpu": "cpu"}.get(runner, "auto")
+
+
+def write_cases(results: list[Result], device: torch.device | None) -> None:
+    """What ran, for the runner's report (`$BUILDTOOLS_SMOKE_CASES`); nothing when unset."""
+    path = os.environ.get("BUILDTOOLS_SMOKE_CASES")
+    if not path:
+        return
+    described = None
+    if device is not None:
+        cap = ".".join(map(str, torch.cuda.get_device_capability(device)))
+        kind = "rocm" if torch.version.hip else "cuda"
+        described = {"type": kind, "name": torch.cuda.get_device_name(device), "capability": cap}
+    cases = [
+        {"device": r.device, "name": f"{r.dtype} {r.case}", "ok": r.ok, "rel_err": r.rel_err}
+        for r in results
+    ]
+    data = {"schema": "torch-buildtools/smoke-cases/v1", "device": described, "cases": cases}
+    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    parser.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default=default_device(),
+        help="cuda: fail when torch sees no device (the default under a GPU runner's "
+        "`buildtools smoke`); auto: the device when there is one, else the CPU only",
+    )
     parser.add_argument("--seed", type=int, default=None, help="replay a previous run")
     args = parser.parse_args(argv)
 
@@ -185,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seed = args.seed if args.seed is not None else secrets.randbits(48)
     device = device_under_test(args.device)
+    if device is None and args.device == "cuda":
+        print(
+            "smoke: FAIL: --device cuda (a GPU runner) but torch sees no CUDA/ROCm device: "
+            f"torch.cuda.is_available() is False (torch {torch.__version__})",
+            file=sys.stderr,
+        )
+        return 2
     backend = "HIP" if torch.version.hip else "CUDA" if torch.version.cuda else "CPU-only"
     print(f"bt_scatter {bt_scatter.__version__} from {Path(bt_scatter.__file__).parent}")
     print(f"torch {torch.__version__} ({backend}), Python {sys.version.split()[0]}, seed {seed}")
@@ -236,6 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         print(f"FAIL {problem}")
     failed = [r for r in results if not r.ok]
+    write_cases(results, device)
+    on_device = [r for r in results if r.device != "cpu"]
+    if device is not None:
+        print(
+            f"device cases: {len(on_device)} ran on {device} ({torch.cuda.get_device_name(device)})"
+        )
+    else:
+        print("device cases: none (no device under test)")
     worst = max(results, key=lambda r: r.rel_err / r.tol)
     print(
         f"{len(results) - len(failed)}/{len(results)} cases passed in "

@@ -20,7 +20,7 @@ import pytest
 from fixtures.cli import buildtools
 from fixtures.envs import TorchEnv, build_fixture_wheel, torch_env
 
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ never reaches the self-hosted workflow, a branch's does; the cache workflow fill
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import json
 import shutil
@@ -28,8 +29,8 @@ from fixtures.fakegh import FakeGitHub, GitHubHandler
 from fixtures.localrun import LocalRun, Stores
 from ruamel.yaml import YAML
 
-from buildtools.ci import layout
-from buildtools.ci.github import generate, write_files
+from buildtools.ciplan import layout
+from buildtools.workflows.generate import generate, write_files
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -79,6 +80,9 @@ def _workflow(repo: Path, path: str) -> dict[str, Any]:
     return result
 
 
+_RUNS = iter(range(2001, 3000))
+
+
 def _release(world: dict[str, Any], tag: str, name: str, **kw: Any) -> LocalRun:
     repo = world["repo"]
     github = kw.pop("github", None) or {
@@ -91,6 +95,7 @@ def _release(world: dict[str, Any], tag: str, name: str, **kw: Any) -> LocalRun:
                 "event": "push",
                 "head_branch": tag,
                 "head_sha": _git(repo, "rev-parse", "HEAD"),
+                "head_repository": {"full_name": "example/bt-scatter"},
             },
             "repository": {"default_branch": "main"},
         },
@@ -105,6 +110,7 @@ def _release(world: dict[str, Any], tag: str, name: str, **kw: Any) -> LocalRun:
         github=github,
         inputs=kw.get("inputs"),
         env={**world["env"], "GITHUB_TOKEN": "t0ken", **kw.get("env", {})},
+        run_id=str(next(_RUNS)),
     )
     for job, hook in kw.get("hooks", {}).items():
         run.hooks[job] = hook
@@ -143,8 +149,8 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
         "plan": "success", "images": "success", "build-cpu": "success", "build-cuda": "success",
         "build-rocm": "skipped", "smoke-cpu": "success", "smoke-cpu-aarch64": "success",
         "smoke-cuda": "success", "smoke-cuda-aarch64": "success",
-        "assets": "success", "index": "success", "status": "success",
-    }, run.leg_log("status")[-3000:]  # fmt: skip
+        "publish": "success", "pages": "success", "status": "success",
+    }, run.leg_log("status")[-3000:] + run.leg_log("publish")[-3000:]  # fmt: skip
     wheels = {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")}
     # CPU and CUDA (24 x86_64, 2 aarch64); ROCm has no smoke runner, so it is not built
     assert len(wheels) == 26
@@ -159,7 +165,20 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
     # the site holds the index only: the wheels are release assets
     assert not (world["stores"].served / "bt-scatter" / "whl" / "wheels").exists()
     calls = run.calls()
-    assert sum(c.startswith("gh attestation verify") for c in calls) == 2 * 26
+    # the publish job attested the 26 wheels and the record, and verified each (this run,
+    # the tag's commit); nothing was verified before: there was no record to authenticate
+    assert sum(c.startswith("gh attestation verify") for c in calls) == 26 + 1
+    attested = [json.loads(line) for line in world["stores"].attested.read_text().splitlines()]
+    assert len(attested) == 2 * 27  # SLSA provenance and the release statement, each
+    assert {a["predicate"].get("tag") for a in attested if "tag" in a["predicate"]} == {"v0.1.0"}
+    assert {a["predicate"].get("commit") for a in attested if "tag" in a["predicate"]} == {
+        _git(world["repo"], "rev-parse", "v0.1.0")
+    }
+    # no step that held the token installed anything: the sessions were installed first
+    assert calls.index("nox --install-only -s ci index") < min(
+        i for i, c in enumerate(calls) if c.startswith("nox --no-install")
+    )
+    assert world["gh"].release("v0.1.0")["draft"] is False
     assert any(c.startswith("nox -s build -- --profile release --only") for c in calls)
     assert "### Published: 26 wheel(s)" in run.leg_log("status")
     # the same tag again (a manual rebuild): everything is published already, nothing is
@@ -182,34 +201,57 @@ def test_the_next_release_merges_into_the_record_not_the_cdn(world: dict[str, An
         json.dumps({"schema": "torch-buildtools/index/v1", "wheels": [], "generated": []})
     )
     run = _manual(world, "v0.2.0", "second")
-    assert run.jobs["index"].result == "success", run.leg_log("index")
-    assert "in the record, not served yet" in run.leg_log("index")
+    assert run.jobs["publish"].result == "success", run.leg_log("publish")
+    assert "in the record, not served yet" in run.leg_log("publish")
+    # the first release's record was authenticated before the second merged into it
+    assert any(
+        c.startswith("gh attestation verify") and "/index.json " not in c for c in run.calls()
+    )
+    # the publish job's summary has the coverage map of what the site now lists
+    (summary,) = run.work.glob("ws*-publish/.step_summary")
+    assert "### Coverage of the index" in summary.read_text()
+    assert "| 2.13.0 | CUDA 13.0 | **missing** | **missing** | 📦 published | **missing** |" in (
+        summary.read_text()
+    )
     versions = {w["version"].split("+")[0] for w in _served(world)["wheels"]}
     assert versions == {"0.1.0", "0.2.0"}
     assert len(_served(world)["wheels"]) == 6
     assert first_index
 
 
-def test_a_wheel_no_build_attested_is_never_published(world: dict[str, Any]) -> None:
-    def plant(run: LocalRun) -> None:
-        # something on a smoke machine uploads one more wheel under a wheels-* name
-        evil = run.artifacts / "wheels-evil"
-        evil.mkdir()
-        first = next((run.artifacts).glob("wheels-*/*.whl"))
-        (evil / first.name.replace("cp312", "cp39")).write_bytes(first.read_bytes() + b"\0")
+def test_a_wheel_no_build_made_is_never_published(world: dict[str, Any]) -> None:
+    """Something on a smoke machine uploads one more wheel under a wheels-* name, with a
+    smoke report that passes it: no build leg reported those bytes, so nothing is
+    attested or published."""
 
-    run = _manual(world, "v0.1.0", "evil", hooks={"assets": plant})
-    assert run.jobs["assets"].result == "failure"
-    assert "no provenance from a build job of this run" in run.leg_log("assets")
-    assert run.jobs["index"].result == "skipped" and run.jobs["status"].result == "failure"
-    assert not any(a.endswith(".whl") for a in _assets(world, "v0.1.0"))
+    def plant(run: LocalRun) -> None:
+        evil, report = run.artifacts / "wheels-evil", run.artifacts / "smoke-evil"
+        evil.mkdir()
+        report.mkdir()
+        first = next((run.artifacts).glob("wheels-*/*.whl"))
+        wheel = evil / first.name.replace("cp312", "cp39")
+        wheel.write_bytes(first.read_bytes() + b"\0")
+        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        result = {"wheel": wheel.name, "sha256": sha, "cell": None, "status": "passed"}
+        (report / "report.json").write_text(
+            json.dumps({"schema": "torch-buildtools/smoke-report/v1", "results": [result]})
+        )
+
+    run = _manual(world, "v0.1.0", "evil", hooks={"publish": plant})
+    assert run.jobs["publish"].result == "failure"
+    log = run.leg_log("publish")
+    assert "no build job of this run" in log and "something else put it into an artifact" in log
+    assert run.jobs["pages"].result == "skipped" and run.jobs["status"].result == "failure"
+    assert not any(c.startswith("gh attestation") for c in run.calls())  # nothing attested
+    assert world["stores"].attested.read_text() == ""
+    assert world["gh"].release("v0.1.0") is None
 
 
 def test_a_failed_smoke_test_publishes_nothing_and_says_why(world: dict[str, Any]) -> None:
     run = _manual(world, "v0.1.0", "smoke", env={"BT_FAIL_SMOKE": "*pt213cu130-cp312*"})
     assert run.jobs["smoke-cuda"].result == "failure"
     assert run.jobs["smoke-cpu"].result == "success"
-    assert run.jobs["assets"].result == "skipped"
+    assert run.jobs["publish"].result == "skipped"
     status = run.leg_log("status")
     assert run.jobs["status"].result == "failure"
     assert (
@@ -320,10 +362,11 @@ def test_the_cache_workflow_seeds_downloads_and_images(world: dict[str, Any]) ->
         "plan": "success", "images": "success", "prefetch": "success", "status": "success",
     }, run.leg_log("images")[-4000:]  # fmt: skip
     saved = sorted(p.name for p in (world["stores"].root / "cache").iterdir())
-    assert any(k.startswith("bt-image-cuda-") for k in saved)
-    assert any(k.startswith("bt-dl-linux_x86_64-torch2.13.0-cu130-") for k in saved)
+    assert any(k.startswith("bt-rel-image-cuda-") for k in saved)
+    assert any(k.startswith("bt-rel-dl-linux_x86_64-torch2.13.0-cu130-") for k in saved)
     assert any(
-        c.startswith("nox -s ci -- prefetch --profile release --group bt-dl-") for c in run.calls()
+        c.startswith("nox -s ci -- prefetch --profile release --group bt-rel-dl-")
+        for c in run.calls()
     )
 
 
@@ -360,7 +403,9 @@ def test_a_release_with_a_registry_and_pypi(world: dict[str, Any]) -> None:
     ]
     calls = run.calls()
     assert any(c.startswith("docker login ghcr.io --username octocat") for c in calls)
-    assert any(c.startswith("docker pull --quiet ghcr.io/example/builder:cuda13.0-") for c in calls)
+    # this run's images job pushed each image; the builds pull it by the digest it output
+    assert any(c.startswith("docker pull --quiet ghcr.io/example/builder@sha256:") for c in calls)
+    assert not any(c.startswith("docker pull --quiet ghcr.io/example/builder:") for c in calls)
     assert any(
         c.startswith("nox -s ci -- builder-image --profile release --only")
         and "--push ghcr.io/example/builder:" in c
@@ -422,3 +467,47 @@ def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:
     assert [e["id"] for e, _ in run.jobs["build-cuda"].legs] == ["torch2.11.0-cu130-cp312"]
     # caches are restored, never saved, by a pull request's code
     assert not any("saved bt-" in log for job in run.jobs.values() for log in job.logs)
+
+
+def _backfill(world: dict[str, Any], name: str) -> LocalRun:
+    run = LocalRun(
+        _workflow(world["repo"], ".github/workflows/backfill.yml"),
+        repo=world["repo"],
+        work=world["tmp"] / name,
+        stores=world["stores"],
+        github={
+            "event_name": "schedule",
+            "repository": "example/bt-scatter",
+            "ref": "refs/heads/main",
+            "event": {"repository": {"default_branch": "main"}},
+        },
+        env={**world["env"], "GITHUB_TOKEN": "t0ken"},
+    )
+    run.run()
+    return run
+
+
+def test_a_backfill_releases_what_the_latest_tag_lacks_then_nothing(
+    world: dict[str, Any],
+) -> None:
+    _manual(world, "v0.1.0", "first")  # a release that published three cells only
+    assert len(_served(world)["wheels"]) == 3
+    run = _backfill(world, "backfill")
+    assert run.jobs["missing"].result == "success", run.leg_log("missing")[-3000:]
+    [dispatch] = [c for c in run.calls() if c.startswith("gh workflow run")]
+    prefix = "gh workflow run release.yml --repo example/bt-scatter --ref main -f tag=v0.1.0 "
+    assert dispatch.startswith(prefix + "-f only=")
+    only = dispatch.removeprefix(prefix + "-f only=").split()
+    # every smoke-tested cell of the release profile but the three published (ROCm has no
+    # smoke runner: never published, never backfilled)
+    assert len(only) == 26 - 3 and "torch2.13.0-cpu-cp312" not in only
+    assert not any("rocm" in cell for cell in only)
+    assert "23 cell(s) missing, released now" in run.leg_log("missing")
+    # what the dispatch starts: release.yml for the tag, narrowed to exactly those cells
+    second = _manual(world, "v0.1.0", "backfilled", only=" ".join(only), tag_repo=False)
+    assert len(_served(world)["wheels"]) == 26, second.leg_log("status")[-3000:]
+    again = _backfill(world, "again")
+    assert again.jobs["missing"].result == "success"
+    assert not any(c.startswith("gh workflow run") for c in again.calls())
+    assert again.jobs["dispatch"].result == "skipped"
+    assert "Nothing is missing: nothing is built." in again.leg_log("missing")

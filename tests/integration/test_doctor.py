@@ -26,7 +26,7 @@ import pytest
 from fixtures.cli import REPO, buildtools
 from fixtures.envs import TorchEnv, build_fixture_wheel, cache_dir, grafted_wheel
 
-from buildtools.runner import CommandResult, SubprocessRunner
+from buildtools.process import CommandResult, SubprocessRunner
 from buildtools.wheel.meta import make_build_record, read_build_record, relabel_wheel
 from buildtools.wheel.repair import best_platform_tag
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -363,3 +364,91 @@ def test_both_architectures_side_by_side_and_pip_picks_its_own(tmp_path: Path) -
 
     assert picks("manylinux_2_28_aarch64") == [arm.name]
     assert picks("manylinux_2_28_x86_64") == [x86.name]
+
+
+# -- uv: the same site, installed with uv three ways ---------------------------------------
+# (the find-links page, the page's PEP 503 index, and the README's [[tool.uv.index]] +
+# [tool.uv.sources] snippet, read from the README so the snippet users copy is the one
+# tested); torch 2.13.0 is in the venv already: uv keeps it (uv does not read pip's
+# configuration, where this machine's CPU torch lives)
+UV = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+_NO_UV = pytest.mark.skipif(UV is None, reason="uv is not installed (a buildtools dependency)")
+
+
+def uv_install(python: Path, cwd: Path, *args: str) -> str:
+    """Install with uv (no user config, a private cache); the version installed, smoke run."""
+    assert UV is not None
+    cache = cwd / ".uv-cache"
+    proc = run(
+        [UV, "pip", "install", "--no-config", "--cache-dir", str(cache), "--python",
+         str(python), *args],
+        cwd=cwd,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        show = run([str(python), "-m", "pip", "show", "bt-scatter"])
+        version = next(
+            line.split(":", 1)[1].strip()
+            for line in show.stdout.splitlines()
+            if line.startswith("Version:")
+        )
+        smoke = run([str(python), str(REPO / "examples" / "scatter" / "smoke.py")], cwd="/")
+        assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    finally:
+        run([str(python), "-m", "pip", "uninstall", "-y", "bt-scatter"])
+    return version
+
+
+@_NO_UV
+def test_uv_from_the_find_links_page(
+    site: Path, venv: Path, server: tuple[str, Path, list[str]], tmp_path: Path
+) -> None:
+    base, _, _ = server
+    for page in (f"{base}/whl/torch-2.13.0+cpu.html", (site / "torch-2.13.0+cpu.html").as_uri()):
+        assert uv_install(venv, tmp_path, "bt-scatter", "--find-links", page) == REAL_VERSION
+
+
+@_NO_UV
+def test_uv_from_the_pep503_index(
+    site: Path, venv: Path, server: tuple[str, Path, list[str]], tmp_path: Path
+) -> None:
+    base, _, _ = server
+    index = f"{base}/whl/torch-2.13.0+cpu/"
+    assert uv_install(venv, tmp_path, "bt-scatter", "--index", index) == REAL_VERSION
+
+
+@_NO_UV
+def test_uv_with_the_readme_s_index_and_sources_snippet(
+    site: Path, venv: Path, server: tuple[str, Path, list[str]], tmp_path: Path
+) -> None:
+    base, _, _ = server
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    snippet = next(
+        block
+        for block in re.findall(r"```toml\n(.*?)```", readme, re.S)
+        if "[tool.uv.sources]" in block
+    )
+    published = "https://example.github.io/bt-scatter/whl/torch-2.11.0+cu130/"
+    assert published in snippet
+    snippet = snippet.replace(published, f"{base}/whl/torch-2.13.0+cpu/")
+    snippet = snippet.replace("whl/cu130", "whl/cpu").replace("pytorch-cu130", "pytorch-cpu")
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "app"\nversion = "0"\ndependencies = ["bt-scatter"]\n\n' + snippet
+    )
+    # --no-config would drop the project's [tool.uv] too: the snippet is read from the project
+    assert UV is not None
+    proc = run(
+        [UV, "pip", "install", "--cache-dir", str(tmp_path / ".uv-cache"), "--python", str(venv),
+         "-r", "pyproject.toml"],
+        cwd=project,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        show = run([str(venv), "-m", "pip", "show", "bt-scatter"])
+        assert f"Version: {REAL_VERSION}" in show.stdout
+        smoke = run([str(venv), str(REPO / "examples" / "scatter" / "smoke.py")], cwd="/")
+        assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    finally:
+        run([str(venv), "-m", "pip", "uninstall", "-y", "bt-scatter"])

@@ -20,8 +20,8 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from buildtools.backends.docker.cibw import prefetch_platforms
-from buildtools.ci import layout
-from buildtools.ci.pins import load_pins, parse_requirements
+from buildtools.ciplan import layout
+from buildtools.workflows.pins import load_pins, parse_requirements
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = load_pins()

@@ -18,7 +18,7 @@ import pytest
 from fixtures.envs import TorchEnv, build_env, cache_dir, grafted_wheel
 
 from buildtools.errors import BuildFailedError
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.wheel.checks import (
     Expectation,
     TorchTarget,

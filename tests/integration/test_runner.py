@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools.runner import TIMEOUT_EXIT, SubprocessRunner
+from buildtools.process import TIMEOUT_EXIT, SubprocessRunner
 
 pytestmark = pytest.mark.integration
 

@@ -28,9 +28,9 @@ from fixtures.envs import (
 )
 
 from buildtools.files import sha256_file
-from buildtools.runner import SubprocessRunner
-from buildtools.smoke.report import SmokeReport, SmokeResult, SmokeStatus
+from buildtools.process import SubprocessRunner
 from buildtools.smoke.run import SmokeOptions, run_smoke
+from buildtools.smoke.smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.wheels import WheelSource, collect_wheels
 from buildtools.wheel.meta import make_build_record, relabel_wheel
 from buildtools.wheel.repair import plan_repair, run_repair, scan_torch_libs
@@ -51,20 +51,21 @@ def torch_version(torch213: TorchEnv) -> str:
     return result.output.strip().splitlines()[-1]
 
 
-def _recorded(wheel: Path, torch_version: str, out_dir: Path) -> Path:
-    """`wheel` as buildtools ships it: a build record for torch 2.13.0+cpu."""
+def _recorded(wheel: Path, torch_version: str, out_dir: Path, accelerator: str = "cpu") -> Path:
+    """`wheel` as buildtools ships it: a build record for torch 2.13.0 (`accelerator`)."""
     record = make_build_record(
         torch=torch_version,
-        accelerator="cpu",
+        accelerator=accelerator,
+        cuda="13.0" if accelerator == "cu130" else None,
         cxx11_abi=True,
         python="3.11",
         torch_requirement=f"torch=={TORCH}",
-        cells=[f"torch{TORCH}-cpu-cp311"],
+        cells=[f"torch{TORCH}-{accelerator}-cp311"],
     )
     return relabel_wheel(
         wheel,
         out_dir=out_dir,
-        local_version="pt213cpu",
+        local_version=f"pt213{accelerator}",
         requires_dist_torch=f"torch=={TORCH}",
         build_record=record,
     )
@@ -79,7 +80,7 @@ def wheels(
     out = tmp_path_factory.mktemp("recorded")
     built = {
         name: fixture_wheel(name)
-        for name in ("smoke_crash", "smoke_abort_init", "ext_ok", "ext_undefined")
+        for name in ("smoke_crash", "smoke_abort_init", "ext_ok", "ext_undefined", "ext_guarded")
     }
     return {name: _recorded(w, torch_version, out / name) for name, w in built.items()}
 
@@ -93,8 +94,10 @@ def _smoke(
     timeout: float = 120.0,
     torch_source: str = "system",
     torch_index: str | None = None,
+    optional_modules: frozenset[str] = frozenset(),
 ) -> SmokeReport:
     opts = SmokeOptions(
+        optional_modules=optional_modules,
         out_dir=tmp_path / "out",
         cache_dir=cache_dir(),
         env=dict(os.environ),
@@ -109,7 +112,13 @@ def _smoke(
 
 
 def _one(
-    torch213: TorchEnv, wheel: Path, tmp_path: Path, *, command: str | None, timeout: float = 120.0
+    torch213: TorchEnv,
+    wheel: Path,
+    tmp_path: Path,
+    *,
+    command: str | None,
+    timeout: float = 120.0,
+    optional_modules: frozenset[str] = frozenset(),
 ) -> SmokeResult:
     report = _smoke(
         torch213,
@@ -117,6 +126,7 @@ def _one(
         tmp_path,
         command=command,
         timeout=timeout,
+        optional_modules=optional_modules,
     )
     assert len(report.results) == 1
     return report.results[0]
@@ -361,3 +371,103 @@ def test_cli_writes_reports_and_exits_non_zero(
     suite = ET.parse(tmp_path / "results" / "junit.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("errors") == "1" and suite.get("tests") == "2"
     assert "| ❌ aborted |" in summary.read_text()
+
+
+# --------------------------------------------------------------------------- issue 22
+
+
+def test_a_compiled_module_the_package_swallows_fails_the_wheel(
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    """`import ext_guarded` succeeds (it guards `_accel`); loading `_accel` by name does not."""
+    res = _one(torch213, wheels["ext_guarded"], tmp_path, command=None)
+    assert res.status is SmokeStatus.IMPORT_ERROR, res
+    assert res.stage == "import"
+    assert res.diagnosis is not None
+    assert res.diagnosis.startswith("import of ext_guarded succeeded, but compiled module ")
+    assert "ext_guarded._accel (ext_guarded/_accel.cpython-311-x86_64-linux-gnu.so)" in (
+        res.diagnosis
+    )
+    assert "undefined symbol: _ZN7guarded14missing_kernelEi" in res.diagnosis
+    assert "undefined symbol guarded::missing_kernel(int)" in res.diagnosis  # demangled
+    outcomes = {m.name: (m.outcome, m.mapped) for m in res.modules}
+    assert outcomes == {
+        "ext_guarded._core": ("loaded", None),
+        "ext_guarded._accel": ("failed", None),
+        # a plain library: not imported by name; the package's ctypes.CDLL mapped it
+        "ext_guarded._helper": ("skipped", True),
+    }
+    helper = next(m for m in res.modules if m.name == "ext_guarded._helper")
+    assert helper.detail is not None and helper.detail.startswith("no PyInit__helper: ")
+
+
+def test_the_same_module_declared_optional_is_reported_not_failed(
+    torch213: TorchEnv, wheels: dict[str, Path], tmp_path: Path
+) -> None:
+    res = _one(
+        torch213,
+        wheels["ext_guarded"],
+        tmp_path,
+        command=None,
+        optional_modules=frozenset({"ext_guarded._accel"}),
+    )
+    assert res.status is SmokeStatus.PASSED, res
+    accel = next(m for m in res.modules if m.name == "ext_guarded._accel")
+    assert accel.outcome == "optional-failed"
+    assert accel.detail is not None and "guarded::missing_kernel(int)" in accel.detail
+    assert any(
+        f.startswith("optional module ext_guarded._accel did not load: ") for f in (res.findings)
+    )
+    report = SmokeReport(runner=_report_runner(), results=(res,))
+    modules = report.to_json()["results"][0]["modules"]
+    assert {m["module"]: m["outcome"] for m in modules} == {
+        "ext_guarded._accel": "optional-failed",
+        "ext_guarded._core": "loaded",
+        "ext_guarded._helper": "skipped",
+    }
+
+
+def _report_runner() -> RunnerInfo:
+    return RunnerInfo(
+        accelerator="cpu",
+        gpu=None,
+        driver=None,
+        torch=TORCH,
+        torch_cuda=None,
+        python="3.11",
+        date="2026-11-25T00:00:00+00:00",
+        host="test",
+    )
+
+
+@pytest.mark.parametrize("how", ["--accelerator cuda", "declared cuda, --accelerator auto"])
+def test_a_cuda_smoke_with_a_cpu_torch_is_refused_before_installing(
+    torch213: TorchEnv,
+    fixture_wheel: Callable[[str], Path],
+    torch_version: str,
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """On this GPU-less machine, with torch 2.13.0+cpu: exit 17, one line, nothing installed."""
+    wheel = _recorded(fixture_wheel("smoke_crash"), torch_version, tmp_path / "cu", "cu130")
+    run_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run_env.update(PYTHONPATH=str(REPO), BUILDTOOLS_CACHE_DIR=str(cache_dir()))
+    argv = [sys.executable, "-m", "buildtools", "smoke", str(wheel), "--system-torch"]
+    argv += ["--torch-python", str(torch213.python), "--out", str(tmp_path / "results")]
+    argv += ["--smoke-command", "python ok.py", "--project", str(SCRIPTS)]
+    if how.startswith("declared"):
+        run_env["BUILDTOOLS_RUNNER_ACCELERATOR"] = "cuda"
+    else:
+        argv += ["--accelerator", "cuda"]
+    proc = subprocess.run(
+        argv, env=run_env, cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600
+    )
+    assert proc.returncode == 17, proc.stdout + proc.stderr
+    error = proc.stderr.strip().splitlines()[0]
+    assert error.startswith("error: no GPU visible: ")
+    assert f"torch {torch_version} (CPU) in {torch213.python}" in error
+    assert "likely cause: " in error
+    report = json.loads((tmp_path / "results" / "report.json").read_text())
+    assert [r["status"] for r in report["results"]] == ["no-device"]
+    assert report["runner"]["device_check"] in proc.stderr
+    assert not (tmp_path / "results" / "logs").exists()  # no wheel was installed

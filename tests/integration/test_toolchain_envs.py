@@ -27,7 +27,7 @@ from fixtures.envs import cache_dir, fresh_venv
 from fixtures.factories import make_job
 
 from buildtools.model import BuildJob
-from buildtools.runner import SubprocessRunner
+from buildtools.process import SubprocessRunner
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.toolchain.pythons import find_python

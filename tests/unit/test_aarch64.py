@@ -17,8 +17,8 @@ from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob
 from buildtools.planner import plan
 from buildtools.probe.emulation import emulation_for, setup_commands
-from buildtools.runner import CommandResult
-from buildtools.smoke.report import SmokeResult, SmokeStatus
+from buildtools.process import CommandResult
+from buildtools.smoke.smoke_report import SmokeResult, SmokeStatus
 from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
 from buildtools.toolchain.foreign import _pip_platforms, is_foreign, prepare_foreign_toolchain
 

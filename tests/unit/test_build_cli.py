@@ -41,7 +41,7 @@ def test_docker_options_need_the_docker_backend(capsys: pytest.CaptureFixture[st
         out=io.StringIO(),
     )
     assert code == 8
-    assert "--offline and --base-image apply to --backend docker only" in capsys.readouterr().err
+    assert "--offline applies to --backend docker only" in capsys.readouterr().err
 
 
 def test_backend_choices() -> None:
@@ -76,9 +76,9 @@ def test_reproduce_is_the_command_that_ran_with_what_changes_the_run() -> None:
 
 
 def test_a_run_whose_cells_all_failed_the_same_way_exits_with_that_code() -> None:
-    from buildtools.build.report import CellResult, Status
     from buildtools.cli.build import _failure_class
     from buildtools.errors import BuildFailedError, CheckFailedError, ToolchainError
+    from buildtools.wheelbuild.build_report import CellResult, Status
 
     def failed(kind: str) -> CellResult:
         return CellResult(cell="c", job="j", status=Status.FAILED, failure=kind)
@@ -87,3 +87,29 @@ def test_a_run_whose_cells_all_failed_the_same_way_exits_with_that_code() -> Non
     assert _failure_class([failed("check"), failed("check")]) is CheckFailedError
     assert _failure_class([failed("check"), failed("ToolchainError")]) is BuildFailedError
     assert _failure_class([failed("BuildFailedError")]) is BuildFailedError
+
+
+def test_backend_registry_feeds_the_cli_and_refuses_foreign_flags() -> None:
+    from buildtools.backends.registry import (
+        BACKENDS,
+        BackendOptions,
+        BackendSetting,
+        make_backend,
+        refused_options,
+    )
+    from buildtools.errors import BuildFailedError
+    from buildtools.knowledge import load_knowledge
+
+    parser = build_parser(_extra_verbs())
+    for name in BACKENDS:
+        assert parser.parse_args(["build", "--backend", name]).backend == name
+    assert refused_options("local", BackendOptions(offline=True, setup_emulation=True)) == [
+        "--offline",
+        "--setup-emulation",
+    ]
+    assert refused_options("docker", BackendOptions(offline=True, max_jobs=3)) == []
+    setting = BackendSetting(kb=load_knowledge(), cache_dir=Path("/nonexistent"), env={})
+    with pytest.raises(BuildFailedError, match="--base-image applies to --backend docker only"):
+        make_backend("local", setting, BackendOptions(base_image="x/y:1"))
+    assert make_backend("local", setting, BackendOptions()).name == "local"
+    assert make_backend("docker", setting, BackendOptions(offline=True)).name == "docker"

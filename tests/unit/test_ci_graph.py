@@ -20,11 +20,11 @@ import pytest
 from fixtures.gha import Run, simulate
 from ruamel.yaml import YAML
 
-from buildtools.ci import layout
-from buildtools.ci.github import generate
-from buildtools.ci.pins import load_pins
-from buildtools.ci.status import read_entries, run_status, status_markdown
+from buildtools.ciplan import layout
+from buildtools.cisteps.status import read_entries, run_status, status_markdown
 from buildtools.cli.main import main
+from buildtools.workflows.generate import generate
+from buildtools.workflows.pins import load_pins
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
@@ -38,6 +38,7 @@ PUSH = {
             "event": "push",
             "head_branch": "v0.1.0",
             "head_sha": "1" * 40,
+            "head_repository": {"full_name": "example/bt-scatter"},
         },
         "repository": {"default_branch": "main"},
     },
@@ -138,7 +139,7 @@ def test_release_all_green(tmp_path: Path, reference: dict[str, Any]) -> None:
     run, status = _release(tmp_path, reference)
     assert run.ran() == {
         "plan", "images", "build-cpu", "build-cuda", "smoke-cpu", "smoke-cuda",
-        "smoke-cpu-aarch64", "smoke-cuda-aarch64", "assets", "index", "status",
+        "smoke-cpu-aarch64", "smoke-cuda-aarch64", "publish", "pages", "status",
     }  # fmt: skip
     # the reference matrix has no ROCm smoke runner: not built for a release
     assert run.results["build-rocm"] == "skipped"
@@ -146,7 +147,7 @@ def test_release_all_green(tmp_path: Path, reference: dict[str, Any]) -> None:
     assert any("no runners.smoke.rocm" in why for _, why in status.not_run)
     # the GPU runner runs only the CUDA smoke job; publishing runs on a hosted runner
     assert run.runs_on["smoke-cuda"] == ["self-hosted", "linux", "gpu-h100"]
-    for job in ("plan", "assets", "index", "status"):
+    for job in ("plan", "publish", "pages", "status"):
         assert hosted(run.runs_on[job])
 
 
@@ -162,11 +163,11 @@ def test_release_with_one_failed_cuda_build(tmp_path: Path, reference: dict[str,
     assert run.results["smoke-cpu"] == "success"
     assert run.results["smoke-cuda"] == "skipped"
     # the publish is gated on every family: nothing goes out, and the check is red
-    assert run.results["assets"] == run.results["index"] == "skipped"
+    assert run.results["publish"] == run.results["pages"] == "skipped"
     assert run.results["status"] == "failure"
     bad = {j.job: j.why for j in status.jobs if not j.ok}
     assert bad["build-cuda"] == "failure"
-    assert bad["assets"] == bad["index"] == "had work but did not run"
+    assert bad["publish"] == bad["pages"] == "had work but did not run"
     text = status_markdown(status)
     assert (
         f"`{failed}`: build failed: nvcc: error; reproduce: `nox -s build -- --profile release "
@@ -182,7 +183,7 @@ def test_release_of_a_family_without_smoke_runner_when_asked(
     run, status = _release(tmp_path, reference, "--unsmoked")
     assert run.results["build-rocm"] == "success"
     assert "smoke-rocm" not in run.results  # no runner, no job
-    assert run.results["assets"] == run.results["index"] == "success"
+    assert run.results["publish"] == run.results["pages"] == "success"
     assert status.ok and not status.not_run
 
 

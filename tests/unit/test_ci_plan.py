@@ -7,20 +7,21 @@ import dataclasses
 import fnmatch
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.attestations import AttestedRunner, published_record
 from fixtures.crafted import make_wheel
 from fixtures.factories import make_cell, make_job
 from fixtures.fakegh import FakeGitHub
 from packaging.version import Version
 
-from buildtools.ci import layout
-from buildtools.ci.matrix import MatrixEntry, job_globs, matrix_entries
-from buildtools.ci.outputs import Shape, assignments, github_outputs, select, shape_of
-from buildtools.ci.pins import load_pins
-from buildtools.ci.version import check_tag, project_version, published_jobs
+from buildtools.ciplan import layout
+from buildtools.ciplan.entries import MatrixEntry, job_globs, matrix_entries
+from buildtools.ciplan.shapes import Shape, assignments, github_outputs, select, shape_of
+from buildtools.cisteps.tagcheck import check_tag, project_version, published_jobs
 from buildtools.cli.build import reproduce_command
 from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import PlanError
@@ -29,7 +30,8 @@ from buildtools.index.settings import IndexSettings
 from buildtools.index.wheels import read_wheel
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
-from buildtools.planner import Plan, plan
+from buildtools.planner import Plan, Selection, plan
+from buildtools.workflows.pins import load_pins
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ci"
@@ -40,7 +42,10 @@ REGEN = "nox -s ci"
 
 def _plan(matrix: Path, profile: str, only: tuple[str, ...] = ()) -> Plan:
     return plan(
-        load_matrix(matrix, knowledge=KB), KB, host_python="3.12", profile=profile, only=only
+        load_matrix(matrix, knowledge=KB),
+        KB,
+        host_python="3.12",
+        selection=Selection(profile=profile, only=only),
     )
 
 
@@ -92,9 +97,12 @@ def test_download_keys_follow_torch_accelerator_and_toolkit_pins(tmp_path: Path)
     a, b = entries["torch2.11.0-cu130-cp310"], entries["torch2.11.0-cu130-cp312"]
     # one download cache per torch × accelerator × toolkit: every Python of it shares it
     assert a.prefetch_key == b.prefetch_key and a.prefetch_key.startswith(a.prefetch_restore)
-    assert a.prefetch_restore.startswith("bt-dl-linux_x86_64-torch2.11.0-cu130-")
+    # the release namespace: what the trusted workflows save on the default branch
+    assert a.prefetch_restore.startswith("bt-rel-dl-linux_x86_64-torch2.11.0-cu130-")
     assert entries["torch2.11.0-cu126-cp310"].prefetch_key != a.prefetch_key
-    assert a.ccache_key == "bt-ccache-torch2.11.0-cu130-cp310-"
+    # the compiler cache: the job and its toolchain; each workflow adds its namespace
+    assert re.fullmatch(r"ccache-torch2\.11\.0-cu130-cp310-[0-9a-f]{10}", a.ccache_key)
+    assert a.ccache_key != entries["torch2.11.0-cu130-cp312"].ccache_key
     assert a.ccache_path == "~/.cache/torch-buildtools/ccache/torch2.11.0-cu130-cp310"
     assert a.image == "" and a.image_key == ""  # no Dockerfiles given: no shared image
     # the arch list is not a download input; another torch index is
@@ -119,10 +127,13 @@ def test_builder_images_are_one_per_recipe() -> None:
     assert all(len(images) == 1 for images in by_accel.values())
     assert len({next(iter(v)) for v in by_accel.values()}) == len(by_accel)
     cuda = next(e for e in entries if e.accelerator == "cu130" and e.platform == "linux_x86_64")
-    assert cuda.image_key == "bt-image-cuda-" + cuda.image.rsplit(":", 1)[1]
+    assert cuda.image_key == "bt-rel-image-cuda-" + cuda.image.rsplit(":", 1)[1]
     assert cuda.image_file == "builder-" + cuda.image.rsplit(":", 1)[1] + ".tar"
     release = select(entries, layout.RELEASE_NAME)
     assert len(release.images) == len({e.image for e in release.build})
+    # the generated release declares one image output per recipe, which bounds the images
+    shape = shape_of(_entries(full), layout.RELEASE_NAME)
+    assert shape.images == len({e.recipe for e in entries}) >= len(release.images)
 
 
 def test_abi3_jobs_get_one_glob_that_selects_exactly_their_cells(tmp_path: Path) -> None:
@@ -273,12 +284,17 @@ def test_check_tag() -> None:
         PlanError, match=r"tag v0\.2\.0 releases 0\.2\.0, but x declares version 0\.1\.0"
     ):
         check_tag("v0.2.0", "0.1.0", where="x")
-    with pytest.raises(PlanError, match="release tags are v<version>"):
-        check_tag("0.1.0", "0.1.0", where="x")
+    for tag in ("0.1.0", "x", "v0.1.0+cu130", "v01.0", "v1.0\nv2.0", "vv1.0"):
+        with pytest.raises(PlanError, match=r"is not a release tag: ci\.tag_pattern is"):
+            check_tag(tag, "0.1.0", where="x")
     with pytest.raises(PlanError, match=r"set ci\.version_file"):
         check_tag("v0.1.0", None, where="x")
+    # ci.tag_pattern: group 1 is the version
+    assert check_tag("release-2.1", "2.1", where="x", pattern=r"^release-([0-9.]+)$") == (
+        Version("2.1")
+    )
     with pytest.raises(PlanError, match="no local label"):
-        check_tag("v0.1.0+cu130", "0.1.0", where="x")
+        check_tag("v0.1.0+cu130", "0.1.0", where="x", pattern="^v(.+)$")
 
 
 def _published_site(tmp_path: Path) -> Path:
@@ -319,14 +335,15 @@ def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     from buildtools.cli.ci import cmd_matrix
 
     monkeypatch.chdir(REPO)
-    gh = FakeGitHub()
-    gh.create_release("v0.1.0")
-    from buildtools.ci.record import upload_record
-
-    upload_record(gh, "v0.1.0", _published_site(tmp_path) / "index.json")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "example/bt-scatter")
+    monkeypatch.setenv("BT_DEFAULT_BRANCH", "main")
+    gh, runner = FakeGitHub(), AttestedRunner()
+    published_record(gh, runner, "v0.1.0", _published_site(tmp_path) / "index.json")
     gh_out, summary = tmp_path / "out", tmp_path / "summary.md"
     plan_json, entries = tmp_path / "plan" / "plan.json", tmp_path / "plan" / "entries.json"
-    shape = "cpu=1,cuda=1,rocm=1;build=cpu,cuda,rocm;smoke=cpu,cpu-aarch64,cuda,cuda-aarch64"
+    shape = (
+        "cpu=1,cuda=1,rocm=1;build=cpu,cuda,rocm;smoke=cpu,cpu-aarch64,cuda,cuda-aarch64;images=6"
+    )
     args = build_parser(_extra_verbs()).parse_args(
         ["ci", "matrix", "--profile", "release", "--workflow", "release", "--shape", shape,
          "--tag", "v0.1.0", "--sha", "f" * 40, "--published-from-releases",
@@ -334,7 +351,14 @@ def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
          "--github-output", str(gh_out), "--summary", str(summary),
          "--plan-json", str(plan_json), "--entries-json", str(entries)]
     )  # fmt: skip
-    assert cmd_matrix(args, io.StringIO(), api=gh) == 0
+    assert cmd_matrix(args, io.StringIO(), api=gh, runner=runner) == 0
+    # the record's attestation was verified: this repository's release.yml, its tag
+    (verify,) = runner.matching("gh", "attestation", "verify")
+    assert verify.argv[-7:] == (
+        "--signer-workflow", "example/bt-scatter/.github/workflows/release.yml",
+        "--predicate-type", "https://torch-buildtools.github.io/attestation/release/v1",
+        "--deny-self-hosted-runners", "--format", "json",
+    )  # fmt: skip
     outputs = dict(line.split("=", 1) for line in gh_out.read_text().splitlines())
     built = [e["id"] for e in json.loads(outputs["build_cpu"])["include"]]
     # cp312 (x86_64) is published already: not built again; its aarch64 twin is not; rocm
@@ -347,7 +371,7 @@ def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     ]
     assert outputs["run_build_rocm"] == "false" and outputs["run_build_cuda"] == "false"
     assert (outputs["tag"], outputs["sha"]) == ("v0.1.0", "f" * 40)
-    assert outputs["run_assets"] == outputs["run_index"] == "true"
+    assert outputs["run_publish"] == "true"
     text = summary.read_text()
     assert "`torch2.13.0-cpu-cp312`: already published as bt_scatter-0.1.0+pt213cpu" in text
     assert "no runners.smoke.rocm: not built for a release" in text

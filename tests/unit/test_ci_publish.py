@@ -12,18 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.attestations import AttestedRunner
 from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 
-from buildtools.ci.assets import (
+from buildtools.cisteps.assets import (
+    built_wheels,
     missing_assets,
     read_selection,
     select_wheels,
     upload_assets,
 )
-from buildtools.ci.record import compare_record, latest_record, upload_record
-from buildtools.ci.site import restore_from_record
-from buildtools.ci.status import run_status, status_markdown
+from buildtools.cisteps.record import RecordPolicy, compare_record, latest_record, upload_record
+from buildtools.cisteps.restore import restore_from_record
+from buildtools.cisteps.status import run_status, status_markdown
 from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import ImmutableWheelError, PublishError
 from buildtools.index.manifest import read_manifest
@@ -35,6 +37,15 @@ from buildtools.knowledge import load_knowledge
 KB = load_knowledge()
 BASE = "https://example.github.io/bt-scatter/whl"
 RELEASES = "https://github.com/example/bt-scatter/releases/download"
+# the record's own checks (no attestation here: tests/unit/test_ci_record.py has those)
+POLICY = RecordPolicy(prefixes=(f"{RELEASES}/",), authenticate=None)
+
+
+def _record(gh: FakeGitHub, tag: str, manifest: Path) -> None:
+    """`manifest` as the record of the published release of `tag` (its publish job's)."""
+    release = gh.release(tag) or gh.create_release(tag)
+    release["draft"] = False
+    upload_record(gh, release, manifest)
 
 
 def _wheel(directory: Path, version: str, tag: str = "cp312-cp312-manylinux_2_28_x86_64") -> Path:
@@ -102,6 +113,30 @@ def test_select_keeps_the_smoke_passed_wheels_with_their_jobs(tmp_path: Path) ->
     assert (
         select_wheels(arts, [], tmp_path / "none").held_back[0][2] == "no smoke report in this run"
     )
+
+
+def test_select_takes_only_what_the_build_jobs_reported(tmp_path: Path) -> None:
+    arts = tmp_path / "artifacts"
+    ok = _wheel(arts / "wheels-torch2.13.0-cpu-cp312", "0.1.0+pt213cpu")
+    sha = hashlib.sha256(ok.read_bytes()).hexdigest()
+    report = _report(tmp_path / "smoke" / "report.json", {ok: "passed"})
+    outputs = json.dumps({"wheels_0": f"{sha}:{ok.name} ", "wheels_1": ""})
+    built = built_wheels([outputs, json.dumps({})])
+    assert built == {ok.name: sha}
+    assert select_wheels(arts, [report], tmp_path / "a", built=built).published
+    # a wheel (with its own passing report) that no build leg reported: stop, name it
+    planted = _wheel(arts / "wheels-evil", "0.1.0+pt213cpu", "cp311-cp311-manylinux_2_28_x86_64")
+    planted_report = _report(tmp_path / "smoke2" / "report.json", {planted: "passed"})
+    with pytest.raises(PublishError, match="no build job of this run reported a wheel of this"):
+        select_wheels(arts, [report, planted_report], tmp_path / "b", built=built)
+    # the same name with other bytes than the build made
+    planted.unlink()
+    ok.write_bytes(ok.read_bytes() + b"\0")
+    with pytest.raises(PublishError, match=f"made these bytes \\(it reported {sha}\\)"):
+        select_wheels(arts, [report], tmp_path / "c", built=built)
+    for bad in ('{"wheels_0": "nothex:x.whl"}', "[1]", "not json"):
+        with pytest.raises(PublishError):
+            built_wheels([bad])
 
 
 def test_select_refuses_two_wheels_of_one_name(tmp_path: Path) -> None:
@@ -194,19 +229,17 @@ def _site(tmp_path: Path, name: str, *wheels: tuple[Path, str]) -> Path:
 
 def test_the_record_is_the_newest_index_json_asset(tmp_path: Path) -> None:
     gh = FakeGitHub()
-    assert latest_record(gh) is None
+    assert latest_record(gh, POLICY) is None
     one = _wheel(tmp_path / "1", "0.1.0+pt213cpu")
     two = _wheel(tmp_path / "2", "0.2.0+pt213cpu")
     first = _site(tmp_path, "s1", (one, "v0.1.0"))
     second = _site(tmp_path, "s2", (one, "v0.1.0"), (two, "v0.2.0"))
-    gh.create_release("v0.1.0")
-    gh.create_release("v0.2.0")
-    upload_record(gh, "v0.2.0", second / "index.json")
-    upload_record(gh, "v0.1.0", first / "index.json")  # a re-run of an older tag, later
-    record = latest_record(gh)
+    _record(gh, "v0.2.0", second / "index.json")
+    _record(gh, "v0.1.0", first / "index.json")  # a re-run of an older tag, later
+    record = latest_record(gh, POLICY)
     assert record is not None and record.tag == "v0.1.0"
-    upload_record(gh, "v0.2.0", second / "index.json")  # replaces that release's record
-    record = latest_record(gh)
+    _record(gh, "v0.2.0", second / "index.json")  # replaces that release's record
+    record = latest_record(gh, POLICY)
     assert record is not None and record.tag == "v0.2.0"
     assert {w.filename for w in record.manifest.wheels} == {one.name, two.name}
     assert [a["name"] for a in gh.release("v0.2.0")["assets"]].count("index.json") == 1  # type: ignore[index]
@@ -218,11 +251,10 @@ def test_restore_from_the_record_checked_against_the_live_site(tmp_path: Path) -
     two = _wheel(tmp_path / "2", "0.2.0+pt213cpu")
     served = _site(tmp_path, "served", (one, "v0.1.0"))  # the CDN still serves v0.1.0
     recorded = _site(tmp_path, "recorded", (one, "v0.1.0"), (two, "v0.2.0"))
-    gh.create_release("v0.2.0")
-    upload_record(gh, "v0.2.0", recorded / "index.json")
+    _record(gh, "v0.2.0", recorded / "index.json")
     fetcher = DirFetcher(BASE, served)
     restored = restore_from_record(
-        latest_record(gh),
+        latest_record(gh, POLICY),
         tmp_path / "pages" / "whl",
         base_url=BASE,
         fetcher=fetcher,
@@ -240,7 +272,7 @@ def test_restore_from_the_record_checked_against_the_live_site(tmp_path: Path) -
     )
     with pytest.raises(PublishError, match="does not list"):
         restore_from_record(
-            latest_record(gh),
+            latest_record(gh, POLICY),
             tmp_path / "again",
             base_url=BASE,
             fetcher=DirFetcher(BASE, rogue),
@@ -292,6 +324,7 @@ def test_restore_and_record_commands(tmp_path: Path, monkeypatch: pytest.MonkeyP
     from buildtools.cli.ci_release import cmd_record, cmd_restore_site
 
     monkeypatch.setenv("GITHUB_REPOSITORY", "example/bt-scatter")
+    monkeypatch.setenv("BT_DEFAULT_BRANCH", "main")
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
     gh = FakeGitHub()
     gh_out = tmp_path / "out"
@@ -301,7 +334,9 @@ def test_restore_and_record_commands(tmp_path: Path, monkeypatch: pytest.MonkeyP
          "--github-output", str(gh_out)]
     )  # fmt: skip
     out = io.StringIO()
-    assert cmd_restore_site(args, out, fetcher=DirFetcher(BASE, tmp_path / "none"), api=gh) == 0
+    runner = AttestedRunner()
+    fetcher = DirFetcher(BASE, tmp_path / "none")
+    assert cmd_restore_site(args, out, fetcher=fetcher, api=gh, runner=runner) == 0
     site = tmp_path / "_site" / "whl"
     assert gh_out.read_text() == f"path={site}\n"
     assert "first publish" in out.getvalue()
@@ -309,13 +344,23 @@ def test_restore_and_record_commands(tmp_path: Path, monkeypatch: pytest.MonkeyP
     url = f"{RELEASES}/v0.1.0/"
     publish(site, [read_wheel(wheel, wheel_url_template=url + "{filename}")], IndexSettings(), KB)
     record = parser.parse_args(
-        ["ci", "record", "--tag", "v0.1.0", "--site", str(site), "--url-prefix", url]
+        ["ci", "record", "--tag", "v0.1.0", "--site", str(site), "--url-prefix", url, "--publish"]
     )
     with pytest.raises(PublishError, match="does not hold"):
         cmd_record(record, io.StringIO(), api=gh)
     upload_assets(gh, "v0.1.0", [wheel])
-    assert cmd_record(record, io.StringIO(), api=gh) == 0
-    assert latest_record(gh) is not None
+    # the release stays a draft until its record is uploaded: no record to adopt yet
+    assert gh.release("v0.1.0")["draft"] is True  # type: ignore[index]
+    assert latest_record(gh, POLICY) is None
+    out = io.StringIO()
+    assert cmd_record(record, out, api=gh) == 0
+    assert "release v0.1.0: published" in out.getvalue()
+    assert gh.release("v0.1.0")["draft"] is False  # type: ignore[index]
+    assert latest_record(gh, POLICY) is not None
+    # a re-run: the record is replaced, the release is published already
+    out = io.StringIO()
+    assert cmd_record(record, out, api=gh) == 0
+    assert "published already" in out.getvalue()
 
 
 # -- PyPI ---------------------------------------------------------------------------------------
@@ -356,8 +401,8 @@ def test_pypi_dist_strips_the_local_label_of_the_variant(
 
 
 def _needs(**results: str) -> dict[str, Any]:
-    outputs = {"run_build_cpu": "true", "run_smoke_cpu": "true", "run_assets": "true",
-               "run_index": "true", "run_images": "false"}  # fmt: skip
+    outputs = {"run_build_cpu": "true", "run_smoke_cpu": "true", "run_publish": "true",
+               "run_images": "false"}  # fmt: skip
     needs: dict[str, Any] = {"plan": {"result": "success", "outputs": outputs}}
     for job, result in results.items():
         needs[job.replace("_", "-")] = {"result": result, "outputs": {}}
@@ -368,33 +413,35 @@ def test_status_verdicts(tmp_path: Path) -> None:
     green = run_status(
         workflow="release",
         needs=_needs(images="skipped", build_cpu="success", smoke_cpu="success",
-                     assets="success", index="success"),
+                     publish="success", pages="success"),
         entries=None,
         reports=tmp_path,
     )  # fmt: skip
     assert green.ok
     cancelled = run_status(
         workflow="release",
-        needs=_needs(build_cpu="success", smoke_cpu="cancelled", assets="skipped", index="skipped"),
+        needs=_needs(
+            build_cpu="success", smoke_cpu="cancelled", publish="skipped", pages="skipped"
+        ),
         entries=None,
         reports=tmp_path,
     )
     assert {j.job: j.why for j in cancelled.jobs if not j.ok} == {
         "smoke-cpu": "cancelled",
-        "assets": "had work but did not run",
-        "index": "had work but did not run",
+        "publish": "had work but did not run",
+        "pages": "had work but did not run",
     }
     # the image job only saves time: the builds made their own images
     soft = run_status(
         workflow="release",
         needs=_needs(images="failure", build_cpu="success", smoke_cpu="success",
-                     assets="success", index="success"),
+                     publish="success", pages="success"),
         entries=None,
         reports=tmp_path,
     )  # fmt: skip
     assert soft.ok
     # the PyPI jobs follow run_pypi: skipped without a PyPI variant in this release
-    no_pypi = _needs(build_cpu="success", smoke_cpu="success", assets="success", index="success")
+    no_pypi = _needs(build_cpu="success", smoke_cpu="success", publish="success", pages="success")
     no_pypi["plan"]["outputs"]["run_pypi"] = "false"
     no_pypi["pypi-dist"] = no_pypi["pypi"] = {"result": "skipped", "outputs": {}}
     assert run_status(workflow="release", needs=no_pypi, entries=None, reports=tmp_path).ok
@@ -434,7 +481,7 @@ def test_status_summary_lists_published_held_back_and_failed(
     (reports / "plan" / "entries.json").write_text(
         json.dumps({"schema": "torch-buildtools/ci-plan/v1", "workflow": "release", **entries})
     )
-    needs = _needs(build_cpu="success", smoke_cpu="failure", assets="skipped", index="skipped")
+    needs = _needs(build_cpu="success", smoke_cpu="failure", publish="skipped", pages="skipped")
     monkeypatch.setenv("NEEDS", json.dumps(needs))
     gh_out, summary = tmp_path / "gh_out", tmp_path / "summary"
     monkeypatch.setenv("GITHUB_OUTPUT", str(gh_out))
@@ -443,14 +490,14 @@ def test_status_summary_lists_published_held_back_and_failed(
     assert main(["ci", "status", "--workflow", "release", "--reports", str(reports)], out=out) == 1
     text = out.getvalue()
     assert text == summary.read_text()
-    assert "### Published: 0 wheel(s)" in text  # the index did not run
-    assert f"- `{ok.name}` (`torch2.13.0-cpu-cp312`): selected, but the index job skipped" in text
+    assert "### Published: 0 wheel(s)" in text  # the publish job did not run
+    assert f"- `{ok.name}` (`torch2.13.0-cpu-cp312`): selected, but the publish job skipped" in text
     assert f"- `{bad.name}` (`torch2.13.0-cpu-cp313`): smoke segfault; reproduce: `B3 && S`" in text
     assert "- `torch2.13.0-cpu-cp313`: smoke segfault; reproduce: `B3 && S`" in text
     assert "- `torch2.13.0-rocm7.2-cp312`: no runners.smoke.rocm" in text
     outputs = dict(line.split("=", 1) for line in gh_out.read_text().splitlines())
     assert outputs["state"] == "failure"
-    assert outputs["description"].startswith("failed: smoke-cpu, assets, index")
+    assert outputs["description"].startswith("failed: smoke-cpu, publish, pages")
     assert os.environ["NEEDS"]
     assert status_markdown(
         run_status(workflow="release", needs=needs, entries=None, reports=reports)

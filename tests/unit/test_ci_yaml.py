@@ -14,16 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from buildtools.ci.pins import (
+from buildtools.ciplan.labels import is_hosted
+from buildtools.errors import KnowledgeError
+from buildtools.workflows.pins import (
     load_pins,
     lock_gaps,
     newest_release,
     parse_ls_remote,
     parse_requirements,
 )
-from buildtools.ci.runners import is_hosted
-from buildtools.ci.yamlwriter import Pinned, dump
-from buildtools.errors import KnowledgeError
+from buildtools.workflows.yamlwriter import Pinned, dump
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -198,7 +198,7 @@ def test_yaml_writer_round_trips(data: dict[str, Any]) -> None:
 
 
 def test_stale_pins_report_newer_releases() -> None:
-    from buildtools.ci.pins import stale_pins
+    from buildtools.workflows.pins import stale_pins
 
     checkout = PINS.actions["actions/checkout"]
     newer = "f" * 40

@@ -311,7 +311,7 @@ def test_image_values_cannot_become_options(image: str) -> None:
         compose(job, image=job.image)
 
 
-@pytest.mark.parametrize("python", ["3.12; rm -rf /", "3.12 cp313", "-3.12", "3.12t", "py3"])
+@pytest.mark.parametrize("python", ["3.12; rm -rf /", "3.12 cp313", "-3.12", "3.12tt", "py3"])
 def test_python_values_are_validated(python: str) -> None:
     job = replace(planned_job("torch2.13.0-cpu-cp311"), pythons=(python,))
     with pytest.raises(ConfigError, match="is not a version"):
@@ -501,3 +501,13 @@ def test_the_builder_images_install_ccache_from_the_prefetched_tools() -> None:
     script = (docker / "install-tools.sh").read_text()
     assert "/opt/buildtools/ccache/$name" in script
     assert "for name in cc c++ gcc g++ clang clang++" in script
+
+
+def test_a_free_threaded_job_enables_free_threading_in_cibuildwheel() -> None:
+    job = replace(planned_job("torch2.13.0-cpu-cp311"), pythons=("3.14t",))
+    assert identifiers(job) == ("cp314t-manylinux_x86_64",)
+    options = compose(job, image=job.image).options_dict
+    assert options["CIBW_BUILD"] == "cp314t-manylinux_x86_64"
+    assert options["CIBW_ENABLE"] == "cpython-freethreading"
+    plain = compose(planned_job("torch2.13.0-cpu-cp311"), image=job.image).options_dict
+    assert "CIBW_ENABLE" not in plain

@@ -14,7 +14,7 @@ from buildtools.cli import main as cli
 from buildtools.errors import ConfigError, ExitCode, PlanError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import json_schema, load_matrix
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def config_error(tmp_path: Path, text: str) -> str:
 def plan_error(tmp_path: Path, text: str, **kwargs: object) -> str:
     mf = load_matrix(write(tmp_path, text))
     with pytest.raises((ConfigError, PlanError)) as info:
-        plan(mf, load_knowledge(), host_python="3.11", **kwargs)  # type: ignore[arg-type]
+        plan(mf, load_knowledge(), host_python="3.11", selection=Selection(**kwargs))  # type: ignore[arg-type]
     return str(info.value)
 
 

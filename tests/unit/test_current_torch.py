@@ -15,9 +15,9 @@ from buildtools.errors import ConfigError, PlanError, ToolchainError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
-from buildtools.model import BuildJob, Cell
-from buildtools.planner import arch_list_from_torch, current_local_version, plan
-from buildtools.runner import CommandResult
+from buildtools.model import Accelerator, BuildJob, Cell
+from buildtools.planner import Selection, arch_list_from_torch, current_local_version, plan
+from buildtools.process import CommandResult
 from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.torchinstall import TorchInstall
 
@@ -99,7 +99,9 @@ def test_source_build_label_pin_and_archs_come_from_the_environment() -> None:
     assert job.platform_tag == "manylinux_2_28_x86_64"  # what the 2.13 release promises
     assert job.toolkit is not None
     # torch 2.13 is in the knowledge base: its arch list for CUDA 13.0 wins
-    assert job.toolkit.arch_list == KB.default_arch_list("2.13.0", "cu130", "linux_x86_64")
+    assert job.toolkit.arch_list == KB.default_arch_list(
+        "2.13.0", Accelerator.parse("cu130"), "linux_x86_64"
+    )
     assert job.env_dict["FORCE_CUDA"] == "1"
 
 
@@ -156,7 +158,13 @@ def test_torch_option_replaces_the_axis_and_skips_the_default_profile() -> None:
         default_profile="local",
         include=[{"torch": "2.11.0", "accelerator": "cu130", "python": "3.10"}],
     )
-    result = plan(matrix(data), KB, host_python="3.11", current=CPU_213, torch_axis=["current"])
+    result = plan(
+        matrix(data),
+        KB,
+        host_python="3.11",
+        current=CPU_213,
+        selection=Selection(torch_axis=["current"]),
+    )
     assert [c.id for c in result.cells] == ["torch2.13.0+cpu-current-cpu-cp311"]
     # an explicit profile still applies (here it selects torch 2.11.0 only)
     with pytest.raises(PlanError, match="selects no buildable cell"):
@@ -165,14 +173,18 @@ def test_torch_option_replaces_the_axis_and_skips_the_default_profile() -> None:
             KB,
             host_python="3.11",
             current=CPU_213,
-            torch_axis=["current"],
-            profile="local",
+            selection=Selection(torch_axis=["current"], profile="local"),
         )
 
 
 def test_torch_option_rejects_unknown_releases() -> None:
     with pytest.raises(PlanError, match=r"did you mean 2\.13\.0"):
-        plan(matrix(base(["2.11.0"])), KB, host_python="3.11", torch_axis=["2.13.9"])
+        plan(
+            matrix(base(["2.11.0"])),
+            KB,
+            host_python="3.11",
+            selection=Selection(torch_axis=["2.13.9"]),
+        )
 
 
 def test_rules_match_current_by_name_and_by_version() -> None:
@@ -212,7 +224,7 @@ def test_current_never_shares_a_job_in_abi3_and_stable() -> None:
         host_python="3.11",
         current=CPU_213,
     ).jobs[0]
-    assert stable.requires_dist == "torch>=2.13"
+    assert stable.requires_dist == "torch>=2.13,<2.14"
 
 
 def test_axes_accept_current_in_the_file() -> None:
@@ -225,7 +237,7 @@ def test_axes_accept_current_in_the_file() -> None:
 
 @dataclass
 class FakeEnvWorld(FakeRunner):
-    """The fake Runner playing the running interpreter, `python -m venv` and pip on a tree."""
+    """The fake ProcessRunner playing the running interpreter, `python -m venv` and pip on a tree."""
 
     tmp: Path
     running_in_venv: bool = True

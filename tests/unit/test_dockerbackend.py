@@ -1,4 +1,4 @@
-"""The docker backend's executor against a fake Runner: the exact docker and pip commands."""
+"""The docker backend's executor against a fake ProcessRunner: the exact docker and pip commands."""
 
 from __future__ import annotations
 

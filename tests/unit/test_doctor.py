@@ -26,6 +26,7 @@ from fixtures.fakes import Call, FakeRunner
 from buildtools.cli.doctor import cmd_doctor
 from buildtools.doctor.devices import device_code_runs
 from buildtools.doctor.diagnose import diagnose
+from buildtools.doctor.doctor_report import DOCTOR_SCHEMA
 from buildtools.doctor.matching import (
     IndexSettings,
     ProjectRef,
@@ -33,10 +34,9 @@ from buildtools.doctor.matching import (
     page_url,
     parse_local_label,
 )
-from buildtools.doctor.report import DOCTOR_SCHEMA
 from buildtools.errors import ExitCode
 from buildtools.probe.hostenv import DistInfo, EnvSnapshot, parse_snapshot, probe_environment
-from buildtools.runner import CommandResult
+from buildtools.process import CommandResult
 from buildtools.torchinstall import GpuInfo, TorchInstall, accelerator_of, torch_build_kind
 from buildtools.wheel.elf import DeviceCode
 from buildtools.wheel.meta import make_build_record
@@ -587,7 +587,7 @@ def static_probe(env: Env) -> dict[str, Any]:
 
 @dataclass
 class FakeProbe(FakeRunner):
-    """The fake Runner answering the two probe commands with canned output."""
+    """The fake ProcessRunner answering the two probe commands with canned output."""
 
     static: dict[str, Any]
     imported: dict[str, Any] | None = None

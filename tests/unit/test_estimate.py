@@ -11,17 +11,18 @@ from typing import Any
 import pytest
 from fixtures.factories import make_job
 
-from buildtools.build.estimate import (
+from buildtools.cli.estimate import print_estimate
+from buildtools.model import BuildJob
+from buildtools.wheelbuild.estimate import (
     HOSTED_RUNNER,
     CostModel,
+    HereFacts,
     ProjectShape,
     estimate_plan,
     project_shape,
 )
-from buildtools.build.scheduler import HostResources
-from buildtools.build.timings import JobTiming, read_timings, update_timings
-from buildtools.cli.estimate import print_estimate
-from buildtools.model import BuildJob
+from buildtools.wheelbuild.scheduler import HostResources
+from buildtools.wheelbuild.timings import JobTiming, read_timings, update_timings
 
 SIX_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
 EXAMPLE = ProjectShape(cpp_sources=1, cu_sources=1)
@@ -37,13 +38,13 @@ def job(accelerator: str = "cpu", python: str = "3.12", cells: int = 1, **kw: An
 
 
 def estimate(jobs: list[BuildJob], **kw: Any) -> Any:
+    facts: dict[str, Any] = {"host": TWO_CORES, "timings": {}, "env_cached": lambda j: True}
+    facts.update({k: kw.pop(k) for k in list(kw) if k in facts})
     args: dict[str, Any] = {
         "cells": sum(len(j.cells) for j in jobs),
         "shape": EXAMPLE,
-        "host": TWO_CORES,
-        "timings": {},
-        "env_cached": lambda j: True,
-        "runner": lambda j: HOSTED_RUNNER,
+        "here": HereFacts(**facts),
+        "ci_machine": lambda j: HOSTED_RUNNER,
     }
     args.update(kw)
     return estimate_plan(jobs, **args)

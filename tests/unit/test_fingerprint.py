@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from fixtures.factories import make_job
 
-from buildtools.build.fingerprint import (
+from buildtools.model import BuildJob, Toolkit
+from buildtools.wheelbuild.fingerprint import (
     build_vars,
     fingerprint_inputs,
     job_fingerprint,
     scan_sources,
     source_fingerprint,
 )
-from buildtools.model import BuildJob, Toolkit
 
 TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
 
@@ -189,7 +189,7 @@ def test_symlinks_are_followed_only_inside_the_project(tmp_path: Path) -> None:
 def test_what_buildtools_writes_is_not_a_source(tmp_path: Path) -> None:
     """smoke, index and ci write into a project whose path is `.`: a following build must
     find the same sources (its wheel unchanged), while any file a compile may read counts."""
-    from buildtools.build.fingerprint import source_files
+    from buildtools.wheelbuild.fingerprint import source_files
 
     root = tmp_path / "ext"
     (root / "csrc").mkdir(parents=True)

@@ -1,5 +1,5 @@
 """The shared test doubles (tests/fixtures/factories.py, fakes.py) behave as what they stand for:
-a made job is the job the planner would make, and the fake Runner answers and records as
+a made job is the job the planner would make, and the fake ProcessRunner answers and records as
 its docstring says. Every unit test leans on them, so they are tested too."""
 
 from __future__ import annotations

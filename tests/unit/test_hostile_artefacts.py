@@ -11,7 +11,7 @@ from fixtures.crafted import make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from buildtools.ci.site import restore_site
+from buildtools.cisteps.restore import restore_site
 from buildtools.errors import ExitCode, UnsafeArtefactError
 from buildtools.files import check_wheel_filename, safe_join
 from buildtools.index.publish import publish

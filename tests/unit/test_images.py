@@ -18,10 +18,10 @@ from buildtools.backends.docker.images import (
     pinned,
     validate_image_ref,
 )
-from buildtools.ci.pins import parse_requirements
 from buildtools.errors import ConfigError, ToolMissingError
 from buildtools.knowledge import load_knowledge
 from buildtools.model import Accelerator
+from buildtools.workflows.pins import parse_requirements
 
 KB = load_knowledge()
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +46,9 @@ def newest(kind: str) -> tuple[str, str]:
 def test_dockerfile_default_base_is_the_knowledge_base_image(kind: str) -> None:
     torch, accel = newest(kind)
     dockerfile = DOCKER / f"{kind}.Dockerfile"
-    assert default_base(dockerfile) == KB.builder_image(torch, accel, "linux_x86_64")
+    assert default_base(dockerfile) == KB.builder_image(
+        torch, Accelerator.parse(accel), "linux_x86_64"
+    )
     text = dockerfile.read_text()
     assert re.search(r"^FROM \$\{BASE\}$", text, re.MULTILINE)
     # only the tools venv is added, from wheels in the build context (built offline)

@@ -14,19 +14,19 @@ from fixtures.crafted import make_wheel
 from fixtures.factories import make_job
 from fixtures.fakes import FakeRunner
 
-from buildtools.build.fingerprint import (
-    fingerprint_inputs,
-    job_fingerprint,
-)
-from buildtools.build.incremental import PriorWheels, job_fingerprints
-from buildtools.build.options import BuildOptions
-from buildtools.build.orchestrate import build_plan
-from buildtools.build.report import Status
-from buildtools.build.scheduler import HostResources
 from buildtools.knowledge import load_knowledge
 from buildtools.model import BuildJob
 from buildtools.planner import Plan
 from buildtools.toolchain.envs import Toolchain
+from buildtools.wheelbuild.build_report import Status
+from buildtools.wheelbuild.fingerprint import (
+    fingerprint_inputs,
+    job_fingerprint,
+)
+from buildtools.wheelbuild.incremental import PriorWheels, job_fingerprints
+from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.orchestrate import build_plan
+from buildtools.wheelbuild.scheduler import HostResources
 
 TOOLCHAIN = {"python": "3.12.1", "torch_requirement": "torch==2.11.0", "accelerator": "cu130"}
 
@@ -184,7 +184,7 @@ def test_a_changed_fingerprint_rebuilds(tmp_path: Path) -> None:
 def test_timings_in_another_shape_are_ignored(tmp_path: Path) -> None:
     """The ETA cache is a hint: a timings.json another version wrote (nested, strings,
     booleans) must not stop a build."""
-    from buildtools.build.timings import read_timings
+    from buildtools.wheelbuild.timings import read_timings
 
     (tmp_path / "timings.json").write_text(
         '{"a": 12.5, "b": {"total": 3}, "c": "x", "d": true, "e": 4, "f": {"seconds": "1"},'

@@ -245,3 +245,19 @@ def test_a_setup_py_that_downloads_its_wheel_is_made_to_compile(tmp_path: Path) 
     argv = ["plan", "--matrix", str(root / "matrix.yaml"), "--profile", "pr", "--format", "json"]
     assert cli.main(argv, out=plan) == 0
     assert '"FANCY_FORCE_BUILD"' in plan.getvalue()
+
+
+def test_init_proposes_the_newest_confirmed_releases_the_index_serves() -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from buildtools.adopt.render import choose_matrix
+    from buildtools.knowledge import load_knowledge
+
+    kb = load_knowledge()
+    project: Any = SimpleNamespace(has_cuda=False)
+    # offline: the knowledge base alone; 2.14 and 2.15 are unconfirmed rows, not proposed
+    assert choose_matrix(project, kb).torch == ("2.11.0", "2.13.0")
+    # the index serves 2.12.1 but not yet 2.13: the newest served patch of each minor
+    served = frozenset({"2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.14.1"})
+    assert choose_matrix(project, kb, served=served).torch == ("2.10.0", "2.12.1")

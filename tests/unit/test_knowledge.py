@@ -16,6 +16,8 @@ from buildtools.errors import KnowledgeError
 from buildtools.knowledge import DATA_DIR, Knowledge, load_knowledge
 from buildtools.model import PLATFORMS, Accelerator, Cell
 
+A = Accelerator.parse
+
 KB = load_knowledge()
 
 
@@ -97,13 +99,13 @@ def test_python_and_variant_lists() -> None:
 
 
 def test_the_2_6_abi_split() -> None:
-    assert not KB.cxx11_abi("2.6", "cu124")
-    assert KB.cxx11_abi("2.6", "cu126")
-    assert KB.cxx11_abi("2.6", "rocm6.2.4")
-    assert KB.cxx11_abi("2.6", "cpu", "linux_aarch64")
-    assert KB.wheel_platform_tag("2.6", "cu124") == "manylinux2014_x86_64"
-    assert KB.wheel_platform_tag("2.6", "cu126") == "manylinux_2_28_x86_64"
-    assert KB.wheel_platform_tag("2.11", "cu130", "linux_aarch64") == "manylinux_2_28_aarch64"
+    assert not KB.cxx11_abi("2.6", A("cu124"))
+    assert KB.cxx11_abi("2.6", A("cu126"))
+    assert KB.cxx11_abi("2.6", A("rocm6.2.4"))
+    assert KB.cxx11_abi("2.6", A("cpu"), "linux_aarch64")
+    assert KB.wheel_platform_tag("2.6", A("cu124")) == "manylinux2014_x86_64"
+    assert KB.wheel_platform_tag("2.6", A("cu126")) == "manylinux_2_28_x86_64"
+    assert KB.wheel_platform_tag("2.11", A("cu130"), "linux_aarch64") == "manylinux_2_28_aarch64"
 
 
 # -- cells --------------------------------------------------------------------------------------
@@ -166,8 +168,12 @@ def test_available_cells_and_odd_inputs() -> None:
     assert (
         KB.cell_unavailable_reason(Cell(torch="2.6", accelerator="rocm6.2.4", python="3.9")) is None
     )
-    ft = KB.cell_unavailable_reason(Cell(torch="2.9", accelerator="cpu", python="3.13t"))
-    assert ft is not None and "free-threaded" in ft
+    # free-threaded cells: their own tag, per release (and per patch: 2.12.1 dropped 3.13t)
+    assert KB.cell_unavailable_reason(Cell(torch="2.9", accelerator="cpu", python="3.13t")) is None
+    ft = KB.cell_unavailable_reason(Cell(torch="2.6", accelerator="cpu", python="3.13t"))
+    assert ft == "torch 2.6 has no free-threaded Python 3.13t wheels (free-threaded: none)"
+    dropped = KB.cell_unavailable_reason(Cell(torch="2.12.1", accelerator="cpu", python="3.13t"))
+    assert dropped is not None and "(free-threaded: 3.14t)" in dropped
     bad = KB.cell_unavailable_reason(Cell(torch="2.9", accelerator="cuda", python="3.12"))
     assert bad is not None and "is not an accelerator" in bad
     win = KB.cell_unavailable_reason(
@@ -205,9 +211,9 @@ def test_cuda_arch_list_defaults() -> None:
     assert KB.default_arch_list("2.11", Accelerator.parse("cu130"), "linux_x86_64") == (
         "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
     )
-    assert KB.default_arch_list("2.11", "rocm7.2", "linux_x86_64").startswith("gfx900;gfx906;")
+    assert KB.default_arch_list("2.11", A("rocm7.2"), "linux_x86_64").startswith("gfx900;gfx906;")
     with pytest.raises(ValueError, match="no device arch list"):
-        KB.default_arch_list("2.11", "cpu", "linux_x86_64")
+        KB.default_arch_list("2.11", A("cpu"), "linux_x86_64")
     with pytest.raises(LookupError, match=r"CUDA 10\.2 is not in the knowledge base"):
         KB.cuda("10.2")
 
@@ -235,13 +241,13 @@ def test_default_arch_lists_are_accepted_by_their_torch() -> None:
             ("linux_aarch64", release.aarch64.cuda),
         ):
             for cuda in cudas:
-                archs = KB.default_arch_list(minor, cu(cuda), platform)
+                archs = KB.default_arch_list(minor, A(cu(cuda)), platform)
                 assert KB.unaccepted_archs(minor, archs) == (), (minor, cuda, platform)
 
 
 def test_default_arch_list_moves_ptx_to_the_newest_kept_arch() -> None:
     # No CUDA 13 variant of torch 2.6 exists, but the filter must still keep a PTX target.
-    assert KB.default_arch_list("2.6", "cu130", "linux_x86_64") == "7.5;8.0;8.6;9.0;10.0+PTX"
+    assert KB.default_arch_list("2.6", A("cu130"), "linux_x86_64") == "7.5;8.0;8.6;9.0;10.0+PTX"
 
 
 # -- images, toolkits, never-bundle -------------------------------------------------------------
@@ -269,30 +275,30 @@ def test_every_available_cell_has_a_builder_image() -> None:
     for minor, release in KB.torch.items():
         x86 = ["cpu"] + [cu(c) for c in release.cuda] + [f"rocm{r}" for r in release.rocm]
         for accel in x86:
-            assert KB.builder_image(minor, accel)
+            assert KB.builder_image(minor, A(accel))
         for accel in ["cpu"] + [cu(c) for c in release.aarch64.cuda]:
-            assert KB.builder_image(minor, accel, "linux_aarch64")
+            assert KB.builder_image(minor, A(accel), "linux_aarch64")
     with pytest.raises(LookupError, match="no builder image"):
-        KB.builder_image("2.11", "rocm7.2", "linux_aarch64")
+        KB.builder_image("2.11", A("rocm7.2"), "linux_aarch64")
 
 
 def test_toolkit_requirements_pin_every_component_to_torchs_cuda() -> None:
     assert KB.toolkit_requirements("2.11.0", Accelerator.parse("cu130")) == (
         "cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]==13.0.2",
     )
-    assert KB.toolkit_requirements("2.13", "cu130") == (
+    assert KB.toolkit_requirements("2.13", A("cu130")) == (
         "cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]==13.0.3",
     )
-    assert KB.toolkit_requirements("2.13", "cu132") == (
+    assert KB.toolkit_requirements("2.13", A("cu132")) == (
         "cuda-toolkit[nvcc,crt,cccl,cudart,nvvm]==13.2.*",
     )
-    assert KB.toolkit_requirements("2.8", "cu128") == (
+    assert KB.toolkit_requirements("2.8", A("cu128")) == (
         "nvidia-cuda-nvcc-cu12==12.8.*",
         "nvidia-cuda-runtime-cu12==12.8.*",
         "nvidia-cuda-cccl-cu12==12.8.*",
     )
-    assert KB.toolkit_requirements("2.11", "cpu") == ()
-    assert KB.toolkit_requirements("2.11", "rocm7.2") == ()
+    assert KB.toolkit_requirements("2.11", A("cpu")) == ()
+    assert KB.toolkit_requirements("2.11", A("rocm7.2")) == ()
     for cuda in KB.cuda_releases.values():
         if cuda.version.startswith("13."):
             assert cuda.pip_complete and "nvvm" in cuda.toolkit[0]  # M1 in docs/sources.md

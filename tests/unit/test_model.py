@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from buildtools.build.fingerprint import job_config, job_fingerprint
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import parse_matrix
 from buildtools.matrix.yamlsource import SourceMap, load_yaml
@@ -23,8 +22,9 @@ from buildtools.model import (
     RepairPolicy,
     Toolkit,
 )
-from buildtools.planner import plan
+from buildtools.planner import Selection, plan
 from buildtools.wheel.meta import make_build_record, parse_build_record
+from buildtools.wheelbuild.fingerprint import job_config, job_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
 KB = load_knowledge()
@@ -74,7 +74,7 @@ def planned_jobs() -> list[BuildJob]:
     }
     data["accelerators"]["rocm7.2"] = {"repair": "skip"}
     mf = parse_matrix(data, SourceMap(path=REPO / "matrix.yaml", lines={(): 1}), knowledge=KB)
-    return list(plan(mf, KB, host_python="3.12", profile="release").jobs)
+    return list(plan(mf, KB, host_python="3.12", selection=Selection(profile="release")).jobs)
 
 
 def test_fingerprinted_configuration_is_unchanged() -> None:

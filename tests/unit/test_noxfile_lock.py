@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 
 from buildtools import __version__
 from buildtools.adopt.render import render_noxfile
-from buildtools.ci import layout
+from buildtools.ciplan import layout
 
 REPO = Path(__file__).resolve().parents[2]
 SESSIONS = ("plan", "build", "smoke", "index", "ci")  # the ones the workflows call

@@ -13,12 +13,11 @@ from hypothesis import strategies as st
 
 from buildtools.cli import main as cli
 from buildtools.errors import PlanError
-from buildtools.knowledge import load_knowledge
+from buildtools.knowledge import Knowledge, load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import Cell
-from buildtools.planner import plan
-from buildtools.planner.cells import _abi_reason
+from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +46,12 @@ def test_cell_id_is_readable() -> None:
 
 
 def test_per_python_job_derivations() -> None:
-    result = plan(matrix(base()), KB, host_python="3.11", only=["torch2.11.0-cu130-cp312"])
+    result = plan(
+        matrix(base()),
+        KB,
+        host_python="3.11",
+        selection=Selection(only=["torch2.11.0-cu130-cp312"]),
+    )
     (job,) = result.jobs
     assert job.id == "torch2.11.0-cu130-cp312"
     assert job.torch_requirement == "torch==2.11.0"
@@ -66,7 +70,9 @@ def test_per_python_job_derivations() -> None:
 
 
 def test_cpu_job_has_no_device_env() -> None:
-    result = plan(matrix(base()), KB, host_python="3.11", only=["torch2.13.0-cpu-cp311"])
+    result = plan(
+        matrix(base()), KB, host_python="3.11", selection=Selection(only=["torch2.13.0-cpu-cp311"])
+    )
     (job,) = result.jobs
     assert job.toolkit is None
     assert "FORCE_CUDA" not in job.env_dict
@@ -91,7 +97,7 @@ def test_stable_groups_torch_range() -> None:
     assert job.id == "torch2.11.0-2.13.0-cu130-stable"
     assert job.torch == "2.11.0"
     assert job.torch_versions == ("2.11.0", "2.13.0")
-    assert job.requires_dist == "torch>=2.11"
+    assert job.requires_dist == "torch>=2.11,<2.14"  # the tested range, no more
     assert job.env_dict["BUILDTOOLS_TORCH_TARGET_VERSION"] == "0x020b000000000000"
 
 
@@ -120,7 +126,7 @@ def test_impossible_cells_removed_with_reason_or_strict_error() -> None:
     assert "12.8" in removed["torch2.4.0-cu128-cp312"]
     assert [c.id for c in result.cells] == ["torch2.4.0-cpu-cp312"]
     with pytest.raises(PlanError, match="--strict: 3 requested cell"):
-        plan(mf, KB, host_python="3.11", strict=True)
+        plan(mf, KB, host_python="3.11", selection=Selection(strict=True))
 
 
 def test_include_adds_cells_outside_axes_and_exclude_removes() -> None:
@@ -156,7 +162,9 @@ def test_accelerator_overrides_merge_family_glob_name() -> None:
         "cu1*": {"arch_list": "8.0;9.0"},
         "cu130": {"arch_list": "9.0;10.0", "repair": "skip"},
     }
-    result = plan(matrix(data), KB, host_python="3.11", only=["torch2.13.0-*-cp312"])
+    result = plan(
+        matrix(data), KB, host_python="3.11", selection=Selection(only=["torch2.13.0-*-cp312"])
+    )
     jobs = {j.accelerator.name: j for j in result.jobs}
     assert jobs["cu126"].toolkit is not None and jobs["cu126"].toolkit.arch_list == "8.0;9.0"
     assert jobs["cu130"].toolkit is not None and jobs["cu130"].toolkit.arch_list == "9.0;10.0"
@@ -224,7 +232,9 @@ def test_every_valid_cell_in_exactly_one_job(
             for a in accel:
                 for p in python:
                     cell = Cell(torch=t, accelerator=a, python=p)
-                    assert KB.cell_unavailable_reason(cell) or _abi_reason(abi, cell)
+                    assert KB.cell_unavailable_reason(cell) or KB.abi_unavailable_reason(
+                        abi, cell.torch
+                    )
         return
     second = plan(mf, KB, host_python="3.11")
     assert first == second  # deterministic
@@ -249,11 +259,59 @@ def test_only_outside_the_profile_names_the_profiles_that_contain_it() -> None:
     }
     data["default_profile"] = "local"
     with pytest.raises(PlanError) as err:
-        plan(matrix(data), KB, host_python="3.12", only=["torch2.11.0-cu130-*"])
+        plan(
+            matrix(data), KB, host_python="3.12", selection=Selection(only=["torch2.11.0-cu130-*"])
+        )
     assert str(err.value).startswith(
         "--only torch2.11.0-cu130-*: matches no cell of profile 'local'; it is in profiles "
         "'release', 'pr': add --profile release; cells: torch2.13.0-cpu-cp312"
     )
     # the local plan reports no exclusions made among cells it never selects
     assert plan(matrix(data), KB, host_python="3.12").excluded == 0
-    assert plan(matrix(data), KB, host_python="3.12", profile="release").excluded == 2
+    assert (
+        plan(matrix(data), KB, host_python="3.12", selection=Selection(profile="release")).excluded
+        == 2
+    )
+
+
+def test_abi_minimums_come_from_the_release_rows() -> None:
+    """abi3/stable floors are read from torch.yaml (py_limited_api, stable_abi), not code."""
+    assert KB.abi_unavailable_reason("abi3", "2.5.1") == (
+        "abi: abi3 needs torch >= 2.6 (py_limited_api support in cpp_extension); "
+        "torch 2.5.1 is older"
+    )
+    assert KB.abi_unavailable_reason("abi3", "2.6.0") is None
+    assert KB.abi_unavailable_reason("stable", "2.9.1") is not None
+    assert KB.abi_unavailable_reason("stable", "2.10.0") is None
+    assert KB.abi_unavailable_reason("per-python", "2.0.0") is None
+    # a torch newer than the data (torch: current) has what the first release with it had
+    assert KB.abi_unavailable_reason("stable", "2.99.0") is None
+    rows = [
+        r.model_copy(update={"stable_abi": r.minor in ("2.12", "2.13")}) for r in KB.torch.values()
+    ]
+    shifted = Knowledge(
+        torch=rows,
+        cuda=KB.cuda_releases.values(),
+        rocm=KB.rocm_releases.values(),
+        images=KB.images,
+        never_bundle=KB.never_bundle_rules,
+    )
+    assert "torch >= 2.12" in (shifted.abi_unavailable_reason("stable", "2.11.0") or "")
+    assert "lacks" in (shifted.abi_unavailable_reason("stable", "2.14.0") or "")
+
+
+def test_a_free_threaded_cell_has_its_own_tag_and_is_never_folded_into_abi3() -> None:
+    data = base(abi="abi3")
+    data["axes"] = {
+        "torch": ["2.14.1"],
+        "accelerator": ["cpu"],
+        "python": ["3.13", "3.14", "3.14t"],
+    }
+    result = plan(matrix(data), KB, host_python="3.13")
+    by_id = {j.id: j for j in result.jobs}
+    assert set(by_id) == {"torch2.14.1-cpu-cp313-abi3", "torch2.14.1-cpu-cp314t"}
+    ft = by_id["torch2.14.1-cpu-cp314t"]
+    assert ft.abi == "per-python" and ft.pythons == ("3.14t",)
+    assert ft.cell_ids == ("torch2.14.1-cpu-cp314t",)
+    assert "BUILDTOOLS_PY_LIMITED_API" not in ft.env_dict
+    assert ft.requires_dist == "torch==2.14.*"

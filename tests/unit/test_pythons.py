@@ -105,3 +105,21 @@ def test_missing_names_the_install_command(tmp_path: Path) -> None:
 def test_bad_version_is_a_value_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a Python version"):
         find_python("python3", env={}, home=tmp_path)
+
+
+def test_free_threaded_requests_find_only_free_threaded_builds(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    exe(home / ".pyenv/versions/3.14.0/bin/python3.14")
+    exe(home / ".pyenv/versions/3.14.0t/bin/python3.14t")
+    uv = home / ".local/share/uv/python"
+    exe(uv / f"cpython-3.14.1+freethreaded-linux-{MACHINE}-gnu/bin/python3.14t")
+    assert find_python("3.14", env={}, home=home) == home / ".pyenv/versions/3.14.0/bin/python3.14"
+    found = [p for _, p in python_candidates("3.14t", env={}, home=home)]
+    assert found == [
+        home / ".pyenv/versions/3.14.0t/bin/python3.14t",
+        uv / f"cpython-3.14.1+freethreaded-linux-{MACHINE}-gnu/bin/python3.14t",
+    ]
+    with pytest.raises(
+        ToolMissingError, match=r"3\.13t \(free-threaded CPython.*uv python install 3\.13t"
+    ):
+        find_python("3.13t", env={}, home=home)

@@ -1,4 +1,4 @@
-"""repair: derived excludes, the exact auditwheel argv per policy, execution via the fake Runner."""
+"""repair: derived excludes, the exact auditwheel argv per policy, execution via the fake ProcessRunner."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one chokepoint for processes (buildtools.runner), without starting one.
+"""The one chokepoint for processes (buildtools.process), without starting one.
 
 `subprocess.Popen` is replaced by a scripted stand-in, so what is asserted is exactly what
 SubprocessRunner asks of the OS: the argv (strings, no shell), the echo in the log, its own
@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import pytest
 
 from buildtools.errors import ToolMissingError
-from buildtools.runner import (
+from buildtools.process import (
     DEFAULT_TIMEOUT,
     TIMEOUT_EXIT,
     CommandResult,
@@ -163,7 +163,7 @@ def test_which_resolves_on_the_given_path_or_says_how_to_install(tmp_path: Path)
 
 
 def test_the_log_names_a_long_inline_program_by_its_size() -> None:
-    from buildtools.runner import echo
+    from buildtools.process import echo
 
     script = "import sys\n" * 190
     assert echo(["/venv/bin/python", "-I", "-c", script, "--static"]) == (

@@ -23,7 +23,9 @@ from buildtools.smoke.child import (
     output_tail,
     parse_child_report,
 )
-from buildtools.smoke.report import (
+from buildtools.smoke.device import DriverFacts
+from buildtools.smoke.run import SmokeOptions, run_smoke, smoke_argv
+from buildtools.smoke.smoke_report import (
     ReportPaths,
     RunnerInfo,
     SmokeReport,
@@ -34,7 +36,6 @@ from buildtools.smoke.report import (
     publish,
     step_summary,
 )
-from buildtools.smoke.run import SmokeOptions, run_smoke, smoke_argv
 from buildtools.smoke.wheels import (
     SmokeTarget,
     WheelSource,
@@ -45,7 +46,7 @@ from buildtools.smoke.wheels import (
     parse_find_links,
     plan_targets,
 )
-from buildtools.torchinstall import TorchInstall
+from buildtools.torchinstall import GpuInfo, TorchInstall
 
 TORCH_LIB = "/venv/lib/python3.12/site-packages/torch/lib"
 GRAFTED = "/env/lib/python3.12/site-packages/bt_scatter.libs"
@@ -311,11 +312,22 @@ def test_detect_accelerator() -> None:
     assert detect_accelerator(exists=exists(), which=which()) == "cpu"
 
 
-def _wheel(tmp_path: Path, name: str, record: dict[str, object] | None) -> Path:
+# nvcc 13.0 output with sm_75, sm_80 cubins and compute_90 PTX (tests/fixtures/cuda)
+DEVICE_CODE = Path(__file__).resolve().parents[1] / "fixtures/cuda/kernel_sm75_sm80_compute90.o"
+
+
+def _wheel(
+    tmp_path: Path,
+    name: str,
+    record: dict[str, object] | None,
+    members: dict[str, bytes] | None = None,
+) -> Path:
     path = tmp_path / name
     dist = "-".join(name.split("-")[:2]) + ".dist-info"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("bt_scatter/__init__.py", "")
+        for member, data in (members or {}).items():
+            zf.writestr(member, data)
         zf.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: bt-scatter\n")
         if record is not None:
             zf.writestr(f"{dist}/buildtools.json", json.dumps(record))
@@ -501,7 +513,7 @@ def test_github_annotations_escape_their_data() -> None:
 
 def test_step_summary() -> None:
     md = step_summary(_report())
-    assert "Runner: cuda, NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130" in md
+    assert "ProcessRunner: cuda, NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130" in md
     assert (
         "| `b-1.0-cp312-cp312-linux_x86_64.whl` | torch2.11.0-cu130-cp312 | ❌ aborted | 7.7 s |"
         in md
@@ -631,14 +643,24 @@ RUNNER_TORCH = TorchInstall(
     package_dir=Path("/runner/lib/python3.12/site-packages/torch"),
     cuda="13.0",
     imported=True,
+    device_available=True,
+    device_count=1,
+    gpus=(GpuInfo(index=0, name="NVIDIA H100 80GB HBM3", capability=(9, 0)),),
 )
+DRIVER = DriverFacts(
+    kind="cuda",
+    driver="580.159.04",
+    source="nvidia-smi",
+    device_nodes=("/dev/nvidia0", "/dev/nvidiactl"),
+)
+DEVICE_MEMBERS = {"bt_scatter/_C.cpython-312-x86_64-linux-gnu.so": DEVICE_CODE.read_bytes()}
 
 
 @pytest.fixture
 def gpu_runner_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The runner's interpreter reports Python 3.12.3 with torch 2.11.0+cu130."""
+    """The runner's interpreter reports Python 3.12.3 with torch 2.11.0+cu130 and an H100."""
     monkeypatch.setattr(
-        "buildtools.smoke.run._probe_torch", lambda *a, **k: ("3.12.3", RUNNER_TORCH)
+        "buildtools.smoke.run.probe_torch", lambda *a, **k: ("3.12.3", RUNNER_TORCH)
     )
 
 
@@ -650,6 +672,7 @@ def test_an_abi3_wheel_is_smoke_tested_on_a_runner_whose_python_is_not_the_build
         tmp_path,
         "bt_scatter-0.1.0+pt211cu130-cp311-abi3-manylinux_2_28_x86_64.whl",
         _covering("abi3", ABI3_CELLS[:2], "2.11.0+cu130", "3.11.9"),
+        DEVICE_MEMBERS,
     )
     runner = _gpu_runner()
     opts = SmokeOptions(
@@ -658,6 +681,7 @@ def test_an_abi3_wheel_is_smoke_tested_on_a_runner_whose_python_is_not_the_build
         env={"PATH": "", "HOME": str(tmp_path)},
         torch_source="system",
         torch_python=Path("/runner/bin/python3.12"),
+        driver=DRIVER,
     )
     out = io.StringIO()
     report = run_smoke(
@@ -690,6 +714,7 @@ def test_a_wheel_whose_cells_all_miss_the_runner_is_skipped_naming_them(tmp_path
         env={"PATH": "", "HOME": str(tmp_path)},
         torch_source="system",
         torch_python=Path("/runner/bin/python3.12"),
+        driver=DRIVER,
     )
     report = run_smoke(
         [WheelSource(path=wheel, origin=str(wheel))],
@@ -708,7 +733,7 @@ def test_smoke_command_override_keeps_the_matrix_project(tmp_path: Path) -> None
     """`--smoke-command` with `--matrix`: relative test paths still point into the project."""
     import argparse
 
-    from buildtools.cli.smoke import _smoke_command
+    from buildtools.cli.smoke import _smoke_project
 
     (tmp_path / "ext").mkdir()
     matrix = tmp_path / "matrix.yaml"
@@ -720,7 +745,8 @@ def test_smoke_command_override_keeps_the_matrix_project(tmp_path: Path) -> None
 
     def call(**kw: object) -> tuple[str | None, Path | None, tuple[str, ...]]:
         ns = {"smoke_command": None, "matrix": None, "project": None} | kw
-        return _smoke_command(argparse.Namespace(**ns))
+        got = _smoke_project(argparse.Namespace(**ns))
+        return got.command, got.directory, got.requires
 
     project = (tmp_path / "ext").resolve()
     assert call(matrix=matrix) == ("python -m pytest tests", project, ("pytest",))

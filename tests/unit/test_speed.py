@@ -14,20 +14,20 @@ from fixtures.fakes import FakeRunner
 
 from buildtools.backends.base import nvcc_flags_env
 from buildtools.backends.local import LocalBackend
-from buildtools.build.ccache import CompilerCache, ccache_dir, make_masquerade
-from buildtools.build.environment import job_environment
-from buildtools.build.options import BuildOptions
-from buildtools.build.progress import Progress, estimate_remaining, format_seconds
-from buildtools.build.scheduler import (
+from buildtools.model import BuildJob, Toolkit
+from buildtools.toolchain.envs import Toolchain
+from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
+from buildtools.wheelbuild.ccache import CompilerCache, ccache_dir, make_masquerade
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.progress import Progress, estimate_remaining, format_seconds
+from buildtools.wheelbuild.scheduler import (
     HostResources,
     device_sources,
     device_targets,
     nvcc_threads,
     plan_slots,
 )
-from buildtools.model import BuildJob, Toolkit
-from buildtools.toolchain.envs import Toolchain
-from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
 
 
 def jobs(n: int, accelerator: str = "cpu") -> list[BuildJob]:
@@ -268,7 +268,7 @@ def test_a_cuda_jobs_build_environment_carries_its_threads(tmp_path: Path) -> No
 
 
 def test_nvcc_threads_leave_the_fingerprint_alone() -> None:
-    from buildtools.build.fingerprint import build_vars, job_config
+    from buildtools.wheelbuild.fingerprint import build_vars, job_config
 
     # the threads live in the job's build environment and the build record, not in the
     # job or the host variables the fingerprint reads

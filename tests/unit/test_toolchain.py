@@ -1,4 +1,4 @@
-"""Toolchain creation, reuse and verification against a fake Runner (no process starts)."""
+"""Toolchain creation, reuse and verification against a fake ProcessRunner (no process starts)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from fixtures.probe import imported_report, is_probe, probe_output, static_repor
 from buildtools.errors import ToolchainError, ToolMissingError
 from buildtools.model import BuildJob, Toolkit
 from buildtools.probe.hostenv import parse_snapshot
-from buildtools.runner import CommandResult
+from buildtools.process import CommandResult
 from buildtools.toolchain.cuda import (
     cuda_toolkit_requirements,
     locate_cuda_wheels,
@@ -54,7 +54,7 @@ def job211(accelerator: str = "cu130", **kw: Any) -> BuildJob:
 
 @dataclass
 class FakeWorld(FakeRunner):
-    """The fake Runner playing python/venv/pip/nvcc on a temporary file system."""
+    """The fake ProcessRunner playing python/venv/pip/nvcc on a temporary file system."""
 
     tmp: Path
     torch_version: str = "2.11.0+cu130"

@@ -169,7 +169,7 @@ def test_relabel_with_source_date_epoch_forgets_when_and_where_it_was_built(
 
 
 def test_reproducible_build_environment(tmp_path: Path) -> None:
-    from buildtools.build.environment import reproducible_env, source_date_epoch
+    from buildtools.wheelbuild.environment import reproducible_env, source_date_epoch
 
     site = tmp_path / "env" / "site-packages"
     env = reproducible_env({"CFLAGS": "-O2"}, project_dir=tmp_path, site_packages=site)

@@ -6,7 +6,7 @@ job's exact torch and toolkit, builds, repairs with the derived excludes and imp
 the host then relabels and checks the wheel as for a local build. The options come from
 `buildtools.backends.docker.cibw` (pure); this module only executes: it makes the builder image when it is
 missing, prefetches wheels for `--offline`, reads the host's pip configuration, and runs
-cibuildwheel, every process through the Runner.
+cibuildwheel, every process through the ProcessRunner.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ...knowledge import Knowledge
 from ...locks import file_lock
 from ...model import BuildJob
 from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
-from ...runner import Runner, which
+from ...process import ProcessRunner, which
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
 from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR
@@ -122,7 +122,7 @@ class DockerBackend:
 
     # ---------------------------------------------------------------- engine and tools
 
-    def preflight(self, runner: Runner) -> None:
+    def preflight(self, runner: ProcessRunner) -> None:
         """Fail before any job when the engine, cibuildwheel or the Dockerfiles are missing."""
         docker = which("docker", install_hint=DOCKER_INSTALL_HINT, path=self.env.get("PATH"))
         result = runner.run(
@@ -157,7 +157,7 @@ class DockerBackend:
             base_id=base_id,
         )
 
-    def _local_id(self, image: str, runner: Runner) -> str | None:
+    def _local_id(self, image: str, runner: ProcessRunner) -> str | None:
         result = runner.run(
             ["docker", "image", "inspect", "--format", "{{.Id}}", image],
             env=self.env,
@@ -167,7 +167,7 @@ class DockerBackend:
         return lines[-1] if lines and lines[-1].startswith("sha256:") else None
 
     def _pip_download(
-        self, argv: list[str] | tuple[str, ...], *, dest: Path, runner: Runner, log: IO[str]
+        self, argv: list[str] | tuple[str, ...], *, dest: Path, runner: ProcessRunner, log: IO[str]
     ) -> None:
         """Run one `pip download` unless the same one already completed into `dest`."""
         key = hashlib.sha256(json.dumps(list(argv)).encode()).hexdigest()[:20]
@@ -186,7 +186,7 @@ class DockerBackend:
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(shlex.join(argv) + "\n")
 
-    def ensure_emulation(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> None:
+    def ensure_emulation(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> None:
         """A job for another architecture needs QEMU registered (or set up when allowed)."""
         machine = job.platform.removeprefix("linux_")
         found = emulation_for(machine, host_machine=self.host_machine, binfmt_dir=self.binfmt_dir)
@@ -211,7 +211,7 @@ class DockerBackend:
             raise ToolMissingError(f"--setup-emulation ran, but {again.reason}. " + again.remedy)
         log.write(f"# --setup-emulation: {again.reason} registered\n")
 
-    def ensure_image(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> str:
+    def ensure_image(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> str:
         """Build the job's builder image unless an image with its tag exists already."""
         self.ensure_emulation(job, runner=runner, log=log)
         base = self.image_for(job).base
@@ -225,7 +225,7 @@ class DockerBackend:
         return image.tag
 
     def _build_image(
-        self, job: BuildJob, image: BuilderImage, key: str, *, runner: Runner, log: IO[str]
+        self, job: BuildJob, image: BuilderImage, key: str, *, runner: ProcessRunner, log: IO[str]
     ) -> None:
         context = self.cache_dir / "docker" / "context" / key
         shutil.rmtree(context, ignore_errors=True)
@@ -277,10 +277,10 @@ class DockerBackend:
         env["PIP_NO_INPUT"] = "1"
         return env
 
-    def _torch_index(self, job: BuildJob, runner: Runner, log: IO[str]) -> str | None:
+    def _torch_index(self, job: BuildJob, runner: ProcessRunner, log: IO[str]) -> str | None:
         return job_index(job, Path(self.python), runner=runner, log=log, env=self.env)
 
-    def prefetch(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> Path:
+    def prefetch(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> Path:
         """Download every wheel the job's container installs into the shared prefetch dir."""
         dest = self.cache_dir / "prefetch"
         for argv in prefetch_commands(
@@ -293,7 +293,7 @@ class DockerBackend:
             self._pip_download(argv, dest=dest, runner=runner, log=log)
         return dest
 
-    def pip_config(self, runner: Runner) -> PipPassthrough:
+    def pip_config(self, runner: ProcessRunner) -> PipPassthrough:
         """The host's pip configuration for the container (read once per run)."""
         if self._pip is None:
             result = runner.run(
@@ -345,7 +345,7 @@ class DockerBackend:
             uv_dir=uv_dir,
         )
 
-    def uv_for(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> Path | None:
+    def uv_for(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> Path | None:
         """uv for a native offline job's installs, or None: pip (logged either way)."""
         if job.platform.removeprefix("linux_") != "x86_64" or self.host_machine != "x86_64":
             return None  # uv's static binary is x86_64; an emulated job has the cross one
@@ -359,7 +359,9 @@ class DockerBackend:
             log.write(f"# installs in the container: uv ({found / 'bin' / 'uv'}, {why})\n")
         return found
 
-    def cross_for(self, job: BuildJob, *, runner: Runner, log: IO[str]) -> CrossToolchain | None:
+    def cross_for(
+        self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]
+    ) -> CrossToolchain | None:
         """The x86_64 cross GCC for an emulated aarch64 job, or None (logged either way)."""
         machine = job.platform.removeprefix("linux_")
         if machine == self.host_machine:
@@ -397,7 +399,7 @@ class DockerBackend:
         out_dir: Path,
         build_dir: Path,
         env: Mapping[str, str],
-        runner: Runner,
+        runner: ProcessRunner,
         log: IO[str],
     ) -> list[Path]:
         """One cibuildwheel run; returns the wheel it built, repaired and import-tested."""

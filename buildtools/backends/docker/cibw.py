@@ -82,7 +82,7 @@ CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
 CONTAINER_CCACHE_MASQUERADE = "/opt/buildtools/ccache"
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PYTHON_RE = re.compile(r"^3\.\d{1,2}$")
+_PYTHON_RE = re.compile(r"^3\.\d{1,2}t?$")  # 3.14t: free-threaded
 _TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
 _URL_RE = re.compile(r"^(https?|file)://[^\s'\"]+$")
 # pip options passed into the container (online mode); anything else stays on the host
@@ -269,7 +269,9 @@ def prefetch_commands(
     for version in job.pythons:
         tag = python_tag(version)
         base = [python, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:"]
-        base += ["--python-version", version, "--implementation", "cp", "--abi", tag]
+        # pip download --python-version takes X.Y; the free-threaded ABI is the tag's 't'
+        base += ["--python-version", version.removesuffix("t"), "--implementation", "cp"]
+        base += ["--abi", tag]
         for plat in prefetch_platforms(job.platform_tag):
             base += ["--platform", plat]
         reqs = [_requirement(job.torch_requirement, f"{job.id}: torch requirement")]
@@ -452,7 +454,7 @@ def compose_cibuildwheel(
     container_env.append(("PIP_NO_COMPILE", "0"))
     if ccache_dir is not None:
         # the image's ccache in front of every compiler, the same way for every torch
-        # version (buildtools.build.ccache): masquerade links first on PATH (set below),
+        # version (buildtools.wheelbuild.ccache): masquerade links first on PATH (set below),
         # nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is the
         # job's, mounted from the host, so a container rebuild hits like a local one
         container_env += [
@@ -535,6 +537,9 @@ def compose_cibuildwheel(
         ),
         ("CIBW_BUILD_VERBOSITY", "1"),
     ]
+    if any(python.endswith("t") for python in job.pythons):
+        # free-threaded CPython (cp314t): cibuildwheel builds it only when enabled
+        options.append(("CIBW_ENABLE", "cpython-freethreading"))
     argv = (
         host_python,
         "-m",

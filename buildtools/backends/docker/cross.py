@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import IO
 
 from ...locks import file_lock
-from ...runner import Runner
+from ...process import ProcessRunner
 from .uvbin import UV_REQUIREMENT, add_uv, uv_environment
 
 CROSS_PREFIX = "/opt/buildtools/cross"  # where the toolchain is mounted in the container
@@ -138,7 +138,7 @@ def ensure_cross_toolchain(
     cache_dir: Path,
     python: str,
     env: Mapping[str, str],
-    runner: Runner,
+    runner: ProcessRunner,
     log: IO[str],
 ) -> tuple[CrossToolchain | None, str]:
     """The cached cross toolchain, made once per recipe; (None, why) when it cannot be.

@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 
 from ...errors import BuildtoolsError, ToolchainError, ToolMissingError
 from ...model import RepairPolicy
-from ...runner import SubprocessRunner
+from ...process import SubprocessRunner
 
 # The job's CUDA_HOME inside the container: a link to the toolkit before-build chose.
 CUDA_LINK = Path("/tmp/buildtools/cuda")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from ...locks import file_lock
-from ...runner import Runner
+from ...process import ProcessRunner
 
 UV_REQUIREMENT = "uv==0.13.9"
 _UV_PLATFORM = "musllinux_1_1_x86_64"  # the static-pie build
@@ -37,7 +37,7 @@ UV_BIN = f"{UV_MOUNT}/bin"  # goes first on the build's PATH
 
 
 def add_uv(
-    dest: Path, *, python: str, env: Mapping[str, str], runner: Runner, log: IO[str]
+    dest: Path, *, python: str, env: Mapping[str, str], runner: ProcessRunner, log: IO[str]
 ) -> str | None:
     """Put uv's static x86_64 binary at dest/bin/uv; why not, or None."""
     wheels = dest / ".uv-wheel"
@@ -61,7 +61,7 @@ def add_uv(
 
 
 def ensure_uv(
-    *, cache_dir: Path, python: str, env: Mapping[str, str], runner: Runner, log: IO[str]
+    *, cache_dir: Path, python: str, env: Mapping[str, str], runner: ProcessRunner, log: IO[str]
 ) -> tuple[Path | None, str]:
     """The directory holding bin/uv (made once per UV_REQUIREMENT), or None and why.
 

@@ -22,6 +22,8 @@ python-coverage     a promised cell's Python that the wheel's tag does not cover
 elf-machine         a shared object built for another architecture than the platform
                     tag names
 build-record        the wheel's buildtools.json missing or invalid
+wheel-size          a wheel above the upload limit (warning) or the release-asset limit
+                    (error), with its CUDA device code per arch
 ==================  ======================================================================
 
 Which libraries are torch's, the GPU runtime's or the driver's is read from
@@ -51,7 +53,7 @@ from pathlib import Path
 from ...knowledge import Knowledge, load_knowledge
 from ...model import Finding, Severity
 from ..elf import ElfInfo
-from . import abi, bundled, device, machine, metadata, platform, pythons, record, symbols
+from . import abi, bundled, device, machine, metadata, platform, pythons, record, size, symbols
 from .device import expected_archs
 from .elves import WheelElf, describe_device_code, extract_elves, is_grafted
 from .expect import Expectation
@@ -70,6 +72,7 @@ CHECKS: tuple[Check, ...] = (
     pythons.CHECK,
     machine.CHECK,
     record.CHECK,
+    size.CHECK,
 )
 CHECK_CODES: tuple[str, ...] = tuple(code.name for check in CHECKS for code in check.codes)
 

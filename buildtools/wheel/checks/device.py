@@ -12,6 +12,7 @@ __all__ = ["CHECK", "CPU_LINKS_CUDA", "NO_DEVICE_CODE", "expected_archs"]
 import re
 from typing import Literal
 
+from ...ecosystem import load_ecosystem
 from ...model import Accelerator, Finding, Severity
 from ..elf import strip_graft_hash
 from .registry import Code, WheelCheck, WheelSubject, finding
@@ -92,11 +93,7 @@ def _check(subject: WheelSubject) -> list[Finding]:
     present = [c for c in codes if c is not None]
     label = "CUDA" if kind == "cuda" else "ROCm/HIP"
     if not present:
-        env = (
-            "FORCE_CUDA=1 and TORCH_CUDA_ARCH_LIST"
-            if kind == "cuda"
-            else "FORCE_CUDA=1 and PYTORCH_ROCM_ARCH"
-        )
+        env = f"FORCE_CUDA=1 and {load_ecosystem().arch_variables[kind]}"
         return [
             finding(
                 NO_DEVICE_CODE,
@@ -122,7 +119,7 @@ def _check(subject: WheelSubject) -> list[Finding]:
     if not missing:
         return []
     complete = all(c.complete for c in present)
-    var = "TORCH_CUDA_ARCH_LIST" if kind == "cuda" else "PYTORCH_ROCM_ARCH"
+    var = load_ecosystem().arch_variables[kind]
     message = (
         f"The wheel's {label} device code lacks {', '.join(missing)} promised by "
         f"{var}={expect.arch_list!r} (found: {', '.join(sorted(found)) or 'none'}): GPUs of "

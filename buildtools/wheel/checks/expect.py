@@ -23,10 +23,18 @@ class Expectation:
     build_record: bool = True
     cells: tuple[str, ...] = ()  # the cell ids the wheel serves (python-coverage)
     abi: AbiMode | None = None
+    # wheel-size thresholds in bytes (None: the defaults of data/ecosystem.json)
+    size_warning: int | None = None
+    size_error: int | None = None
 
     @classmethod
     def from_job(
-        cls, job: BuildJob, *, weaker_platform_tag: Literal["error", "warning"] = "error"
+        cls,
+        job: BuildJob,
+        *,
+        weaker_platform_tag: Literal["error", "warning"] = "error",
+        size_warning: int | None = None,
+        size_error: int | None = None,
     ) -> Expectation:
         """What `job` promised (accelerator, archs, tag, local label, torch pin)."""
         return cls(
@@ -38,4 +46,6 @@ class Expectation:
             requires_dist_torch=job.requires_dist or None,
             cells=job.cell_ids,
             abi=job.abi,
+            size_warning=size_warning,
+            size_error=size_error,
         )

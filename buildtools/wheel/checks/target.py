@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...errors import ToolchainError
 from ...probe.hostenv import read_torch_install
-from ...runner import Runner
+from ...process import ProcessRunner
 from ..elf import inspect_elf
 
 
@@ -37,7 +37,7 @@ def _c10_cxx11(libc10: Path) -> bool:
     return any("__cxx11" in s for s in exported)
 
 
-def load_torch_target(site_packages: Path, *, runner: Runner | None = None) -> TorchTarget:
+def load_torch_target(site_packages: Path, *, runner: ProcessRunner | None = None) -> TorchTarget:
     """Describe the torch installed in `site_packages` without importing it.
 
     The probe reads torch/version.py (`__version__`, `cuda`, `hip`); the C++ ABI comes from

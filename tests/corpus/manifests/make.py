@@ -27,6 +27,16 @@ ENTRY: dict[str, Any] = {
     "url": None,
     "version": "0.1.0+pt213cpu",
 }
+RUN: dict[str, Any] = {
+    "sha256": "b" * 64,
+    "cell": "torch2.13.0-cpu-cp312",
+    "runner": "cuda",
+    "gpu": "NVIDIA H100 80GB HBM3",
+    "driver": "580.159.04",
+    "date": "2026-11-25",
+    "python": "3.12.3",
+    "torch": "2.13.0+cpu",
+}
 GOOD: dict[str, Any] = {
     "schema": "torch-buildtools/index/v1",
     "wheels": [ENTRY],
@@ -57,6 +67,16 @@ CASES: dict[str, Any] = {
     "wrong-schema": {**GOOD, "schema": "someone-else/v9"},
     "generated-traversal": {**GOOD, "generated": ["../../../etc/passwd"]},
     "top-level-list": [GOOD],
+    # the values pages and their file names are made of
+    "name-not-the-file": _with(name="../../evil"),
+    "accelerator-markup": _with(accelerator='cpu"><script>alert(1)</script>'),
+    "torch-path": _with(torch_versions=["../../../tmp/x"]),
+    "version-markup": _with(version="0.1.0<script>"),
+    # the smoke runs the coverage map shows
+    "smoke-not-a-list": {**GOOD, "smoke": {"gpu": "x"}},
+    "smoke-gpu-number": {**GOOD, "smoke": [{**RUN, "gpu": 80}]},
+    "smoke-runner-unknown": {**GOOD, "smoke": [{**RUN, "runner": "tpu"}]},
+    "smoke-gpu-control": {**GOOD, "smoke": [{**RUN, "gpu": "H100\x1b[2J"}]},
 }
 
 

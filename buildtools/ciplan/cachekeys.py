@@ -1,0 +1,131 @@
+"""The Actions cache keys of a build job: downloads, compiler cache and builder image.
+
+Keys live in namespaces by trust: `bt-rel-` for what the trusted workflows (release,
+caches) save, on the default branch; a pull request's builds save only their compiler
+cache, under `bt-pr<number>-` in the pull request's own scope. A release restores by exact
+key only (never the newest entry of a prefix), so nothing a branch or pull request wrote
+under another key can be picked instead.
+
+- Downloads (the docker backend's prefetch directory: torch, the toolkit's pip packages,
+  the build requirements) are keyed by what decides their bytes: platform, torch pin,
+  accelerator, toolkit pins and torch index, then the Pythons of that group. A release
+  build re-checks every restored file against the sha256 its index publishes (pip
+  re-downloads one that differs) before it builds offline.
+- The compiler cache is keyed by the job and its toolchain (`ccache-<job>-<hash>`), the
+  namespace prefixed by the workflow: `bt-rel-` (release, exact), `bt-pr<N>-…-<run>`
+  (pull requests, their own newest).
+- A builder image is one recipe (Dockerfile, its files, the base image by digest): the tag
+  `torch-buildtools/builder:<kind>-<hash>` the docker backend computes. A release builds
+  it in its own images job and hands it to the builds by artifact, checked by image ID;
+  `caches.yml` saves it to the cache for pull requests.
+Pure: nothing here runs a process.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RELEASE_NAMESPACE",
+    "BuildKeys",
+    "build_keys",
+    "image_recipe",
+    "image_tag",
+    "prefetch_group",
+    "unpinned_bases",
+]
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..backends.docker.images import builder_image, docker_dir, load_pins
+from ..errors import BuildtoolsError
+from ..model import BuildJob
+from ..toolchain.envs import BUILD_REQUIREMENTS
+from . import layout
+from .labels import family_of
+
+# what the trusted workflows save (release, caches), on the default branch
+RELEASE_NAMESPACE = "bt-rel-"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildKeys:
+    """What a build job restores (and the trusted workflows save)."""
+
+    prefetch: str  # exact key of the downloads
+    prefetch_restore: str  # prefix: the same pins, other Pythons (pull requests only)
+    ccache: str  # `ccache-<job>-<toolchain>`, namespaced by the workflow ('' without one)
+    ccache_path: str  # the job's compiler cache directory ('' without one)
+    image: str  # builder image tag ('' when unknown: the job builds its own)
+    image_key: str
+    image_file: str  # `docker save` archive under layout.IMAGES_DIR
+
+
+def _short(payload: object, n: int) -> str:
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def prefetch_group(job: BuildJob) -> str:
+    """The download group of a job: platform, torch, accelerator and a hash of the pins."""
+    pins = {
+        "torch": job.torch_requirement,
+        "index": job.torch_index,
+        "toolkit": list(job.toolkit.pip_packages) if job.toolkit else [],
+        "build": list(BUILD_REQUIREMENTS),
+        "platform": job.platform_tag,
+    }
+    accel = job.accelerator.name
+    return f"{RELEASE_NAMESPACE}dl-{job.platform}-torch{job.torch}-{accel}-{_short(pins, 12)}-"
+
+
+def image_recipe(job: BuildJob) -> str:
+    """What decides a job's builder image tag (its accelerator and base image): jobs with
+    the same recipe share one image; the release declares one image slot per recipe."""
+    return f"{job.accelerator.name}|{job.image}"
+
+
+def image_tag(job: BuildJob, env: Mapping[str, str]) -> str:
+    """The builder image of `job` as the docker backend names it ('' without the Dockerfiles).
+
+    Computed without a local base image ID, as on a fresh runner; a runner that has the
+    base already gets another tag and builds its own image.
+    """
+    try:
+        directory = docker_dir(env)
+        return builder_image(job, docker=directory, pins=load_pins(directory / "pins.yaml")).tag
+    except BuildtoolsError:
+        return ""
+
+
+def unpinned_bases(jobs: Iterable[BuildJob], env: Mapping[str, str]) -> list[str]:
+    """The builder base images of `jobs` that docker/pins.yaml has no digest for."""
+    try:
+        directory = docker_dir(env)
+        pins = load_pins(directory / "pins.yaml")
+        bases = {builder_image(j, docker=directory, pins=pins).base for j in jobs}
+    except BuildtoolsError:
+        return []
+    return sorted(b for b in bases if "@sha256:" not in b)
+
+
+def build_keys(job: BuildJob, *, group_pythons: Iterable[str], image: str) -> BuildKeys:
+    """The cache keys of `job`; `group_pythons`: the Pythons of its download group."""
+    group = prefetch_group(job)
+    suffix = image.rpartition(":")[2]
+    toolchain = {
+        "image": image or image_recipe(job),
+        "torch": job.torch_requirement,
+        "toolkit": list(job.toolkit.pip_packages) if job.toolkit else [],
+        "env": [list(pair) for pair in job.env],
+    }
+    return BuildKeys(
+        prefetch=group + _short(sorted(set(group_pythons)), 8),
+        prefetch_restore=group,
+        ccache=f"ccache-{job.id}-{_short(toolchain, 10)}" if job.ccache else "",
+        ccache_path=f"{layout.CACHE_DIR}/ccache/{job.id}" if job.ccache else "",
+        image=image,
+        image_key=f"{RELEASE_NAMESPACE}image-{family_of(job)}-{suffix}" if image else "",
+        image_file=f"builder-{suffix}.tar" if image else "",
+    )

@@ -1,0 +1,71 @@
+"""The docker work of the cache jobs: one builder image per recipe, one download group.
+
+`build_image` makes the builder image of a job exactly as a build would (the docker
+backend's `ensure_image`), then saves it for the Actions cache or pushes it to
+`ci.image_registry`; `prefetch` fills the prefetch directory the way an offline build
+does. Every process goes through the ProcessRunner.
+"""
+
+from __future__ import annotations
+
+__all__ = ["build_image", "prefetch"]
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from ..backends.docker.images import validate_image_ref
+from ..backends.registry import BackendOptions, BackendSetting, docker_backend
+from ..cachedir import default_cache_dir
+from ..errors import BuildFailedError
+from ..knowledge import Knowledge
+from ..model import BuildJob
+from ..process import ProcessRunner
+
+
+def build_image(
+    job: BuildJob,
+    *,
+    kb: Knowledge,
+    env: Mapping[str, str],
+    runner: ProcessRunner,
+    log: IO[str],
+    save: Path | None = None,
+    push: str | None = None,
+) -> str:
+    """Build (or find) the builder image of `job`; `docker save` it or push it; its tag."""
+    setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
+    backend = docker_backend(setting, BackendOptions())
+    tag = backend.ensure_image(job, runner=runner, log=log)
+    commands: list[list[str]] = []
+    if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        commands.append(["docker", "save", "--output", str(save), tag])
+    if push is not None:
+        ref = validate_image_ref(push, what="--push")
+        commands += [["docker", "tag", tag, ref], ["docker", "push", ref]]
+    for argv in commands:
+        result = runner.run(argv, env=env, log=log)
+        if not result.ok:
+            raise BuildFailedError(
+                f"`{' '.join(argv)}` failed (exit {result.returncode}); the builds of this "
+                "recipe build their own image meanwhile"
+            )
+    return tag
+
+
+def prefetch(
+    jobs: Sequence[BuildJob],
+    *,
+    kb: Knowledge,
+    env: Mapping[str, str],
+    runner: ProcessRunner,
+    log: IO[str],
+) -> Path:
+    """Download what the jobs' containers install into the prefetch directory; its path."""
+    setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
+    backend = docker_backend(setting, BackendOptions(offline=True))
+    dest = default_cache_dir(env) / "prefetch"
+    for job in jobs:
+        dest = backend.prefetch(job, runner=runner, log=log)
+    return dest

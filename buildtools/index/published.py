@@ -1,0 +1,90 @@
+"""Which cells of a plan a published site already has a wheel for (`plan --missing`).
+
+A cell is published when the site holds a wheel of the project at the version being
+released with the label of the cell's job (so its file name is the one a build would
+make), for the cell's architecture, whose Python tag installs on the cell's Python
+(cp312 for per-python; cp39-abi3 for every Python from 3.9 on), and whose torch
+requirement admits the cell's torch (a 2.14.0 wheel pinned `torch==2.14.*` serves the
+2.14.1 cell; a stable wheel serves the torches its tested range admits).
+"""
+
+from __future__ import annotations
+
+__all__ = ["published_cells"]
+
+from collections.abc import Sequence
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from ..model import BuildJob, Cell
+from .manifest import IndexedWheel
+
+
+def _installs_on(tags: frozenset[Tag], python: str, arch: str) -> bool:
+    """Whether a wheel with `tags` installs on CPython `python` ('3.12', '3.14t')."""
+    free_threaded = python.endswith("t")
+    major, minor = (int(p) for p in python.removesuffix("t").split("."))
+    for tag in tags:
+        if not tag.platform.endswith(f"_{arch}"):
+            continue
+        if not tag.interpreter.startswith(f"cp{major}"):
+            continue
+        try:
+            their = int(tag.interpreter[3:])
+        except ValueError:
+            continue
+        if tag.abi == "abi3" and not free_threaded and their <= minor:
+            return True
+        wanted = f"cp{major}{minor}{'t' if free_threaded else ''}"
+        if tag.abi == wanted and their == minor:
+            return True
+    return False
+
+
+def _serves_torch(wheel: IndexedWheel, cell: Cell) -> bool:
+    if cell.torch in wheel.torch_versions:
+        return True
+    try:
+        spec = SpecifierSet(wheel.torch_specifier or "")
+        return bool(wheel.torch_specifier) and spec.contains(cell.torch, prereleases=True)
+    except InvalidSpecifier:
+        return False
+
+
+def published_cells(
+    jobs: Sequence[BuildJob],
+    *,
+    project: str,
+    version: Version,
+    wheels: Sequence[IndexedWheel],
+) -> dict[str, str]:
+    """cell id → the file name of the published wheel that serves it."""
+    want = canonicalize_name(project)
+    by_version: dict[Version, list[tuple[IndexedWheel, frozenset[Tag]]]] = {}
+    for wheel in wheels:
+        if canonicalize_name(wheel.name) != want:
+            continue
+        try:
+            tags = parse_wheel_filename(wheel.filename)[3]
+            by_version.setdefault(Version(wheel.version), []).append((wheel, tags))
+        except (InvalidVersion, ValueError):
+            continue
+    found: dict[str, str] = {}
+    for job in jobs:
+        try:
+            full = Version(f"{version.public}+{job.local_version}")
+        except InvalidVersion:
+            continue
+        arch = job.platform.removeprefix("linux_")
+        candidates = [
+            (w, t) for w, t in by_version.get(full, []) if w.accelerator == job.accelerator.name
+        ]
+        for cell in job.cells:
+            for wheel, tags in candidates:
+                if _installs_on(tags, cell.python, arch) and _serves_torch(wheel, cell):
+                    found[cell.id] = wheel.filename
+                    break
+    return found

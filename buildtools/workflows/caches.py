@@ -1,0 +1,55 @@
+"""`caches.yml`: the scheduled run on the default branch that seeds the release caches.
+
+Caches saved by a run on the default branch are visible to every branch, tag and pull
+request; a release (which runs from the default branch too) restores them. This run
+downloads, per torch × accelerator × toolkit pins, every wheel the builds install (the
+docker backend's prefetch directory) and builds each builder image once. The compiler
+caches are saved by the release builds themselves.
+"""
+
+from __future__ import annotations
+
+__all__ = ["render_caches"]
+
+from typing import Any
+
+from ..ciplan import layout
+from ..ciplan.shapes import Shape
+from ..planner import Plan
+from .common import Context, documented
+from .core_jobs import PlanJobSpec, plan_job, workflow_header
+from .input_jobs import images_job, prefetch_job
+from .publish_jobs import status_job
+from .yamlwriter import dump
+
+
+def render_caches(ctx: Context, plan: Plan) -> str:
+    """The text of caches.yml for the plan of the `release` profile."""
+    profile = layout.RELEASE_PROFILE
+    shape = Shape(kind=layout.CACHES_NAME)
+    jobs: dict[str, Any] = {
+        "plan": plan_job(ctx, profile, shape, PlanJobSpec(extra=("images", "prefetch"))),
+        "images": images_job(ctx, profile),
+        "prefetch": prefetch_job(ctx, profile),
+    }
+    jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
+    schedule = ctx.mf.matrix.ci.cache_schedule
+    header = workflow_header(
+        ctx,
+        "Caches",
+        profile,
+        plan,
+        [
+            f"on a schedule ({schedule}, UTC) and by hand, from the default branch: the",
+            "downloads of every torch x accelerator x toolkit, and the builder images.",
+        ],
+    )
+    doc: dict[str, Any] = {
+        "name": layout.CACHES_NAME,
+        "on": {"schedule": [{"cron": schedule}], "workflow_dispatch": {}},
+        "permissions": {},
+        "concurrency": {"group": "${{ github.workflow }}", "cancel-in-progress": False},
+        "env": ctx.env,
+        "jobs": jobs,
+    }
+    return dump(documented(doc), header=header, gaps=("jobs",))

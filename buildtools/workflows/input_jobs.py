@@ -1,0 +1,331 @@
+"""What a build job brings in besides the source: its builder image, its downloads, its
+compiler cache; and the jobs that make them (images, prefetch). Per workflow, by trust:
+
+- release: the builder image comes from this run's `images` job (an artifact, or the
+  registry by digest), checked against the image ID that job output (`image_<slot>`);
+  without one (the job failed) the build makes its own from the tag's Dockerfiles. The
+  downloads are restored by exact key and re-checked against their index's sha256; the
+  compiler cache by exact key (`bt-rel-…`), saved when missing.
+- pull requests: the images and downloads the scheduled `caches.yml` saved (read only),
+  and their own compiler cache (`bt-pr<number>-…`, in the pull request's scope).
+- self-hosted.yml (a branch's code, run with the default branch's cache scope): images and
+  downloads read only, no compiler cache at all: nothing it could write is ever read by a
+  release, and it reads nothing a release wrote for its compiles.
+- caches.yml (scheduled, default branch): saves the images and downloads.
+"""
+
+from __future__ import annotations
+
+__all__ = ["build_inputs", "image_outputs", "images_job", "prefetch_job", "registry_login"]
+
+from typing import Any
+
+from ..ciplan import layout
+from ..ciplan.cachekeys import RELEASE_NAMESPACE
+from .common import Context
+from .scripts import (
+    free_disk_script,
+    image_build_script,
+    image_check_script,
+    image_load_script,
+    image_pull_script,
+    prefetch_script,
+)
+
+_PREFETCH_PATH = f"{layout.CACHE_DIR}/prefetch"
+_IMAGE_PATH = f"{layout.IMAGES_DIR}/${{{{ matrix.image_file }}}}"
+# the release's images travel as artifacts of the run, in the workspace
+RUN_IMAGES = "builder-image"
+RUN_ID = "${{ github.run_id }}"
+_PR_NAMESPACE = "bt-pr${{ github.event.pull_request.number }}-"
+
+
+def _flag(job: str) -> str:
+    return f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
+
+
+def registry_login(ctx: Context) -> list[dict[str, Any]]:
+    registry = ctx.mf.matrix.ci.image_registry
+    if not registry:
+        return []
+    host = registry.split("/", 1)[0]
+    return [
+        {
+            "name": f"Log in to {host}",
+            "env": {"REGISTRY_HOST": host, "REGISTRY_TOKEN": "${{ github.token }}"},
+            "run": 'echo "$REGISTRY_TOKEN" | docker login "$REGISTRY_HOST" '
+            '--username "$GITHUB_ACTOR" --password-stdin\n',
+        }
+    ]
+
+
+def _release_image(ctx: Context) -> list[dict[str, Any]]:
+    """This run's image of the job's recipe, checked by the ID the images job output."""
+    expected = {
+        # every slot's ID; the script picks this job's (no computed expression index)
+        "BT_IMAGES": "${{ toJSON(needs.images.outputs) }}",
+        "BT_SLOT": "${{ matrix.image_slot }}",
+        "IMAGE": "${{ matrix.image }}",
+    }
+    given = "matrix.image_slot != 0"
+    if ctx.mf.matrix.ci.image_registry:
+        return [
+            {
+                "name": "Pull this run's builder image by digest",
+                "if": given,
+                "env": expected,
+                "run": image_pull_script(by_digest=True),
+            }
+        ]
+    return [
+        {
+            "name": "Download this run's builder image",
+            "if": given,
+            # missing when the images job failed for this recipe: the build makes its own
+            "continue-on-error": True,
+            "uses": ctx.pins.uses("actions/download-artifact"),
+            "with": {"name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}", "path": RUN_IMAGES},
+        },
+        {
+            "name": "Load the builder image and check its ID",
+            "if": given,
+            "env": {**expected, "IMAGE_FILE": "${{ matrix.image_file }}"},
+            "run": image_check_script(RUN_IMAGES),
+        },
+    ]
+
+
+def _cached_image(ctx: Context) -> list[dict[str, Any]]:
+    """The image caches.yml saved (pull requests and self-hosted.yml: nothing published)."""
+    registry = ctx.mf.matrix.ci.image_registry
+    if registry:
+        return [
+            {
+                "name": "Pull the builder image",
+                "if": "matrix.image != ''",
+                "env": {"IMAGE": "${{ matrix.image }}", "REGISTRY": registry},
+                "run": image_pull_script(by_digest=False),
+            }
+        ]
+    return [
+        {
+            "name": "Restore the builder image",
+            "id": "image",
+            "if": "matrix.image != ''",
+            "uses": ctx.pins.uses("actions/cache", "restore"),
+            "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
+        },
+        {
+            "name": "Load the builder image",
+            "if": "steps.image.outputs.cache-hit == 'true'",
+            "env": {"IMAGE_FILE": "${{ matrix.image_file }}"},
+            "run": image_load_script(),
+        },
+    ]
+
+
+def _downloads(*, exact: bool, save: bool, ctx: Context) -> tuple[list[Any], list[Any]]:
+    with_: dict[str, Any] = {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"}
+    if not exact:
+        with_["restore-keys"] = "${{ matrix.prefetch_restore }}"
+    restore = [
+        {
+            "name": "Restore downloads (torch, toolkit, build requirements)",
+            "id": "downloads",
+            "uses": ctx.pins.uses("actions/cache", "restore"),
+            "with": with_,
+        }
+    ]
+    saves = [
+        {
+            "name": "Save downloads",
+            "if": "success() && steps.downloads.outputs.cache-hit != 'true'",
+            "uses": ctx.pins.uses("actions/cache", "save"),
+            "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
+        }
+    ]
+    return restore, saves if save else []
+
+
+def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
+    """Release: exact key in the trusted namespace, saved when missing. Pull request: its
+    own namespace and scope, the newest entry of this pull request. Others: none."""
+    if ctx.kind == layout.RELEASE_NAME:
+        key = f"{RELEASE_NAMESPACE}${{{{ matrix.ccache_key }}}}"
+        restore_with: dict[str, Any] = {"path": "${{ matrix.ccache_path }}", "key": key}
+        saved_if = "steps.ccache.outputs.cache-hit != 'true'"
+    elif ctx.kind == layout.PR_NAME:
+        prefix = f"{_PR_NAMESPACE}${{{{ matrix.ccache_key }}}}-"
+        key = prefix + RUN_ID
+        restore_with = {"path": "${{ matrix.ccache_path }}", "key": key, "restore-keys": prefix}
+        saved_if = "true"
+    else:
+        return [], []
+    restore = {
+        "name": "Restore the compiler cache",
+        "id": "ccache",
+        "if": "matrix.ccache_key != ''",
+        "uses": ctx.pins.uses("actions/cache", "restore"),
+        "with": restore_with,
+    }
+    save = {
+        # also after a failed build: what compiled is still worth keeping
+        "name": "Save the compiler cache",
+        "if": f"always() && matrix.ccache_key != '' && {saved_if}".replace(" && true", ""),
+        "uses": ctx.pins.uses("actions/cache", "save"),
+        "with": {"path": "${{ matrix.ccache_path }}", "key": key},
+    }
+    return [restore], [save]
+
+
+def build_inputs(ctx: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(steps before the build, steps after it) of a build job in this workflow."""
+    release = ctx.kind == layout.RELEASE_NAME
+    image = _release_image(ctx) if release else _cached_image(ctx)
+    downloads, saved = _downloads(exact=release, save=ctx.trusted, ctx=ctx)
+    ccache, ccache_saved = _compiler_cache(ctx)
+    return [*registry_login(ctx), *image, *downloads, *ccache], [*saved, *ccache_saved]
+
+
+def image_outputs(count: int) -> dict[str, str]:
+    """The release's images job outputs: one image ID (or registry digest) per slot."""
+    return {f"image_{n}": f"${{{{ steps.image.outputs.image_{n} }}}}" for n in range(1, count + 1)}
+
+
+def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
+    """One job per builder recipe. A release builds each anew and outputs its ID (`slots`
+    outputs); caches.yml builds what the cache lacks and saves it for pull requests."""
+    registry = ctx.mf.matrix.ci.image_registry
+    release = ctx.kind == layout.RELEASE_NAME
+    env = {
+        "BT_ONLY": "${{ matrix.only }}",
+        "IMAGE": "${{ matrix.image }}",
+        "IMAGE_FILE": "${{ matrix.image_file }}",
+    }
+    steps: list[dict[str, Any]] = [
+        ctx.checkout(),
+        {
+            "name": "Free disk space for the builder image",
+            "if": "matrix.family != 'cpu' && runner.environment == 'github-hosted'",
+            "run": free_disk_script(),
+        },
+        ctx.setup_python(),
+        ctx.install_tools(),
+        *registry_login(ctx),
+    ]
+    if registry:
+        env["REGISTRY"] = registry
+    if release:
+        env["BT_SLOT"] = "${{ matrix.image_slot }}"
+        steps.append(
+            {
+                "name": "Build the builder image" + (" and push it" if registry else ""),
+                "id": "image",
+                "env": env,
+                "run": image_build_script(
+                    ctx.matrix, profile, registry=bool(registry), release=RUN_IMAGES
+                ),
+            }
+        )
+        if not registry:
+            steps.append(
+                {
+                    "name": "Upload the builder image (this run's builds load it)",
+                    "uses": ctx.pins.uses("actions/upload-artifact"),
+                    "with": {
+                        "name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}",
+                        "path": f"{RUN_IMAGES}/${{{{ matrix.image_file }}}}",
+                        "if-no-files-found": "error",
+                        "retention-days": 1,
+                        "compression-level": 1,
+                    },
+                }
+            )
+    elif registry:
+        steps.append(
+            {
+                "name": "Build and push the builder image",
+                "env": env,
+                "run": image_build_script(ctx.matrix, profile, registry=True),
+            }
+        )
+    else:
+        steps += [
+            {
+                "name": "Look for the builder image in the cache",
+                "id": "cached",
+                "uses": ctx.pins.uses("actions/cache", "restore"),
+                "with": {
+                    "path": _IMAGE_PATH,
+                    "key": "${{ matrix.image_key }}",
+                    "lookup-only": True,
+                },
+            },
+            {
+                "name": "Build the builder image",
+                "if": "steps.cached.outputs.cache-hit != 'true'",
+                "env": env,
+                "run": image_build_script(ctx.matrix, profile, registry=False),
+            },
+            {
+                "name": "Save the builder image",
+                "if": "steps.cached.outputs.cache-hit != 'true'",
+                "uses": ctx.pins.uses("actions/cache", "save"),
+                "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
+            },
+        ]
+    permissions = {"contents": "read"}
+    if registry:
+        permissions["packages"] = "write"
+    job: dict[str, Any] = {
+        "name": "image ${{ matrix.image }}",
+        "needs": "plan",
+        "if": _flag("images"),
+        "runs-on": "${{ matrix.runner }}",
+        "timeout-minutes": layout.IMAGE_TIMEOUT,
+        "permissions": permissions,
+    }
+    if release:
+        job["outputs"] = image_outputs(slots)
+    job["strategy"] = {
+        "fail-fast": False,
+        "matrix": "${{ fromJSON(needs.plan.outputs.images) }}",
+    }
+    job["steps"] = steps
+    return job
+
+
+def prefetch_job(ctx: Context, profile: str) -> dict[str, Any]:
+    """One job per download group: what its builds install, saved for them to restore."""
+    return {
+        "name": "downloads ${{ matrix.prefetch_key }}",
+        "needs": "plan",
+        "if": _flag("prefetch"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.PREFETCH_TIMEOUT,
+        "permissions": {"contents": "read"},
+        "strategy": {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.prefetch) }}"},
+        "steps": [
+            ctx.checkout(),
+            ctx.setup_python("${{ matrix.python_versions }}"),
+            ctx.install_tools(),
+            {
+                "name": "Restore the downloads",
+                "id": "downloads",
+                "uses": ctx.pins.uses("actions/cache", "restore"),
+                "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
+            },
+            {
+                "name": "Download (buildtools ci prefetch)",
+                "if": "steps.downloads.outputs.cache-hit != 'true'",
+                "env": {"BT_GROUP": "${{ matrix.prefetch_key }}"},
+                "run": prefetch_script(ctx.matrix, profile),
+            },
+            {
+                "name": "Save the downloads",
+                "if": "steps.downloads.outputs.cache-hit != 'true'",
+                "uses": ctx.pins.uses("actions/cache", "save"),
+                "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
+            },
+        ],
+    }

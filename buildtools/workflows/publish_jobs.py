@@ -1,0 +1,390 @@
+"""The jobs after the builds: publish (select → restore → index → attest → release), Pages,
+PyPI, status.
+
+- `publish` runs only when every build and smoke job with work passed, in the protected
+  environment `ci.environment` (its reviewers approve each publish) and the Pages
+  concurrency group (`ci.pages_group`, never cancelled): it keeps the wheels a smoke report
+  passed, restores the published record (authenticated: `cisteps.record`), indexes the selection
+  with links to the release assets (`--wheel-url`), attests the selection and the new
+  record (SLSA provenance and the release statement naming the tag's commit and the run:
+  `cisteps.provenance`), verifies those attestations, uploads everything to the tag's draft
+  release, records `index.json` and publishes the release.
+- `pages` deploys the uploaded pages: `pages: write` and `id-token: write` only, the
+  `github-pages` environment, no checkout, no install.
+- `pypi-dist` / `pypi` (optional, `ci.pypi`): the one variant without its local label, and
+  an sdist, published by trusted publishing from a reviewed environment.
+- `status` always runs last: the one required check, with the final summary.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "drift_job",
+    "gate_condition",
+    "pages_job",
+    "preview_job",
+    "publish_job",
+    "pypi_jobs",
+    "status_job",
+]
+
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import quote
+
+from ..ciplan import layout
+from ..ecosystem import load_ecosystem
+from .common import Context
+from .publish_scripts import (
+    ATTEST_DIR,
+    index_script,
+    preview_script,
+    pypi_dist_script,
+    pypi_verify_script,
+    release_script,
+    restore_script,
+    select_script,
+    subjects_script,
+    verify_script,
+)
+from .scripts import bash, commit_status_script, status_script
+
+_WHEELS = f"{layout.ARTIFACTS}/wheels"
+_SMOKE = f"{layout.ARTIFACTS}/smoke"
+_ATTEST = ATTEST_DIR
+
+
+def pages_enabled(ctx: Context) -> bool:
+    """Deploy to GitHub Pages when `index.base_url` says where the site is served."""
+    return bool(ctx.mf.matrix.index.base_url)
+
+
+def gate_condition(jobs: list[str], flag: str) -> str:
+    """Run only when the plan passed, `flag` is set, and each of `jobs` passed or had no work."""
+    parts = [
+        "!cancelled()",
+        "needs.plan.result == 'success'",
+        f"needs.plan.outputs.{layout.run_flag(flag)} == 'true'",
+    ]
+    for job in jobs:
+        result = f"needs.{job}.result"
+        parts.append(
+            f"({result} == 'success' || ({result} == 'skipped' && "
+            f"needs.plan.outputs.{layout.run_flag(job)} != 'true'))"
+        )
+    return "${{ " + " && ".join(parts) + " }}"
+
+
+def _after(job: str, flag: str) -> str:
+    """Run when `job` passed and the plan set `flag` (explicit: a default success() would be
+    false for any job skipped further up, such as an image job with nothing to build)."""
+    return (
+        f"${{{{ !cancelled() && needs.{job}.result == 'success' && "
+        f"needs.plan.outputs.{layout.run_flag(flag)} == 'true' }}}}"
+    )
+
+
+def _tag_env() -> dict[str, str]:
+    """The vetted tag and its commit (the plan job's vetting step resolved them)."""
+    return {"BT_TAG": "${{ needs.plan.outputs.tag }}", "BT_SHA": "${{ needs.plan.outputs.sha }}"}
+
+
+def _downloads(ctx: Context) -> list[dict[str, Any]]:
+    return [
+        ctx.download(_WHEELS, pattern="wheels-*", title="Download the wheels"),
+        ctx.download(_SMOKE, pattern="smoke-*", title="Download the smoke reports"),
+    ]
+
+
+def _built_env(job: str) -> str:
+    """The variable holding a build job's outputs: `build-cuda-2` → BT_BUILT_BUILD_CUDA_2."""
+    return "BT_BUILT_" + layout.output_name(job).upper()
+
+
+def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
+    with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
+    if release:
+        with_ |= {
+            "predicate-type": layout.RELEASE_PREDICATE,
+            "predicate-path": f"{_ATTEST}/predicate.json",
+        }
+    return {
+        "name": "Attest the release (tag, commit, run)" if release else "Attest provenance (SLSA)",
+        "uses": ctx.pins.uses("actions/attest-build-provenance"),
+        "with": with_,
+    }
+
+
+def publish_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+    """Select, restore the record, index, attest, verify, upload to the draft release,
+    record, publish; in the protected environment, one publish at a time (Pages group).
+
+    The token reaches only the steps that talk to GitHub: tools and nox sessions are
+    installed before any of them, from hashed pins, and later steps never install.
+    """
+    site = {"SITE": "${{ steps.site.outputs.path }}"}
+    token = {"GITHUB_TOKEN": "${{ github.token }}", "GH_TOKEN": "${{ github.token }}"}
+    steps: list[dict[str, Any]] = [
+        ctx.checkout(),
+        ctx.setup_python(),
+        ctx.install_tools(),
+        {
+            "name": "Prepare the nox sessions (no token in this step)",
+            "run": bash(layout.join(["nox", "--install-only", "-s", "ci", "index"])),
+        },
+        *_downloads(ctx),
+        {
+            "name": "Select the smoke-tested wheels the builds reported",
+            "env": {
+                _built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}"
+                for job in gated
+                if job.startswith("build-")
+            },
+            "run": select_script(
+                ctx.matrix, built=[_built_env(j) for j in gated if j.startswith("build-")]
+            ),
+        },
+        ctx.upload("selection", layout.SELECTION),
+        {
+            "name": "Restore the published record (authenticated, checked against Pages)",
+            "id": "site",
+            "env": token,
+            "run": restore_script(ctx.matrix),
+        },
+        {
+            "name": "Index the selection with links to the release (nox -s index)",
+            "env": {**_tag_env(), **site},
+            "run": index_script(ctx.matrix),
+        },
+        {
+            "name": "What to attest: the selection and the record",
+            "env": {**_tag_env(), **site},
+            "run": subjects_script(ctx.matrix),
+        },
+        _attest(ctx, release=False),
+        _attest(ctx, release=True),
+        {
+            "name": "Verify each file's attestation (this run, the tag's commit)",
+            "env": {**_tag_env(), **site, "GH_TOKEN": "${{ github.token }}"},
+            "run": verify_script(ctx.matrix),
+        },
+        {
+            "name": "Upload to the draft release, record, publish it",
+            "env": {**_tag_env(), **site, "GITHUB_TOKEN": "${{ github.token }}"},
+            "run": release_script(ctx.matrix),
+        },
+        ctx.upload("site", layout.SITE, hidden=True),
+    ]
+    if pages_enabled(ctx):
+        steps.append(
+            {
+                "name": "Upload the pages",
+                "uses": ctx.pins.uses("actions/upload-pages-artifact"),
+                "with": {"path": layout.SITE, "retention-days": 1},
+            }
+        )
+    return {
+        "name": "publish the release",
+        "needs": ["plan", *gated],
+        "if": gate_condition(gated, "publish"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.ASSETS_TIMEOUT,
+        # restore → record, one at a time across releases and Pages workflows
+        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
+        # required reviewers approve every publish (docs/ci.md, repository settings)
+        "environment": ctx.mf.matrix.ci.environment,
+        "permissions": {"contents": "write", "id-token": "write", "attestations": "write"},
+        "steps": steps,
+    }
+
+
+def pages_job(ctx: Context) -> dict[str, Any]:
+    """Deploy the pages the publish job uploaded: nothing checked out, nothing installed."""
+    return {
+        "name": "deploy to GitHub Pages",
+        "needs": ["plan", "publish"],
+        "if": _after("publish", "publish"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.INDEX_TIMEOUT,
+        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
+        "environment": {"name": "github-pages", "url": "${{ steps.deployment.outputs.page_url }}"},
+        "permissions": {"pages": "write", "id-token": "write"},
+        "steps": [
+            {
+                "name": "Deploy to GitHub Pages",
+                "id": "deployment",
+                "uses": ctx.pins.uses("actions/deploy-pages"),
+            }
+        ],
+    }
+
+
+def preview_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+    """A pull request's index preview artifact (`site-preview`, relative links)."""
+    return {
+        "name": "index preview",
+        "needs": ["plan", *gated],
+        "if": gate_condition(gated, "index"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.INDEX_TIMEOUT,
+        "permissions": {"contents": "read"},
+        "steps": [
+            ctx.checkout(),
+            ctx.setup_python(),
+            ctx.install_tools(),
+            *_downloads(ctx),
+            {
+                "name": "Index preview of the smoke-tested wheels (nox -s index)",
+                "env": {"SITE": layout.SITE},
+                "run": preview_script(ctx.matrix),
+            },
+            ctx.upload("site-preview", layout.SITE, hidden=True),
+        ],
+    }
+
+
+def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
+    """`pypi-dist` (the variant without its local label, an sdist) and `pypi` (publish)."""
+    pypi = ctx.mf.matrix.ci.pypi
+    assert pypi is not None
+    project = PurePosixPath(ctx.matrix).parent / ctx.mf.matrix.project.path
+    dist_steps: list[dict[str, Any]] = [
+        ctx.checkout(),
+        ctx.setup_python(),
+        ctx.install_tools(),
+        ctx.download(
+            _WHEELS,
+            pattern=f"wheels-torch{pypi.torch}-{pypi.accelerator}-*",
+            title="Download the variant's wheels",
+        ),
+        ctx.download(f"{layout.ARTIFACTS}/selection", name="selection"),
+        {
+            "name": "Verify the wheels' release attestation (this run, the tag's commit)",
+            "env": {**_tag_env(), "GH_TOKEN": "${{ github.token }}"},
+            "run": pypi_verify_script(ctx.matrix),
+        },
+        {
+            "name": "Wheels without the local label, and an sdist",
+            "env": {
+                "PIP_EXTRA_INDEX_URL": load_ecosystem().pytorch_index + "/cpu",
+                **({"BT_PROJECT": project.as_posix()} if pypi.sdist else {}),
+            },
+            "run": pypi_dist_script(ctx.matrix, sdist=pypi.sdist),
+        },
+        ctx.upload("pypi-dist", "dist/"),
+    ]
+    name = ctx.mf.matrix.project.name
+    environment: dict[str, Any] = {"name": pypi.environment}
+    if name:
+        # percent-encoded: nothing of the name can form an expression or leave the URL
+        environment["url"] = f"https://pypi.org/project/{quote(name, safe='')}/"
+    return {
+        "pypi-dist": {
+            "name": "PyPI distributions",
+            "needs": ["plan", "publish"],
+            "if": _after("publish", "pypi"),
+            "runs-on": ctx.control,
+            "timeout-minutes": layout.ASSETS_TIMEOUT,
+            "permissions": {"contents": "read", "attestations": "read"},
+            "steps": dist_steps,
+        },
+        "pypi": {
+            "name": "publish to PyPI",
+            "needs": ["plan", "pypi-dist"],
+            "if": "${{ !cancelled() && needs.pypi-dist.result == 'success' }}",
+            "runs-on": ctx.control,
+            "timeout-minutes": layout.INDEX_TIMEOUT,
+            # trusted publishing: PyPI trusts this workflow in this environment, no token
+            "environment": environment,
+            "permissions": {"id-token": "write"},
+            "steps": [
+                ctx.download("dist", name="pypi-dist", title="Download the distributions"),
+                {
+                    "name": "Publish (trusted publishing, with attestations)",
+                    "uses": ctx.pins.uses("pypa/gh-action-pypi-publish"),
+                    "with": {"packages-dir": "dist/", "attestations": True},
+                },
+            ],
+        },
+    }
+
+
+def status_job(ctx: Context, needs: list[str], *, commit_status: bool = False) -> dict[str, Any]:
+    """The required check: the final summary; fails unless every job with work passed."""
+    reports = f"{layout.ARTIFACTS}/reports"
+    steps: list[dict[str, Any]] = [
+        ctx.checkout(),
+        ctx.setup_python(),
+        ctx.install_tools(),
+        ctx.download(f"{reports}/plan", name="plan", optional=True, title="Download the plan"),
+        ctx.download(
+            reports, pattern="build-report-*", optional=True, title="Download the build reports"
+        ),
+        ctx.download(reports, pattern="smoke-*", optional=True, title="Download the smoke reports"),
+    ]
+    if ctx.kind == layout.RELEASE_NAME:
+        steps.append(
+            ctx.download(
+                f"{reports}/selection",
+                name="selection",
+                optional=True,
+                title="Download the selection",
+            )
+        )
+    summary: dict[str, Any] = {
+        "name": "Summary: published, held back, failed",
+        "id": "status",
+        "env": {"NEEDS": "${{ toJSON(needs) }}"},
+        "run": status_script(ctx.matrix, ctx.kind),
+    }
+    permissions = {"contents": "read"}
+    if commit_status:
+        permissions["statuses"] = "write"
+        steps += [
+            summary,
+            {
+                "name": "Post the verdict on the pull request's commit",
+                "if": "always()",
+                "env": {
+                    "GH_TOKEN": "${{ github.token }}",
+                    "BT_HEAD_SHA": "${{ github.event.workflow_run.head_sha }}",
+                    "BT_STATE": "${{ steps.status.outputs.state || 'error' }}",
+                    "BT_DESCRIPTION": "${{ steps.status.outputs.description || 'see the run' }}",
+                },
+                "run": commit_status_script(),
+            },
+        ]
+    else:
+        steps.append(summary)
+    job: dict[str, Any] = {
+        "name": "status",
+        "needs": needs,
+        "if": "always()",
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.STATUS_TIMEOUT,
+        "permissions": permissions,
+        "steps": steps,
+    }
+    if commit_status:
+        # a fork's pull request is never tested on the project's machines: no verdict
+        job["if"] = "always() && needs.plan.result != 'skipped'"
+    return job
+
+
+def drift_job(ctx: Context) -> dict[str, Any]:
+    """The pull request's first job: the committed workflows still match matrix.yaml."""
+    return {
+        "name": "workflows match matrix.yaml",
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.PLAN_TIMEOUT,
+        "permissions": {"contents": "read"},
+        "steps": [
+            ctx.checkout(),
+            ctx.setup_python(),
+            ctx.install_tools(),
+            {
+                "name": "Drift check (nox -s ci -- --check)",
+                "run": bash(layout.join(["nox", "-s", "ci", "--", *ctx.margs, "--check"])),
+            },
+        ],
+    }

@@ -1,0 +1,86 @@
+"""The ABI window proven, not assumed: a stable wheel claims the torches its smoke tests."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import parse_matrix
+from buildtools.matrix.yamlsource import SourceMap
+from buildtools.planner import abi_window, plan
+from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
+
+KB = load_knowledge()
+
+
+def _plan(smoke: dict[str, object]) -> dict[str, object]:
+    data = {
+        "project": {"path": ".", "abi": "stable"},
+        "axes": {
+            "torch": ["2.13.0", "2.14.1"],
+            "accelerator": ["cpu", "cu130"],
+            "python": ["3.11"],
+        },
+        "runners": {"smoke": smoke},
+    }
+    mf = parse_matrix(data, SourceMap(path=Path("matrix.yaml"), lines={(): 1}), knowledge=KB)
+    result = plan(mf, KB, host_python="3.11")
+    return {job.accelerator.name: job for job in result.jobs}
+
+
+def test_a_stable_wheel_requires_exactly_the_torches_its_job_claims() -> None:
+    jobs = _plan({"cpu": "ubuntu-24.04", "cuda": ["self-hosted", "gpu"]})
+    cpu = jobs["cpu"]
+    assert cpu.torch_versions == ("2.13.0", "2.14.1")  # type: ignore[attr-defined]
+    assert cpu.requires_dist == "torch>=2.13,<2.15"  # type: ignore[attr-defined]
+    window = dict(abi_window(cpu))  # type: ignore[arg-type]
+    assert window == {
+        "2.13.0": "smoke on ubuntu-24.04, a fresh environment with torch 2.13.0",
+        "2.14.1": "smoke on ubuntu-24.04, a fresh environment with torch 2.14.1",
+    }
+    gpu = dict(abi_window(jobs["cu130"]))  # type: ignore[arg-type]
+    assert gpu["2.14.1"].startswith("smoke on self-hosted, gpu where it can install torch 2.14.1")
+    unproven = dict(abi_window(_plan({"cpu": "ubuntu-24.04"})["cu130"]))  # type: ignore[arg-type]
+    assert unproven["2.13.0"].startswith("not proven: no smoke runner")
+
+
+def _stable_wheel(tmp_path: Path) -> Path:
+    path = tmp_path / "bt_stable-0.1.0+pt213cpu-cp311-abi3-manylinux_2_28_x86_64.whl"
+    record = {
+        "schema": 1,
+        "torch": "2.13.0+cpu",
+        "accelerator": "cpu",
+        "cxx11_abi": True,
+        "python": "3.11.7",
+        "abi": "stable",
+        "torch_requirement": "torch>=2.13,<2.15",
+        "cells": [
+            "torch2.13.0-cpu-cp311",
+            "torch2.13.0-cpu-cp312",
+            "torch2.14.1-cpu-cp311",
+            "torch2.14.1-cpu-cp312",
+        ],
+    }
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("bt_stable/__init__.py", "")
+        zf.writestr("bt_stable-0.1.0+pt213cpu.dist-info/METADATA", "Name: bt-stable\n")
+        zf.writestr("bt_stable-0.1.0+pt213cpu.dist-info/buildtools.json", json.dumps(record))
+    return path
+
+
+def test_a_cpu_runner_tests_a_stable_wheel_on_every_torch_it_claims(tmp_path: Path) -> None:
+    src = WheelSource(path=_stable_wheel(tmp_path), origin="wheelhouse")
+    targets = plan_targets([src], runner_accelerator="cpu", runner_python="3.11")
+    assert all(isinstance(t, SmokeTarget) for t in targets)
+    cells = [(t.cell, t.torch) for t in targets if isinstance(t, SmokeTarget)]
+    assert cells == [
+        ("torch2.13.0-cpu-cp311", "2.13.0+cpu"),
+        ("torch2.14.1-cpu-cp311", "2.14.1+cpu"),
+    ]
+    # a GPU runner tests the torch it has (or the build's), once
+    on_gpu = plan_targets(
+        [src], runner_accelerator="cuda", runner_python="3.11", runner_torch="2.14.1+cu130"
+    )
+    assert len(on_gpu) == 1
