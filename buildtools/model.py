@@ -457,7 +457,7 @@ class BuildRecord:
     weaker_platform_tag: str | None = None
 
     @classmethod
-    def for_job(
+    def for_job(  # noqa: PLR0913
         cls,
         job: BuildJob,
         *,

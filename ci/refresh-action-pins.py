@@ -24,7 +24,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from buildtools.ciplan.pins import PINS_PATH, load_pins, parse_ls_remote, stale_pins
+from buildtools.workflows.pins import PINS_PATH, load_pins, parse_ls_remote, stale_pins
 
 
 def ls_remote(action: str) -> dict[str, str]:

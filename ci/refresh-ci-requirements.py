@@ -44,7 +44,7 @@ from packaging.utils import parse_wheel_filename
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 from buildtools.backends.docker.cibw import prefetch_platforms
-from buildtools.ciplan.pins import (
+from buildtools.workflows.pins import (
     LOCK_PATH,
     REQUIREMENTS_PATH,
     applies,

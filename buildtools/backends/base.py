@@ -44,7 +44,7 @@ class Backend(Protocol):
         """Raise ToolMissingError before any job when what the backend needs is missing."""
         ...
 
-    def build_raw(
+    def build_raw(  # noqa: PLR0913
         self,
         job: BuildJob,
         toolchain: Toolchain,

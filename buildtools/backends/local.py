@@ -75,7 +75,7 @@ class LocalBackend:
     def preflight(self, runner: ProcessRunner) -> None:
         """Nothing to check ahead: each job's toolchain names what it misses."""
 
-    def build_raw(
+    def build_raw(  # noqa: PLR0913
         self,
         job: BuildJob,
         toolchain: Toolchain,

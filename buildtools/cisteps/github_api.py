@@ -98,7 +98,7 @@ class RestApi:
 
     # ------------------------------------------------------------------------- transport
 
-    def _request(
+    def _request(  # noqa: PLR0913
         self,
         method: str,
         url: str,

@@ -77,7 +77,7 @@ def _holds(site: Path, rel: str, files: dict[str, bytes]) -> bool:
         return False
 
 
-def publish(
+def publish(  # noqa: PLR0913
     site: Path,
     sources: Sequence[WheelSource],
     settings: IndexSettings,

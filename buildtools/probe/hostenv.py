@@ -300,7 +300,7 @@ def _exited(returncode: int, output: str, *, timed_out: bool = False, timeout: f
     return f"`import torch` exited {returncode}{signal}: {_tail(output) or 'no output'}"
 
 
-def probe_environment(
+def probe_environment(  # noqa: PLR0913
     python: Path,
     *,
     runner: ProcessRunner,

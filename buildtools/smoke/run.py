@@ -173,7 +173,7 @@ class _Machine:
     accelerator: str
 
 
-def _smoke_one(
+def _smoke_one(  # noqa: PLR0912, PLR0915
     number: int,
     target: SmokeTarget,
     machine: _Machine,

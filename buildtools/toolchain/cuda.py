@@ -211,7 +211,7 @@ def check_compiler_dists(snapshot: EnvSnapshot, cuda_version: str) -> None:
         )
 
 
-def install_cuda_wheels(
+def install_cuda_wheels(  # noqa: PLR0913
     job: BuildJob,
     torch: TorchInstall,
     root: Path,

@@ -125,7 +125,7 @@ def prepare_current(
     )
 
 
-def _create(
+def _create(  # noqa: PLR0913
     job: BuildJob,
     *,
     base_python: Path,

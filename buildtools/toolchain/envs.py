@@ -208,7 +208,7 @@ def _write_marker(root: Path, data: Mapping[str, Any]) -> None:
     tmp.replace(root / MARKER)
 
 
-def record_created(
+def record_created(  # noqa: PLR0913
     *,
     key: str,
     fields: Mapping[str, Any],
@@ -282,7 +282,7 @@ def _reuse(
     )
 
 
-def cached_toolchain(
+def cached_toolchain(  # noqa: PLR0913
     root: Path,
     *,
     key: str,

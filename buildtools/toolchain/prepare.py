@@ -92,7 +92,7 @@ def toolchain_identity(
     )
 
 
-def prepare_toolchain(
+def prepare_toolchain(  # noqa: PLR0913
     job: BuildJob,
     python: str,
     *,
@@ -171,7 +171,7 @@ def prepare_toolchain(
     )
 
 
-def _create(
+def _create(  # noqa: PLR0913
     job: BuildJob,
     *,
     ident: ToolchainIdentity,

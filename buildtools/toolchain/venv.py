@@ -55,7 +55,7 @@ def remove_env(root: Path, log: IO[str], why: str) -> None:
         shutil.rmtree(root)
 
 
-def create_venv(
+def create_venv(  # noqa: PLR0913
     base_python: Path,
     root: Path,
     *,

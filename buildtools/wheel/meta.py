@@ -459,7 +459,7 @@ def read_build_record(wheel: Path) -> BuildRecord | None:
     return parse_build_record(raw, where=f"{dist_info}/{BUILD_RECORD_NAME}")
 
 
-def make_build_record(
+def make_build_record(  # noqa: PLR0913
     *,
     torch: str,
     accelerator: str,

@@ -250,7 +250,7 @@ def _tool_env(
     return tuple(sorted(env.items()))
 
 
-def plan_repair(
+def plan_repair(  # noqa: PLR0913
     wheel: Path,
     *,
     dest_dir: Path,
@@ -458,7 +458,7 @@ def best_platform_tag(
 # --- both backends -----------------------------------------------------------------------
 
 
-def repair_against_torch(
+def repair_against_torch(  # noqa: PLR0913
     raw: Path,
     *,
     dest_dir: Path,

@@ -95,7 +95,7 @@ def _targets(
     return targets
 
 
-def build_job(
+def build_job(  # noqa: PLR0913
     job: BuildJob,
     *,
     kb: Knowledge,
@@ -136,7 +136,7 @@ def build_job(
         )
 
 
-def _build_job_locked(
+def _build_job_locked(  # noqa: PLR0913
     job: BuildJob,
     *,
     kb: Knowledge,
@@ -302,7 +302,7 @@ def _build_job_locked(
     return results
 
 
-def _compile(
+def _compile(  # noqa: PLR0913
     job: BuildJob,
     toolchain: Toolchain,
     *,
@@ -358,7 +358,7 @@ def _compile(
         )
 
 
-def _repair(
+def _repair(  # noqa: PLR0913
     job: BuildJob,
     toolchain: Toolchain,
     raw: Path,
@@ -516,7 +516,7 @@ def build_plan(
     return report
 
 
-def _run_jobs(
+def _run_jobs(  # noqa: PLR0913
     todo: list[BuildJob],
     slots: Slots,
     results: dict[str, list[CellResult]],

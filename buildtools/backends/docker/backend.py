@@ -92,7 +92,7 @@ class DockerBackend:
     repairs_inside = True  # the wheel comes back repaired against the container's torch
     needs_host_toolkit = False  # the host only needs torch, for the checks
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         *,
         kb: Knowledge,
@@ -309,7 +309,7 @@ class DockerBackend:
 
     # ------------------------------------------------------------------------- build
 
-    def compose(
+    def compose(  # noqa: PLR0913
         self,
         job: BuildJob,
         *,
@@ -390,7 +390,7 @@ class DockerBackend:
         )
         return found
 
-    def build_raw(
+    def build_raw(  # noqa: PLR0913
         self,
         job: BuildJob,
         toolchain: Toolchain,

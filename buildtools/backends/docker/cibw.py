@@ -368,7 +368,7 @@ def _incontainer(verb: str, *args: str) -> list[str]:
     return [TOOLS_PYTHON, "-m", "buildtools.backends.docker.incontainer", verb, *args]
 
 
-def compose_cibuildwheel(
+def compose_cibuildwheel(  # noqa: PLR0912, PLR0913, PLR0915
     job: BuildJob,
     *,
     image: str,
