@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import IO, Protocol
+from typing import Protocol
 
+from ..context import RunContext
 from ..model import BuildJob
 from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
@@ -44,7 +45,7 @@ class Backend(Protocol):
         """Raise ToolMissingError before any job when what the backend needs is missing."""
         ...
 
-    def build_raw(  # noqa: PLR0913
+    def build_raw(
         self,
         job: BuildJob,
         toolchain: Toolchain,
@@ -52,10 +53,10 @@ class Backend(Protocol):
         project_dir: Path,
         out_dir: Path,
         build_dir: Path,
-        env: Mapping[str, str],
-        runner: ProcessRunner,
-        log: IO[str],
-    ) -> list[Path]: ...
+        ctx: RunContext,
+    ) -> list[Path]:
+        """The raw wheel(s) of `job`, built with `ctx`'s processes, environment and log."""
+        ...
 
 
 def nvcc_flags_env(threads: int, env: Mapping[str, str]) -> dict[str, str]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..context import RunContext
 from ..errors import BuildFailedError
 from ..model import BuildJob
 from ..process import ProcessRunner
@@ -75,7 +74,7 @@ class LocalBackend:
     def preflight(self, runner: ProcessRunner) -> None:
         """Nothing to check ahead: each job's toolchain names what it misses."""
 
-    def build_raw(  # noqa: PLR0913
+    def build_raw(
         self,
         job: BuildJob,
         toolchain: Toolchain,
@@ -83,10 +82,9 @@ class LocalBackend:
         project_dir: Path,
         out_dir: Path,
         build_dir: Path,
-        env: Mapping[str, str],
-        runner: ProcessRunner,
-        log: IO[str],
+        ctx: RunContext,
     ) -> list[Path]:
+        env, runner, log = ctx.env, ctx.processes, ctx.stream
         build_dir.mkdir(parents=True, exist_ok=True)
         # A per-job build tree keeps object files of one toolchain away from another's and
         # lets ninja rebuild incrementally (setuptools reads DIST_EXTRA_CONFIG).

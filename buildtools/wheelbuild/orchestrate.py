@@ -8,6 +8,7 @@ whose checks passed is moved (atomically) into the wheelhouse.
 from __future__ import annotations
 
 from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend, nvcc_keep_env
+from ..context import RunContext
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions
 
@@ -185,8 +186,7 @@ def _build_job_locked(  # noqa: PLR0913
                         toolchain,
                         opts=opts,
                         backend=backend,
-                        runner=runner,
-                        log=log,
+                        ctx=RunContext(processes=runner, env=opts.env, log=log),
                         staging=staging,
                         compiler_cache=compiler_cache,
                     )
@@ -208,7 +208,12 @@ def _build_job_locked(  # noqa: PLR0913
                     raw[0]
                     if backend.repairs_inside
                     else _repair(
-                        job, toolchain, raw[0], staging, kb, env=opts.env, runner=runner, log=log
+                        job,
+                        toolchain,
+                        raw[0],
+                        staging,
+                        kb,
+                        ctx=RunContext(processes=runner, env=opts.env, log=log),
                     )
                 )
                 record = BuildRecord.for_job(
@@ -302,18 +307,18 @@ def _build_job_locked(  # noqa: PLR0913
     return results
 
 
-def _compile(  # noqa: PLR0913
+def _compile(
     job: BuildJob,
     toolchain: Toolchain,
     *,
     opts: BuildOptions,
     backend: Backend,
-    runner: ProcessRunner,
-    log: IO[str],
+    ctx: RunContext,
     staging: Path,
     compiler_cache: CompilerCache | None,
 ) -> list[Path]:
     """The backend's build of the raw wheel(s), in the job's exact environment."""
+    log = ctx.stream
     notes: list[str] = []
     if backend.needs_host_toolkit:
         env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache, notes=notes)
@@ -352,22 +357,18 @@ def _compile(  # noqa: PLR0913
             project_dir=opts.project_dir,
             out_dir=staging / "raw",
             build_dir=build_dir,
-            env=env,
-            runner=runner,
-            log=log,
+            ctx=ctx.with_env(env),
         )
 
 
-def _repair(  # noqa: PLR0913
+def _repair(
     job: BuildJob,
     toolchain: Toolchain,
     raw: Path,
     staging: Path,
     kb: Knowledge,
     *,
-    env: Mapping[str, str],
-    runner: ProcessRunner,
-    log: IO[str],
+    ctx: RunContext,
 ) -> Path:
     """Repair at the promised tag when the host allows it, else the best it allows.
 
@@ -381,9 +382,9 @@ def _repair(  # noqa: PLR0913
         promised=job.platform_tag,
         never_bundle=kb.never_bundle,
         repair=job.repair,
-        runner=runner,
-        env=env,
-        log=log,
+        runner=ctx.processes,
+        env=ctx.env,
+        log=ctx.stream,
     )
 
 

@@ -14,6 +14,7 @@ from fixtures.factories import make_toolchain, planned_job
 from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.backend import DockerBackend
+from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, UnsafeArtefactError
 from buildtools.knowledge import load_knowledge
 
@@ -95,9 +96,11 @@ def build(
         project_dir=PROJECT,
         out_dir=tmp_path / "raw",
         build_dir=tmp_path / "build",
-        env={"PATH": "/usr/bin", "CIBW_SKIP": "*", "CIBW_BUILD": "cp3*", "HOME": "/root"},
-        runner=runner,
-        log=io.StringIO(),
+        ctx=RunContext(
+            processes=runner,
+            env={"PATH": "/usr/bin", "CIBW_SKIP": "*", "CIBW_BUILD": "cp3*", "HOME": "/root"},
+            log=io.StringIO(),
+        ),
     )
 
 

@@ -14,6 +14,7 @@ from fixtures.fakes import FakeRunner
 
 from buildtools.backends.base import nvcc_flags_env
 from buildtools.backends.local import LocalBackend
+from buildtools.context import RunContext
 from buildtools.model import BuildJob, Toolkit
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
@@ -101,9 +102,11 @@ def build_env_of(
         project_dir=opts.project_dir,
         out_dir=out,
         build_dir=tmp_path / "tree",
-        env=job_environment(the_job, tc, opts, compiler_cache=cache),
-        runner=runner,
-        log=io.StringIO(),
+        ctx=RunContext(
+            processes=runner,
+            env=job_environment(the_job, tc, opts, compiler_cache=cache),
+            log=io.StringIO(),
+        ),
     )
     (call,) = runner.calls
     assert call.argv[1:4] == ("-m", "build", "--wheel")

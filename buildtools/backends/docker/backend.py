@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from ...context import RunContext
 from ...ecosystem import load_ecosystem
 from ...errors import BuildFailedError, ToolchainError, ToolMissingError, UnsafeArtefactError
 from ...files import check_wheel_filename
@@ -390,7 +391,7 @@ class DockerBackend:
         )
         return found
 
-    def build_raw(  # noqa: PLR0913
+    def build_raw(
         self,
         job: BuildJob,
         toolchain: Toolchain,
@@ -398,11 +399,10 @@ class DockerBackend:
         project_dir: Path,
         out_dir: Path,
         build_dir: Path,
-        env: Mapping[str, str],
-        runner: ProcessRunner,
-        log: IO[str],
+        ctx: RunContext,
     ) -> list[Path]:
         """One cibuildwheel run; returns the wheel it built, repaired and import-tested."""
+        env, runner, log = ctx.env, ctx.processes, ctx.stream
         image = self.ensure_image(job, runner=runner, log=log)
         job_dir = build_dir / "container"
         job_dir.mkdir(parents=True, exist_ok=True)
