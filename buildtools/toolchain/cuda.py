@@ -30,6 +30,7 @@ from typing import IO, Any
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ..context import RunContext
 from ..errors import ToolchainError
 from ..model import Accelerator, BuildJob
 from ..probe.hostenv import EnvSnapshot
@@ -236,11 +237,9 @@ def install_cuda_wheels(  # noqa: PLR0913
     install(
         python,
         [*with_req, *requirements],
-        runner=runner,
-        log=log,
-        env=env,
         cache_dir=cache_dir,
         extra_index=index,
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     after = probe_venv(python, runner=runner, log=log, env=env)
     if after is None or after.site_packages is None:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
+from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..probe.current import site_dirs_for_pth
@@ -153,14 +154,10 @@ def _create(  # noqa: PLR0913
     create_venv(
         base_python,
         root,
-        runner=runner,
-        log=log,
-        env=env,
         cache_dir=cache_dir,
         system_site_packages=not snap.in_venv,
-        # no seeded pip/setuptools of its own: they would shadow the running environment's
-        # (Python 3.11 seeds setuptools 65)
         seed=not any(d.key == "pip" for d in snap.dists),
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     venv_python = root / "bin" / "python"
     own_site = root / "lib" / f"python{snap.python_xy}" / "site-packages"
@@ -177,11 +174,9 @@ def _create(  # noqa: PLR0913
         install(
             venv_python,
             BUILD_REQUIREMENTS,
-            runner=runner,
-            log=log,
-            env=env,
             cache_dir=cache_dir,
             extra_index=job_index(job, venv_python, runner=runner, log=log, env=env),
+            ctx=RunContext(processes=runner, env=env, log=log),
         )
     probe = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
     if probe is None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..process import ProcessRunner
@@ -188,16 +189,19 @@ def _create(  # noqa: PLR0913
     started = time.monotonic()
     log.write(f"[toolchain] creating {root} for {', '.join(job.cell_ids) or job.id}\n")
     root.parent.mkdir(parents=True, exist_ok=True)
-    create_venv(ident.base_python, root, runner=runner, log=log, env=env, cache_dir=cache_dir)
+    create_venv(
+        ident.base_python,
+        root,
+        cache_dir=cache_dir,
+        ctx=RunContext(processes=runner, env=env, log=log),
+    )
     index = job_index(job, venv_python, runner=runner, log=log, env=env)
     install(
         venv_python,
         [job.torch_requirement, *(BUILD_REQUIREMENTS if with_toolkit else ())],
-        runner=runner,
-        log=log,
-        env=env,
         cache_dir=cache_dir,
         extra_index=index,
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     probe = verified_probe(
         venv_python,
