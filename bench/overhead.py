@@ -25,6 +25,7 @@ from pathlib import Path
 
 from buildtools.backends.registry import BackendOptions, BackendSetting, make_backend
 from buildtools.cachedir import default_cache_dir
+from buildtools.context import RunContext
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.planner import Selection, plan
@@ -69,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     log = (scratch / "bench.log").open("w")
     toolchain = prepare_toolchain(
-        job, job.build_python, cache_dir=cache / "envs", runner=runner, log=log, env=env
+        job,
+        job.build_python,
+        cache_dir=cache / "envs",
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     print(
         f"cell {job.id}: torch {toolchain.torch.version}, Python {toolchain.python_version}, {args.runs} runs each"

@@ -109,9 +109,7 @@ def prepare_current(
             root=root,
             cache_dir=cache_dir,
             with_toolkit=with_toolkit,
-            runner=runner,
-            log=log,
-            env=env,
+            ctx=RunContext(processes=runner, env=env, log=log),
         )
 
     return cached_toolchain(
@@ -138,10 +136,9 @@ def _create(  # noqa: PLR0913
     root: Path,
     cache_dir: Path,
     with_toolkit: bool,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> Toolchain:
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     cells = ", ".join(job.cell_ids) or job.id
     accel = job.accelerator
     started = time.monotonic()
@@ -199,10 +196,8 @@ def _create(  # noqa: PLR0913
                 seen,
                 root,
                 cache_dir=cache_dir,
-                runner=runner,
-                log=log,
-                env=env,
                 with_torch=False,
+                ctx=RunContext(processes=runner, env=env, log=log),
             )
             after = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
             if after is None:

@@ -93,14 +93,12 @@ def toolchain_identity(
     )
 
 
-def prepare_toolchain(  # noqa: PLR0913
+def prepare_toolchain(
     job: BuildJob,
     python: str,
     *,
     cache_dir: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     cuda_home: Path | None = None,
     with_toolkit: bool = True,
 ) -> Toolchain:
@@ -113,6 +111,7 @@ def prepare_toolchain(  # noqa: PLR0913
     ToolchainError (pip failed, or the installed torch/toolkit does not match the cell; the
     message says what to change).
     """
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     if is_foreign(job):
         return prepare_foreign_toolchain(
             job,
@@ -152,9 +151,7 @@ def prepare_toolchain(  # noqa: PLR0913
                 root=root,
                 cache_dir=cache_dir,
                 with_toolkit=with_toolkit,
-                runner=runner,
-                log=log,
-                env=env,
+                ctx=RunContext(processes=runner, env=env, log=log),
             )
         except BaseException:
             # never left under the cell's name (a CUDA torch in a `cpu` environment holds GBs)
@@ -172,18 +169,17 @@ def prepare_toolchain(  # noqa: PLR0913
     )
 
 
-def _create(  # noqa: PLR0913
+def _create(
     job: BuildJob,
     *,
     ident: ToolchainIdentity,
     root: Path,
     cache_dir: Path,
     with_toolkit: bool,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> Toolchain:
     """Create the venv, install torch (+ toolkit), verify, then write the marker last."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     accel = job.accelerator
     venv_python = root / "bin" / "python"
     started = time.monotonic()
@@ -224,7 +220,11 @@ def _create(  # noqa: PLR0913
     rocm_home: Path | None = None
     if with_toolkit and accel.kind == "cuda" and cuda is None:
         cuda = install_cuda_wheels(
-            job, probe.torch, root, cache_dir=cache_dir, runner=runner, log=log, env=env
+            job,
+            probe.torch,
+            root,
+            cache_dir=cache_dir,
+            ctx=RunContext(processes=runner, env=env, log=log),
         )
     elif with_toolkit and accel.kind == "rocm":
         rocm_home = find_rocm(env, probe.site_packages or probe.torch.site_packages)

@@ -86,11 +86,9 @@ def _targets(
             sibling,
             job.build_python,
             cache_dir=opts.cache_dir / "envs",
-            runner=runner,
-            log=log,
-            env=opts.env,
             cuda_home=opts.cuda_home,
             with_toolkit=False,
+            ctx=RunContext(processes=runner, env=opts.env, log=log),
         )
         targets.append(load_torch_target(tc.site_packages))
     return targets
@@ -168,11 +166,9 @@ def _build_job_locked(  # noqa: PLR0913
                     job,
                     job.build_python,
                     cache_dir=opts.cache_dir / "envs",
-                    runner=runner,
-                    log=log,
-                    env=opts.env,
                     cuda_home=opts.cuda_home,
                     with_toolkit=backend.needs_host_toolkit,
+                    ctx=RunContext(processes=runner, env=opts.env, log=log),
                 )
                 _timed(run, "env", started)
 

@@ -16,6 +16,7 @@ from fixtures.factories import make_job, replace_job
 from fixtures.fakes import Call, FakeRunner
 from fixtures.probe import imported_report, is_probe, probe_output, static_report
 
+from buildtools.context import RunContext
 from buildtools.errors import ToolchainError, ToolMissingError
 from buildtools.model import BuildJob, Toolkit
 from buildtools.probe.hostenv import parse_snapshot
@@ -150,7 +151,11 @@ def prepare(world: FakeWorld, job: BuildJob, home: Path, **kw: Any) -> tuple[Any
     log = io.StringIO()
     env = {"HOME": str(home), "PATH": "/usr/bin", **kw.pop("env", {})}
     tc = prepare_toolchain(
-        job, "3.12", cache_dir=home / "cache", runner=world, log=log, env=env, **kw
+        job,
+        "3.12",
+        cache_dir=home / "cache",
+        ctx=RunContext(processes=world, env=env, log=log),
+        **kw,
     )
     return tc, log.getvalue()
 
@@ -445,9 +450,7 @@ def test_missing_python(home: Path) -> None:
             job211(python="3.9"),
             "3.9",
             cache_dir=home / "cache",
-            runner=world,
-            log=io.StringIO(),
-            env={"HOME": str(home), "PATH": ""},
+            ctx=RunContext(processes=world, env={"HOME": str(home), "PATH": ""}, log=io.StringIO()),
         )
 
 
