@@ -35,7 +35,7 @@ from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.wheelbuild.build_report import Status
 from buildtools.wheelbuild.environment import job_environment
 from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
-from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.options import BuildOptions, BuildSession
 from buildtools.wheelbuild.orchestrate import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,9 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             "local", BackendSetting(kb=kb, cache_dir=opts.cache_dir, env=env), BackendOptions()
         )
         started = time.perf_counter()
-        cells = build_job(
-            job, kb=kb, opts=opts, backend=local, runner=runner, stage=lambda *_: None
-        )
+        session = BuildSession(kb=kb, opts=opts, backend=local, runner=runner)
+        cells = build_job(job, session, stage=lambda *_: None)
         ours_times.append(time.perf_counter() - started)
         if cells[0].status is not Status.BUILT:
             print(f"our build failed: {cells[0].reason} (log {cells[0].log})", file=sys.stderr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend, nvcc_keep_env
 from ..context import RunContext
 from .environment import build_tree, job_environment, source_date_epoch
-from .options import BuildOptions
+from .options import BuildOptions, BuildSession
 
 __all__ = ["Backend", "BuildOptions", "build_plan"]
 
@@ -94,24 +94,20 @@ def _targets(
     return targets
 
 
-def build_job(  # noqa: PLR0913
+def build_job(
     job: BuildJob,
+    session: BuildSession,
     *,
-    kb: Knowledge,
-    opts: BuildOptions,
-    backend: Backend,
-    runner: ProcessRunner,
     stage: Any,
     fingerprint: str | None = None,
     compile_slot: contextlib.AbstractContextManager[Any] | None = None,
-    compiler_cache: CompilerCache | None = None,
 ) -> list[CellResult]:
     """Build, repair, relabel and check one job; returns one result per cell it covers.
 
     `fingerprint` goes into the wheel's build record; `compile_slot` is held while the
-    compiler runs (the scheduler's share of the machine); `compiler_cache` is ccache, or
-    None for no compiler cache.
+    compiler runs (the scheduler's share of the machine).
     """
+    opts = session.opts
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     # two runs of the same job into one wheelhouse would share its log and its wheel: the
@@ -123,31 +119,25 @@ def build_job(  # noqa: PLR0913
     ):
         return _build_job_locked(
             job,
-            kb=kb,
-            opts=opts,
-            backend=backend,
-            runner=runner,
+            session,
             stage=stage,
             fingerprint=fingerprint,
             compile_slot=compile_slot,
-            compiler_cache=compiler_cache,
             logs=logs,
         )
 
 
-def _build_job_locked(  # noqa: PLR0913
+def _build_job_locked(
     job: BuildJob,
+    session: BuildSession,
     *,
-    kb: Knowledge,
-    opts: BuildOptions,
-    backend: Backend,
-    runner: ProcessRunner,
     stage: Any,
     fingerprint: str | None,
     compile_slot: contextlib.AbstractContextManager[Any] | None,
-    compiler_cache: CompilerCache | None,
     logs: Path,
 ) -> list[CellResult]:
+    kb, opts, backend, runner = session.kb, session.opts, session.backend, session.runner
+    compiler_cache = session.compiler_cache
     run = _JobRun(job=job, log_path=logs / f"{job.id}.log")
     job_started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=f"{job.id}.", dir=opts.cache_dir / "staging"))
@@ -492,19 +482,24 @@ def build_plan(
         if n > 1:
             report.notes.append(f"scheduler: {job_id}: nvcc --threads {n}")
     compiler_cache = _compiler_cache(opts, todo, report.notes.append)
-    _run_jobs(
-        todo,
-        slots,
-        results,
+    session = BuildSession(
         kb=kb,
         opts=replace(opts, max_jobs=slots.max_jobs),
         backend=backend,
         runner=runner,
-        out=out,
-        fingerprints=fingerprints,
         compiler_cache=compiler_cache,
-        skipped=[j.id for j in plan.jobs if j.id in results],
-        threads=threads,
+    )
+    skipped = [j.id for j in plan.jobs if j.id in results]
+    results.update(
+        _run_jobs(
+            todo,
+            slots,
+            session,
+            out=out,
+            fingerprints=fingerprints,
+            skipped=skipped,
+            threads=threads,
+        )
     )
     for job in plan.jobs:
         report.cells.extend(results.get(job.id, []))
@@ -513,22 +508,19 @@ def build_plan(
     return report
 
 
-def _run_jobs(  # noqa: PLR0913
+def _run_jobs(
     todo: list[BuildJob],
     slots: Slots,
-    results: dict[str, list[CellResult]],
+    session: BuildSession,
     *,
-    kb: Knowledge,
-    opts: BuildOptions,
-    backend: Backend,
-    runner: ProcessRunner,
     out: TextIO,
     fingerprints: Mapping[str, str | None],
-    compiler_cache: CompilerCache | None,
     skipped: list[str],
     threads: Mapping[str, int],
-) -> None:
+) -> dict[str, list[CellResult]]:
     """Build `todo` with `slots.workers` threads, `slots.concurrent` compiling at once."""
+    opts, backend = session.opts, session.backend
+    results: dict[str, list[CellResult]] = {}
     if hasattr(backend, "max_jobs"):
         # the docker backend passes MAX_JOBS into its containers: the scheduler's share
         setattr(backend, "max_jobs", slots.max_jobs)  # noqa: B010
@@ -555,14 +547,14 @@ def _run_jobs(  # noqa: PLR0913
             started = time.monotonic()
             cells = build_job(
                 job,
-                kb=kb,
-                opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
-                backend=backend,
-                runner=runner,
+                replace(
+                    session,
+                    opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
+                    compiler_cache=session.compiler_cache if job.ccache else None,
+                ),
                 stage=progress.stage,
                 fingerprint=fingerprints.get(job.id),
                 compile_slot=compile_slots,
-                compiler_cache=compiler_cache if job.ccache else None,
             )
             with lock:
                 results[job.id] = cells
@@ -589,3 +581,4 @@ def _run_jobs(  # noqa: PLR0913
                     future.result()
     if todo:
         update_timings(opts.cache_dir, built)
+    return results
