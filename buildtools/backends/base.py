@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Protocol
 
 from ..context import RunContext
+from ..knowledge import Knowledge
 from ..model import BuildJob
 from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
@@ -114,3 +116,26 @@ def nvcc_keep_env(
     if "--keep" in current.split():
         return {}
     return {"NVCC_APPEND_FLAGS": f"{current} --keep --keep-dir {keep_dir}".strip()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendOptions:
+    """What the command line says about where the compiler runs (all backends' options).
+
+    Each field is a flag (`offline` is `--offline`); a backend takes only the ones its
+    `BackendSpec.options` names, and `make_backend` refuses the others.
+    """
+
+    offline: bool = False
+    base_image: str | None = None
+    setup_emulation: bool = False
+    max_jobs: int | None = None  # every backend: the compiler processes per job
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendSetting:
+    """Where a backend is made: the facts, the cache and the environment it reads."""
+
+    kb: Knowledge
+    cache_dir: Path
+    env: Mapping[str, str]

@@ -14,6 +14,7 @@ from fixtures.factories import make_toolchain, planned_job
 from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.backend import DockerBackend
+from buildtools.backends.registry import BackendOptions, BackendSetting
 from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, UnsafeArtefactError
 from buildtools.knowledge import load_knowledge
@@ -72,17 +73,26 @@ def image_absent(runner: FakeRunner) -> FakeRunner:
 
 
 def backend(tmp_path: Path, **kw: Any) -> DockerBackend:
-    args: dict[str, Any] = {
+    setting: dict[str, Any] = {
         "kb": KB,
         "cache_dir": tmp_path / "cache",
         "env": {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+    }
+    options: dict[str, Any] = {
         "offline": True,
         "max_jobs": 2,
         "base_image": "torch-buildtools/local-base:bookworm-0123456789ab",
-        "python": PY,
     }
-    args.update(kw)
-    return DockerBackend(**args)
+    host: dict[str, Any] = {"python": PY}
+    for key, value in kw.items():
+        (
+            setting
+            if key in setting
+            else options
+            if key in options or key == "setup_emulation"
+            else host
+        )[key] = value
+    return DockerBackend(BackendSetting(**setting), BackendOptions(**options), **host)
 
 
 def build(

@@ -22,7 +22,6 @@ import platform
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -30,14 +29,13 @@ from ...context import RunContext
 from ...ecosystem import load_ecosystem
 from ...errors import BuildFailedError, ToolchainError, ToolMissingError, UnsafeArtefactError
 from ...files import check_wheel_filename
-from ...knowledge import Knowledge
 from ...locks import file_lock
 from ...model import BuildJob
 from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
 from ...process import ProcessRunner, which
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
-from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR
+from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, BackendOptions, BackendSetting
 from .cibw import (
     CibwRun,
     PipPassthrough,
@@ -93,30 +91,28 @@ class DockerBackend:
     repairs_inside = True  # the wheel comes back repaired against the container's torch
     needs_host_toolkit = False  # the host only needs torch, for the checks
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
+        setting: BackendSetting,
+        options: BackendOptions,
         *,
-        kb: Knowledge,
-        cache_dir: Path,
-        env: Mapping[str, str],
-        offline: bool = False,
-        max_jobs: int | None = None,
-        base_image: str | None = None,
         python: str = sys.executable,
-        setup_emulation: bool = False,
         host_machine: str | None = None,
         binfmt_dir: Path = BINFMT_DIR,
     ) -> None:
-        self.kb = kb
-        self.cache_dir = cache_dir
-        self.env = dict(env)
-        self.offline = offline
-        self.max_jobs = max_jobs
+        """Made by `backends.registry`; `python`, `host_machine`, `binfmt_dir`: the host's
+        (tests give others)."""
+        self.kb = setting.kb
+        self.cache_dir = setting.cache_dir
+        self.env = dict(setting.env)
+        self.offline = options.offline
+        self.max_jobs = options.max_jobs
+        base_image = options.base_image
         self.base_image = (
             validate_image_ref(base_image, what="--base-image") if base_image else None
         )
         self.python = python
-        self.setup_emulation = setup_emulation
+        self.setup_emulation = options.setup_emulation
         self.host_machine = host_machine or platform.machine()
         self.binfmt_dir = binfmt_dir
         self._pip: PipPassthrough | None = None
