@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from buildtools.backends.docker.cibw import (
+    CibwInputs,
     CibwRun,
     Mount,
     compose_cibuildwheel,
@@ -60,7 +61,7 @@ def compose(job: BuildJob, *, offline: bool = True, **kw: Any) -> CibwRun:
         "host_python": "/usr/bin/python3",
     }
     args.update(kw)
-    return compose_cibuildwheel(job, **args)
+    return compose_cibuildwheel(job, CibwInputs(**args))
 
 
 MAPS = (

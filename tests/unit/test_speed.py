@@ -390,19 +390,25 @@ def test_installer_choice(tmp_path: Path) -> None:
 
 
 def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> None:
-    from buildtools.backends.docker.cibw import CONTAINER_CCACHE_DIR, compose_cibuildwheel
+    from buildtools.backends.docker.cibw import (
+        CONTAINER_CCACHE_DIR,
+        CibwInputs,
+        compose_cibuildwheel,
+    )
 
     def run(ccache: Path | None) -> Any:
         return compose_cibuildwheel(
             make_job(),
-            image="quay.io/pypa/manylinux_2_28_x86_64:latest",
-            project_dir=tmp_path,
-            output_dir=tmp_path / "out",
-            buildtools_dir=tmp_path / "bt",
-            job_dir=tmp_path / "job",
-            max_jobs=1,
-            offline=False,
-            ccache_dir=ccache,
+            CibwInputs(
+                image="quay.io/pypa/manylinux_2_28_x86_64:latest",
+                project_dir=tmp_path,
+                output_dir=tmp_path / "out",
+                buildtools_dir=tmp_path / "bt",
+                job_dir=tmp_path / "job",
+                max_jobs=1,
+                offline=False,
+                ccache_dir=ccache,
+            ),
         )
 
     with_cache = run(tmp_path / "ccache" / "j")

@@ -22,6 +22,7 @@ import platform
 import shlex
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
@@ -37,6 +38,7 @@ from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
 from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, BackendOptions, BackendSetting
 from .cibw import (
+    CibwInputs,
     CibwRun,
     PipPassthrough,
     compose_cibuildwheel,
@@ -306,40 +308,16 @@ class DockerBackend:
 
     # ------------------------------------------------------------------------- build
 
-    def compose(  # noqa: PLR0913
-        self,
-        job: BuildJob,
-        *,
-        image: str,
-        project_dir: Path,
-        out_dir: Path,
-        job_dir: Path,
-        wheels_dir: Path | None,
-        pip: PipPassthrough | None,
-        torch_index: str | None,
-        ccache_dir: Path | None = None,
-        nvcc_threads: int = 1,
-        cross: CrossToolchain | None = None,
-        uv_dir: Path | None = None,
-    ) -> CibwRun:
-        """The cibuildwheel run for `job` with this backend's settings."""
+    def compose(self, job: BuildJob, inputs: CibwInputs) -> CibwRun:
+        """The cibuildwheel run for `job` with this backend's settings added to `inputs`."""
         return compose_cibuildwheel(
             job,
-            image=image,
-            project_dir=project_dir,
-            output_dir=out_dir,
-            buildtools_dir=Path(__file__).resolve().parents[2],
-            job_dir=job_dir,
-            max_jobs=self.max_jobs or os.cpu_count() or 1,
-            offline=self.offline,
-            wheels_dir=wheels_dir,
-            pip=pip,
-            torch_index=torch_index,
-            host_python=self.python,
-            ccache_dir=ccache_dir,
-            nvcc_threads=nvcc_threads,
-            cross_toolchain=cross.path if cross is not None else None,
-            uv_dir=uv_dir,
+            replace(
+                inputs,
+                max_jobs=self.max_jobs or os.cpu_count() or 1,
+                offline=self.offline,
+                host_python=self.python,
+            ),
         )
 
     def uv_for(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> Path | None:
@@ -416,18 +394,20 @@ class DockerBackend:
             wheels, pip, index = None, self.pip_config(runner), self._torch_index(job, runner, log)
         run = self.compose(
             job,
-            image=image,
-            project_dir=project_dir,
-            out_dir=out_dir,
-            job_dir=job_dir,
-            wheels_dir=wheels,
-            pip=pip,
-            torch_index=index,
-            # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
-            ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
-            nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
-            cross=cross,
-            uv_dir=uv_dir,
+            CibwInputs(
+                image=image,
+                project_dir=project_dir,
+                output_dir=out_dir,
+                job_dir=job_dir,
+                wheels_dir=wheels,
+                pip=pip,
+                torch_index=index,
+                # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
+                ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
+                nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
+                cross_toolchain=cross.path if cross is not None else None,
+                uv_dir=uv_dir,
+            ),
         )
         cibw_env = {
             k: v for k, v in env.items() if not k.startswith("CIBW_") and k != NVCC_THREADS_VAR

@@ -25,6 +25,7 @@ __all__ = [
     "CONTAINER_LIB_DIR",
     "CONTAINER_WHEELS_DIR",
     "TOOLS_PYTHON",
+    "CibwInputs",
     "CibwRun",
     "Mount",
     "PipPassthrough",
@@ -368,24 +369,29 @@ def _incontainer(verb: str, *args: str) -> list[str]:
     return [TOOLS_PYTHON, "-m", "buildtools.backends.docker.incontainer", verb, *args]
 
 
-def compose_cibuildwheel(  # noqa: PLR0912, PLR0913, PLR0915
-    job: BuildJob,
-    *,
-    image: str,
-    project_dir: Path,
-    output_dir: Path,
-    buildtools_dir: Path,
-    job_dir: Path,
-    max_jobs: int,
-    offline: bool,
-    wheels_dir: Path | None = None,
-    pip: PipPassthrough | None = None,
-    torch_index: str | None = None,
-    host_python: str = "python",
-    ccache_dir: Path | None = None,
-    nvcc_threads: int = 1,
-    cross_toolchain: Path | None = None,
-    uv_dir: Path | None = None,
+@dataclass(frozen=True, kw_only=True)
+class CibwInputs:
+    """What one cibuildwheel run of a job is made from (see `compose_cibuildwheel`)."""
+
+    image: str
+    project_dir: Path
+    output_dir: Path
+    job_dir: Path
+    buildtools_dir: Path = Path(__file__).resolve().parents[2]
+    max_jobs: int = 1
+    offline: bool = False
+    wheels_dir: Path | None = None
+    pip: PipPassthrough | None = None
+    torch_index: str | None = None
+    host_python: str = "python"
+    ccache_dir: Path | None = None
+    nvcc_threads: int = 1
+    cross_toolchain: Path | None = None
+    uv_dir: Path | None = None
+
+
+def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
+    job: BuildJob, inputs: CibwInputs
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
@@ -400,6 +406,15 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0913, PLR0915
     installs offline. `uv_dir` (a native offline job) holds bin/uv (`uvbin.ensure_uv`),
     mounted at UV_MOUNT: the build environment and the test venv are installed with it.
     """
+    image, project_dir, output_dir = inputs.image, inputs.project_dir, inputs.output_dir
+    buildtools_dir, job_dir, max_jobs = inputs.buildtools_dir, inputs.job_dir, inputs.max_jobs
+    offline, wheels_dir, pip = inputs.offline, inputs.wheels_dir, inputs.pip
+    torch_index, host_python, ccache_dir = inputs.torch_index, inputs.host_python, inputs.ccache_dir
+    nvcc_threads, cross_toolchain, uv_dir = (
+        inputs.nvcc_threads,
+        inputs.cross_toolchain,
+        inputs.uv_dir,
+    )
     accel = job.accelerator
     arch = _arch(job)
     image = validate_image_ref(image, what=f"{job.id}: builder image")
