@@ -23,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "PlatformTagReport",
     "RepairPlan",
+    "RepairTarget",
     "TorchLibs",
     "best_platform_tag",
     "derive_excludes",
@@ -50,6 +51,7 @@ from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..context import RunContext
 from ..errors import BuildFailedError, ToolchainError
 from ..model import RepairPolicy
 from ..process import ProcessRunner
@@ -458,25 +460,37 @@ def best_platform_tag(
 # --- both backends -----------------------------------------------------------------------
 
 
-def repair_against_torch(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class RepairTarget:
+    """What a wheel is repaired against: the torch installed in `site_packages`, the
+    platform tag promised for the cell, and the libraries never to bundle (patterns)."""
+
+    site_packages: Path
+    promised: str
+    never_bundle: Sequence[str]
+
+
+def repair_against_torch(
     raw: Path,
     *,
     dest_dir: Path,
-    site_packages: Path,
-    promised: str,
-    never_bundle: Sequence[str],
-    runner: ProcessRunner,
+    target: RepairTarget,
     repair: RepairPolicy,
+    ctx: RunContext,
     python: str = sys.executable,
-    env: Mapping[str, str] | None = None,
-    log: IO[str] | None = None,
 ) -> Path:
-    """Repair `raw` against the torch installed in `site_packages`: the one repair step.
+    """Repair `raw` against `target`'s torch: the one repair step.
 
     The local backend runs it on the host, the docker backend inside the container
     (`buildtools.backends.docker.incontainer repair`), so both graft the same way. The promised tag is
     used when the binaries reach it, else the best one (the platform-tag check reports it).
     """
+    runner, env, log = ctx.processes, ctx.env, ctx.log
+    site_packages, promised, never_bundle = (
+        target.site_packages,
+        target.promised,
+        target.never_bundle,
+    )
     tag = best_platform_tag(raw, runner=runner, promised=promised, python=python, env=env, log=log)
     if log is not None:
         log.write(f"# platform tag: {tag.message}\n")

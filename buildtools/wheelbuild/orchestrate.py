@@ -39,7 +39,7 @@ from ..toolchain.envs import Toolchain
 from ..toolchain.prepare import prepare_toolchain
 from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
 from ..wheel.meta import relabel_wheel
-from ..wheel.repair import repair_against_torch
+from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
 from .ccache import (
     CCACHE_INSTALL_HINT,
@@ -364,13 +364,13 @@ def _repair(
     return repair_against_torch(
         raw,
         dest_dir=staging / "repaired",
-        site_packages=toolchain.site_packages,
-        promised=job.platform_tag,
-        never_bundle=kb.never_bundle,
+        target=RepairTarget(
+            site_packages=toolchain.site_packages,
+            promised=job.platform_tag,
+            never_bundle=kb.never_bundle,
+        ),
         repair=job.repair,
-        runner=ctx.processes,
-        env=ctx.env,
-        log=ctx.stream,
+        ctx=ctx,
     )
 
 

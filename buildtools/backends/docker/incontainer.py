@@ -259,7 +259,8 @@ def _before_build(args: argparse.Namespace) -> None:
 def _repair(args: argparse.Namespace) -> None:
     import os
 
-    from ...wheel.repair import repair_against_torch
+    from ...context import RunContext
+    from ...wheel.repair import RepairTarget, repair_against_torch
 
     python = _interpreter(args.python)
     site = Path(_capture([python, "-c", _PURELIB]).strip())
@@ -276,13 +277,9 @@ def _repair(args: argparse.Namespace) -> None:
     repaired = repair_against_torch(
         Path(args.wheel),
         dest_dir=Path(args.dest_dir),
-        site_packages=site,
-        promised=args.plat,
-        never_bundle=never_bundle,
+        target=RepairTarget(site_packages=site, promised=args.plat, never_bundle=never_bundle),
         repair=repair,
-        runner=SubprocessRunner(),
-        env=dict(os.environ),
-        log=sys.stdout,
+        ctx=RunContext(processes=SubprocessRunner(), env=dict(os.environ), log=sys.stdout),
     )
     print(f"[buildtools] repaired: {repaired.name}", flush=True)
 
