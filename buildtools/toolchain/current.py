@@ -15,7 +15,7 @@ __all__ = ["CURRENT_PTH", "prepare_current"]
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -95,18 +95,15 @@ def prepare_current(
     key, fields = toolchain_key(
         job, python_version=snap.python_version, system_cuda=cuda, with_toolkit=with_toolkit
     )
-    root = cache_dir / "toolchains" / env_name(job, snap.python_version, key)
+    root = _root(cache_dir, job, snap, key)
+    running = _Running(base_python=base_python, snap=snap, torch=torch, system_cuda=cuda)
 
     def create() -> Toolchain:
         return _create(
             job,
-            base_python=base_python,
-            snap=snap,
-            torch=torch,
-            system_cuda=cuda,
+            running,
             key=key,
             fields=fields,
-            root=root,
             cache_dir=cache_dir,
             with_toolkit=with_toolkit,
             ctx=RunContext(processes=runner, env=env, log=log),
@@ -124,21 +121,34 @@ def prepare_current(
     )
 
 
-def _create(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class _Running:
+    """The running environment a `torch: current` toolchain is made from."""
+
+    base_python: Path
+    snap: EnvSnapshot
+    torch: TorchInstall
+    system_cuda: CudaToolkit | None
+
+
+def _root(cache_dir: Path, job: BuildJob, snap: EnvSnapshot, key: str) -> Path:
+    return cache_dir / "toolchains" / env_name(job, snap.python_version, key)
+
+
+def _create(
     job: BuildJob,
+    running: _Running,
     *,
-    base_python: Path,
-    snap: EnvSnapshot,
-    torch: TorchInstall,
-    system_cuda: CudaToolkit | None,
     key: str,
     fields: Mapping[str, Any],
-    root: Path,
     cache_dir: Path,
     with_toolkit: bool,
     ctx: RunContext,
 ) -> Toolchain:
     runner, log, env = ctx.processes, ctx.stream, ctx.env
+    base_python, snap, torch = running.base_python, running.snap, running.torch
+    system_cuda = running.system_cuda
+    root = _root(cache_dir, job, snap, key)
     cells = ", ".join(job.cell_ids) or job.id
     accel = job.accelerator
     started = time.monotonic()

@@ -207,8 +207,11 @@ def _build_job_locked(
                     torch=toolchain.torch.version,
                     cxx11_abi=bool(toolchain.torch.cxx11_abi),
                     python=toolchain.python_version,
-                    cuda=toolchain.torch.cuda,
-                    hip=toolchain.torch.hip,
+                    device_runtime=(
+                        toolchain.torch.hip
+                        if job.accelerator.kind == "rocm"
+                        else toolchain.torch.cuda
+                    ),
                     fingerprint=fingerprint,
                     source_fingerprint=source_fingerprint(opts.project_dir),
                 )
