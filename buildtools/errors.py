@@ -16,10 +16,13 @@ __all__ = [
     "PlanError",
     "PublishError",
     "SmokeFailedError",
+    "Terminated",
     "ToolMissingError",
     "ToolchainError",
     "UnsafeArtefactError",
     "UntrustedRecordError",
+    "cleanup_notes",
+    "note_cleanup",
 ]
 
 import enum
@@ -50,6 +53,8 @@ class ExitCode(enum.IntEnum):
     # uploaded by someone else than the release workflow, not attested, or linking elsewhere
     UNTRUSTED_RECORD = 19
     NETWORK = 20  # the package index or a published site did not answer (or answered nonsense)
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports it
+    TERMINATED = 143  # SIGTERM (a CI cancel, `timeout`): 128 + 15
 
 
 class BuildtoolsError(Exception):
@@ -147,3 +152,24 @@ class UnsafeArtefactError(BuildtoolsError):
     would land outside its directory, or a file name that is not what it must be."""
 
     exit_code = ExitCode.UNSAFE_ARTEFACT
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (a cancelled CI job, `timeout`): raised where the process was, so it
+    unwinds as Ctrl-C does (children's process groups ended, staging removed)."""
+
+    def __init__(self, signum: int = 15) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def note_cleanup(interrupt: BaseException, done: str) -> None:
+    """Record on an interrupt, as it unwinds, what was ended or removed on its way (a child's
+    process group, a staging directory); the command line says it in one line."""
+    notes: list[str] = interrupt.__dict__.setdefault("cleanup", [])
+    notes.append(done)
+
+
+def cleanup_notes(interrupt: BaseException) -> list[str]:
+    """What `note_cleanup` recorded on `interrupt`, in order."""
+    return list(interrupt.__dict__.get("cleanup", []))

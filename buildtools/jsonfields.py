@@ -1,4 +1,11 @@
-"""Typed reads from decoded JSON, each error naming the key path and what was expected.
+"""Decoding JSON with limits, and typed reads from it, each error naming what was expected.
+
+Every JSON document buildtools reads that it did not write in this process (a wheel's
+build record, a site's `index.json`, smoke and build reports, a plan, an API answer) is
+decoded by `decode_json`: at most `max_bytes`, nested at most `max_depth` deep, strict JSON
+(no NaN or Infinity), and any problem is one ValueError naming the document. `json.loads`
+alone turns 100,000 nested brackets into a RecursionError and a 2.5 GB document into
+gigabytes of objects.
 
 The records of `model` read their JSON through `Fields`, so a malformed plan or build record
 is refused with `job.cells[0].python: expected a string, got a number`, never a traceback.
@@ -6,10 +13,77 @@ is refused with `job.cells[0].python: expected a string, got a number`, never a 
 
 from __future__ import annotations
 
-__all__ = ["MISSING", "Fields", "json_type"]
+__all__ = ["JSON_MAX_BYTES", "JSON_MAX_DEPTH", "MISSING", "Fields", "decode_json", "json_type"]
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar, cast
+
+JSON_MAX_BYTES = 64 << 20
+"""The default size limit: a site's index.json of ~120,000 wheels (10,000 take ~5 MB)."""
+JSON_MAX_DEPTH = 32
+"""The default nesting limit: buildtools' own documents nest 4 deep at most."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _too_deep(data: object, limit: int) -> bool:
+    """Whether decoded `data` nests deeper than `limit` (iteratively: no recursion)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if type(value) is dict:
+            children: Any = value.values()
+        elif type(value) is list:
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return False
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def decode_json(
+    raw: bytes | str,
+    *,
+    what: str,
+    max_bytes: int = JSON_MAX_BYTES,
+    max_depth: int | None = JSON_MAX_DEPTH,
+) -> Any:
+    """The JSON value of `raw`, or ValueError starting with `what` (the document's name).
+
+    Refused: more than `max_bytes` (bytes, or characters of a str), nesting deeper than
+    `max_depth`, text that is not JSON, NaN and Infinity. `max_depth=None` is for a caller
+    that checks the type of every value it reads (a schema bounds the depth; 100,000 nested
+    brackets are still refused by the decoder itself, as "nested too deeply").
+    """
+    if len(raw) > max_bytes:
+        raise ValueError(
+            f"{what}: {len(raw):,} bytes, more than the {_size(max_bytes)} allowed; "
+            "is it the document it should be?"
+        )
+    try:
+        data = json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        limit = f"{max_depth} levels" if max_depth is not None else "the decoder can follow"
+        raise ValueError(f"{what}: nested deeper than {limit}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what} is not valid JSON: not UTF-8 text ({exc.reason})") from None
+    except ValueError as exc:
+        raise ValueError(f"{what} is not valid JSON: {exc}") from None
+    if max_depth is not None and _too_deep(data, max_depth):
+        raise ValueError(f"{what}: nested deeper than {max_depth} levels")
+    return data
+
 
 _L = TypeVar("_L", bound=str)
 # the default of a key that must be present

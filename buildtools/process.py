@@ -5,14 +5,17 @@ and environment instead of monkeypatching `subprocess`.
 
 Every process has a deadline: the caller's `timeout`, else the runner's default
 (`DEFAULT_TIMEOUT`, or $BUILDTOOLS_TIMEOUT seconds). Each child starts in a process group of
-its own, so a timeout (or Ctrl-C) ends the compilers and nvcc it started too, not only the
-direct child; the result then says `timed_out` and the log says after how long.
+its own, so a timeout, Ctrl-C or SIGTERM (which the command line turns into the same
+interrupt, `errors.Terminated`) ends the compilers and nvcc it started too, not only the
+direct child; the result then says `timed_out` and the log says after how long, and an
+interrupt records which group it ended (`errors.note_cleanup`).
 """
 
 from __future__ import annotations
 
 __all__ = ["CommandResult", "ProcessRunner", "SubprocessRunner", "echo", "which"]
 
+import math
 import os
 import shlex
 import shutil
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from .errors import ToolMissingError
+from .errors import ConfigError, ToolMissingError, note_cleanup
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +70,18 @@ DEFAULT_TIMEOUT = 6 * 3600.0  # a cold CUDA build of a large extension stays wel
 TIMEOUT_EXIT = 124  # what timeout(1) returns; CommandResult.timed_out says it for sure
 
 
+def _seconds(text: str, what: str) -> float:
+    """A deadline in seconds: finite, above 0, at most a week; ConfigError otherwise (NaN or
+    a negative number would disable the deadline or kill at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0 or value > 7 * 24 * 3600:
+        raise ConfigError(f"{what}: {text!r} is not a number of seconds above 0 and at most a week")
+    return value
+
+
 def _has_fileno(stream: IO[str]) -> bool:
     try:
         stream.fileno()
@@ -98,10 +113,9 @@ class SubprocessRunner:
 
     def __init__(self, *, default_timeout: float | None = None) -> None:
         env_value = os.environ.get("BUILDTOOLS_TIMEOUT", "")
-        try:
-            from_env = float(env_value) if env_value else None
-        except ValueError:
-            from_env = None
+        from_env = _seconds(env_value, "$BUILDTOOLS_TIMEOUT") if env_value else None
+        if default_timeout is not None:
+            _seconds(str(default_timeout), "the default timeout")
         self.default_timeout = default_timeout or from_env or DEFAULT_TIMEOUT
 
     def run(
@@ -116,6 +130,8 @@ class SubprocessRunner:
     ) -> CommandResult:
         args = [os.fspath(a) for a in argv]
         limit = timeout if timeout is not None else self.default_timeout
+        if not (math.isfinite(limit) and limit > 0):  # a caller's NaN would mean no deadline
+            raise ValueError(f"timeout {limit!r}: a deadline is a number of seconds above 0")
         if log is not None:
             log.write(f"$ {echo(args)}\n")
             log.flush()
@@ -154,8 +170,11 @@ class SubprocessRunner:
                     output=(partial or "") + f"\n{message}" if piped else message,
                     timed_out=True,
                 )
-            except BaseException:  # Ctrl-C or an error here: leave no compiler running
+            except BaseException as exc:  # Ctrl-C, SIGTERM, an error: leave no compiler running
                 _kill_group(proc)
+                if isinstance(exc, KeyboardInterrupt):
+                    name = Path(args[0]).name
+                    note_cleanup(exc, f"ended the process group of {name} (pid {proc.pid})")
                 raise
         text = out or "" if piped else ""
         if piped and log is not None:

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigError
+from ..files import describe_os_error, read_regular
 from .probes import host_probes
 
 _SKIP_DIRS = {".git", ".tox", ".nox", "build", "dist", "node_modules", "third_party", "venv"}
@@ -103,11 +105,27 @@ class Inspection:
         return ", ".join(parts)
 
 
+SOURCE_BYTES = 16 << 20  # a source or build file read whole (generated sources run to MBs)
+
+
 def _read(path: Path) -> str:
+    """A source's text; empty when it is missing, unreadable, not a regular file (a FIFO
+    would block, /dev/zero never end) or larger than SOURCE_BYTES."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return read_regular(path, max_bytes=SOURCE_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _read_build_file(path: Path) -> str:
+    """A build file's text (empty when there is none); ConfigError when it is there but
+    cannot be read as one: init would otherwise describe another repository than this."""
+    try:
+        return read_regular(path, max_bytes=SOURCE_BYTES).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise ConfigError(f"{describe_os_error(exc)} (init reads the build files)") from None
 
 
 def _files(root: Path) -> list[Path]:
@@ -174,13 +192,13 @@ def inspect_project(root: Path) -> Inspection:
     root = root.resolve()
     files = _files(root)
     rel = [f.relative_to(root).as_posix() for f in files]
-    setup = _read(root / "setup.py")
-    pyproject_text = _read(root / "pyproject.toml")
+    setup = _read_build_file(root / "setup.py")
+    pyproject_text = _read_build_file(root / "pyproject.toml")
     found = _PROJECT_NAME.search(pyproject_text) or _SETUP_NAME.search(setup)
     name = found[1] if found else None
     # comments say what a build could do, not what it does
     build_text = re.sub(
-        r"#[^\n]*", "", "\n".join([setup, pyproject_text, _read(root / "setup.cfg")])
+        r"#[^\n]*", "", "\n".join([setup, pyproject_text, _read_build_file(root / "setup.cfg")])
     )
     # the tag (cp39) wins over a bare `py_limited_api=True` on the Extension
     values = [m[1] for m in _LIMITED_API.finditer(build_text)]

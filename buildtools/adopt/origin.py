@@ -11,12 +11,12 @@ from __future__ import annotations
 
 __all__ = ["install_source", "running_source"]
 
-import json
 from importlib import metadata
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .. import __version__
+from ..jsonfields import decode_json
 
 DIST = "torch-buildtools"
 
@@ -52,7 +52,7 @@ def running_source() -> str:
     texts = (d.read_text("direct_url.json") for d in metadata.distributions(name=DIST))
     text = next((t for t in texts if t), None)
     try:
-        data = json.loads(text) if text else None
+        data = decode_json(text, what="direct_url.json") if text else None
     except ValueError:
         data = None
     return install_source(data, __version__)

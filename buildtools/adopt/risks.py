@@ -22,9 +22,10 @@ from pathlib import Path
 from packaging.version import Version
 from ruamel.yaml import YAML
 
+from ..files import read_regular
 from ..knowledge import DATA_DIR
 from .cpubuild import cpu_translation_units, unguarded_cuda_includes
-from .inspect import Inspection
+from .inspect import SOURCE_BYTES, Inspection
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
@@ -87,7 +88,7 @@ def _sources(project: Inspection) -> dict[str, str]:
     for rel in (*project.cuda_sources, *project.cpp_sources):
         path = project.root / rel
         try:
-            found[rel] = _code(path.read_text(encoding="utf-8", errors="replace"))
+            found[rel] = _code(read_regular(path, max_bytes=SOURCE_BYTES).decode(errors="replace"))
         except OSError:
             continue
     for path in sorted(project.root.rglob("*")):
@@ -97,7 +98,7 @@ def _sources(project: Inspection) -> dict[str, str]:
         if rel not in found and path.suffix in (".cuh", ".h", ".hpp") and path.is_file():
             if any(part.startswith(".") or part == "third_party" for part in path.parts):
                 continue
-            found[rel] = _code(path.read_text(encoding="utf-8", errors="replace"))
+            found[rel] = _read_code(path)
     return found
 
 
@@ -107,7 +108,7 @@ def _matches(pattern: re.Pattern[str], text: str) -> bool:
 
 def _read_code(path: Path) -> str:
     try:
-        return _code(path.read_text(encoding="utf-8", errors="replace"))
+        return _code(read_regular(path, max_bytes=SOURCE_BYTES).decode(errors="replace"))
     except OSError:
         return ""
 

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ImmutableWheelError, PublishError
-from ..files import check_wheel_filename, sha256_file
+from ..files import check_wheel_filename, read_regular, sha256_file
 from ..index.gate import SmokeGate
 from ..index.manifest import Manifest
+from ..jsonfields import JSON_MAX_BYTES, decode_json
 from .github_api import GitHubApi, Json
 
 SELECTION_SCHEMA = "torch-buildtools/ci-selection/v1"
@@ -77,8 +78,8 @@ class Selection:
 def read_selection(path: Path) -> Selection:
     """`selection.json` as `select_wheels` wrote it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema") != SELECTION_SCHEMA:
+        data = decode_json(read_regular(path, max_bytes=JSON_MAX_BYTES), what=path.name)
+        if not isinstance(data, dict) or data.get("schema") != SELECTION_SCHEMA:
             raise ValueError(f"schema is not {SELECTION_SCHEMA!r}")
         return Selection(
             published=tuple((d["wheel"], d["sha256"], d["job"]) for d in data["published"]),
@@ -105,7 +106,7 @@ def built_wheels(outputs: Iterable[str]) -> dict[str, str]:
     built: dict[str, str] = {}
     for text in outputs:
         try:
-            data = json.loads(text or "{}")
+            data = decode_json(text or "{}", what="the build jobs' outputs")
         except ValueError:
             raise PublishError("the build jobs' outputs are not JSON (toJSON(needs…))") from None
         if not isinstance(data, dict):

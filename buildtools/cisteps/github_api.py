@@ -12,16 +12,19 @@ from __future__ import annotations
 __all__ = ["GitHubApi", "RestApi"]
 
 import json
-import shutil
-import time
-import urllib.error
-import urllib.request
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
 from ..errors import PublishError
+from ..files import naming_path
+from ..http import DownloadError, HttpClient, HttpLimits, HttpRequest, NotFound
+from ..jsonfields import decode_json
+
+_ANSWER_BYTES = 64 << 20  # one API answer (a page of 100 releases with their assets)
+_ASSET_BYTES = 16 << 30  # an asset GitHub gives no size for
 
 Json = dict[str, Any]
 
@@ -63,7 +66,8 @@ class GitHubApi(Protocol):
 
 
 class RestApi:
-    """`GitHubApi` over HTTPS (urllib), with a few retries for 5xx and network errors."""
+    """`GitHubApi` over HTTPS (`http.HttpClient`: deadlines, byte caps, bounded redirects),
+    with a few retries for 5xx and network errors."""
 
     def __init__(
         self,
@@ -79,6 +83,11 @@ class RestApi:
         self.api_url = api_url.rstrip("/")
         self.attempts = attempts
         self.pause = pause
+        # a release job uploads and downloads its wheels with one client: hours in all
+        limits = HttpLimits.from_env(
+            os.environ, attempts=attempts, pause=pause, run_seconds=6 * 3600.0
+        )
+        self.http = HttpClient(limits)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], repository: str | None = None) -> RestApi:
@@ -109,44 +118,42 @@ class RestApi:
         sink: Path | None = None,
         ok404: bool = False,
         timeout: float = 120.0,
+        max_bytes: int = _ANSWER_BYTES,
     ) -> Any:
-        last: Exception | None = None
-        for attempt in range(self.attempts):
-            payload = data
-            if body is not None:
-                payload = json.dumps(body).encode()
-            elif hasattr(data, "seek"):
-                data.seek(0)
-            request = urllib.request.Request(url, data=payload, method=method)
-            request.add_header("Accept", "application/vnd.github+json")
-            request.add_header("X-GitHub-Api-Version", "2022-11-28")
-            request.add_header("User-Agent", "torch-buildtools")
-            for key, value in (headers or {}).items():
-                request.add_header(key, value)
-            # not forwarded when the API redirects a download to its storage host
-            request.add_unredirected_header("Authorization", f"Bearer {self.token}")
-            if body is not None:
-                request.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as resp:
-                    if sink is not None:
-                        with sink.open("wb") as fh:
-                            shutil.copyfileobj(resp, fh, 1 << 20)
-                        return None
-                    raw = resp.read()
-                    return json.loads(raw) if raw else None
-            except urllib.error.HTTPError as exc:
-                if exc.code == 404 and ok404:
-                    return None
-                detail = exc.read()[:500].decode("utf-8", "replace")
-                last = PublishError(f"{method} {url}: HTTP {exc.code}: {detail}")
-                if exc.code < 500 and exc.code != 429:
-                    raise last from None
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                last = exc
-            if attempt + 1 < self.attempts:
-                time.sleep(self.pause * (attempt + 1))
-        raise PublishError(f"{method} {url}: {last}; nothing was changed by this call")
+        payload = json.dumps(body).encode() if body is not None else data
+        sent = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+        if body is not None:
+            sent["Content-Type"] = "application/json"
+        sent.update(headers or {})
+        # not forwarded when the API redirects a download to its storage host
+        token = {"Authorization": f"Bearer {self.token}"}
+        request = HttpRequest(
+            url=url,
+            max_bytes=max_bytes,
+            method=method,
+            headers=sent,
+            secret_headers=token,
+            body=payload,
+            seconds=timeout,
+        )
+        try:
+            if sink is not None:
+                with naming_path(sink), sink.open("wb") as fh:
+                    self.http.send(request, sink=fh)
+                return None
+            answer = self.http.send(request)
+        except NotFound as exc:
+            if ok404:
+                return None
+            raise PublishError(f"{method} {exc}") from None
+        except DownloadError as exc:
+            raise PublishError(f"{method} {exc}; nothing was changed by this call") from None
+        if not answer.body:
+            return None
+        try:
+            return decode_json(answer.body, what=f"the answer to {method} {url}")
+        except ValueError as exc:
+            raise PublishError(f"{exc}; nothing was changed by this call") from None
 
     def _repo(self, path: str) -> str:
         return f"{self.api_url}/repos/{self.repository}/{path}"
@@ -208,10 +215,12 @@ class RestApi:
         self._request("DELETE", self._repo(f"releases/assets/{int(asset['id'])}"))
 
     def download(self, asset: Json, dest: Path) -> None:
+        size = asset.get("size")
         self._request(
             "GET",
             str(asset["url"]),
             headers={"Accept": "application/octet-stream"},
             sink=dest,
             timeout=600.0,
+            max_bytes=size if isinstance(size, int) and size > 0 else _ASSET_BYTES,
         )

@@ -16,18 +16,14 @@ from __future__ import annotations
 
 __all__ = [
     "Fetcher",
+    "HttpFetcher",
     "Restored",
-    "UrllibFetcher",
     "pages_subpath",
     "restore_from_record",
     "restore_site",
     "served_manifest",
 ]
 
-import shutil
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -35,47 +31,33 @@ from urllib.parse import quote, urlsplit
 
 from ..errors import PublishError
 from ..files import check_wheel_filename, safe_join, sha256_file
-from ..index.manifest import MANIFEST_NAME, Manifest, read_manifest
+from ..http import DownloadError, HttpClient
+from ..index.manifest import MANIFEST_MAX_BYTES, MANIFEST_NAME, Manifest, read_manifest
 from ..index.pages import WHEELS_DIR
 from .record import Record, compare_record
 
 
 class Fetcher(Protocol):
-    """Downloads one URL into a file; False when the server answers 404."""
+    """Downloads one URL into a file (at most `max_bytes`); False when the server answers 404."""
 
-    def fetch(self, url: str, dest: Path) -> bool: ...
+    def fetch(self, url: str, dest: Path, *, max_bytes: int) -> bool: ...
 
 
-class UrllibFetcher:
-    """HTTP(S) with a timeout and a few retries for transient failures."""
+METADATA_MAX_BYTES = 8 << 20  # a PEP 658 .metadata file: METADATA, which a wheel caps so too
 
-    def __init__(self, *, timeout: float = 60.0, attempts: int = 3, pause: float = 5.0) -> None:
-        self.timeout = timeout
-        self.attempts = attempts
-        self.pause = pause
 
-    def fetch(self, url: str, dest: Path) -> bool:
-        last: Exception | None = None
-        for attempt in range(self.attempts):
-            try:
-                request = urllib.request.Request(url, headers={"Cache-Control": "no-cache"})
-                with (
-                    urllib.request.urlopen(request, timeout=self.timeout) as resp,
-                    dest.open("wb") as fh,
-                ):
-                    shutil.copyfileobj(resp, fh, 1 << 20)
-                return True
-            except urllib.error.HTTPError as exc:
-                if exc.code == 404:
-                    return False
-                last = exc
-                if exc.code < 500:
-                    break
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                last = exc
-            if attempt + 1 < self.attempts:
-                time.sleep(self.pause)
-        raise PublishError(f"{url}: cannot download it ({last}); nothing is published")
+class HttpFetcher:
+    """`http.HttpClient`: http(s) only, bounded redirects, a deadline per request and per run,
+    byte caps, retries for transient failures; any failure is one PublishError line."""
+
+    def __init__(self, http: HttpClient | None = None) -> None:
+        self.http = http or HttpClient()
+
+    def fetch(self, url: str, dest: Path, *, max_bytes: int) -> bool:
+        try:
+            return self.http.download(url, dest, max_bytes=max_bytes)
+        except DownloadError as exc:
+            raise PublishError(f"cannot download it: {exc}; nothing is published") from None
 
 
 def pages_subpath(base_url: str, repository: str | None) -> str:
@@ -133,7 +115,7 @@ def served_manifest(
     url = f"{base_url.rstrip('/')}/{MANIFEST_NAME}" + (
         f"?v={quote(cache_bust)}" if cache_bust else ""
     )
-    if not fetcher.fetch(url, dest / MANIFEST_NAME):
+    if not fetcher.fetch(url, dest / MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES):
         (dest / MANIFEST_NAME).unlink(missing_ok=True)
         return None
     return read_manifest(dest)
@@ -149,10 +131,14 @@ def _restore_hosted(base_url: str, site: Path, *, fetcher: Fetcher) -> int:
     for wheel in hosted:
         # the manifest comes back from the published site: its names are not trusted
         check_wheel_filename(wheel.filename, what=f"{MANIFEST_NAME} entry")
-        for name, sha in ((wheel.filename, wheel.sha256), (f"{wheel.filename}.metadata", None)):
+        files = (
+            (wheel.filename, wheel.sha256, wheel.size),
+            (f"{wheel.filename}.metadata", None, METADATA_MAX_BYTES),
+        )
+        for name, sha, cap in files:
             url = f"{base}/{WHEELS_DIR}/{quote(name)}"
             dest = safe_join(site / WHEELS_DIR, name, what=f"{MANIFEST_NAME} entry")
-            if not fetcher.fetch(url, dest):
+            if not fetcher.fetch(url, dest, max_bytes=cap):
                 raise PublishError(
                     f"{url}: not found, but {MANIFEST_NAME} lists {wheel.filename}; the "
                     "published site is damaged, so nothing is published (restore the file, "

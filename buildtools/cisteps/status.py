@@ -20,6 +20,8 @@ from typing import Any
 
 from ..ciplan import layout
 from ..errors import PublishError
+from ..files import read_regular
+from ..jsonfields import JSON_MAX_BYTES, decode_json
 from .assets import Selection, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"
@@ -53,7 +55,7 @@ class RunStatus:
 def read_entries(path: Path) -> dict[str, Any]:
     """The plan's entries as `buildtools ci matrix --entries-json` wrote them."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = decode_json(read_regular(path, max_bytes=JSON_MAX_BYTES), what=path.name)
         if not isinstance(data, dict) or data.get("schema") != ENTRIES_SCHEMA:
             raise ValueError(f"schema is not {ENTRIES_SCHEMA!r}")
         return data
@@ -68,7 +70,7 @@ def _reports(root: Path, prefix: str) -> dict[str, dict[str, Any]]:
         return found
     for path in sorted(root.glob(f"{prefix}*/report.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = decode_json(read_regular(path, max_bytes=JSON_MAX_BYTES), what=path.name)
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

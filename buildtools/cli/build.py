@@ -27,18 +27,7 @@ from ..planning import default_matrix_path
 from ..wheelbuild.build_report import CellResult
 from ..wheelbuild.options import BuildOptions
 from ..wheelbuild.orchestrate import build_plan
-from .common import add_plan_args, plan_from_args
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is less than 1")
-    return value
+from .common import add_plan_args, plan_from_args, positive_int
 
 
 def add_build_parser(sub: Any) -> None:

@@ -8,15 +8,16 @@ import argparse
 import json
 import os
 import zipfile
-import zlib
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from ..cachedir import default_cache_dir
 from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
+from ..files import describe_os_error
 from ..model import ABI_MODES, BuildRecord, Finding
 from ..toolchain.envs import find_toolchain
 from ..toolchain.indexprobe import index_hint
+from ..wheel.archive import ArchiveError, open_wheel
 from ..wheel.checks import (
     Expectation,
     TorchTarget,
@@ -25,7 +26,7 @@ from ..wheel.checks import (
     has_errors,
     load_torch_target,
 )
-from ..wheel.meta import WheelName, read_build_record
+from ..wheel.meta import read_build_record
 
 
 def add_check_parser(sub: Any) -> None:
@@ -149,18 +150,22 @@ def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
 
 
 def _unreadable(wheel: Path) -> str | None:
-    """Why `wheel` cannot be checked at all (missing, misnamed, not a zip), or None."""
-    if not wheel.exists():
+    """Why `wheel` cannot be checked at all (missing, not a regular file, misnamed, not a
+    wheel pip would install, over the archive limits, a member whose CRC or length is
+    wrong: `wheel.archive`), or None. UnsafeArtefactError when a member names a place
+    outside the wheel."""
+    if not wheel.exists() and not wheel.is_symlink():
         return f"{wheel}: no such file"
-    if not wheel.is_file():
-        return f"{wheel}: not a file"
     try:
-        WheelName.parse(wheel.name)
-    except ValueError as exc:
-        return str(exc)
-    if not zipfile.is_zipfile(wheel):
-        return f"{wheel.name}: not a zip archive (truncated, or not a wheel)"
-    return None
+        with open_wheel(wheel) as archive:
+            archive.verify()  # every member inflates to what it claims, as pip will check
+            return None
+    except UnsafeArtefactError:
+        raise
+    except OSError as exc:
+        return describe_os_error(exc)
+    except ArchiveError as exc:
+        return f"{wheel.name}: cannot be read: {exc.problem}"
 
 
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
@@ -174,17 +179,17 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     report: dict[str, object] = {}
     failed = unsafe = False
     for wheel in args.wheels:
-        problem = _unreadable(wheel)
         findings: list[Finding] = []
         targets: list[TorchTarget] = []
-        if problem is None:
-            try:
+        try:
+            problem = _unreadable(wheel)
+            if problem is None:
                 targets = _targets(wheel, args.torch_sites, cache)
                 findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
-            except UnsafeArtefactError as exc:
-                problem, unsafe = str(exc), True
-            except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError) as exc:
-                problem = f"{wheel.name}: cannot be read ({exc})"
+        except UnsafeArtefactError as exc:
+            problem, unsafe = str(exc), True
+        except (ValueError, OSError) as exc:  # a shared object that is not a readable ELF
+            problem = f"{wheel.name}: cannot be read: {exc}"
         if problem is not None:
             failed = True
             report[wheel.name] = {"error": problem}

@@ -39,6 +39,7 @@ from ..cisteps.status import (
 )
 from ..cisteps.tagcheck import check_tag, project_version, published_jobs
 from ..errors import CiDriftError, PlanError
+from ..jsonfields import decode_json
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path, host_python
 from ..process import ProcessRunner, SubprocessRunner
@@ -323,7 +324,7 @@ def add_status_parser(sub: Any) -> None:
 def cmd_status(args: argparse.Namespace, out: TextIO) -> int:
     env = dict(os.environ)
     try:
-        needs = json.loads(env.get(args.needs_env) or "{}")
+        needs = decode_json(env.get(args.needs_env) or "{}", what=f"${args.needs_env}")
     except ValueError:
         raise PlanError(
             f"${args.needs_env}: not JSON (the workflow passes toJSON(needs))"

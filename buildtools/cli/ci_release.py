@@ -43,7 +43,7 @@ from ..cisteps.provenance import (
 from ..cisteps.record import latest_record, upload_record
 from ..cisteps.restore import (
     Fetcher,
-    UrllibFetcher,
+    HttpFetcher,
     pages_subpath,
     restore_from_record,
     restore_site,
@@ -99,7 +99,7 @@ def cmd_restore_site(
     repository = args.repository or env.get("GITHUB_REPOSITORY")
     sub = pages_subpath(base_url, repository) if base_url else ""
     site = args.site / sub if sub else args.site
-    fetch = fetcher or UrllibFetcher()
+    fetch = fetcher or HttpFetcher()
     if args.from_releases:
         policy = record_policy(
             env,

@@ -1,12 +1,43 @@
-"""What several verbs share: the plan options and the plan they select."""
+"""What several verbs share: the plan options and the plan they select; numeric options."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from ..planner import Plan
 from ..planning import PlanRequest, load_plan
+
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: beyond any build, smoke or probe
+MAX_COUNT = 4096  # jobs, compilers at once
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number from 1 to MAX_COUNT."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is less than 1")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_COUNT}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type: a duration in seconds, finite, above 0, at most a week (`nan`, `inf`,
+    `1e400` and `-5` would each disable a deadline or make it meaningless)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0 or value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds above 0 and at most {MAX_SECONDS:g} (a week)"
+        )
+    return value
 
 
 def add_plan_args(p: argparse.ArgumentParser) -> None:

@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..matrix.config import load_matrix
 from ..probe.hostenv import probe_environment
 from ..process import ProcessRunner, SubprocessRunner
+from .common import seconds
 
 
 def add_doctor_parser(sub: Any) -> None:
@@ -51,7 +52,7 @@ def add_doctor_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=300.0,
         metavar="SECONDS",
         help="how long the inspected interpreter may take to report, and to import torch "

@@ -5,14 +5,19 @@ from __future__ import annotations
 __all__ = ["main"]
 
 import argparse
+import contextlib
+import errno
 import json
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from .. import __version__
-from ..errors import BuildtoolsError, ExitCode
+from ..errors import BuildtoolsError, ExitCode, Terminated, cleanup_notes
 from ..files import describe_os_error
 from ..index.coverage import coverage_map, render_text
 from ..index.manifest import read_manifest
@@ -207,22 +212,86 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
     ]
 
 
+def _say(line: str) -> None:
+    """One line on stderr (when there is a stderr at all)."""
+    if sys.stderr is not None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """One line: which signal, and what was ended or removed on the way out."""
+    terminated = isinstance(exc, Terminated)
+    name = "SIGTERM" if terminated else "Ctrl-C (SIGINT)"
+    done = cleanup_notes(exc)
+    said = "; ".join(done) if done else "no child process was running"
+    _say(f"interrupted by {name}: {said}")
+    return int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (what `timeout` and a cancelled CI job send) raises `Terminated` where the
+    process is, so it unwinds as Ctrl-C does: every child's process group ended by the
+    runner, staging directories removed. Only the first one: a second SIGTERM during that
+    cleanup is ignored rather than leaving it half done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
+
+    def terminate(signum: int, frame: object) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise Terminated(signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     out = out if out is not None else sys.stdout
+    if out is None:  # started with standard output closed (`>&-`)
+        _say(
+            "error: standard output is closed; give it a file (`> out.txt`) or /dev/null "
+            "(`> /dev/null`)"
+        )
+        return int(ExitCode.FILESYSTEM)
     parser = build_parser(_extra_verbs())
     args = parser.parse_args(argv)
     handler: Handler = args.handler
-    try:
-        return handler(args, out)
-    except BuildtoolsError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
-    except BrokenPipeError:
-        return int(ExitCode.OK)
-    except OSError as exc:  # the file system said no: one line naming the path and the remedy
-        sys.stderr.write(f"error: {describe_os_error(exc)}\n")
-        return int(ExitCode.FILESYSTEM)
+    with _sigterm_as_interrupt():
+        try:
+            code = handler(args, out)
+            out.flush()
+            return code
+        except BuildtoolsError as exc:
+            _say(f"error: {exc}")
+            return int(exc.exit_code)
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc)
+        except BrokenPipeError:
+            _quiet_stdout(out)
+            return int(ExitCode.OK)
+        except OSError as exc:  # the file system said no: one line naming the path and the remedy
+            if exc.filename is None and exc.errno == errno.EBADF:
+                _quiet_stdout(out)
+                _say("error: standard output cannot be written (closed?); give it a file")
+                return int(ExitCode.FILESYSTEM)
+            _say(f"error: {describe_os_error(exc)}")
+            return int(ExitCode.FILESYSTEM)
+
+
+def _quiet_stdout(out: TextIO) -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush of what is
+    still buffered for a closed or broken stream raises nothing more at exit."""
+    if out is sys.stdout:
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)

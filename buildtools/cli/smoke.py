@@ -33,6 +33,7 @@ from ..smoke.wheels import (
     collect_wheels,
     detect_accelerator,
 )
+from .common import seconds
 
 
 def add_smoke_parser(sub: Any) -> None:
@@ -96,7 +97,7 @@ def add_smoke_parser(sub: Any) -> None:
         default=None,
         help=f"index for torch (default: {load_ecosystem().pytorch_index}/<accelerator>)",
     )
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per child process")
+    p.add_argument("--timeout", type=seconds, default=600.0, help="seconds per child process")
     p.add_argument(
         "--import",
         dest="modules",
@@ -153,11 +154,9 @@ def _smoke_project(args: argparse.Namespace) -> _Project:
     if args.smoke_command is not None and args.matrix is None:
         return _Project(command=args.smoke_command, directory=given, optional_modules=flags)
     path = args.matrix or default_matrix_path()
-    if not path.is_file():
-        if args.matrix is not None:
-            raise ConfigError(f"{path}: no such file")
+    if args.matrix is None and not path.is_file():
         return _Project(command=None, directory=given, optional_modules=flags)
-    mf = load_matrix(path)
+    mf = load_matrix(path)  # a named one that is missing or no file: one line, exit 3
     project = mf.matrix.project
     return _Project(
         command=args.smoke_command if args.smoke_command is not None else project.smoke,

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 __all__ = ["SMOKE_SCHEMA", "SmokeGate"]
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PublishError
+from ..files import read_regular
+from ..jsonfields import decode_json
 from .smokelog import SmokeRun, passing_runs
+
+REPORT_BYTES = 64 << 20  # a smoke report of thousands of wheels is a few MB
 
 SMOKE_SCHEMA = "torch-buildtools/smoke-report/v1"
 # Every status but these is a failure: one a newer `buildtools smoke` adds (no-device,
@@ -40,8 +43,12 @@ class SmokeGate:
         runs: set[SmokeRun] = set()
         for path in reports:
             try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
+                raw = read_regular(path, max_bytes=REPORT_BYTES)
+                data = decode_json(raw, what="the smoke report", max_bytes=REPORT_BYTES)
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+                raise PublishError(f"{path}: cannot read the smoke report: {why}") from exc
+            except ValueError as exc:
                 raise PublishError(f"{path}: cannot read the smoke report: {exc}") from exc
             schema = data.get("schema") if isinstance(data, dict) else None
             if schema != SMOKE_SCHEMA:

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 __all__ = ["REPORT_NAME", "KnownHash", "manifest_hashes", "report_hashes", "trusted_sha256"]
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .manifest import IndexedWheel
+from ..files import read_regular
+from ..jsonfields import decode_json
+from .manifest import MANIFEST_MAX_BYTES, IndexedWheel
 from .pages import WHEELS_DIR
 
 REPORT_NAME = "report.json"  # what `buildtools build` writes into the wheelhouse
@@ -64,7 +65,8 @@ def report_hashes(directory: Path) -> dict[str, KnownHash]:
     from an older buildtools (no mtime) or a damaged one gives nothing, never an error.
     """
     try:
-        data = json.loads((directory / REPORT_NAME).read_text(encoding="utf-8"))
+        raw = read_regular(directory / REPORT_NAME, max_bytes=MANIFEST_MAX_BYTES)
+        data = decode_json(raw, what=REPORT_NAME)
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("schema") != _REPORT_SCHEMA:

@@ -2,11 +2,27 @@
 
 The HTML pages are generated from it and never read back; a wheel it lists stays listed
 with the same sha256 forever (see `merge`).
+
+A published file is identified by what pip sees in its name, not by how the name is
+spelled (`IndexedWheel.identity`): the project name normalised by PEP 503, the version
+by packaging's `canonicalize_version`, the build tag and the set of tags. `hostile_x`,
+`Hostile_X` and `hostile.x` 1.0+pt213cpu are one wheel to pip; a manifest that lists one
+identity twice (two spellings, or one entry 200,000 times) is refused, as is merging a
+second spelling into a site (`merge`).
 """
 
 from __future__ import annotations
 
-__all__ = ["INDEX_SCHEMA", "MANIFEST_NAME", "IndexedWheel", "Manifest", "read_manifest"]
+__all__ = [
+    "INDEX_SCHEMA",
+    "MANIFEST_MAX_BYTES",
+    "MANIFEST_NAME",
+    "IndexedWheel",
+    "Manifest",
+    "WheelIdentity",
+    "read_manifest",
+    "wheel_identity",
+]
 
 import functools
 import json
@@ -15,16 +31,62 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, canonicalize_version
 
 from ..errors import PublishError
-from ..files import check_wheel_filename, safe_join
+from ..files import check_wheel_filename, read_regular, safe_join
+from ..jsonfields import decode_json
+from ..wheel.archive import project_name_problem
 from .pages import LinkTarget
 from .smokelog import SmokeRun
 
 INDEX_SCHEMA = "torch-buildtools/index/v1"
 MANIFEST_NAME = "index.json"
+MANIFEST_MAX_BYTES = 64 << 20  # ~120,000 wheels (10,000 take ~5 MB)
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+WheelIdentity = tuple[str, str, str, str]
+"""(PEP 503 name, canonical version, build tag, tags: python-abi-platform, lower-cased, each
+compressed set sorted)."""
+
+
+@functools.lru_cache(maxsize=65536)
+def wheel_identity(filename: str) -> WheelIdentity:
+    """What pip tells a wheel by (see the module); `filename` must be a wheel file name."""
+    parts = filename[: -len(".whl")].split("-")
+    tags = "-".join(parts[-3:]).lower()
+    if "." in tags:  # a compressed tag set (py2.py3): the same set in any order
+        tags = "-".join(".".join(sorted(set(t.split(".")))) for t in tags.split("-"))
+    return (
+        _canonical(parts[0]),
+        _canonical_version(parts[1]),
+        parts[2] if len(parts) == 6 else "",
+        tags,
+    )
+
+
+# a version as tools write it: release numbers without leading zeros, a lower-case local
+# label; its canonical form is computed here without building a Version (a site's
+# manifest has thousands of versions, read by every publish)
+_LOCAL_PART = r"(?:[0-9]*[a-z][a-z0-9]*|0|[1-9][0-9]*)"  # a number has no leading zero
+_PLAIN_VERSION_RE = re.compile(
+    rf"((?:0|[1-9][0-9]*)(?:\.(?:0|[1-9][0-9]*))*)(\+{_LOCAL_PART}(?:\.{_LOCAL_PART})*)?",
+    re.ASCII,
+)
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical_version(version: str) -> str:
+    """packaging's `canonicalize_version` (trailing zeros of the release stripped)."""
+    plain = _PLAIN_VERSION_RE.fullmatch(version)
+    if plain is None:
+        return canonicalize_version(version.replace("_", "-"))
+    release = plain[1]
+    while release.endswith(".0"):
+        release = release[:-2]
+    return release + (plain[2] or "")
+
+
 _SAFE_URL_RE = re.compile(r"https?://[^\s\"'<>\\`]+")
 # what the pages and their file names are made of: a PEP 440 version (torch's, a wheel's)
 # and an accelerator name, as `buildtools build` records them
@@ -57,6 +119,11 @@ class IndexedWheel:
     @property
     def project(self) -> str:
         return _canonical(self.name)
+
+    @property
+    def identity(self) -> WheelIdentity:
+        """What pip tells this wheel by, whatever the spelling of its file name."""
+        return wheel_identity(self.filename)
 
     def link(self) -> LinkTarget:
         return LinkTarget(
@@ -140,6 +207,12 @@ def _check_names(raw: dict[str, Any]) -> None:
 def _canonical(name: str) -> str:
     """canonicalize_name, once per distinct name (a site has thousands of wheels of a few)."""
     return canonicalize_name(name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _name_problem(name: str) -> str | None:
+    """Why `name` is not a PEP 508 project name, or None (a site has a few names)."""
+    return project_name_problem(name)
 
 
 _STRINGS = ("filename", "sha256", "name", "version", "metadata_sha256", "torch", "accelerator")
@@ -251,10 +324,16 @@ def read_manifest(site: Path) -> Manifest:
             )
         return Manifest()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path, max_bytes=MANIFEST_MAX_BYTES)
+        # every entry's fields are type-checked below: that bounds the depth of what is kept
+        data = decode_json(raw, what=MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES, max_depth=None)
         if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA:
             raise ValueError(f"schema is not {INDEX_SCHEMA!r}")
-        wheels = tuple(IndexedWheel.from_json(w) for w in data.get("wheels", []))
+        entries = data.get("wheels", [])
+        if not isinstance(entries, list):
+            raise ValueError("wheels: expected a list of wheel entries")
+        wheels = tuple(IndexedWheel.from_json(w) for w in entries)
+        _check_unique(wheels)
         generated = data.get("generated", [])
         if not isinstance(generated, list) or not all(isinstance(g, str) for g in generated):
             raise ValueError("generated: expected a list of paths")
@@ -267,3 +346,26 @@ def read_manifest(site: Path) -> Manifest:
     except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     return Manifest(wheels=wheels, generated=tuple(generated), smoke=runs)
+
+
+def _check_unique(wheels: tuple[IndexedWheel, ...]) -> None:
+    """ValueError when an entry's name is not its file name's project (by PEP 503), or not
+    a PEP 508 name, or when two entries are one wheel to pip (the same identity)."""
+    seen: dict[WheelIdentity, int] = {}
+    for index, wheel in enumerate(wheels):
+        identity = wheel_identity(wheel.filename)
+        problem = _name_problem(wheel.name)
+        if problem is not None:
+            raise ValueError(f"{wheel.filename}: name: {problem}")
+        if _canonical(wheel.name) != identity[0]:
+            raise ValueError(
+                f"{wheel.filename}: name: {wheel.name!r} is another project than the file name's"
+            )
+        first = seen.setdefault(identity, index)
+        if first != index:
+            other = wheels[first].filename
+            same = "listed twice" if other == wheel.filename else f"the same wheel as {other}"
+            raise ValueError(
+                f"{wheel.filename}: {same} (project, version and tags, as pip compares "
+                "them); a site lists each wheel once"
+            )

@@ -1,5 +1,10 @@
 """Merging new wheels into a published site: everything stays, nothing changes its bytes.
 
+A wheel is known by its identity (`IndexedWheel.identity`: PEP 503 name, canonical version,
+tags), not by the spelling of its file name: a `Hostile_X-1.0…whl` beside a published
+`hostile_x-1.0…whl` is the same wheel to pip, so it is a conflict like other bytes under
+the same name, whatever its bytes.
+
 Pure: the result is decided before anything is written, so a conflict leaves the site
 untouched.
 """
@@ -34,6 +39,8 @@ def merge(published: Sequence[IndexedWheel], new: Sequence[WheelSource]) -> Merg
     which is not a conflict. The published wheel stays and the result says so.
     """
     by_name = {w.filename: w for w in published}
+    by_identity = {w.identity: w for w in published}
+    added_identity: dict[object, WheelSource] = {}
     added: dict[str, WheelSource] = {}
     unchanged: set[str] = set()
     same_inputs: dict[str, str] = {}
@@ -55,6 +62,21 @@ def merge(published: Sequence[IndexedWheel], new: Sequence[WheelSource]) -> Merg
                 )
             else:
                 unchanged.add(name)
+            continue
+        twin = by_identity.get(src.wheel.identity)
+        if twin is not None:
+            conflicts.append(
+                f"{name}: the site publishes {twin.filename}, the same project, version and "
+                f"tags spelled otherwise (pip cannot tell them apart); the new file ({src.path}) "
+                f"has sha256 {sha}, the published one {twin.sha256}"
+            )
+            continue
+        sibling = added_identity.setdefault(src.wheel.identity, src)
+        if sibling.wheel.filename != name:
+            conflicts.append(
+                f"{name}: two inputs are one wheel to pip: {sibling.path} and {src.path} "
+                "(the same project, version and tags spelled otherwise)"
+            )
             continue
         other = added.get(name)
         if other is not None and other.wheel.sha256 != sha:

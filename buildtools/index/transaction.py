@@ -49,8 +49,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import PublishError
-from ..files import fsync_dir, sha256_file
+from ..errors import PublishError, note_cleanup
+from ..files import fsync_dir, naming_path, open_regular, sha256_file
 from ..locks import file_lock
 from .links import Prelink, link_all, start_prelink
 
@@ -193,7 +193,8 @@ class SiteTransaction:
         self._parent(rel)
         if self.reused:
             _remove(str(dest))  # a leftover of the previous generation may share an inode
-        dest.write_bytes(data)
+        with naming_path(dest):  # a full disk names the file it could not write
+            dest.write_bytes(data)
         self.written.append(dest)
 
     def _parent(self, rel: str) -> None:
@@ -217,7 +218,7 @@ class SiteTransaction:
         if self.reused:
             _remove(str(dest))
         digest = hashlib.sha256()
-        with source.open("rb") as src, dest.open("wb") as out:
+        with naming_path(dest), open_regular(source) as src, dest.open("wb") as out:
             while chunk := src.read(1 << 20):
                 digest.update(chunk)
                 out.write(chunk)
@@ -514,6 +515,10 @@ def site_transaction(
         )
         try:
             yield txn
+        except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what is cleaned up
+            if not txn.committed:
+                note_cleanup(exc, f"removed {staging} ({site} is as it was)")
+            raise
         finally:
             txn._take_prelinked()  # nothing may still be linking into a removed directory
             if not txn.committed:

@@ -12,9 +12,9 @@ import functools
 import hashlib
 import multiprocessing
 import os
+import stat
 import sys
 import threading
-import zipfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -26,8 +26,9 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PublishError
-from ..files import check_member_names
-from ..wheel.meta import BUILD_RECORD_NAME, WheelName, parse_build_record
+from ..files import NotRegularFileError, describe_os_error, file_kind
+from ..wheel.archive import ArchiveError, open_wheel
+from ..wheel.meta import BUILD_RECORD_BYTES, BUILD_RECORD_NAME, parse_build_record
 from .hashes import KnownHash, manifest_hashes, report_hashes, trusted_sha256
 from .manifest import IndexedWheel, read_manifest
 from .pages import WHEELS_DIR
@@ -44,49 +45,6 @@ class WheelSource:
     # before it links the file into the site
     size: int | None = None
     mtime_ns: int | None = None
-
-
-def _sha256(path: Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
-def _dist_info(names: Iterable[str]) -> str | None:
-    found = {
-        n.split("/", 1)[0]
-        for n in names
-        if n.count("/") == 1
-        and n.endswith("/METADATA")
-        and n.split("/", 1)[0].endswith(".dist-info")
-    }
-    return found.pop() if len(found) == 1 else None
-
-
-def _headers(metadata: bytes) -> dict[str, list[str]]:
-    """METADATA's header fields (RFC 822 style, as `email.parser` reads them), by lower-cased
-    name; continuation lines joined. Only the header block: the body is the description."""
-    text = metadata.decode("utf-8", errors="surrogateescape")
-    fields: dict[str, list[str]] = {}
-    last: list[str] | None = None
-    for raw in text.split("\n"):
-        line = raw.rstrip("\r")
-        if not line:
-            break
-        if line[0] in " \t" and last is not None:
-            last[-1] += "\n" + line
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            last = None
-            continue
-        last = fields.setdefault(name.strip().lower(), [])
-        last.append(value.strip())
-    return fields
 
 
 @functools.lru_cache(maxsize=4096)
@@ -143,47 +101,42 @@ def read_wheel(
     the size and mtime it had then (`hashes.trusted_sha256`; never with `verify`).
     """
     try:
-        wname = WheelName.parse(path.name)
-        st = path.stat()
-        trusted = trusted_sha256(known, st, verify=verify)
-        sha, size = (trusted, st.st_size) if trusted is not None else _sha256(path)
-        with zipfile.ZipFile(path) as zf:
-            check_member_names(zf.namelist(), what=path.name)  # a zip-slip wheel is refused
-            dist_info = _dist_info(zf.namelist())
-            if dist_info is None:
-                raise ValueError("no single top-level *.dist-info/METADATA; is it a wheel?")
-            metadata = zf.read(f"{dist_info}/METADATA")
-            try:
-                raw_record = zf.read(f"{dist_info}/{BUILD_RECORD_NAME}")
-            except KeyError:
+        with open_wheel(path) as archive:
+            st = archive.stat
+            trusted = trusted_sha256(known, st, verify=verify)
+            if trusted is None:
+                sha, size = archive.sha256()
+                archive.verify()  # its bytes are read anyway: inflate every member too
+            else:
+                sha, size = trusted, st.st_size
+            metadata, headers = archive.metadata, archive.fields
+            raw_record = archive.read_optional(
+                f"{archive.dist_info}/{BUILD_RECORD_NAME}", max_bytes=BUILD_RECORD_BYTES
+            )
+            if raw_record is None:
                 raise ValueError(
-                    f"no {dist_info}/{BUILD_RECORD_NAME}: the index needs the build record "
-                    "`buildtools build` writes (torch version, accelerator)"
-                ) from None
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+                    f"no {archive.dist_info}/{BUILD_RECORD_NAME}: the index needs the build "
+                    "record `buildtools build` writes (torch version, accelerator)"
+                )
+    except NotRegularFileError as exc:
+        raise PublishError(describe_os_error(exc)) from exc
+    except ArchiveError as exc:
+        raise PublishError(f"{path}: {exc.problem}") from exc
+    except (OSError, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
     try:
         record = parse_build_record(raw_record)
     except ValueError as exc:
         raise PublishError(f"{path}: {exc}") from exc
-    headers = _headers(metadata)
-    name = (headers.get("name") or [""])[0]
-    version = (headers.get("version") or [""])[0]
+    name = headers["name"][0]
+    version = headers["version"][0]
     try:
-        consistent = canonicalize_name(name) == canonicalize_name(wname.name) and (
-            version == wname.version or Version(version) == Version(wname.version)
-        )
         torch = _public(record.torch)
         versions = record.torch_versions or [torch]
         public = {_public(v) for v in versions}
         torch_versions = tuple(public) if len(public) == 1 else tuple(sorted(public, key=Version))
     except (InvalidVersion, ValueError) as exc:
         raise PublishError(f"{path}: {exc}") from exc
-    if not consistent:
-        raise PublishError(
-            f"{path}: METADATA says {name} {version}, the file name {wname.name} "
-            f"{wname.version}; pip refuses such a wheel"
-        )
     requires_python = next(iter(headers.get("requires-python", [])), None)
     wheel = IndexedWheel(
         filename=path.name,
@@ -303,13 +256,31 @@ def _stat(path: Path) -> os.stat_result | None:
 
 
 def collect_wheels(paths: Sequence[Path]) -> list[Path]:
-    """The wheels named, and every `*.whl` directly inside the directories named; sorted."""
+    """The wheels named, and every `*.whl` directly inside the directories named; sorted.
+    A FIFO, device or socket (or a link to one) is refused by its type, named or found."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found += sorted(path.glob("*.whl"))
-        elif path.is_file() and path.name.endswith(".whl"):
+            with os.scandir(path) as entries:  # the entry's type, without a stat per file
+                inside = [e for e in entries if e.name.endswith(".whl")]
+            for entry in inside:
+                if not entry.is_file(follow_symlinks=False):  # a link is stat'ed, once
+                    _check_regular(Path(entry.path))
+            found += sorted(path / e.name for e in inside)
+        elif path.name.endswith(".whl") and (path.exists() or path.is_symlink()):
+            _check_regular(path)
             found.append(path)
         else:
             raise PublishError(f"{path}: no such wheel or directory")
     return found
+
+
+def _check_regular(path: Path) -> None:
+    """PublishError unless `path` is a regular file (or a link to one): one stat, so a
+    wheelhouse of 10,000 costs milliseconds; the reader checks the open file again."""
+    try:
+        mode = os.stat(path).st_mode  # noqa: PTH116 (the fast call)
+    except OSError as exc:
+        raise PublishError(describe_os_error(exc)) from None
+    if not stat.S_ISREG(mode):
+        raise PublishError(describe_os_error(NotRegularFileError(path, file_kind(mode))))

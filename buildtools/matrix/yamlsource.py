@@ -23,6 +23,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ..errors import ConfigError
+from ..files import NotRegularFileError, open_regular
 
 Loc = tuple[str | int, ...]
 
@@ -179,8 +180,12 @@ def _decode(path: Path, raw: bytes) -> str:
 def load_yaml(path: Path) -> YamlDocument:
     """Load `path` into plain Python data plus a line map; every problem becomes ConfigError."""
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:  # a FIFO or device is refused before it is read
             raw = fh.read(MAX_BYTES + 1)
+    except NotRegularFileError as exc:
+        if exc.kind == "a directory":
+            raise ConfigError(f"{path}: is a directory; pass the path of a YAML file") from None
+        raise ConfigError(f"{path}: {exc.kind}, not a file; pass the path of a YAML file") from None
     except FileNotFoundError:
         raise ConfigError(
             f"{path}: no such file; pass --matrix PATH or create matrix.yaml (see docs/matrix.md)"

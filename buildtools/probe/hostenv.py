@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 import functools
-import json
 import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -41,6 +40,7 @@ from urllib.parse import unquote, urlparse
 from packaging.utils import canonicalize_name
 
 from ..errors import ToolMissingError
+from ..jsonfields import decode_json
 from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .child import SCHEMA, TAG, read_version_py
@@ -139,7 +139,7 @@ def _tagged(output: str) -> list[dict[str, Any]]:
     for line in output.splitlines():
         if line.startswith(TAG):
             try:
-                data = json.loads(line[len(TAG) :])
+                data = decode_json(line[len(TAG) :], what="the probe's line")
             except ValueError:
                 continue
             if isinstance(data, dict):
@@ -151,7 +151,7 @@ def _json_or_none(text: object) -> dict[str, Any] | None:
     if not isinstance(text, str):
         return None
     try:
-        data = json.loads(text)
+        data = decode_json(text, what="the probe's record")
     except ValueError:
         return None
     return data if isinstance(data, dict) else None

@@ -31,11 +31,14 @@ __all__ = [
     "read_cases",
 ]
 
-import json
+import errno
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..files import read_regular
+from ..jsonfields import decode_json
 
 CASES_ENV = "BUILDTOOLS_SMOKE_CASES"
 DEVICE_ENV = "BUILDTOOLS_SMOKE_DEVICE"
@@ -78,17 +81,16 @@ def _text(value: object) -> str | None:
 def read_cases(path: Path) -> CasesReport | str | None:
     """The report at `path`; None when the command wrote none; a string saying what is wrong."""
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(_MAX_BYTES + 1)
+        raw = read_regular(path, max_bytes=_MAX_BYTES)  # the command wrote it: no FIFO
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return f"cannot read {path.name}: {exc}"
-    if len(raw) > _MAX_BYTES:
-        return f"{path.name} is larger than {_MAX_BYTES} bytes"
+        if exc.errno == errno.EFBIG:
+            return f"{path.name} is larger than {_MAX_BYTES} bytes"
+        return f"cannot read {path.name}: {exc.strerror or exc}"
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        data = decode_json(raw, what=path.name, max_bytes=_MAX_BYTES)
+    except ValueError as exc:
         return f"{path.name} is not JSON: {exc}"
     if not isinstance(data, dict) or data.get("schema") != CASES_SCHEMA:
         return f"{path.name}: schema is not {CASES_SCHEMA!r}"

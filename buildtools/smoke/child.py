@@ -22,12 +22,12 @@ __all__ = [
     "parse_child_report",
 ]
 
-import json
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..jsonfields import decode_json
 from .status import SmokeStatus
 
 CHILD_TAG = "BUILDTOOLS_SMOKE "
@@ -138,8 +138,10 @@ def parse_child_report(output: str) -> ChildReport:
         if not line.startswith(CHILD_TAG):
             continue
         try:
-            data = json.loads(line[len(CHILD_TAG) :])
+            data = decode_json(line[len(CHILD_TAG) :], what="the child's line")
         except ValueError:
+            continue
+        if not isinstance(data, dict):
             continue
         event = data.get("event")
         if event == "import":

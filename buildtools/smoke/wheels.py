@@ -25,11 +25,9 @@ import dataclasses
 import html.parser
 import platform
 import re
-import shutil
 import sys
 import urllib.parse
 import urllib.request
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,9 +36,11 @@ from typing import Literal
 from packaging.utils import parse_wheel_filename
 
 from ..errors import ConfigError
-from ..files import sha256_file
+from ..files import copy_atomic, read_regular, sha256_file
+from ..http import DownloadError, HttpClient
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
-from ..wheel.meta import read_build_record
+from ..wheel.archive import DEFAULT_LIMITS, open_wheel
+from ..wheel.meta import BUILD_RECORD_BYTES, BUILD_RECORD_NAME, parse_build_record
 from .smoke_report import SmokeResult, SmokeStatus
 
 # libc10.so, libtorch_cpu.so, and auditwheel's grafted copies: libc10-52d951ec.so
@@ -92,28 +92,27 @@ def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
     return out
 
 
-def _is_url(text: str) -> bool:
-    return urllib.parse.urlparse(text).scheme in ("http", "https", "file")
+_PAGE_BYTES = 64 << 20  # a find-links page (a 10,000-wheel page is ~5 MB)
 
 
-def _read_page(page: str) -> tuple[str, str]:
+def _read_page(page: str, http: HttpClient) -> tuple[str, str]:
     """The page's text and the base its links resolve against."""
-    if _is_url(page):
-        with urllib.request.urlopen(page, timeout=60) as resp:
-            text = resp.read().decode("utf-8", errors="replace")
-        return text, page
+    if urllib.parse.urlparse(page).scheme in ("http", "https"):
+        data = http.get(page, max_bytes=_PAGE_BYTES)
+        return data.decode("utf-8", errors="replace"), page
+    if urllib.parse.urlparse(page).scheme == "file":
+        page = urllib.request.url2pathname(urllib.parse.urlparse(page).path)
     path = Path(page).resolve()
-    return path.read_text(encoding="utf-8"), path.as_uri()
+    return read_regular(path, max_bytes=_PAGE_BYTES).decode("utf-8"), path.as_uri()
 
 
-def _fetch(url: str, dest_dir: Path) -> Path:
+def _fetch(url: str, dest_dir: Path, http: HttpClient) -> Path:
     name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
     dest = dest_dir / name
     if urllib.parse.urlparse(url).scheme == "file":
-        shutil.copyfile(urllib.request.url2pathname(urllib.parse.urlparse(url).path), dest)
+        copy_atomic(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), dest)
         return dest
-    with urllib.request.urlopen(url, timeout=300) as resp, dest.open("wb") as fh:
-        shutil.copyfileobj(resp, fh, 1 << 20)
+    http.download(url, dest, max_bytes=DEFAULT_LIMITS.total_bytes)
     return dest
 
 
@@ -122,6 +121,7 @@ def collect_wheels(
 ) -> list[WheelSource]:
     """Wheels named on the command line, in directories, and on find-links pages."""
     out: list[WheelSource] = []
+    http = HttpClient()
     for path in paths:
         if path.is_dir():
             out += [WheelSource(path=p, origin=str(p)) for p in sorted(path.glob("*.whl"))]
@@ -131,14 +131,14 @@ def collect_wheels(
             raise ConfigError(f"{path}: neither a wheel file nor a directory of wheels")
     for page in find_links:
         try:
-            text, base = _read_page(page)
-        except (OSError, ValueError) as exc:
+            text, base = _read_page(page, http)
+        except (OSError, ValueError, DownloadError) as exc:
             raise ConfigError(f"find-links page {page}: cannot read it: {exc}") from exc
         for url, digest in parse_find_links(text, base):
             download_dir.mkdir(parents=True, exist_ok=True)
             try:
-                local = _fetch(url, download_dir)
-            except (OSError, ValueError) as exc:
+                local = _fetch(url, download_dir, http)
+            except (OSError, ValueError, DownloadError) as exc:
                 raise ConfigError(f"{url} (linked from {page}): cannot download: {exc}") from exc
             out.append(WheelSource(path=local, origin=url, find_links=page, expected_sha256=digest))
     return out
@@ -315,7 +315,10 @@ def plan_targets(
     machine = runner_machine or platform.machine()
     out: list[SmokeTarget | SmokeResult] = []
     for src in sources:
-        digest = sha256_file(src.path)
+        try:
+            digest = sha256_file(src.path)
+        except OSError as exc:
+            raise ConfigError(f"{src.path}: cannot read it ({exc.strerror})") from None
 
         def skipped(
             why: str, cell: str | None = None, digest: str = digest, src: WheelSource = src
@@ -342,20 +345,19 @@ def plan_targets(
                 )
             )
             continue
-        try:
-            record = read_build_record(src.path)
+        try:  # one bounded read of the wheel (wheel.archive): names, top_level, record
+            with open_wheel(src.path) as archive:
+                names = archive.names
+                raw = archive.read_optional(
+                    f"{archive.dist_info}/{BUILD_RECORD_NAME}", max_bytes=BUILD_RECORD_BYTES
+                )
+                top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
+                top_text = archive.read(top).decode("utf-8", "replace") if top else None
+            record = None if raw is None else parse_build_record(raw)
         except BuildRecordError as exc:
             out.append(skipped(f"build record: {'; '.join(exc.problems)}"))
             continue
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            out.append(skipped(f"not a readable wheel: {exc}"))
-            continue
-        try:
-            with zipfile.ZipFile(src.path) as zf:
-                names = zf.namelist()
-                top = next((n for n in names if n.endswith(".dist-info/top_level.txt")), None)
-                top_text = zf.read(top).decode("utf-8", "replace") if top else None
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        except (OSError, ValueError) as exc:
             out.append(skipped(f"not a readable wheel: {exc}"))
             continue
         if record is None and unrecorded is not None and runner_torch and runner_python:

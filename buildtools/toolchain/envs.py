@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import ToolMissingError
+from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob
 from ..process import ProcessRunner
@@ -191,7 +192,7 @@ def _toolchain(
 
 def _read_marker(root: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((root / MARKER).read_text(encoding="utf-8"))
+        data = decode_json((root / MARKER).read_bytes(), what=MARKER)
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

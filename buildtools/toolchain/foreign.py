@@ -23,6 +23,7 @@ from typing import IO
 
 from ..ecosystem import load_ecosystem
 from ..errors import ToolchainError
+from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob
 from ..probe.child import read_version_py
@@ -69,6 +70,15 @@ def _torch_version(site: Path) -> tuple[str, str | None]:
     return version, cuda if isinstance(cuda, str) else None
 
 
+def _marker_key(marker: Path) -> object:
+    """The key a complete unpack recorded (None when the marker is unreadable)."""
+    try:
+        data = decode_json(marker.read_bytes(), what=marker.name)
+    except (OSError, ValueError):
+        return None
+    return data.get("key") if isinstance(data, dict) else None
+
+
 def prepare_foreign_toolchain(
     job: BuildJob,
     python: str,
@@ -104,7 +114,7 @@ def prepare_foreign_toolchain(
     site = root / "site-packages"
     with file_lock(cache_dir / "foreign" / ".locks" / f"{root.name}.lock"):
         marker = root / _MARKER
-        reused = marker.is_file() and json.loads(marker.read_text()).get("key") == key
+        reused = marker.is_file() and _marker_key(marker) == key
         if not reused:
             shutil.rmtree(root, ignore_errors=True)
             _unpack(job, python, base_python, site, runner=runner, log=log, env=env)

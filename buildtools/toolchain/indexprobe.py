@@ -17,6 +17,9 @@ from ..model import Accelerator, BuildJob
 from ..process import ProcessRunner
 from .venv import child_env
 
+_PROBE_SECONDS = 30.0
+# run by the job's interpreter (its proxy settings, its certificates), which may not have
+# buildtools: urllib there; the socket timeout bounds each read, the runner the whole probe
 _PROBE_INDEX = (
     "import sys, urllib.request\n"
     "try:\n"
@@ -37,7 +40,12 @@ def index_reachable(
 ) -> bool:
     """Whether `index` answers for torch (asked by `python`, so through its proxy settings)."""
     url = index.rstrip("/") + "/torch/"
-    result = runner.run([str(python), "-c", _PROBE_INDEX, url], env=child_env(env), capture=True)
+    result = runner.run(
+        [str(python), "-c", _PROBE_INDEX, url],
+        env=child_env(env),
+        capture=True,
+        timeout=_PROBE_SECONDS,  # the whole probe: a server that drips its answer is left
+    )
     if result.ok:
         return True
     log.write(

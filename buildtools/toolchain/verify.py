@@ -33,6 +33,7 @@ from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ToolchainError, ToolMissingError
+from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..probe.hostenv import EnvSnapshot, probe_environment
 from ..process import ProcessRunner
@@ -230,7 +231,7 @@ def verified_probe(
     is taken from the record.
     """
     try:
-        records = json.loads(record_path.read_text(encoding="utf-8"))
+        records = decode_json(record_path.read_bytes(), what=record_path.name)
     except (OSError, ValueError):
         records = {}
     records = records if isinstance(records, dict) else {}

@@ -23,6 +23,7 @@ from pathlib import Path
 from ..errors import NetworkError
 from ..files import write_atomic
 from ..http import Http
+from ..jsonfields import decode_json
 from .remote import read_metadata
 from .simple import SIMPLE_JSON, IndexFile, ProjectPage, parse_simple_json
 
@@ -71,7 +72,7 @@ class IndexReader:
         if path is None or not path.is_file():
             return None
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = decode_json(path.read_bytes(), what=path.name)
             fetched = float(raw["fetched"])
             body = str(raw["body"]).encode()
             if raw.get("url") != url:

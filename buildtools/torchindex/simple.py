@@ -10,7 +10,6 @@ from __future__ import annotations
 
 __all__ = ["SIMPLE_JSON", "IndexFile", "ProjectPage", "parse_simple_json"]
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from packaging.utils import (
 from packaging.version import Version
 
 from ..errors import NetworkError
+from ..jsonfields import decode_json
 
 # PEP 691: the JSON form of the simple API, asked for with this Accept header
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -124,8 +124,8 @@ def _file(entry: Any, base: str) -> IndexFile | None:
 def parse_simple_json(body: bytes, *, url: str, project: str) -> ProjectPage:
     """The wheels a PEP 691 page lists; NetworkError naming the URL and the entry otherwise."""
     try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = decode_json(body, what="the page")
+    except ValueError as exc:
         raise NetworkError(f"{url}: not a PEP 691 JSON page ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise NetworkError(f"{url}: not a PEP 691 JSON page (no 'files' list)")

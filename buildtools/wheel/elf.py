@@ -5,10 +5,16 @@ RPATH/RUNPATH, the dynamic symbols it exports and the ones it needs (with the ve
 node each needs, e.g. GLIBC_2.34), the CUDA/HIP device code it carries and for which
 archs, and which C++ ABI its std::string symbols use.
 
-`.dynsym` is decoded with `struct` rather than pyelftools' per-symbol objects: torch's
-libtorch_cpu.so alone has 75k dynamic symbols, which pyelftools walks in ~1.7 s and
-`struct.iter_unpack` in a small fraction of that. Results are cached per
-(path, mtime, size), so a torch installation is scanned once per process.
+pyelftools reads the ELF header and the section headers; the tables are decoded here with
+`struct`: torch's libtorch_cpu.so alone has 75k dynamic symbols, which pyelftools walks in
+~1.7 s and `struct.iter_unpack` in a small fraction of that. An object may come from any
+wheel, so every offset and size is checked against the file before it is read: the
+section header table and each section must lie inside the file, a table is at most
+`_TABLE_BYTES`, every string offset inside its table, every count within the bytes it
+counts (a `.dynstr` claiming 2**64 bytes, or a version chain that loops, is refused as
+"not a readable ELF", never read). The device code is read by `devicecode`, bounded too.
+Results are cached per (path, mtime, size), so a torch installation is scanned once per
+process.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ __all__ = [
     "cxx_abi_of",
     "demangle",
     "inspect_elf",
+    "inspect_elf_file",
     "is_elf",
     "parse_fatbin",
     "parse_offload_bundles",
@@ -29,43 +36,33 @@ __all__ = [
 
 import ctypes
 import functools
-import importlib
-import io
+import os
 import re
 import struct
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
+from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.sections import Section
+
+from ..files import open_regular
+from .devicecode import (
+    FATBIN_SECTIONS,
+    HIP_SECTIONS,
+    bundle_ids,
+    fatbin_archs,
+    gfx_of,
+    parse_fatbin,
+    parse_offload_bundles,
+)
 
 CxxAbi = Literal["cxx11", "pre-cxx11", "mixed"]
 
 ELF_MAGIC = b"\x7fELF"
-
-# CUDA fatbin container, as nvcc writes it into `.nv_fatbin` (whole-program) and
-# `__nv_relfatbin` (-rdc): a 16-byte header (magic, version, header size, payload size)
-# followed by entries with a 64+ byte header each. Layout checked against nvcc 13.0
-# output (tests/fixtures/cuda/); the entry header carries the arch, so compressed
-# entries need no decompression.
-FATBIN_MAGIC = 0xBA55ED50
-FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
-_FATBIN_KINDS = {1: "compute", 2: "sm", 8: "lto"}  # PTX, cubin (ELF), NVVM IR for LTO
-_FATBIN_FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a, compute_100a
-_FATBIN_FLAG_FAMILY = 0x200000  # sm_100f, compute_120f
-
-# clang offload bundles in `.hip_fatbin`: "__CLANG_OFFLOAD_BUNDLE__", u64 count, then
-# per entry u64 offset, u64 size, u64 id length, id ("hipv4-amdgcn-amd-amdhsa--gfx90a").
-# "CCOB" marks a compressed bundle (zlib or zstd).
-HIP_SECTIONS = (".hip_fatbin",)
-_BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
-_CCOB_MAGIC = b"CCOB"
-_GFX_RE = re.compile(r"amdgcn-amd-amdhsa-+(gfx[0-9a-f]+)")
 
 # auditwheel renames a grafted library "libc10.so" to "libc10-<8 hex of sha256>.so".
 _GRAFT_RE = re.compile(r"^(?P<base>[^.]+)-[0-9a-f]{8}\.(?P<ext>so(?:\..*)?)$")
@@ -114,6 +111,8 @@ class DeviceCode:
     kind: Literal["cuda", "hip"]
     archs: frozenset[str]
     complete: bool = True
+    # bytes of device code per arch (CUDA: each fatbin entry's header and payload)
+    sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,11 +145,11 @@ class ElfInfo:
 
 
 def is_elf(path: Path) -> bool:
-    """True when `path` is a regular file starting with the ELF magic."""
+    """True when `path` is a regular file (never a FIFO or device) starting with the ELF magic."""
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             return f.read(4) == ELF_MAGIC
-    except (IsADirectoryError, FileNotFoundError, PermissionError):
+    except OSError:
         return False
 
 
@@ -226,210 +225,172 @@ def cxx_abi_of(symbols: Iterable[str]) -> CxxAbi | None:
     return None
 
 
-# --- device code -------------------------------------------------------------------------
-
-
-def _read_at(f: IO[bytes], offset: int, size: int) -> bytes:
-    f.seek(offset)
-    return f.read(size)
-
-
-def _find(f: IO[bytes], needle: bytes, start: int, end: int) -> int:
-    """Offset of the next `needle` in f[start:end], or -1 (reads in chunks)."""
-    chunk = 1 << 16
-    pos = start
-    while pos < end:
-        data = _read_at(f, pos, min(chunk + len(needle) - 1, end - pos))
-        i = data.find(needle)
-        if i >= 0:
-            return pos + i
-        if len(data) < len(needle):
-            return -1
-        pos += chunk
-    return -1
-
-
-def _fatbin_archs(f: IO[bytes], start: int, length: int) -> tuple[set[str], bool]:
-    archs: set[str] = set()
-    complete = True
-    end = start + length
-    magic = struct.pack("<I", FATBIN_MAGIC)
-    pos = _find(f, magic, start, end)
-    if pos < 0 and length:
-        complete = False
-    while 0 <= pos < end:
-        head = _read_at(f, pos, 16)
-        if len(head) < 16:
-            complete = False
-            break
-        _magic, _version, header_size, fat_size = struct.unpack("<IHHQ", head)
-        entry = pos + header_size
-        stop = min(entry + fat_size, end)
-        while entry + 48 <= stop:
-            eh = _read_at(f, entry, 48)
-            kind, _ev, entry_header_size, payload = struct.unpack_from("<HHIQ", eh, 0)
-            (arch,) = struct.unpack_from("<I", eh, 28)
-            (flags,) = struct.unpack_from("<Q", eh, 40)
-            if entry_header_size == 0:
-                complete = False
-                break
-            prefix = _FATBIN_KINDS.get(kind)
-            if prefix is None:
-                complete = False
-            else:
-                suffix = ""
-                if flags & _FATBIN_FLAG_ARCH_SPECIFIC:
-                    suffix = "a"
-                elif flags & _FATBIN_FLAG_FAMILY:
-                    suffix = "f"
-                archs.add(f"{prefix}_{arch}{suffix}")
-            entry += entry_header_size + payload
-        pos = _find(f, magic, max(stop, pos + 4), end)
-    return archs, complete
-
-
-def parse_fatbin(data: bytes) -> frozenset[str]:
-    """Archs in CUDA fatbin data: {'sm_80', 'sm_90a', 'compute_120', 'lto_80', ...}."""
-    archs, _ = _fatbin_archs(io.BytesIO(data), 0, len(data))
-    return frozenset(archs)
-
-
-def _decompress_ccob(blob: bytes) -> bytes | None:
-    """Decompress a clang compressed offload bundle (CCOB v1-v3); None if not possible."""
-    if len(blob) < 24:
-        return None
-    version, method = struct.unpack_from("<HH", blob, 4)
-    if version == 1:
-        header = 4 + 2 + 2 + 4 + 8
-    elif version == 2:
-        header = 4 + 2 + 2 + 4 + 4 + 8
-    else:
-        header = 4 + 2 + 2 + 8 + 8 + 8
-    payload = blob[header:]
-    if method == 0:  # llvm::compression::Format::Zlib
-        try:
-            return zlib.decompress(payload)
-        except zlib.error:
-            return None
-    try:  # Zstd, ROCm's default: only with the optional python-zstandard module
-        zstandard = importlib.import_module("zstandard")
-        out: bytes = zstandard.ZstdDecompressor().decompressobj().decompress(payload)
-        return out
-    except Exception:
-        return None
-
-
-def _ccob_size(data: bytes, at: int) -> int:
-    """Total size of the compressed bundle at `at` (0 for v1, which does not record it)."""
-    if at + 16 > len(data):
-        return 0
-    (version,) = struct.unpack_from("<H", data, at + 4)
-    if version == 2:
-        return int(struct.unpack_from("<I", data, at + 8)[0])
-    if version >= 3:
-        return int(struct.unpack_from("<Q", data, at + 8)[0])
-    return 0
-
-
-def _bundle_ids(data: bytes) -> tuple[set[str], bool]:
-    ids: set[str] = set()
-    complete = True
-    pos = 0
-    while True:
-        i = data.find(_BUNDLE_MAGIC, pos)
-        j = data.find(_CCOB_MAGIC, pos)
-        if i < 0 and j < 0:
-            break
-        if j >= 0 and (i < 0 or j < i):
-            total = _ccob_size(data, j)
-            inner = _decompress_ccob(data[j : j + total] if total else data[j:])
-            if inner is None:
-                complete = False
-            else:
-                more, ok = _bundle_ids(inner)
-                ids |= more
-                complete &= ok
-            pos = j + total if total else j + len(_CCOB_MAGIC)
-            continue
-        off = i + len(_BUNDLE_MAGIC)
-        if off + 8 > len(data):
-            complete = False
-            break
-        (count,) = struct.unpack_from("<Q", data, off)
-        off += 8
-        for _ in range(count):
-            if off + 24 > len(data):
-                complete = False
-                break
-            _eoff, _esize, idlen = struct.unpack_from("<QQQ", data, off)
-            off += 24
-            ids.add(data[off : off + idlen].decode("ascii", errors="replace"))
-            off += idlen
-        pos = off
-    return ids, complete
-
-
-def parse_offload_bundles(data: bytes) -> frozenset[str]:
-    """GPU targets in `.hip_fatbin` data: {'gfx90a', 'gfx942', ...} (host entries dropped)."""
-    ids, _ = _bundle_ids(data)
-    return frozenset(_gfx_of(ids))
-
-
-def _gfx_of(ids: Iterable[str]) -> set[str]:
-    out: set[str] = set()
-    for bundle_id in ids:
-        m = _GFX_RE.search(bundle_id)
-        if m:
-            out.add(m[1])
-    return out
-
-
 # --- the ELF reader ----------------------------------------------------------------------
 
 
-def _dynamic(elf: ELFFile) -> tuple[str | None, list[str], list[str], list[str]]:
+_TABLE_BYTES = 256 << 20  # one table read into memory (libtorch_cpu's .dynstr: ~10 MB)
+_DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
+
+
+class _File:
+    """The object's bytes, read only where the file has them (`at` checks the range)."""
+
+    def __init__(self, f: IO[bytes], size: int, elf: ELFFile) -> None:
+        self.f = f
+        self.size = size
+        self.elf = elf
+        self.endian = "<" if elf.little_endian else ">"
+        self.sections = self._sections()
+
+    def at(self, offset: int, size: int, what: str) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise ValueError(
+                f"{what}: {size:,} bytes at offset {offset:,} lie beyond the file's "
+                f"{self.size:,} bytes"
+            )
+        if size > _TABLE_BYTES:
+            raise ValueError(f"{what}: {size:,} bytes, more than {_TABLE_BYTES:,} to read")
+        self.f.seek(offset)
+        data = self.f.read(size)
+        if len(data) != size:
+            raise ValueError(f"{what}: the file ends before its {size:,} bytes")
+        return data
+
+    def _sections(self) -> list[Section]:
+        """The section headers, each checked against the file before pyelftools reads them
+        (it seeks to every offset they name, a name's too)."""
+        header = self.elf.header
+        is64 = self.elf.elfclass == 64
+        entsize = 64 if is64 else 40
+        shoff = header["e_shoff"]
+        if shoff == 0:
+            return []
+        if header["e_shentsize"] != entsize or shoff + entsize > self.size:
+            raise ValueError(
+                f"its section header table (at offset {shoff:,}, entries of "
+                f"{header['e_shentsize']} bytes) lies beyond the file's {self.size:,} bytes"
+            )
+        fmt = struct.Struct(self.endian + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
+        first = fmt.unpack(self.at(shoff, entsize, "its section header table"))
+        count = header["e_shnum"] or first[5]  # e_shnum 0: the count is section 0's sh_size
+        rows = self.at(shoff, count * entsize, f"its section header table ({count:,} entries)")
+        table = [fmt.unpack_from(rows, i * entsize) for i in range(count)]
+        index = header["e_shstrndx"]
+        index = first[6] if index == 0xFFFF else index  # SHN_XINDEX: in section 0's sh_link
+        if not 0 <= index < count:
+            raise ValueError(f"its section name table is section {index} of {count}")
+        names = b""
+        for i in (index, *range(count)):
+            _name, kind, _flags, _addr, offset, size = table[i][:6]
+            if kind != 8 and offset + size > self.size:  # 8: SHT_NOBITS, no bytes in the file
+                what = "the section name table" if i == index else f"section {_c(names, _name)!r}"
+                raise ValueError(
+                    f"{what}: {size:,} bytes at offset {offset:,} lie beyond the file's "
+                    f"{self.size:,} bytes"
+                )
+            if i == index and not names:
+                names = self.at(offset, size, "the section name table")
+        return list(self.elf.iter_sections())
+
+    def data(self, section: Section) -> bytes:
+        return self.at(section["sh_offset"], section["sh_size"], f"section {section.name!r}")
+
+    def linked_strings(self, section: Section) -> bytes:
+        """The string table a section's sh_link names."""
+        link = section["sh_link"]
+        if not 0 < link < len(self.sections):
+            raise ValueError(f"section {section.name!r} links to no section ({link})")
+        return self.data(self.sections[link])
+
+    def by_name(self, name: str) -> Section | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+    def by_type(self, kind: str) -> Section | None:
+        return next((s for s in self.sections if s["sh_type"] == kind), None)
+
+
+def _c(table: bytes, offset: int) -> str:
+    """The NUL-terminated string at `offset` of `table`, or '?' where there is none."""
+    if not 0 <= offset < len(table):
+        return "?"
+    end = table.find(b"\0", offset)
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
+def _string(table: bytes, offset: int, what: str) -> str:
+    if not 0 <= offset < len(table):
+        raise ValueError(f"{what}: string offset {offset:,} beyond its table ({len(table):,})")
+    end = table.find(b"\0", offset)
+    return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
+
+
+def _dynamic(elf: _File) -> tuple[str | None, list[str], list[str], list[str]]:
     soname: str | None = None
     needed: list[str] = []
     rpath: list[str] = []
     runpath: list[str] = []
-    for section in elf.iter_sections():
-        if not isinstance(section, DynamicSection):
-            continue
-        for tag in section.iter_tags():
-            kind = tag.entry.d_tag
-            # pyelftools sets the decoded string as an attribute named after the tag
-            if kind == "DT_SONAME":
-                soname = str(getattr(tag, "soname", ""))
-            elif kind == "DT_NEEDED":
-                needed.append(str(getattr(tag, "needed", "")))
-            elif kind == "DT_RPATH":
-                rpath.extend(p for p in str(getattr(tag, "rpath", "")).split(":") if p)
-            elif kind == "DT_RUNPATH":
-                runpath.extend(p for p in str(getattr(tag, "runpath", "")).split(":") if p)
-        break
+    section = elf.by_type("SHT_DYNAMIC")
+    if section is None:
+        return soname, needed, rpath, runpath
+    data = elf.data(section)
+    strings = elf.linked_strings(section)
+    fmt = elf.endian + ("qQ" if elf.elf.elfclass == 64 else "iI")
+    size = struct.calcsize(fmt)
+    for tag, value in struct.iter_unpack(fmt, data[: len(data) // size * size]):
+        if tag == _DT_NULL:
+            break
+        if tag == _DT_SONAME:
+            soname = _string(strings, value, "DT_SONAME")
+        elif tag == _DT_NEEDED:
+            needed.append(_string(strings, value, "DT_NEEDED"))
+        elif tag == _DT_RPATH:
+            rpath.extend(p for p in _string(strings, value, "DT_RPATH").split(":") if p)
+        elif tag == _DT_RUNPATH:
+            runpath.extend(p for p in _string(strings, value, "DT_RUNPATH").split(":") if p)
     return soname, needed, rpath, runpath
 
 
-def _version_needs(elf: ELFFile) -> dict[int, tuple[str, str]]:
-    """versym index → (version node, library) from .gnu.version_r."""
+def _version_needs(elf: _File) -> dict[int, tuple[str, str]]:
+    """versym index → (version node, library) from .gnu.version_r (Elf_Verneed entries,
+    each with its Elf_Vernaux chain; the same 16-byte layout in ELF32 and ELF64)."""
     out: dict[int, tuple[str, str]] = {}
-    for section in elf.iter_sections():
-        if isinstance(section, GNUVerNeedSection):
-            for verneed, auxiliaries in section.iter_versions():
-                for aux in auxiliaries:
-                    out[int(aux["vna_other"])] = (str(aux.name), str(verneed.name))
+    section = elf.by_type("SHT_GNU_verneed")
+    if section is None:
+        return out
+    data = elf.data(section)
+    strings = elf.linked_strings(section)
+    need = struct.Struct(elf.endian + "HHIII")
+    aux = struct.Struct(elf.endian + "IHHII")
+    steps = len(data) // 16 + 1  # a chain that loops back cannot run for ever
+    offset = 0
+    for _ in range(section["sh_info"]):
+        if offset + 16 > len(data) or steps <= 0:
+            raise ValueError(".gnu.version_r: an entry lies outside the section")
+        _version, count, file_at, aux_at, next_at = need.unpack_from(data, offset)
+        library = _string(strings, file_at, ".gnu.version_r")
+        at = offset + aux_at
+        for _ in range(count):
+            steps -= 1
+            if at + 16 > len(data) or steps <= 0:
+                raise ValueError(".gnu.version_r: an entry lies outside the section")
+            _hash, _flags, other, name_at, aux_next = aux.unpack_from(data, at)
+            out[other] = (_string(strings, name_at, ".gnu.version_r"), library)
+            at += aux_next
+        steps -= 1
+        if not next_at:
+            break
+        offset += next_at
     return out
 
 
-def _symbols(f: IO[bytes], elf: ELFFile) -> tuple[frozenset[str], tuple[UndefinedSymbol, ...]]:
-    dynsym = elf.get_section_by_name(".dynsym")
+def _symbols(elf: _File) -> tuple[frozenset[str], tuple[UndefinedSymbol, ...]]:
+    dynsym = elf.by_name(".dynsym")
     if dynsym is None or dynsym["sh_size"] == 0:
         return frozenset(), ()
-    strtab = elf.get_section(dynsym["sh_link"])
-    strings = _read_at(f, strtab["sh_offset"], strtab["sh_size"])
-    raw = _read_at(f, dynsym["sh_offset"], dynsym["sh_size"])
-    endian = "<" if elf.little_endian else ">"
-    if elf.elfclass == 64:
+    strings = elf.linked_strings(dynsym)
+    raw = elf.data(dynsym)
+    endian = elf.endian
+    if elf.elf.elfclass == 64:
         fmt = endian + "IBBHQQ"  # name, info, other, shndx, value, size
         entsize = 24
         rows = (
@@ -444,16 +405,15 @@ def _symbols(f: IO[bytes], elf: ELFFile) -> tuple[frozenset[str], tuple[Undefine
             for r in struct.iter_unpack(fmt, raw[: len(raw) // entsize * entsize])
         )
 
-    versym_sec = elf.get_section_by_name(".gnu.version")
+    versym_sec = elf.by_name(".gnu.version")
     versyms: tuple[int, ...] = ()
     if versym_sec is not None:
-        vraw = _read_at(f, versym_sec["sh_offset"], versym_sec["sh_size"])
+        vraw = elf.data(versym_sec)
         versyms = struct.unpack(f"{endian}{len(vraw) // 2}H", vraw[: len(vraw) // 2 * 2])
     needs = _version_needs(elf) if versyms else {}
 
     def name_at(offset: int) -> str:
-        end = strings.find(b"\0", offset)
-        return strings[offset : end if end >= 0 else len(strings)].decode("utf-8", "replace")
+        return _string(strings, offset, ".dynsym")
 
     exported: set[str] = set()
     undefined: list[UndefinedSymbol] = []
@@ -481,52 +441,79 @@ def _symbols(f: IO[bytes], elf: ELFFile) -> tuple[frozenset[str], tuple[Undefine
         if (st_other & 0x3) in (_STV_HIDDEN, _STV_INTERNAL):
             continue
         exported.add(name_at(st_name))
-    return frozenset(exported), tuple(sorted(undefined))
+    undefined.sort(key=lambda u: (u.name, u.version or "", u.library or ""))
+    return frozenset(exported), tuple(undefined)
 
 
-def _device_code(f: IO[bytes], elf: ELFFile) -> tuple[DeviceCode | None, DeviceCode | None]:
+def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
     cuda_archs: set[str] = set()
+    cuda_sizes: dict[str, int] = {}
     cuda_complete = True
     has_cuda = False
     hip_ids: set[str] = set()
     hip_complete = True
     has_hip = False
-    for section in elf.iter_sections():
+    for section in elf.sections:
         if section["sh_type"] == "SHT_NOBITS" or section["sh_size"] == 0:
             continue
+        start, length = section["sh_offset"], section["sh_size"]
         if section.name in FATBIN_SECTIONS:
             has_cuda = True
-            archs, complete = _fatbin_archs(f, section["sh_offset"], section["sh_size"])
+            archs, complete = fatbin_archs(elf.f, start, length, cuda_sizes)
             cuda_archs |= archs
             cuda_complete &= complete
         elif section.name in HIP_SECTIONS:
             has_hip = True
-            ids, complete = _bundle_ids(_read_at(f, section["sh_offset"], section["sh_size"]))
+            ids, complete = bundle_ids(elf.f, start, start + length)
             hip_ids |= ids
             hip_complete &= complete
     cuda = (
-        DeviceCode(kind="cuda", archs=frozenset(cuda_archs), complete=cuda_complete)
+        DeviceCode(
+            kind="cuda",
+            archs=frozenset(cuda_archs),
+            complete=cuda_complete,
+            sizes=tuple(sorted(cuda_sizes.items())),
+        )
         if has_cuda
         else None
     )
     hip = (
-        DeviceCode(kind="hip", archs=frozenset(_gfx_of(hip_ids)), complete=hip_complete)
+        DeviceCode(kind="hip", archs=frozenset(gfx_of(hip_ids)), complete=hip_complete)
         if has_hip
         else None
     )
     return cuda, hip
 
 
-def _inspect(path: Path) -> ElfInfo:
-    with path.open("rb") as f:
-        try:
-            elf = ELFFile(f)
-            soname, needed, rpath, runpath = _dynamic(elf)
-            exported, undefined = _symbols(f, elf)
-            cuda, hip = _device_code(f, elf)
-            machine = str(elf["e_machine"])
-        except (ELFError, struct.error, ValueError) as exc:
-            raise ValueError(f"{path}: not a readable ELF shared object ({exc})") from exc
+# what a malformed object makes pyelftools (or the checks above) raise
+_MALFORMED = (
+    ELFError,
+    ConstructError,
+    struct.error,
+    ValueError,
+    KeyError,
+    IndexError,
+    OverflowError,
+)
+
+
+def inspect_elf_file(f: IO[bytes], *, path: Path, size: int | None = None) -> ElfInfo:
+    """ELF facts of the object open as `f` (seekable; `size` bytes, default its length);
+    `path` names it in the facts and messages. ValueError when it is not a readable ELF
+    shared object."""
+    if size is None:
+        size = f.seek(0, os.SEEK_END)
+    f.seek(0)
+    try:
+        elf = _File(f, size, ELFFile(f))
+        soname, needed, rpath, runpath = _dynamic(elf)
+        exported, undefined = _symbols(elf)
+        cuda, hip = _device_code(elf)
+        machine = str(elf.elf["e_machine"])
+    except _MALFORMED as exc:
+        raise ValueError(f"{path}: not a readable ELF shared object ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a readable ELF shared object (nested too deep)") from None
     return ElfInfo(
         path=path,
         machine=machine,
@@ -540,6 +527,11 @@ def _inspect(path: Path) -> ElfInfo:
         hip=hip,
         cxx_abi=_abi_of(undefined),
     )
+
+
+def _inspect(path: Path) -> ElfInfo:
+    with open_regular(path) as f:
+        return inspect_elf_file(f, path=path, size=os.fstat(f.fileno()).st_size)
 
 
 def _abi_of(undefined: Iterable[UndefinedSymbol]) -> CxxAbi | None:

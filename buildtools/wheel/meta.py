@@ -22,6 +22,7 @@ rebuild of the same job elsewhere gives the same bytes.
 from __future__ import annotations
 
 __all__ = [
+    "BUILD_RECORD_BYTES",
     "BUILD_RECORD_NAME",
     "BUILD_RECORD_SCHEMA",
     "PlatformTag",
@@ -60,6 +61,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..ecosystem import load_ecosystem
+from ..jsonfields import decode_json
 from ..model import (
     BUILD_RECORD_SCHEMA,
     Accelerator,
@@ -67,8 +69,10 @@ from ..model import (
     BuildRecordError,
     build_record_problems,
 )
+from .archive import open_wheel
 
 BUILD_RECORD_NAME = "buildtools.json"
+BUILD_RECORD_BYTES = 1 << 20  # a real one is < 1 KiB; JSON beyond this is refused unread
 
 _LOCAL_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$", re.IGNORECASE)
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -209,24 +213,6 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + digest.decode("ascii")
 
 
-def _dist_info_dir(names: Sequence[str], wheel: Path) -> str:
-    candidates = sorted(
-        {
-            n.split("/", 1)[0]
-            for n in names
-            if n.count("/") == 1
-            and n.split("/", 1)[0].endswith(".dist-info")
-            and n.endswith("/METADATA")
-        }
-    )
-    if len(candidates) != 1:
-        raise ValueError(
-            f"{wheel.name}: expected exactly one top-level .dist-info with METADATA, "
-            f"found {candidates or 'none'}; is this a wheel?"
-        )
-    return candidates[0]
-
-
 def _zip_date(epoch: int) -> tuple[int, int, int, int, int, int]:
     """A zip entry's date for SOURCE_DATE_EPOCH (zip cannot store dates before 1980)."""
     moment = time.gmtime(max(epoch, _ZIP_EPOCH))
@@ -269,10 +255,9 @@ def _rewrite(
             f"{wheel}: the rewritten wheel would replace its input; choose another out_dir"
         )
 
-    with zipfile.ZipFile(wheel) as src:
-        infos = [i for i in src.infolist() if not i.is_dir()]
-        names = [i.filename for i in infos]
-        old_dist_info = _dist_info_dir(names, wheel)
+    with open_wheel(wheel) as src:
+        infos = [src.info(name) for name in src.names]
+        old_dist_info = src.dist_info
         prefix = old_dist_info[: -len(".dist-info")]
         dist_name, _, old_version = prefix.rpartition("-")
         new_version_dir = version.replace("-", "_") if version is not None else old_version
@@ -295,7 +280,7 @@ def _rewrite(
                 arcname = f"{new_data}/{rest}"
             else:
                 arcname = info.filename
-            files[arcname] = (src.read(info), info)
+            files[arcname] = (src.read(info.filename, max_bytes=src.limits.member_bytes), info)
 
     meta_name = f"{new_dist_info}/METADATA"
     meta = files[meta_name][0].decode("utf-8")
@@ -412,9 +397,8 @@ def retag_wheel(wheel: Path, *, out_dir: Path, platform_tag: str) -> Path:
 
 def read_metadata(wheel: Path) -> dict[str, list[str]]:
     """The METADATA headers of `wheel`: lower-cased field name → values in order."""
-    with zipfile.ZipFile(wheel) as zf:
-        dist_info = _dist_info_dir(zf.namelist(), wheel)
-        text = zf.read(f"{dist_info}/METADATA").decode("utf-8", errors="replace")
+    with open_wheel(wheel) as archive:
+        text = archive.metadata.decode("utf-8", errors="replace")
     msg = HeaderParser().parsestr(text)
     out: dict[str, list[str]] = {}
     for key, value in msg.items():
@@ -433,10 +417,8 @@ def parse_build_record(raw: bytes | str, *, where: str = BUILD_RECORD_NAME) -> B
     Raises ValueError when it is not JSON, and BuildRecordError (a ValueError) listing
     every problem when it is JSON but not a valid record; `where` starts both messages.
     """
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ValueError(f"{where} is not valid JSON: {exc}") from exc
+    # BuildRecord.from_json type-checks every field it keeps: that bounds the depth it uses
+    data = decode_json(raw, what=where, max_bytes=BUILD_RECORD_BYTES, max_depth=None)
     if not isinstance(data, dict):
         raise ValueError(f"{where} is not a JSON object")
     try:
@@ -450,13 +432,10 @@ def read_build_record(wheel: Path) -> BuildRecord | None:
 
     Raises ValueError (see `parse_build_record`) when the record exists but is invalid.
     """
-    with zipfile.ZipFile(wheel) as zf:
-        dist_info = _dist_info_dir(zf.namelist(), wheel)
-        try:
-            raw = zf.read(f"{dist_info}/{BUILD_RECORD_NAME}")
-        except KeyError:
-            return None
-    return parse_build_record(raw, where=f"{dist_info}/{BUILD_RECORD_NAME}")
+    with open_wheel(wheel) as archive:
+        where = f"{archive.dist_info}/{BUILD_RECORD_NAME}"
+        raw = archive.read_optional(where, max_bytes=BUILD_RECORD_BYTES)
+    return None if raw is None else parse_build_record(raw, where=where)
 
 
 def make_build_record(  # noqa: PLR0913

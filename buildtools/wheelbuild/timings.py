@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import write_atomic
+from ..jsonfields import decode_json
 from ..locks import file_lock
 
 TIMINGS_NAME = "timings.json"
@@ -84,7 +85,7 @@ class JobTiming:
 def read_timings(cache_dir: Path) -> dict[str, JobTiming]:
     """job id → its last timing; empty when there is no (readable) file."""
     try:
-        data = json.loads((cache_dir / TIMINGS_NAME).read_text(encoding="utf-8"))
+        data = decode_json((cache_dir / TIMINGS_NAME).read_bytes(), what=TIMINGS_NAME)
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):

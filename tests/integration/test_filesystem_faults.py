@@ -76,6 +76,7 @@ def test_full_disk_during_publish_keeps_the_old_site(tmp_path: Path, mounts: lis
     assert done.returncode in (10, 16), done
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert "No space left on device" in done.stderr
+    assert done.stderr.startswith(f"error: {disk}/"), done.stderr  # names the file refused
     assert _snapshot(site) == before
     leftovers = [p.name for p in disk.iterdir() if p.name not in ("site", ".site.lock")]
     assert leftovers == []

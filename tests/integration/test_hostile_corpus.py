@@ -7,7 +7,9 @@ place. One file per case; each directory's expect.tsv says what the case must en
 - args.tsv: command lines of every verb;
 - wheels/: crafted wheels, fed to `buildtools index`;
 - manifests/: a published site's index.json, merged into by `buildtools index` and
-  restored over HTTP (a server on loopback) by `buildtools ci restore-site`.
+  restored over HTTP (a server on loopback) by `buildtools ci restore-site`;
+- servers.tsv: web servers that misbehave (fixtures/hostile_server.py), restored from by
+  `buildtools ci restore-site`.
 """
 
 from __future__ import annotations
@@ -17,15 +19,18 @@ import functools
 import http.server
 import io
 import json
+import os
 import shlex
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fixtures.cli import REPO
 from fixtures.crafted import make_site_packages, make_wheel
+from fixtures.hostile_server import BEHAVIOURS, serve
 
 from buildtools.cli.main import main
 
@@ -83,13 +88,30 @@ ARGS = _table(CORPUS / "args.tsv")
 @pytest.fixture
 def places(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "afile").write_text("not a wheel, not a directory\n")
+    special = tmp_path / "special"
+    special.mkdir()
+    os.mkfifo(special / "fifo")
+    os.mkfifo(tmp_path / "fifo-1.0-py3-none-any.whl")  # also what `index {tmp}` finds there
+    (special / "zero-1.0-py3-none-any.whl").symlink_to("/dev/zero")
+    for name, make in (("fifoproject", os.mkfifo), ("zeroproject", _link_to_zero)):
+        (special / name).mkdir()
+        make(special / name / "setup.py")
     return {
         "repo": str(REPO),
         "corpus": str(CORPUS),
         "tmp": str(tmp_path),
         "file": str(tmp_path / "afile"),
         "wheel": str(_good_wheel(tmp_path / "good")),
+        "fifo": str(special / "fifo"),
+        "fifowhl": str(tmp_path / "fifo-1.0-py3-none-any.whl"),
+        "zerowhl": str(special / "zero-1.0-py3-none-any.whl"),
+        "fifoproject": str(special / "fifoproject"),
+        "zeroproject": str(special / "zeroproject"),
     }
+
+
+def _link_to_zero(path: Path) -> None:
+    path.symlink_to("/dev/zero")
 
 
 @pytest.mark.parametrize(("argv", "code", "fragment"), ARGS, ids=[r[0] for r in ARGS])
@@ -113,15 +135,16 @@ WHEELS = _table(CORPUS / "wheels" / "expect.tsv")
 
 @pytest.mark.parametrize(("case", "verb", "code", "fragment"), WHEELS, ids=[r[0] for r in WHEELS])
 def test_wheel_case(case: str, verb: str, code: str, fragment: str, tmp_path: Path) -> None:
-    (wheel,) = (CORPUS / "wheels" / case).glob("*.whl")
+    wheels = [str(w) for w in sorted((CORPUS / "wheels" / case).glob("*.whl"))]
+    assert wheels, case
     if verb == "index":
         site = tmp_path / "site"
-        got, err = _run(["index", str(wheel), "--no-matrix", "--site", str(site)])
+        got, err = _run(["index", *wheels, "--no-matrix", "--site", str(site)])
         assert not site.exists() or not any(site.rglob("*.whl")), "a bad wheel was published"
     elif verb == "check":  # findings and unreadable wheels are reported on stdout
         site = make_site_packages(tmp_path / "torch-site")
         report = io.StringIO()
-        got, err = _run(["check", str(wheel), "--torch", str(site)], report=report)
+        got, err = _run(["check", *wheels, "--torch", str(site)], report=report)
         assert not err, err
         err = report.getvalue().replace("FAIL  ", "error: FAIL ", 1)
     else:
@@ -194,6 +217,31 @@ def test_manifest_restore_case(
     assert not (tmp_path / "etc").exists()
 
 
+SERVERS = _table(CORPUS / "servers.tsv")
+
+
+def test_server_corpus_names_every_behaviour() -> None:
+    assert {row[0] for row in SERVERS} == set(BEHAVIOURS)
+
+
+@pytest.mark.parametrize(("name", "code", "fragment"), SERVERS, ids=[r[0] for r in SERVERS])
+def test_server_case(
+    name: str, code: str, fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BUILDTOOLS_HTTP_TIMEOUT", "3")
+    out = tmp_path / "restored"
+    with serve(name) as url:
+        started = time.monotonic()
+        got, err = _run(
+            ["ci", "restore-site", "--base-url", url, "--site", str(out), "--github-output", "-"]
+        )
+        took = time.monotonic() - started
+    _assert_clear(got, err, int(code), fragment, name)
+    assert len(err.strip().splitlines()) == 1, err
+    assert took < 30, f"{name}: {took:.0f} s"  # a deadline, not a hang (3 tries at most)
+    assert not any(p.is_file() and p.name.endswith(".whl") for p in out.rglob("*"))
+
+
 def test_corpus_is_large_enough() -> None:
-    total = len(MATRIX) + len(ARGS) + len(WHEELS) + len(MANIFESTS)
+    total = len(MATRIX) + len(ARGS) + len(WHEELS) + len(MANIFESTS) + len(SERVERS)
     assert total >= 100, total

@@ -63,10 +63,13 @@ def _stable_wheel(tmp_path: Path) -> Path:
             "torch2.14.1-cpu-cp312",
         ],
     }
+    dist = "bt_stable-0.1.0+pt213cpu.dist-info"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("bt_stable/__init__.py", "")
-        zf.writestr("bt_stable-0.1.0+pt213cpu.dist-info/METADATA", "Name: bt-stable\n")
-        zf.writestr("bt_stable-0.1.0+pt213cpu.dist-info/buildtools.json", json.dumps(record))
+        zf.writestr(f"{dist}/METADATA", "Name: bt-stable\nVersion: 0.1.0+pt213cpu\n")
+        zf.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\n")
+        zf.writestr(f"{dist}/buildtools.json", json.dumps(record))
+        zf.writestr(f"{dist}/RECORD", "")
     return path
 
 

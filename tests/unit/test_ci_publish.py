@@ -79,7 +79,7 @@ class DirFetcher:
     def __init__(self, base: str, root: Path) -> None:
         self.base, self.root, self.urls = base, root, []
 
-    def fetch(self, url: str, dest: Path) -> bool:
+    def fetch(self, url: str, dest: Path, *, max_bytes: int) -> bool:
         from urllib.parse import unquote
 
         self.urls.append(url)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 import os
-import zipfile
 from pathlib import Path
 
 import pytest
+from fixtures.crafted import make_wheel
 from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.cross import (
@@ -35,8 +35,13 @@ def uv_wheel(call: Call) -> None:
     """What `pip download uv` leaves behind: its musllinux wheel with the binary."""
     dest = Path(call.argv[call.argv.index("--dest") + 1])
     dest.mkdir(parents=True)
-    with zipfile.ZipFile(dest / "uv-0.13.9-py3-none-musllinux_1_1_x86_64.whl", "w") as zf:
-        zf.writestr("uv-0.13.9.data/scripts/uv", b"\x7fELF static uv")
+    make_wheel(
+        dest,
+        name="uv",
+        version="0.13.9",
+        tag="py3-none-musllinux_1_1_x86_64",
+        files={"uv-0.13.9.data/scripts/uv": b"\x7fELF static uv"},
+    )
 
 
 def test_the_cross_toolchain_is_mounted_and_compiles_through_the_wrappers() -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import os
 import shlex
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures.crafted import make_wheel
 from fixtures.factories import make_toolchain, planned_job
 from fixtures.fakes import ANY, Call, FakeRunner
 
@@ -305,8 +305,13 @@ def uv_wheel(call: Call) -> None:
     """What `pip download uv` leaves behind: its musllinux wheel with the binary."""
     dest = Path(call.argv[call.argv.index("--dest") + 1])
     dest.mkdir(parents=True)
-    with zipfile.ZipFile(dest / "uv-0.13.9-py3-none-musllinux_1_1_x86_64.whl", "w") as zf:
-        zf.writestr("uv-0.13.9.data/scripts/uv", b"\x7fELF static uv")
+    make_wheel(
+        dest,
+        name="uv",
+        version="0.13.9",
+        tag="py3-none-musllinux_1_1_x86_64",
+        files={"uv-0.13.9.data/scripts/uv": b"\x7fELF static uv"},
+    )
 
 
 def test_offline_native_builds_install_with_uv_made_once(tmp_path: Path) -> None:

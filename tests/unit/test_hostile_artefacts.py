@@ -30,7 +30,7 @@ class DirFetcher:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def fetch(self, url: str, dest: Path) -> bool:
+    def fetch(self, url: str, dest: Path, *, max_bytes: int) -> bool:
         from urllib.parse import unquote
 
         name = unquote(url.removeprefix(BASE + "/"))

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from buildtools.errors import ToolMissingError
+from buildtools.errors import ConfigError, ToolMissingError
 from buildtools.process import (
     DEFAULT_TIMEOUT,
     TIMEOUT_EXIT,
@@ -148,8 +148,12 @@ def test_a_program_that_cannot_start_is_a_tool_missing_error(
 def test_environment_sets_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BUILDTOOLS_TIMEOUT", "1.5")
     assert SubprocessRunner().default_timeout == 1.5
-    monkeypatch.setenv("BUILDTOOLS_TIMEOUT", "nonsense")
+    monkeypatch.delenv("BUILDTOOLS_TIMEOUT")
     assert SubprocessRunner().default_timeout == 6 * 3600.0
+    for bad in ("nonsense", "nan", "inf", "1e400", "-5", "0"):  # no deadline, or none left
+        monkeypatch.setenv("BUILDTOOLS_TIMEOUT", bad)
+        with pytest.raises(ConfigError, match=r"\$BUILDTOOLS_TIMEOUT: .* not a number of seconds"):
+            SubprocessRunner()
 
 
 def test_which_resolves_on_the_given_path_or_says_how_to_install(tmp_path: Path) -> None:

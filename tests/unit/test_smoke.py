@@ -323,14 +323,19 @@ def _wheel(
     members: dict[str, bytes] | None = None,
 ) -> Path:
     path = tmp_path / name
-    dist = "-".join(name.split("-")[:2]) + ".dist-info"
+    project, version = name.split("-")[:2]
+    dist = f"{project}-{version}.dist-info"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("bt_scatter/__init__.py", "")
         for member, data in (members or {}).items():
             zf.writestr(member, data)
-        zf.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: bt-scatter\n")
+        zf.writestr(
+            f"{dist}/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
+        )
+        zf.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\n")
         if record is not None:
             zf.writestr(f"{dist}/buildtools.json", json.dumps(record))
+        zf.writestr(f"{dist}/RECORD", "")
     return path
 
 

@@ -421,8 +421,13 @@ def _cuda_wheel(tmp_path: Path, device_code: str | None, accelerator: str = "cu1
                 (CUDA_FIXTURES / device_code).read_bytes(),
             )
         dist = f"bt_scatter-0.1.0+pt211{accelerator}.dist-info"
-        zf.writestr(f"{dist}/METADATA", "Metadata-Version: 2.1\nName: bt-scatter\n")
+        zf.writestr(
+            f"{dist}/METADATA",
+            f"Metadata-Version: 2.1\nName: bt-scatter\nVersion: 0.1.0+pt211{accelerator}\n",
+        )
+        zf.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\n")
         zf.writestr(f"{dist}/buildtools.json", json.dumps(record))
+        zf.writestr(f"{dist}/RECORD", "")
     return path
 
 
@@ -588,8 +593,11 @@ def test_a_failed_compiled_module_fails_the_wheel_unless_optional(
     wheel = tmp_path / "w" / "pkg-1.0+pt211cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
     wheel.parent.mkdir()
     with zipfile.ZipFile(_cuda_wheel(tmp_path, SM90A)) as src, zipfile.ZipFile(wheel, "w") as zf:
-        for item in src.infolist():
-            zf.writestr(item, src.read(item))
+        for item in src.infolist():  # the same files as project pkg 1.0 (pip checks the name)
+            data = src.read(item).replace(b"Name: bt-scatter", b"Name: pkg")
+            data = data.replace(b"Version: 0.1.0+", b"Version: 1.0+")
+            name = item.filename.replace("bt_scatter-0.1.0+", "pkg-1.0+")
+            zf.writestr(name, data)
     failed = _say(
         {"event": "imported", "module": "torch"},
         {"event": "imported", "module": "bt_scatter"},

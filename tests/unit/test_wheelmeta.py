@@ -137,6 +137,7 @@ def test_relabel_with_source_date_epoch_forgets_when_and_where_it_was_built(
             "ext_ok-0.1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: ext_ok\n"
             b"Version: 0.1.0\n",
             "ext_ok-0.1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\n",
+            "ext_ok-0.1.0.dist-info/RECORD": b"",
         }
         with zipfile.ZipFile(path, "w") as zf:
             for name in reversed(sorted(files)):  # another order too

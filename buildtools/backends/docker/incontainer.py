@@ -28,17 +28,17 @@ from __future__ import annotations
 __all__ = ["CUDA_LINK", "LIB_LINK_DIR", "main", "wheel_modules"]
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from ...errors import BuildtoolsError, ToolchainError, ToolMissingError
+from ...jsonfields import decode_json
 from ...model import RepairPolicy
 from ...process import SubprocessRunner
+from ...wheel.archive import open_wheel
 
 # The job's CUDA_HOME inside the container: a link to the toolkit before-build chose.
 CUDA_LINK = Path("/tmp/buildtools/cuda")
@@ -270,7 +270,10 @@ def _repair(args: argparse.Namespace) -> None:
         never_bundle = [ln.strip() for ln in text.splitlines() if ln.strip()]
     repair = RepairPolicy(mode=args.policy, excludes=tuple(args.exclude))
     if args.command_json:
-        command = json.loads(args.command_json)
+        try:
+            command = decode_json(args.command_json, what="--command-json")
+        except ValueError as exc:
+            raise ToolchainError(str(exc)) from None
         if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
             raise ToolchainError("--command-json must be a JSON list of strings")
         repair = RepairPolicy(mode="command", command=tuple(command), excludes=repair.excludes)
@@ -304,8 +307,8 @@ def wheel_modules(names: Sequence[str]) -> list[str]:
 
 def _import_test(args: argparse.Namespace) -> None:
     python = _interpreter(args.python)
-    with zipfile.ZipFile(args.wheel) as zf:
-        modules = wheel_modules(zf.namelist())
+    with open_wheel(Path(args.wheel)) as archive:
+        modules = wheel_modules(archive.names)
     code = (
         "import importlib, sys, torch\n"
         "for name in sys.argv[1:]:\n"

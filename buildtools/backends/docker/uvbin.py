@@ -22,13 +22,13 @@ __all__ = [
 ]
 
 import shutil
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
 from ...locks import file_lock
 from ...process import ProcessRunner
+from ...wheel.archive import open_wheel
 
 UV_REQUIREMENT = "uv==0.13.9"
 _UV_PLATFORM = "musllinux_1_1_x86_64"  # the static-pie build
@@ -47,13 +47,17 @@ def add_uv(
     found = sorted(wheels.glob("uv-*.whl"))
     if not result.ok or not found:
         return f"downloading {UV_REQUIREMENT} ({_UV_PLATFORM}) failed (exit {result.returncode})"
-    with zipfile.ZipFile(found[0]) as zf:
-        names = [n for n in zf.namelist() if n.endswith(".data/scripts/uv")]
-        if not names:
-            return f"{found[0].name} holds no uv binary"
-        (dest / "bin").mkdir(parents=True, exist_ok=True)
-        partial = dest / "bin" / ".uv.partial"
-        partial.write_bytes(zf.read(names[0]))
+    try:
+        with open_wheel(found[0]) as archive:  # from PyPI: read within the archive limits
+            names = [n for n in archive.names if n.endswith(".data/scripts/uv")]
+            if not names:
+                return f"{found[0].name} holds no uv binary"
+            (dest / "bin").mkdir(parents=True, exist_ok=True)
+            partial = dest / "bin" / ".uv.partial"
+            with partial.open("wb") as out:
+                archive.copy(names[0], out)
+    except (OSError, ValueError) as exc:
+        return f"{found[0].name}: {exc}"
     partial.chmod(0o755)
     partial.replace(dest / "bin" / "uv")  # whole or absent: a reader never runs half a binary
     shutil.rmtree(wheels, ignore_errors=True)

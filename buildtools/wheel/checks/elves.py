@@ -1,17 +1,35 @@
-"""The shared objects a check looks at: extracted from a wheel, or handed in by doctor."""
+"""The shared objects a check looks at: read from a wheel, or handed in by doctor.
+
+A wheel's shared objects are streamed out of the archive one at a time (`wheel.archive`:
+bounded, CRC-checked), into memory up to `IN_MEMORY` bytes, else into one temporary file
+that is removed before the next: a check never unpacks the wheel, and costs at most its
+largest shared object on disk.
+"""
 
 from __future__ import annotations
 
-__all__ = ["WheelElf", "describe_device_code", "extract_elves", "is_grafted"]
+__all__ = [
+    "IN_MEMORY",
+    "WheelElf",
+    "describe_device_code",
+    "extract_elves",
+    "is_grafted",
+    "read_elves",
+]
 
+import contextlib
+import io
 import re
-import shutil
-import zipfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import IO
 
-from ...files import check_member_names, safe_join
-from ..elf import ELF_MAGIC, ElfInfo, inspect_elf, strip_graft_hash
+from ..archive import WheelArchive, open_wheel
+from ..elf import ELF_MAGIC, ElfInfo, inspect_elf_file, strip_graft_hash
+
+IN_MEMORY = 64 << 20
+"""A shared object up to this size is read into memory; a larger one into a temporary file."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,29 +57,39 @@ def _is_so_name(name: str) -> bool:
     return base.endswith(".so") or ".so." in base
 
 
-def extract_elves(wheel: Path, into: Path) -> list[WheelElf]:
-    """Every ELF `*.so*` in `wheel`, unpacked under `into` (pyelftools reads files, not zips)."""
+def _inspect_member(archive: WheelArchive, name: str, scratch: Path | None) -> ElfInfo | None:
+    """The ELF facts of member `name`, or None when it does not start with the ELF magic."""
+    size = archive.info(name).file_size
+    with contextlib.ExitStack() as stack:
+        out: IO[bytes] = (
+            io.BytesIO()
+            if size <= IN_MEMORY
+            else stack.enter_context(tempfile.TemporaryFile(dir=scratch, prefix="buildtools-elf-"))
+        )
+        archive.copy(name, out)
+        out.seek(0)
+        if out.read(4) != ELF_MAGIC:
+            return None
+        return inspect_elf_file(out, path=Path(name), size=size)
+
+
+def read_elves(archive: WheelArchive, *, scratch: Path | None = None) -> list[WheelElf]:
+    """Every ELF `*.so*` in the open wheel, sorted by name (`scratch`: where a large one is
+    written while it is read; default the system's temporary directory)."""
     out: list[WheelElf] = []
-    with zipfile.ZipFile(wheel) as zf:
-        check_member_names(zf.namelist(), what=wheel.name)  # a zip-slip wheel: nothing unpacked
-        for member in sorted(zf.infolist(), key=lambda i: i.filename):
-            if member.is_dir() or not _is_so_name(member.filename):
-                continue
-            with zf.open(member) as fh:
-                if fh.read(4) != ELF_MAGIC:
-                    continue
-            dest = safe_join(into, member.filename, what=f"{wheel.name}: member")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(member) as fh, dest.open("wb") as out_fh:
-                shutil.copyfileobj(fh, out_fh, 1 << 20)
-            out.append(
-                WheelElf(
-                    arcname=member.filename,
-                    info=inspect_elf(dest),
-                    grafted=is_grafted(member.filename),
-                )
-            )
+    for name in sorted(archive.names):
+        if not _is_so_name(name):
+            continue
+        info = _inspect_member(archive, name, scratch)
+        if info is not None:
+            out.append(WheelElf(arcname=name, info=info, grafted=is_grafted(name)))
     return out
+
+
+def extract_elves(wheel: Path, into: Path | None = None) -> list[WheelElf]:
+    """Every ELF `*.so*` in `wheel` (`read_elves`); `into`: where a large one is written."""
+    with open_wheel(wheel) as archive:
+        return read_elves(archive, scratch=into)
 
 
 def _arch_order(arch: str) -> tuple[str, int, str]:

@@ -16,7 +16,6 @@ from collections.abc import Iterable
 
 from ...ecosystem import load_ecosystem
 from ...model import Finding, Severity
-from ..devicesize import cuda_sizes
 from .elves import WheelElf
 from .registry import Code, WheelCheck, WheelSubject, finding
 
@@ -41,7 +40,7 @@ def device_code_by_arch(elves: Iterable[WheelElf]) -> dict[str, int]:
     for elf in elves:
         if elf.grafted or elf.info.cuda is None:
             continue
-        for arch, size in cuda_sizes(elf.info.path).items():
+        for arch, size in elf.info.cuda.sizes:
             total[arch] = total.get(arch, 0) + size
     return total
 

@@ -79,11 +79,37 @@ CASES: dict[str, Any] = {
     "smoke-gpu-control": {**GOOD, "smoke": [{**RUN, "gpu": "H100\x1b[2J"}]},
 }
 
+# the second pass (issue 24): what a site can list that pip tells apart from nothing
+SPELLED = "Bt_Scatter-0.1.0+pt213cpu-cp312-cp312-manylinux_2_28_x86_64.whl"
+SECOND: dict[str, Any] = {
+    "duplicate-entry": {**GOOD, "wheels": [ENTRY, ENTRY, ENTRY]},
+    "two-spellings-of-one-wheel": {
+        **GOOD,
+        "wheels": [ENTRY, {**ENTRY, "filename": SPELLED, "name": "Bt_Scatter", "sha256": "c" * 64}],
+    },
+    "name-cyrillic": _with(name="bt-s\u0441atter"),
+    "name-of-another-project": _with(name="someone-else"),
+}
+TEXTS = {  # documents json.dumps cannot write
+    "nested-deep": '{"schema": "torch-buildtools/index/v1", "wheels": '
+    + "[" * 100_000
+    + "]" * 100_000
+    + "}\n",
+    "size-nan": json.dumps(GOOD).replace('"size": 1234', '"size": NaN'),
+}
+
 
 def main() -> None:
     for n, (slug, data) in enumerate(CASES.items(), 1):
         (HERE / f"{n:03d}-{slug}.json").write_text(json.dumps(data, indent=1) + "\n")
     (HERE / f"{len(CASES) + 1:03d}-not-json.json").write_text('{"schema": "torch-buildtools/\n')
+    n = len(CASES) + 2
+    for slug, data in SECOND.items():
+        (HERE / f"{n:03d}-{slug}.json").write_text(json.dumps(data, indent=1) + "\n")
+        n += 1
+    for slug, text in TEXTS.items():
+        (HERE / f"{n:03d}-{slug}.json").write_text(text)
+        n += 1
 
 
 if __name__ == "__main__":

@@ -2,21 +2,27 @@
 
 Each case is one small file crafted by hand (zip members, metadata, build records) so that
 the corpus test (tests/integration/test_hostile_corpus.py) can feed it to `buildtools check`
-and `buildtools index`; expect.tsv says what each must end in.
+and `buildtools index`; expect.tsv says what each must end in. The archives zipfile will
+not write (encrypted, PPMd, links, lying CRCs and sizes, overlapping members) are written
+byte by byte by `fixtures.hostile.zip_bytes`. The bombs are small files that inflate to
+hundreds of MB; `bench/bombs.py` makes the 2 GB ones and measures what they cost.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import struct
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from fixtures.crafted import make_so  # noqa: E402
+from fixtures.crafted import make_so, offload_bundle  # noqa: E402
+from fixtures.hostile import Member, patch_section, wheel_members, zip_bytes  # noqa: E402
 
 TAG = "cp312-cp312-manylinux_2_28_x86_64"
 RECORD = {"schema": 1, "torch": "2.13.0+cpu", "accelerator": "cpu", "cxx11_abi": True}
@@ -77,6 +83,88 @@ def cases() -> dict[str, bytes]:
     }
 
 
+def _hip_bomb(inflated: int) -> bytes:
+    """A `.hip_fatbin` holding one compressed offload bundle (CCOB v2, zlib) whose payload
+    inflates to `inflated` bytes: a bundle header, then zeros."""
+    head = offload_bundle(["hipv4-amdgcn-amd-amdhsa--gfx90a"])
+    packer = zlib.compressobj(9)
+    data = packer.compress(head)
+    block = b"\0" * (1 << 20)
+    for _ in range(inflated >> 20):
+        data += packer.compress(block)
+    data += packer.flush()
+    total = 24 + len(data)
+    return b"CCOB" + struct.pack("<HHIIQ", 2, 0, total, len(head) + inflated, 0) + data
+
+
+def new_shapes() -> dict[str, dict[str, bytes]]:
+    """The second pass's shapes (issue 24): case → {file name: bytes}."""
+    so = make_so(soname="_C.so", needed=["libc10.so"])
+    name = f"hostile-1.0+pt213cpu-{TAG}.whl"
+
+    def one(*extra: Member, **kw: object) -> dict[str, bytes]:
+        return {name: zip_bytes(wheel_members(extra=extra, **kw))}  # type: ignore[arg-type]
+
+    nested = b"[" * 100_000 + b"]" * 100_000
+    members = wheel_members(skip=["buildtools.json"])
+    members.insert(1, Member("hostile-1.0+pt213cpu.dist-info/buildtools.json", nested))
+    spellings = {}
+    for spelled in ("hostile_x", "Hostile_X", "hostile.x"):
+        body = zip_bytes(wheel_members(spelled, extra=[Member(f"{spelled}/v", spelled.encode())]))
+        spellings[f"{spelled}-1.0+pt213cpu-{TAG}.whl"] = body
+    cyrillic = "h\u043estile"  # the o is Cyrillic
+    return {
+        "encrypted-member": one(Member("hostile/_C.so", so, flags=0x1)),
+        "ppmd-member": one(Member("hostile/_C.so", so, method=98)),
+        "record-nested-deep": {name: zip_bytes(members)},
+        "dynstr-size-2-64": one(
+            Member("hostile/_C.so", patch_section(so, ".dynstr", "sh_size", 2**64 - 1))
+        ),
+        "dynstr-size-2-42": one(
+            Member("hostile/_C.so", patch_section(so, ".dynstr", "sh_size", 2**42))
+        ),
+        "metadata-bomb": one(
+            Member(
+                "hostile-1.0+pt213cpu.dist-info/METADATA",
+                b"Metadata-Version: 2.1\nName: hostile\nVersion: 1.0+pt213cpu\n\n"
+                + b" " * (200 << 20),
+            ),
+            skip=["METADATA"],
+        ),
+        "so-bomb": one(Member("hostile/_C.so", so + b"\0" * (100 << 20))),
+        # stored: the archive takes it; the bundle inside inflates to 300 MB
+        "hip-bundle-bomb": one(
+            Member(
+                "hostile/_C.so",
+                make_so(soname="_C.so", sections={".hip_fatbin": _hip_bomb(300 << 20)}),
+                method=0,
+            )
+        ),
+        "symlink-to-system-lib": one(
+            Member("hostile/_C.so", b"/usr/lib/x86_64-linux-gnu/libc.so.6", mode=0o120777)
+        ),
+        "symlink-climbing-out": one(
+            Member("hostile/data", b"../../../../etc/passwd", mode=0o120777)
+        ),
+        "no-wheel-file": one(skip=["WHEEL"]),
+        "dist-info-of-another-project": one(dist_info="someone_else-2.0.dist-info"),
+        "bad-crc": one(Member("hostile/_C.so", so, crc=0xDEADBEEF)),
+        "duplicate-metadata": one(
+            Member("hostile-1.0+pt213cpu.dist-info/METADATA", b"Name: other\nVersion: 9\n")
+        ),
+        "long-member-name": one(Member("hostile/" + "a" * 5000 + ".py", b"")),
+        "cyrillic-project-name": {
+            f"{cyrillic}-1.0+pt213cpu-{TAG}.whl": zip_bytes(wheel_members(cyrillic))
+        },
+        "fifo-member": one(Member("hostile/pipe", b"", mode=0o010644)),
+        "overlapping-members": one(
+            Member("hostile/a.py", b"x" * 64), Member("hostile/b.py", b"x" * 64, offset=0)
+        ),
+        "size-lies": one(Member("hostile/_C.so", so, file_size=len(so) * 2)),
+        "three-spellings-of-one-name": spellings,
+    }
+
+
 FILES = {
     "not-a-zip": "not_a_zip-1.0-py3-none-any.whl",
     "truncated": f"truncated-1.0+pt213cpu-{TAG}.whl",
@@ -94,6 +182,13 @@ def main() -> None:
     misnamed = HERE / "015-misnamed"
     misnamed.mkdir(exist_ok=True)
     (misnamed / "misnamed.whl").write_bytes(_wheel())
+    for n, (slug, files) in enumerate(new_shapes().items(), 16):
+        directory = HERE / f"{n:03d}-{slug}"
+        directory.mkdir(exist_ok=True)
+        for old in directory.glob("*.whl"):
+            old.unlink()
+        for file_name, data in files.items():
+            (directory / file_name).write_bytes(data)
 
 
 if __name__ == "__main__":
