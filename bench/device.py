@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from buildtools.cachedir import default_cache_dir
+from buildtools.context import RunContext
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.planner import Selection, plan
@@ -81,7 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with (scratch / "bench.log").open("w") as log:
             toolchain = prepare_toolchain(
-                job, job.build_python, cache_dir=cache / "envs", runner=runner, log=log, env=env
+                job,
+                job.build_python,
+                cache_dir=cache / "envs",
+                ctx=RunContext(processes=runner, env=env, log=log),
             )
             for i in range(args.runs):
                 src = _copy(scratch / f"plain-src-{i}")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from buildtools.cachedir import default_cache_dir
+from buildtools.context import RunContext
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.model import BuildJob
@@ -129,9 +130,7 @@ def _env_time(job: BuildJob, cache: Path, env: dict[str, str]) -> float:
             job,
             job.build_python,
             cache_dir=cache,
-            runner=SubprocessRunner(),
-            log=log,
-            env=env,
+            ctx=RunContext(processes=SubprocessRunner(), env=env, log=log),
         )
     return time.perf_counter() - started
 
@@ -210,9 +209,7 @@ def main(argv: list[str] | None = None) -> int:
             _job_env,
             _job_env.build_python,
             cache_dir=shared_envs,
-            runner=SubprocessRunner(),
-            log=log,
-            env=env,
+            ctx=RunContext(processes=SubprocessRunner(), env=env, log=log),
         )
     results: dict[str, Any] = {
         "cpu": incremental(args.only, runs=args.runs, shared_envs=shared_envs, env=env)

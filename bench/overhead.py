@@ -25,6 +25,7 @@ from pathlib import Path
 
 from buildtools.backends.registry import BackendOptions, BackendSetting, make_backend
 from buildtools.cachedir import default_cache_dir
+from buildtools.context import RunContext
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.planner import Selection, plan
@@ -34,7 +35,7 @@ from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.wheelbuild.build_report import Status
 from buildtools.wheelbuild.environment import job_environment
 from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
-from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.options import BuildOptions, BuildSession
 from buildtools.wheelbuild.orchestrate import build_job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
     log = (scratch / "bench.log").open("w")
     toolchain = prepare_toolchain(
-        job, job.build_python, cache_dir=cache / "envs", runner=runner, log=log, env=env
+        job,
+        job.build_python,
+        cache_dir=cache / "envs",
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     print(
         f"cell {job.id}: torch {toolchain.torch.version}, Python {toolchain.python_version}, {args.runs} runs each"
@@ -123,9 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             "local", BackendSetting(kb=kb, cache_dir=opts.cache_dir, env=env), BackendOptions()
         )
         started = time.perf_counter()
-        cells = build_job(
-            job, kb=kb, opts=opts, backend=local, runner=runner, stage=lambda *_: None
-        )
+        session = BuildSession(kb=kb, opts=opts, backend=local, runner=runner)
+        cells = build_job(job, session, stage=lambda *_: None)
         ours_times.append(time.perf_counter() - started)
         if cells[0].status is not Status.BUILT:
             print(f"our build failed: {cells[0].reason} (log {cells[0].log})", file=sys.stderr)

@@ -29,6 +29,7 @@ from pathlib import Path
 from buildtools.errors import BuildFailedError, BuildtoolsError, ToolchainError
 from buildtools.process import SubprocessRunner
 from buildtools.wheel.repair import (
+    Grafting,
     best_platform_tag,
     derive_excludes,
     plan_repair,
@@ -121,7 +122,10 @@ def _bench(
                 # deriving the excludes is part of what our repair costs
                 excludes = derive_excludes(site, NEVER_BUNDLE) if variant == "derived" else ()
                 plan = plan_repair(
-                    raw, dest_dir=dest, plat=plat, excludes=excludes, library_dirs=lib_dirs
+                    raw,
+                    dest_dir=dest,
+                    plat=plat,
+                    grafting=Grafting(excludes=excludes, library_dirs=lib_dirs),
                 )
                 out = run_repair(plan, runner=runner, log=log_fh)
                 timings[variant].append(time.perf_counter() - started)

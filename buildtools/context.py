@@ -11,6 +11,7 @@ from __future__ import annotations
 
 __all__ = ["RunContext"]
 
+import io
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,6 +20,16 @@ from types import MappingProxyType
 from typing import IO
 
 from .process import CommandResult, ProcessRunner, SubprocessRunner
+
+
+class _Discard(io.StringIO):
+    """A log that keeps nothing (a context made without one)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+_DISCARD = _Discard()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +54,11 @@ class RunContext:
             env=MappingProxyType(dict(os.environ if env is None else env)),
             log=log,
         )
+
+    @property
+    def stream(self) -> IO[str]:
+        """Where a step writes its notes: the log, or a sink where the context has none."""
+        return self.log if self.log is not None else _DISCARD
 
     def logging_to(self, log: IO[str] | None) -> RunContext:
         """The same context writing its commands and their output to `log`."""

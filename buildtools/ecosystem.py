@@ -1,7 +1,8 @@
 """Facts about the world around torch that several stages share, read from data/ecosystem.json.
 
 The PyTorch wheel index, the glibc behind the legacy manylinux tags, the variables a child
-Python must not inherit, the default runner labels (x86 and ARM), the ELF machine of each
+Python must not inherit, the CUDA/ROCm programs and variables a CPU cell's build must not
+see, the default runner labels (x86 and ARM), the ELF machine of each
 wheel arch and the arch-list variable of each accelerator kind used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
 JSON and this module uses the standard library only: the docker backend's in-container steps
 (repair, the toolchain links) reach its readers, and the builder image's tools venv has
@@ -35,12 +36,15 @@ _SECTIONS = {
     "arm_runner": "label",
     "elf_machines": "machines",
     "arch_variables": "variables",
+    "device_programs": "names",
+    "device_env": "drop",
 }
 _URL_RE = re.compile(r"^https://\S+[^/\s]$")
 _TAG_RE = re.compile(r"^manylinux\d+$")
 _GLIBC_RE = re.compile(r"^2\.\d+$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PROGRAM_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +60,8 @@ class Ecosystem:
     arm_runner: str  # the same for linux_aarch64 jobs: a native ARM runner
     elf_machines: Mapping[str, str]  # wheel arch ('aarch64') → ELF e_machine ('EM_AARCH64')
     arch_variables: Mapping[str, str]  # accelerator kind ('cuda') → 'TORCH_CUDA_ARCH_LIST'
+    device_programs: tuple[str, ...]  # CUDA/ROCm programs a CPU cell's build must not find
+    device_env: tuple[str, ...]  # CUDA/ROCm variables removed from a CPU cell's build
     sources: Mapping[str, str]  # section → where its fact was read
 
 
@@ -92,11 +98,10 @@ def _check(section: str, value: Any) -> str | None:
             isinstance(v, str) and _ENV_RE.match(v) for v in value.values()
         )
         return None if named else "expected the variable name of exactly 'cuda' and 'rocm'"
-    if section == "child_env":
-        bad = [
-            k for k, v in value.items() if not _ENV_RE.match(k) or not isinstance(v, str) or not v
-        ]
-        return f"each variable needs a name and a reason: {bad}" if bad else None
+    if section in ("child_env", "device_env", "device_programs"):
+        name = _PROGRAM_RE if section == "device_programs" else _ENV_RE
+        bad = [k for k, v in value.items() if not name.match(k) or not isinstance(v, str) or not v]
+        return f"each entry needs a name and a reason: {bad}" if bad else None
     bad = [
         k
         for k, v in value.items()
@@ -150,6 +155,8 @@ def _parse(path: Path) -> Ecosystem:
         arm_runner=data["arm_runner"]["label"],
         elf_machines=MappingProxyType(dict(data["elf_machines"]["machines"])),
         arch_variables=MappingProxyType(dict(data["arch_variables"]["variables"])),
+        device_programs=tuple(data["device_programs"]["names"]),
+        device_env=tuple(data["device_env"]["drop"]),
         sources=MappingProxyType({s: data[s]["source"] for s in _SECTIONS}),
     )
 

@@ -230,12 +230,35 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (/proc), else by
+    setting it back at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path via a unique temporary file, fsync, rename: readers never see half a
-    file, a crash leaves the old or the new one, and a failure (a full disk) leaves nothing."""
+    file, a crash leaves the old or the new one, and a failure (a full disk) leaves nothing.
+
+    The file gets the mode of the one it replaces, else what open() would give it (0o666
+    less the umask), not mkstemp's private 0o600.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with naming_path(path), os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

@@ -457,19 +457,23 @@ class BuildRecord:
     weaker_platform_tag: str | None = None
 
     @classmethod
-    def for_job(  # noqa: PLR0913
+    def for_job(
         cls,
         job: BuildJob,
         *,
         torch: str,
         cxx11_abi: bool,
         python: str,
-        cuda: str | None,
-        hip: str | None,
+        device_runtime: str | None,
         fingerprint: str | None,
         source_fingerprint: str,
     ) -> BuildRecord:
-        """The record of `job`'s wheel; the rest are facts of the toolchain that built it."""
+        """The record of `job`'s wheel; the rest are facts of the toolchain that built it.
+
+        `device_runtime` is the torch's `torch.version.cuda` for a CUDA job, its
+        `torch.version.hip` for a ROCm one (ignored for a CPU job).
+        """
+        kind = job.accelerator.kind
         from . import __version__
 
         return cls(
@@ -477,8 +481,8 @@ class BuildRecord:
             torch=torch,
             accelerator=job.accelerator,
             cxx11_abi=cxx11_abi,
-            cuda=cuda if job.accelerator.kind == "cuda" else None,
-            hip=hip if job.accelerator.kind == "rocm" else None,
+            cuda=device_runtime if kind == "cuda" else None,
+            hip=device_runtime if kind == "rocm" else None,
             arch_list=job.toolkit.arch_list if job.toolkit else None,
             python=python,
             abi=job.abi,

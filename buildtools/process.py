@@ -13,7 +13,7 @@ interrupt records which group it ended (`errors.note_cleanup`).
 
 from __future__ import annotations
 
-__all__ = ["CommandResult", "ProcessRunner", "SubprocessRunner", "which"]
+__all__ = ["CommandResult", "ProcessRunner", "SubprocessRunner", "echo", "which"]
 
 import math
 import os
@@ -97,6 +97,16 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         proc.kill()
 
 
+def echo(args: Sequence[str]) -> str:
+    """The command line as the log shows it: a program passed with `-c` that runs over
+    several lines (the environment probe's ~200) is named by its size, not printed."""
+    shown = list(args)
+    for i in range(1, len(shown)):
+        if shown[i - 1] == "-c" and shown[i].count("\n") > 1:
+            shown[i] = f"<a program of {shown[i].count(chr(10)) + 1} lines>"
+    return shlex.join(shown)
+
+
 class SubprocessRunner:
     """The real runner: echoes the command into the log, never uses a shell, always has a
     deadline (`timeout`, else `default_timeout`, else $BUILDTOOLS_TIMEOUT, else 6 hours)."""
@@ -123,7 +133,7 @@ class SubprocessRunner:
         if not (math.isfinite(limit) and limit > 0):  # a caller's NaN would mean no deadline
             raise ValueError(f"timeout {limit!r}: a deadline is a number of seconds above 0")
         if log is not None:
-            log.write(f"$ {shlex.join(args)}\n")
+            log.write(f"$ {echo(args)}\n")
             log.flush()
         piped = capture or log is None or not _has_fileno(log)
         try:

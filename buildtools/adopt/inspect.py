@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..files import describe_os_error, read_regular
+from .probes import host_probes
 
 _SKIP_DIRS = {".git", ".tox", ".nox", "build", "dist", "node_modules", "third_party", "venv"}
 _MAX_FILES = 5000
@@ -71,6 +72,9 @@ class Inspection:
     limited_api: str | None  # "cp39" when the build sets py_limited_api itself ("True": unset)
     stable_abi: bool  # includes torch/csrc/stable
     cuda_gate: str | None  # how setup.py decides to build CUDA, in words
+    # how setup.py probes the build machine for CUDA/ROCm ('runs nvcc', 'reads CUDA_HOME')
+    host_probes: tuple[str, ...] = ()
+    probes_hidden: bool = True  # buildtools hides every one of them from a CPU cell's build
     env_vars: tuple[str, ...]  # environment variables the build files read
     downloads: bool = False  # setup.py fetches something over the network while it builds
     force_build: tuple[str, str] | None = None  # (variable, value) that makes it compile
@@ -156,9 +160,11 @@ def _backend(pyproject: str) -> str:
     return m[1].split(".", 1)[0].replace("_", "-") if m else "setuptools"
 
 
-def _cuda_gate(setup: str) -> str | None:
+def _cuda_gate(setup: str, probes: tuple[str, ...]) -> str | None:
     if re.search(r"torch\.cuda\.is_available\(\)", setup):
         return "torch.cuda.is_available() at build time"
+    if probes:
+        return f"probing the build machine ({', '.join(probes)})"
     if "FORCE_CUDA" in setup:
         return "the FORCE_CUDA variable"
     if "CUDA_HOME" in setup:
@@ -205,6 +211,8 @@ def inspect_project(root: Path) -> Inspection:
         {a or b for a, b in _ENV_READ.findall(setup)} - _WELL_KNOWN_ENV - {"FORCE_CUDA"}
     )
     tests = next((d for d in ("tests", "test") if (root / d).is_dir()), None)
+    probes = host_probes(re.sub(r"#[^\n]*", "", setup))
+    names = tuple(p.name for p in probes)
     return Inspection(
         root=root,
         name=name,
@@ -217,7 +225,9 @@ def inspect_project(root: Path) -> Inspection:
         cpp_sources=tuple(r for r in rel if r.endswith((".cpp", ".cc", ".cxx"))),
         limited_api=limited,
         stable_abi=stable,
-        cuda_gate=_cuda_gate(setup),
+        cuda_gate=_cuda_gate(setup, names),
+        host_probes=names,
+        probes_hidden=all(p.hidden for p in probes),
         env_vars=tuple(env_vars),
         downloads=bool(_DOWNLOAD.search(build_text)),
         force_build=next(((m[1], m[2]) for m in _FORCE_BUILD.finditer(build_text)), None),

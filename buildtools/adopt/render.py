@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from packaging.version import Version
 
 from .. import __version__
+from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
 from .inspect import Inspection
 
@@ -90,6 +91,19 @@ def choose_matrix(
     )
 
 
+def _torch_indexes(choice: MatrixChoice) -> list[str]:
+    """PyTorch's index per accelerator family, as the reference matrix has them: PyPI serves
+    one build of each torch (the CUDA one), so a CPU cell without its index gets a CUDA torch
+    (a toolchain error), and a cu126 cell of a torch PyPI serves as cu130 likewise."""
+    index = load_ecosystem().pytorch_index
+    lines = ["", "accelerators:"]
+    if "cpu" in choice.accelerators:
+        lines += ["  cpu:", f"    torch_index: {index}/cpu   # PyPI's torch is a CUDA build"]
+    if any(a.startswith("cu") for a in choice.accelerators):
+        lines += ["  cuda:", f"    torch_index: {index}/{{accelerator}}   # e.g. {index}/cu130"]
+    return lines if len(lines) > 2 else []
+
+
 def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
     """matrix.yaml for `project`, every choice commented."""
     lines = [
@@ -145,6 +159,7 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
             else "   # no .cu sources: CPU only"
         ),
         f"  python: [{', '.join(_q(p) for p in choice.pythons)}]",
+        *_torch_indexes(choice),
         "",
         "profiles:",
         "  local:",
@@ -195,30 +210,49 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
 # The variable the generated workflows set to their hashed lock (ci.layout.LOCK_ENV; adopt
 # may not import ci: tests/unit/test_init.py runs this noxfile with it)
 LOCK_ENV = "BUILDTOOLS_REQUIREMENTS"
+# The variable that overrides where the generated noxfile installs buildtools from.
+INSTALL_ENV = "BUILDTOOLS_INSTALL"
 
 
-def render_noxfile() -> str:
-    """The sessions the generated workflows call, pinned to this buildtools.
+def render_noxfile(source: str = __version__) -> str:
+    """The sessions the generated workflows call, installing buildtools from `source`.
 
-    In the workflows (which set LOCK_ENV) buildtools' dependencies install from the hashed
-    lock, then buildtools without them; elsewhere by range.
+    `source` (`adopt.origin.running_source()`: where the running buildtools came from) is a
+    version of the package index, a path (a checkout or a wheel) or a pip URL;
+    BUILDTOOLS_INSTALL overrides it when the sessions run. In the workflows (which set
+    LOCK_ENV) buildtools' dependencies install from the hashed lock, then buildtools without
+    them; elsewhere by range.
     """
     return f'''"""nox sessions of torch-buildtools (written by `buildtools init`): `nox -l` lists them."""
 
 import os
+import pathlib
+import re
 
 import nox
 
-VERSION = "{__version__}"
+# Where buildtools is installed from: what `buildtools init` ran from (a version of the
+# package index, a checkout or wheel, a VCS URL). BUILDTOOLS_INSTALL overrides it: a version
+# ("0.1.0"), a path (a checkout or a wheel) or a URL ("git+https://...@v0.1.0"). CI needs a
+# version or a URL: a path on this machine does not exist on a runner.
+SOURCE = os.environ.get("{INSTALL_ENV}") or {json.dumps(source)}
 # Set by the generated workflows: buildtools' dependencies pinned by sha256 for the CI Python
 # (.github/buildtools-requirements.txt, written by `nox -s ci`).
 LOCK = os.environ.get("{LOCK_ENV}")
 nox.options.reuse_existing_virtualenvs = True
 
 
+def requirement(extras: str) -> str:
+    """torch-buildtools with `extras`, from SOURCE."""
+    if re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", SOURCE):
+        return f"torch-buildtools{{extras}}=={{SOURCE}}"
+    url = SOURCE if "://" in SOURCE else pathlib.Path(SOURCE).resolve().as_uri()
+    return f"torch-buildtools{{extras}} @ {{url}}"
+
+
 def install(session: nox.Session, extras: str = "") -> None:
     """torch-buildtools: its dependencies hashed from the lock when the workflow names one."""
-    buildtools = f"torch-buildtools{{extras}}=={{VERSION}}"
+    buildtools = requirement(extras)
     if not LOCK:
         session.log("{LOCK_ENV} unset: buildtools' dependencies by range, unhashed")
         session.install(buildtools)

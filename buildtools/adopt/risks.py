@@ -1,7 +1,9 @@
 """Source-level risks of an extension, found before any build, each with its remedy.
 
-Four kinds: CUDA decided with `torch.cuda.is_available()` at build time (False on a
-CPU-only build machine, so a CUDA cell would silently build a CPU-only wheel); C++ APIs
+Five kinds: CUDA decided with `torch.cuda.is_available()` at build time (False on a
+CPU-only build machine, so a CUDA cell would silently build a CPU-only wheel), or by probing
+the build machine (running nvcc, reading CUDA_HOME: `probes`, so a CPU cell built where a
+toolkit is installed would add its CUDA module); C++ APIs
 newer than the oldest torch of the matrix (`data/source_risks.yaml`, `apis`); constructs
 hipcc rejects (`hip`, reported when the matrix has ROCm cells or the project has CUDA code
 that a ROCm cell would hipify); CUDA headers a CPU cell's build includes outside any `#if` (`cpu_build`, found
@@ -37,8 +39,8 @@ def _code(text: str) -> str:
 class Risk:
     """One finding: what, where, and what to do about it."""
 
-    # build-time-cuda-detection | downloads-while-building | api-newer-than-torch |
-    # hip-incompatible | cuda-header-in-cpu-build
+    # build-time-cuda-detection | host-toolchain-probe | downloads-while-building |
+    # api-newer-than-torch | hip-incompatible | cuda-header-in-cpu-build
     code: str
     message: str
     remedy: str
@@ -172,6 +174,33 @@ def _download_risk(project: Inspection) -> Risk:
     )
 
 
+def _probe_risk(project: Inspection) -> Risk:
+    probes = ", ".join(project.host_probes)
+    if project.probes_hidden:
+        remedy = (
+            "none needed for buildtools builds: a CPU cell is built with no CUDA/ROCm "
+            "toolchain visible (nvcc, hipcc, nvidia-smi off PATH; CUDA_HOME, CUDA_PATH, "
+            "ROCM_PATH, HIP_PATH unset), so it builds the CPU extension only, and a CUDA "
+            "cell with its own toolkit's nvcc and CUDA_HOME. Elsewhere (pip install from the "
+            "sdist) decide on torch.version.cuda and a FORCE_CUDA switch instead"
+        )
+    else:
+        remedy = (
+            "a fixed path like /usr/local/cuda cannot be hidden from a local CPU build: on a "
+            "machine that has it, build CPU cells with --backend docker (the CPU image has no "
+            "toolkit), or decide on torch.version.cuda and a FORCE_CUDA switch in setup.py"
+        )
+    return Risk(
+        code="host-toolchain-probe",
+        message=f"setup.py decides whether to build its CUDA/ROCm extension by probing the "
+        f"build machine ({probes}), not by the cell: where a CUDA toolkit is installed a CPU "
+        "cell would add the CUDA module and fail (a CPU torch has no CUDA for cpp_extension: "
+        '"CUDA_HOME environment variable is not set") or ship a module no CPU user can load',
+        remedy=remedy,
+        where=("setup.py",),
+    )
+
+
 def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool, cpu: bool) -> list[Risk]:
     """The risks of `project` for a matrix whose oldest torch is `oldest_torch`.
 
@@ -191,6 +220,8 @@ def find_risks(project: Inspection, *, oldest_torch: str, rocm: bool, cpu: bool)
                 where=("setup.py",),
             )
         )
+    if project.host_probes and project.has_cuda:
+        risks.append(_probe_risk(project))
     if project.downloads:
         risks.append(_download_risk(project))
     apis, hip, cpu_build = load_risk_rules()

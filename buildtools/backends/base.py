@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from pathlib import Path
-from typing import IO, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from typing import Protocol
 
+from ..context import RunContext
+from ..knowledge import Knowledge
 from ..model import BuildJob
 from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
 
-__all__ = ["JOB_CCACHE_VAR", "NVCC_THREADS_VAR", "Backend", "nvcc_flags_env"]
+__all__ = [
+    "JOB_CCACHE_VAR",
+    "NVCC_THREADS_VAR",
+    "Backend",
+    "nvcc_flags_env",
+    "nvcc_keep_env",
+    "prefix_maps_env",
+]
 
 # What build_job tells a backend that does not use the host's toolchain (the docker
 # backend), through the build environment it passes: the job's compiler cache directory,
@@ -37,7 +47,7 @@ class Backend(Protocol):
         """Raise ToolMissingError before any job when what the backend needs is missing."""
         ...
 
-    def build_raw(  # noqa: PLR0913
+    def build_raw(
         self,
         job: BuildJob,
         toolchain: Toolchain,
@@ -45,10 +55,10 @@ class Backend(Protocol):
         project_dir: Path,
         out_dir: Path,
         build_dir: Path,
-        env: Mapping[str, str],
-        runner: ProcessRunner,
-        log: IO[str],
-    ) -> list[Path]: ...
+        ctx: RunContext,
+    ) -> list[Path]:
+        """The raw wheel(s) of `job`, built with `ctx`'s processes, environment and log."""
+        ...
 
 
 def nvcc_flags_env(threads: int, env: Mapping[str, str]) -> dict[str, str]:
@@ -62,3 +72,70 @@ def nvcc_flags_env(threads: int, env: Mapping[str, str]) -> dict[str, str]:
     if threads <= 1 or re.search(r"(^|\s)(--threads|-t)(\s|=|\d|$)", current):
         return {}
     return {"NVCC_APPEND_FLAGS": f"{current} --threads {threads}".strip()}
+
+
+def prefix_maps_env(maps: Sequence[str], env: Mapping[str, str], *, device: bool) -> dict[str, str]:
+    """CFLAGS/CXXFLAGS (and, for a CUDA build, NVCC_APPEND_FLAGS through `-Xcompiler`) with
+    `OLD=NEW` path maps appended to what `env` has (pure): `-ffile-prefix-map` (gcc >= 8,
+    clang >= 10: `__FILE__`, debug info) and `-fdebug-prefix-map` (older compilers' debug
+    info). A map whose path has a space or a comma is left out: CFLAGS and -Xcompiler would
+    split it."""
+    maps = [m for m in maps if not any(c in m for c in " \t\n,")]
+    flags = " ".join(f"-ffile-prefix-map={m} -fdebug-prefix-map={m}" for m in maps)
+    out: dict[str, str] = {}
+    for key in ("CFLAGS", "CXXFLAGS"):
+        current = env.get(key, "")
+        out[key] = f"{current} {flags}".strip() if flags not in current else current
+    if device:
+        host = " ".join(f"-Xcompiler -ffile-prefix-map={m}" for m in maps)
+        current = env.get("NVCC_APPEND_FLAGS", "")
+        out["NVCC_APPEND_FLAGS"] = f"{current} {host}".strip() if host not in current else current
+    return out
+
+
+def _cu_basenames_unique(project_dir: Path) -> bool:
+    names = [
+        p.name
+        for p in project_dir.rglob("*.cu")
+        if not {"build", ".git", ".nox", "dist"} & set(p.relative_to(project_dir).parts)
+    ]
+    return len(names) == len(set(names))
+
+
+def nvcc_keep_env(
+    keep_dir: PurePath, env: Mapping[str, str], *, project_dir: Path
+) -> dict[str, str]:
+    """NVCC_APPEND_FLAGS with `--keep --keep-dir keep_dir` added: nvcc then names its
+    intermediate files after the source (`x.cudafe1.cpp`) instead of `tmpxft_<pid>_…`, a
+    name that reaches the shared object's symbol table (its static initialiser and file
+    symbol) and made two builds of one commit differ. {} when two `.cu` files of the project
+    share a base name (their intermediate files would collide in one directory)."""
+    if not _cu_basenames_unique(project_dir):
+        return {}
+    current = env.get("NVCC_APPEND_FLAGS", "")
+    if "--keep" in current.split():
+        return {}
+    return {"NVCC_APPEND_FLAGS": f"{current} --keep --keep-dir {keep_dir}".strip()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendOptions:
+    """What the command line says about where the compiler runs (all backends' options).
+
+    Each field is a flag (`offline` is `--offline`); a backend takes only the ones its
+    `BackendSpec.options` names, and `make_backend` refuses the others.
+    """
+
+    offline: bool = False
+    base_image: str | None = None
+    setup_emulation: bool = False
+    max_jobs: int | None = None  # every backend: the compiler processes per job
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackendSetting:
+    """Where a backend is made: the facts, the cache and the environment it reads."""
+
+    kb: Knowledge
+    cache_dir: Path
+    env: Mapping[str, str]

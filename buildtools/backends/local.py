@@ -5,19 +5,31 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..context import RunContext
 from ..errors import BuildFailedError
 from ..model import BuildJob
 from ..process import ProcessRunner
 from ..toolchain.envs import BUILD_REQUIREMENTS, Toolchain
 
-__all__ = ["LocalBackend", "extra_build_requirements"]
+__all__ = ["OBJECTS_DIR", "LocalBackend", "extra_build_requirements", "object_dir"]
+
+# Where a job's object files are compiled, inside the project: the compiler's working
+# directory then has the same relation to the sources in every checkout, so the paths it sees
+# (and ccache's base_dir rewrites to relative ones) are the same wherever the project lives:
+# byte-identical wheels and compiler-cache hits across checkouts. `build/` is where setuptools
+# puts its own tree, ignored by version control and by the fingerprint.
+OBJECTS_DIR = ("build", "torch-buildtools")
+
+
+def object_dir(project_dir: Path, build_dir: Path) -> Path:
+    """The job's object directory (setuptools' build_temp): `build_dir`'s name, in the project."""
+    return project_dir.joinpath(*OBJECTS_DIR, build_dir.name)
+
 
 _BUILD_SYSTEM = re.compile(r"^\[build-system\]\s*$(.*?)(?=^\[|\Z)", re.MULTILINE | re.DOTALL)
 _REQUIRES = re.compile(r"^\s*requires\s*=\s*\[(.*?)\]", re.MULTILINE | re.DOTALL)
@@ -62,7 +74,7 @@ class LocalBackend:
     def preflight(self, runner: ProcessRunner) -> None:
         """Nothing to check ahead: each job's toolchain names what it misses."""
 
-    def build_raw(  # noqa: PLR0913
+    def build_raw(
         self,
         job: BuildJob,
         toolchain: Toolchain,
@@ -70,18 +82,20 @@ class LocalBackend:
         project_dir: Path,
         out_dir: Path,
         build_dir: Path,
-        env: Mapping[str, str],
-        runner: ProcessRunner,
-        log: IO[str],
+        ctx: RunContext,
     ) -> list[Path]:
+        env, runner, log = ctx.env, ctx.processes, ctx.stream
         build_dir.mkdir(parents=True, exist_ok=True)
         # A per-job build tree keeps object files of one toolchain away from another's and
         # lets ninja rebuild incrementally (setuptools reads DIST_EXTRA_CONFIG).
         extra_cfg = build_dir / "buildtools-setup.cfg"
         # setuptools skips an extension whose .so is newer than its sources, blind to headers,
         # flags and environment; `force` hands every build to ninja, which tracks all of those.
+        # Objects go to the project's build/torch-buildtools/<tree> (see OBJECTS_DIR), the
+        # rest of setuptools' tree (the linked modules, the wheel's staging) to the cache.
         extra_cfg.write_text(
             f"[build]\nbuild_base = {build_dir / 'setuptools'}\n\n[build_ext]\nforce = 1\n"
+            f"build_temp = {object_dir(project_dir, build_dir)}\n"
         )
         full_env = {**env, "DIST_EXTRA_CONFIG": str(extra_cfg)}
         extra = extra_build_requirements(project_dir)

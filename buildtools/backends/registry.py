@@ -21,39 +21,14 @@ __all__ = [
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ..errors import BuildFailedError
-from ..knowledge import Knowledge
-from .base import Backend
+from .base import Backend, BackendOptions, BackendSetting
 
 if TYPE_CHECKING:
     from .docker.backend import DockerBackend
-
-
-@dataclass(frozen=True, kw_only=True)
-class BackendOptions:
-    """What the command line says about where the compiler runs (all backends' options).
-
-    Each field is a flag (`offline` is `--offline`); a backend takes only the ones its
-    `BackendSpec.options` names, and `make_backend` refuses the others.
-    """
-
-    offline: bool = False
-    base_image: str | None = None
-    setup_emulation: bool = False
-    max_jobs: int | None = None  # every backend: the compiler processes per job
-
-
-@dataclass(frozen=True, kw_only=True)
-class BackendSetting:
-    """Where a backend is made: the facts, the cache and the environment it reads."""
-
-    kb: Knowledge
-    cache_dir: Path
-    env: Mapping[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,15 +58,7 @@ def docker_backend(setting: BackendSetting, options: BackendOptions) -> DockerBa
     builds (`ci builder-image`, `ci prefetch`: `ensure_image`, `prefetch`)."""
     from .docker.backend import DockerBackend  # cibuildwheel's options: imported when used
 
-    return DockerBackend(
-        kb=setting.kb,
-        cache_dir=setting.cache_dir,
-        env=setting.env,
-        offline=options.offline,
-        max_jobs=options.max_jobs,
-        base_image=options.base_image,
-        setup_emulation=options.setup_emulation,
-    )
+    return DockerBackend(setting, options)
 
 
 BACKENDS: Mapping[str, BackendSpec] = MappingProxyType(

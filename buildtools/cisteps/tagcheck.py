@@ -21,13 +21,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PlanError
 from ..index.manifest import IndexedWheel
+from ..index.published import published_cells
 from ..matrix.ciconfig import DEFAULT_TAG_PATTERN
-from ..model import BuildJob, python_tag
+from ..model import BuildJob
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -176,31 +177,13 @@ def published_jobs(
     version: Version,
     wheels: Sequence[IndexedWheel],
 ) -> dict[str, str]:
-    """job id → the published wheel that already covers it (same name, version, Python)."""
+    """job id → the published wheel that already covers it: every cell of the job served
+    (one rule with `plan --missing` and the backfill: `index.published.published_cells`)."""
     if not project:
         return {}
-    want = canonicalize_name(project)
-    by_version: dict[Version, list[IndexedWheel]] = {}
-    for wheel in wheels:
-        if canonicalize_name(wheel.name) != want:
-            continue
-        try:
-            by_version.setdefault(Version(wheel.version), []).append(wheel)
-        except InvalidVersion:
-            continue
-    found: dict[str, str] = {}
-    for job in jobs:
-        try:
-            full = Version(f"{version.public}+{job.local_version}")
-        except InvalidVersion:
-            continue
-        arch = job.platform.removeprefix("linux_")
-        for wheel in by_version.get(full, []):
-            tags = parse_wheel_filename(wheel.filename)[3]
-            interpreters = {t.interpreter for t in tags}
-            if not any(t.platform.endswith(f"_{arch}") for t in tags):
-                continue  # the same version for another architecture
-            if job.abi != "per-python" or python_tag(job.pythons[0]) in interpreters:
-                found[job.id] = wheel.filename
-                break
-    return found
+    served = published_cells(jobs, project=project, version=version, wheels=wheels)
+    return {
+        job.id: served[job.cells[0].id]
+        for job in jobs
+        if job.cells and all(c.id in served for c in job.cells)
+    }

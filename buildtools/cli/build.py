@@ -7,15 +7,24 @@ __all__ = ["add_build_parser"]
 import argparse
 import os
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
 from ..cachedir import default_cache_dir
-from ..errors import BuildFailedError, CheckFailedError, PlanError
+from ..errors import (
+    BuildFailedError,
+    BuildtoolsError,
+    CheckFailedError,
+    PlanError,
+    ToolchainError,
+    ToolMissingError,
+)
 from ..knowledge import load_knowledge
 from ..matrix.config import load_matrix
 from ..planning import default_matrix_path
+from ..wheelbuild.build_report import CellResult
 from ..wheelbuild.options import BuildOptions
 from ..wheelbuild.orchestrate import build_plan
 from .common import add_plan_args, plan_from_args, positive_int
@@ -102,14 +111,19 @@ def add_build_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_build)
 
 
-def reproduce_command(args: argparse.Namespace) -> str:
-    """The nox command that runs this build again (what a CI job for a cell runs)."""
-    argv = ["nox", "-s", "build", "--"]
+def reproduce_command(
+    args: argparse.Namespace, *, via_nox: bool = True, only: Sequence[str] = ()
+) -> str:
+    """The command that runs this build again: `nox -s build -- …` (what a CI job for a cell
+    runs), or `buildtools build …` when it was not run through nox; `only` narrows it to
+    those cells (the failed ones)."""
+    argv = ["nox", "-s", "build", "--"] if via_nox else ["buildtools", "build"]
+    head = len(argv)
     if args.matrix:
         argv += ["--matrix", str(args.matrix)]
     if args.profile:
         argv += ["--profile", args.profile]
-    argv += [a for g in args.only for a in ("--only", g)]
+    argv += [a for g in (only or args.only) for a in ("--only", g)]
     argv += [a for t in args.torch_axis or () for a in ("--torch", t)]
     if args.backend != "local":
         argv += ["--backend", args.backend]
@@ -119,13 +133,40 @@ def reproduce_command(args: argparse.Namespace) -> str:
         argv += ["--base-image", args.base_image]
     if getattr(args, "project", None):
         argv += ["--project", str(args.project)]
-    return shlex.join(argv if len(argv) > 4 else argv[:3])
+    # what changes where the run reads and writes, or whether it rebuilds
+    if getattr(args, "wheelhouse", None) and args.wheelhouse != Path("wheelhouse"):
+        argv += ["--wheelhouse", str(args.wheelhouse)]
+    for option in ("cache_dir", "index_site", "cuda_home"):
+        if getattr(args, option, None):
+            argv += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+    for flag in ("force", "no_ccache"):
+        if getattr(args, flag, False):
+            argv.append(f"--{flag.replace('_', '-')}")
+    if via_nox and len(argv) == head:
+        argv = argv[:3]
+    return shlex.join(argv)
+
+
+# a run whose failed cells all failed the same way exits with that failure's code
+_FAILURES: dict[str | None, type[BuildtoolsError]] = {
+    "check": CheckFailedError,
+    "ToolchainError": ToolchainError,
+    "ToolMissingError": ToolMissingError,
+}
+
+
+def _failure_class(failed: list[CellResult]) -> type[BuildtoolsError]:
+    """The error of the run: the cells' own class when they share one (a torch that is not
+    the cell's build: 7), else `build failed` (8)."""
+    kinds = {c.failure for c in failed}
+    return _FAILURES.get(kinds.pop(), BuildFailedError) if len(kinds) == 1 else BuildFailedError
 
 
 def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
 
     result, project_dir = plan_from_args(args)
     env = dict(os.environ)
+    via_nox = env.get("NOX_CURRENT_SESSION") == "build"  # nox sets it in its sessions
     settings = load_matrix(args.matrix or default_matrix_path(env)).matrix.build
     if args.project is not None:
         project_dir = args.project.resolve()
@@ -142,7 +183,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         max_jobs=args.max_jobs,
         cuda_home=args.cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None),
         live=not args.no_live,
-        reproduce=reproduce_command(args),
+        reproduce=reproduce_command(args, via_nox=via_nox),
         matrix=str(args.matrix or "matrix.yaml"),
         force=args.force,
         index_site=args.index_site.resolve() if args.index_site else None,
@@ -176,8 +217,8 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"reproduce: {opts.reproduce}\n")
     failed = report.failed
     if failed:
+        again = reproduce_command(args, via_nox=via_nox, only=sorted({c.cell for c in failed}))
+        out.write(f"reproduce the failed cell(s): {again}\n")
         lines = "\n".join(f"  {c.cell}: {c.reason} (log: {c.log})" for c in failed)
-        check_only = all(c.failure == "check" for c in failed)
-        cls = CheckFailedError if check_only else BuildFailedError
-        raise cls(f"{len(failed)} cell(s) failed:\n{lines}")
+        raise _failure_class(failed)(f"{len(failed)} cell(s) failed:\n{lines}")
     return 0

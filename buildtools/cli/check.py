@@ -6,14 +6,26 @@ __all__ = ["add_check_parser"]
 
 import argparse
 import json
+import os
+import zipfile
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from ..cachedir import default_cache_dir
 from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
 from ..files import describe_os_error
-from ..model import ABI_MODES, Finding
+from ..model import ABI_MODES, BuildRecord, Finding
+from ..toolchain.envs import find_toolchain
+from ..toolchain.indexprobe import index_hint
 from ..wheel.archive import ArchiveError, open_wheel
-from ..wheel.checks import Expectation, check_wheel, has_errors, load_torch_target
+from ..wheel.checks import (
+    Expectation,
+    TorchTarget,
+    check_wheel,
+    device_code,
+    has_errors,
+    load_torch_target,
+)
 from ..wheel.meta import read_build_record
 
 
@@ -28,8 +40,9 @@ def add_check_parser(sub: Any) -> None:
         type=Path,
         default=None,
         metavar="SITE_PACKAGES",
-        help="site-packages of a target torch (repeatable: check against each; "
-        "default: the torch of the Python running buildtools)",
+        help="site-packages of a target torch (repeatable: check against each; default: "
+        "the environment `buildtools build` made for the torch of the wheel's build record, "
+        "else the torch of the Python running buildtools)",
     )
     p.add_argument(
         "--accelerator",
@@ -52,16 +65,62 @@ def add_check_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_check)
 
 
-def _running_torch_site() -> Path:
+def _running_torch_site() -> Path | None:
     """site-packages of the torch importable here (found without importing it)."""
     import importlib.util
 
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
-        raise ToolMissingError(
-            "no torch is importable here; pass --torch SITE_PACKAGES of the target torch"
-        )
+        return None
     return Path(spec.origin).parents[1]
+
+
+def _record(wheel: Path) -> BuildRecord | None:
+    try:
+        return read_build_record(wheel)
+    except (ValueError, KeyError, OSError, zipfile.BadZipFile):  # the checks report it
+        return None
+
+
+def _recipe(wheel: Path, record: BuildRecord) -> str:
+    """The exact commands that make an environment with the record's torch and check."""
+    py = ".".join((record.python or "3.12").split(".")[:2])
+    base = record.torch.split("+", 1)[0]
+    venv = f"/tmp/torch-{record.torch.replace('+', '-')}"
+    return (
+        f"python{py} -m venv {venv} && {venv}/bin/pip install 'torch=={base}' --index-url "
+        f"{index_hint(record.accelerator)} && buildtools check {wheel} --torch "
+        f"{venv}/lib/python{py}/site-packages"
+    )
+
+
+def _target_site(wheel: Path, cache: Path) -> Path:
+    """Where the torch to check `wheel` against lives when no --torch is given: the
+    environment `buildtools build` made for its build record's torch, else the running one
+    when it is that torch (or the wheel has no record)."""
+    record = _record(wheel)
+    running = _running_torch_site()
+    if record is None:
+        if running is None:
+            raise ToolMissingError(
+                f"{wheel.name}: no build record says which torch it was built for and no torch "
+                "is importable here; pass --torch SITE_PACKAGES of the target torch"
+            )
+        return running
+    found = find_toolchain(cache, torch_version=record.torch, python=record.python)
+    if found is not None:
+        return found
+    if running is not None and load_torch_target(running).version == record.torch:
+        return running
+    raise ToolMissingError(
+        f"{wheel.name} was built against torch {record.torch} (its build record), and no "
+        f"environment with that torch is in {cache} (`buildtools build` makes one) nor "
+        f"importable here; pass --torch SITE_PACKAGES of one, e.g.: {_recipe(wheel, record)}"
+    )
+
+
+def _targets(wheel: Path, sites: list[Path] | None, cache: Path) -> list[TorchTarget]:
+    return [load_torch_target(site) for site in (sites or [_target_site(wheel, cache)])]
 
 
 def _weaker(value: str | None) -> Literal["error", "warning"]:
@@ -116,15 +175,16 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     with its reason and the others are still checked; one whose members would unpack
     outside the extraction directory fails with UNSAFE_ARTEFACT (nothing is unpacked).
     """
-    sites = args.torch_sites or [_running_torch_site()]
-    targets = [load_torch_target(site) for site in sites]
+    cache = default_cache_dir(os.environ) / "envs"
     report: dict[str, object] = {}
     failed = unsafe = False
     for wheel in args.wheels:
         findings: list[Finding] = []
+        targets: list[TorchTarget] = []
         try:
             problem = _unreadable(wheel)
             if problem is None:
+                targets = _targets(wheel, args.torch_sites, cache)
                 findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
         except UnsafeArtefactError as exc:
             problem, unsafe = str(exc), True
@@ -154,6 +214,10 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(f"  {f.severity.value:<7} {f.code}: {f.message}\n")
                 for line in f.details:
                     out.write(f"            {line}\n")
+            for target in targets:  # what a pass is a pass against
+                out.write(f"  checked against torch {target.version} ({target.site_packages})\n")
+            for arcname, code in device_code(wheel):
+                out.write(f"  {arcname}: {code}\n")
     if args.json:
         out.write(json.dumps(report, indent=2) + "\n")
     if unsafe:

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from ..errors import PublishError
 from ..index.coverage import render_markdown
 from ..index.gate import SmokeGate
-from ..index.publish import publish
+from ..index.publish import PublishOptions, publish
 from ..index.settings import IndexSettings
 from ..index.wheels import collect_wheels, read_wheels
 from ..knowledge import Knowledge, load_knowledge
@@ -90,10 +90,8 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         settings,
         kb,
         gate=gate,
-        dry_run=args.dry_run,
-        link=not args.copy,
-        verify=args.verify,
         matrix=cells,
+        options=PublishOptions(dry_run=args.dry_run, link=not args.copy, verify=args.verify),
     )
     for name in result.added:
         out.write(f"  new        {name}\n")

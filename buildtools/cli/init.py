@@ -22,9 +22,11 @@ from ..adopt import (
     cuda_headers_in_cpu_build,
     find_risks,
     inspect_project,
+    origin,
     render_matrix,
     render_noxfile,
 )
+from ..adopt.render import INSTALL_ENV
 from ..errors import ConfigError
 from ..files import write_atomic
 from ..knowledge import load_knowledge
@@ -68,6 +70,18 @@ def _validated(text: str, root: Path) -> None:
         path = Path(tmp) / "matrix.yaml"
         path.write_text(text.replace("path: .", f"path: {root}"), encoding="utf-8")
         load_matrix(path)
+
+
+def _where(source: str) -> str:
+    """Where the noxfile installs buildtools from, in words."""
+    if source[:1].isdigit():
+        return f"the package index (torch-buildtools=={source}; {INSTALL_ENV} overrides)"
+    if "://" in source:
+        return f"{source}, where this buildtools came from ({INSTALL_ENV} overrides)"
+    return (
+        f"{source}, where this buildtools came from; a CI runner has no such path: set "
+        f"{INSTALL_ENV} there to a version or a URL (git+https://…@TAG)"
+    )
 
 
 def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
@@ -145,11 +159,15 @@ def cmd_init(args: argparse.Namespace, out: TextIO) -> int:
             )
         else:
             out.write("noxfile.py exists and has every session the workflows call\n")
-    elif args.dry_run:
-        out.write(f"--- would write {noxfile}:\n{render_noxfile()}")
     else:
-        write_atomic(noxfile, render_noxfile())
-        out.write(f"wrote {noxfile}\n")
+        source = origin.running_source()
+        text = render_noxfile(source)
+        if args.dry_run:
+            out.write(f"--- would write {noxfile}:\n{text}")
+        else:
+            write_atomic(noxfile, text)
+            out.write(f"wrote {noxfile}\n")
+        out.write(f"  noxfile.py installs buildtools from {_where(source)}\n")
 
     risks = find_risks(project, oldest_torch=oldest, rocm=rocm, cpu=cpu)
     if risks:

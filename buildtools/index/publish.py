@@ -10,7 +10,7 @@ written again.
 
 from __future__ import annotations
 
-__all__ = ["PublishResult", "publish"]
+__all__ = ["PublishOptions", "PublishResult", "publish"]
 
 import stat
 from collections.abc import Sequence
@@ -77,19 +77,31 @@ def _holds(site: Path, rel: str, files: dict[str, bytes]) -> bool:
         return False
 
 
-def publish(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class PublishOptions:
+    """How a publish writes: `dry_run` (nothing), `link` (reflink or hard-link new wheels,
+    else copy), `verify` (their sha256 again first); `exchange` and `fault` are the swap and
+    a crash point (tests)."""
+
+    dry_run: bool = False
+    link: bool = True
+    verify: bool = False
+    exchange: Exchange = exchange_dirs
+    fault: Fault | None = None
+
+
+_DEFAULT_OPTIONS = PublishOptions()
+
+
+def publish(
     site: Path,
     sources: Sequence[WheelSource],
     settings: IndexSettings,
     kb: Knowledge,
     *,
     gate: SmokeGate | None = None,
-    dry_run: bool = False,
-    exchange: Exchange = exchange_dirs,
-    fault: Fault | None = None,
-    link: bool = True,
-    verify: bool = False,
     matrix: MatrixCells | None = None,
+    options: PublishOptions = _DEFAULT_OPTIONS,
 ) -> PublishResult:
     """Merge `sources` into the site at `site` and swap the new site in atomically.
 
@@ -100,6 +112,8 @@ def publish(  # noqa: PLR0913
     published before included); `matrix` (the cells matrix.yaml names) completes the
     coverage map.
     """
+    dry_run, link, verify = options.dry_run, options.link, options.verify
+    exchange, fault = options.exchange, options.fault
     held: list[tuple[str, str]] = []
     passing: list[WheelSource] = []
     for src in sources:

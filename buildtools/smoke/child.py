@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..jsonfields import decode_json
-from .smoke_report import SmokeStatus
+from .status import SmokeStatus
 
 CHILD_TAG = "BUILDTOOLS_SMOKE "
 StageName = Literal["env", "install", "import", "smoke"]

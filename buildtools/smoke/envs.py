@@ -40,6 +40,7 @@ from typing import IO, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from ..context import RunContext
 from ..ecosystem import load_ecosystem
 from ..errors import BuildtoolsError, ToolMissingError
 from ..locks import file_lock
@@ -244,15 +245,18 @@ def index_torch_env(
         env = child_env(opts.env)
 
         def make() -> None:
-            create_venv(base, root, runner=runner, log=log.fh, env=env, cache_dir=opts.cache_dir)
+            create_venv(
+                base,
+                root,
+                cache_dir=opts.cache_dir,
+                ctx=RunContext(processes=runner, env=env, log=log.fh),
+            )
             install(
                 python,
                 [f"torch=={public_version(target.torch)}"],
-                runner=runner,
-                log=log.fh,
-                env=env,
                 cache_dir=opts.cache_dir,
                 extra_index=index,
+                ctx=RunContext(processes=runner, env=env, log=log.fh),
             )
 
         stage = log.step("env", make)

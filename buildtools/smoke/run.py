@@ -47,6 +47,7 @@ from typing import TextIO
 
 from packaging.utils import canonicalize_name
 
+from ..context import RunContext
 from ..errors import UnsafeArtefactError
 from ..model import Accelerator
 from ..process import ProcessRunner
@@ -296,12 +297,10 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
             lambda: create_venv(
                 base_python,
                 venv,
-                runner=runner,
-                log=log.fh,
-                env=child_env(opts.env),
                 cache_dir=opts.cache_dir,
                 system_site_packages=w.torch_source == "system",
                 seed=not other,
+                ctx=RunContext(processes=runner, env=child_env(opts.env), log=log.fh),
             ),
         )
         if stage.returncode != 0:

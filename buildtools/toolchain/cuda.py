@@ -30,6 +30,7 @@ from typing import IO, Any
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 
+from ..context import RunContext
 from ..errors import ToolchainError
 from ..model import Accelerator, BuildJob
 from ..probe.hostenv import EnvSnapshot
@@ -211,19 +212,18 @@ def check_compiler_dists(snapshot: EnvSnapshot, cuda_version: str) -> None:
         )
 
 
-def install_cuda_wheels(  # noqa: PLR0913
+def install_cuda_wheels(
     job: BuildJob,
     torch: TorchInstall,
     root: Path,
     *,
     cache_dir: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     with_torch: bool = True,
 ) -> CudaToolkit:
     """Install NVIDIA's compiler wheels for `torch`'s CUDA into the venv at `root`, check
     them (versions, nvcc runs and matches) and link their libraries for `-l`."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     cuda_version = torch.cuda or ""
     python = root / "bin" / "python"
     if job.toolkit is not None and job.toolkit.pip_packages:
@@ -236,11 +236,9 @@ def install_cuda_wheels(  # noqa: PLR0913
     install(
         python,
         [*with_req, *requirements],
-        runner=runner,
-        log=log,
-        env=env,
         cache_dir=cache_dir,
         extra_index=index,
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     after = probe_venv(python, runner=runner, log=log, env=env)
     if after is None or after.site_packages is None:

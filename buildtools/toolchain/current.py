@@ -15,10 +15,11 @@ __all__ = ["CURRENT_PTH", "prepare_current"]
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..probe.current import site_dirs_for_pth
@@ -94,23 +95,18 @@ def prepare_current(
     key, fields = toolchain_key(
         job, python_version=snap.python_version, system_cuda=cuda, with_toolkit=with_toolkit
     )
-    root = cache_dir / "toolchains" / env_name(job, snap.python_version, key)
+    root = _root(cache_dir, job, snap, key)
+    running = _Running(base_python=base_python, snap=snap, torch=torch, system_cuda=cuda)
 
     def create() -> Toolchain:
         return _create(
             job,
-            base_python=base_python,
-            snap=snap,
-            torch=torch,
-            system_cuda=cuda,
+            running,
             key=key,
             fields=fields,
-            root=root,
             cache_dir=cache_dir,
             with_toolkit=with_toolkit,
-            runner=runner,
-            log=log,
-            env=env,
+            ctx=RunContext(processes=runner, env=env, log=log),
         )
 
     return cached_toolchain(
@@ -125,22 +121,34 @@ def prepare_current(
     )
 
 
-def _create(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class _Running:
+    """The running environment a `torch: current` toolchain is made from."""
+
+    base_python: Path
+    snap: EnvSnapshot
+    torch: TorchInstall
+    system_cuda: CudaToolkit | None
+
+
+def _root(cache_dir: Path, job: BuildJob, snap: EnvSnapshot, key: str) -> Path:
+    return cache_dir / "toolchains" / env_name(job, snap.python_version, key)
+
+
+def _create(
     job: BuildJob,
+    running: _Running,
     *,
-    base_python: Path,
-    snap: EnvSnapshot,
-    torch: TorchInstall,
-    system_cuda: CudaToolkit | None,
     key: str,
     fields: Mapping[str, Any],
-    root: Path,
     cache_dir: Path,
     with_toolkit: bool,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> Toolchain:
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
+    base_python, snap, torch = running.base_python, running.snap, running.torch
+    system_cuda = running.system_cuda
+    root = _root(cache_dir, job, snap, key)
     cells = ", ".join(job.cell_ids) or job.id
     accel = job.accelerator
     started = time.monotonic()
@@ -153,14 +161,10 @@ def _create(  # noqa: PLR0913
     create_venv(
         base_python,
         root,
-        runner=runner,
-        log=log,
-        env=env,
         cache_dir=cache_dir,
         system_site_packages=not snap.in_venv,
-        # no seeded pip/setuptools of its own: they would shadow the running environment's
-        # (Python 3.11 seeds setuptools 65)
         seed=not any(d.key == "pip" for d in snap.dists),
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     venv_python = root / "bin" / "python"
     own_site = root / "lib" / f"python{snap.python_xy}" / "site-packages"
@@ -177,11 +181,9 @@ def _create(  # noqa: PLR0913
         install(
             venv_python,
             BUILD_REQUIREMENTS,
-            runner=runner,
-            log=log,
-            env=env,
             cache_dir=cache_dir,
             extra_index=job_index(job, venv_python, runner=runner, log=log, env=env),
+            ctx=RunContext(processes=runner, env=env, log=log),
         )
     probe = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
     if probe is None:
@@ -204,10 +206,8 @@ def _create(  # noqa: PLR0913
                 seen,
                 root,
                 cache_dir=cache_dir,
-                runner=runner,
-                log=log,
-                env=env,
                 with_torch=False,
+                ctx=RunContext(processes=runner, env=env, log=log),
             )
             after = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
             if after is None:

@@ -18,6 +18,7 @@ __all__ = [
     "cached_toolchain",
     "env_name",
     "find_rocm",
+    "find_toolchain",
     "record_created",
     "toolchain_key",
 ]
@@ -318,3 +319,23 @@ def cached_toolchain(  # noqa: PLR0913
             why = "it has no marker (an interrupted creation)"
         remove_env(root, log, why)
         return create()
+
+
+def find_toolchain(cache_dir: Path, *, torch_version: str, python: str | None) -> Path | None:
+    """The site-packages of a complete cached environment with exactly `torch_version`
+    (the one of the wheel's build record), preferring one of the Python `python` ("3.11.7" or
+    "3.11"); None when there is none. Read from the markers alone."""
+    found: list[tuple[int, Path]] = []
+    for marker in sorted(cache_dir.glob(f"toolchains/*/{MARKER}")):
+        data = _read_marker(marker.parent)
+        if data is None or data.get("torch_version") != torch_version:
+            continue
+        fields = data.get("fields")
+        version = str(fields.get("python", "")) if isinstance(fields, dict) else ""
+        sites = [p.parent for p in marker.parent.glob("lib/python*/site-packages/torch")]
+        if not sites:
+            continue
+        same = bool(python) and (version == python or version.startswith(f"{python}."))
+        near = bool(python) and version.rsplit(".", 1)[0] == (python or "").rsplit(".", 1)[0]
+        found.append((0 if same else 1 if near else 2, sites[0]))
+    return min(found)[1] if found else None

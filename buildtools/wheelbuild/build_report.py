@@ -41,6 +41,9 @@ class CellResult:
     reason: str | None = None
     failure: str | None = None
     durations: dict[str, float] = field(default_factory=dict)
+    # the job's wall time, from taking its lock to its result, failed stages included (the
+    # durations hold the stages that finished)
+    elapsed: float | None = None
     findings: list[Finding] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -56,6 +59,7 @@ class CellResult:
             "reason": self.reason,
             "failure": self.failure,
             "durations": {k: round(v, 3) for k, v in sorted(self.durations.items())},
+            **({"elapsed": round(self.elapsed, 3)} if self.elapsed is not None else {}),
             "findings": [
                 {
                     "code": f.code,
@@ -67,6 +71,13 @@ class CellResult:
                 for f in self.findings
             ],
         }
+
+
+def _seconds(cell: CellResult) -> str:
+    """The time column: the job's wall time, else the sum of its stages."""
+    if cell.elapsed is not None:
+        return f"{cell.elapsed:.1f} s"
+    return f"{sum(cell.durations.values()):.1f} s" if cell.durations else "-"
 
 
 @dataclass(kw_only=True)
@@ -121,7 +132,7 @@ class RunReport:
                 c.status.value,
                 Path(c.wheel).name if c.wheel else (c.reason or "-"),
                 f"{c.size / 1e6:.2f} MB" if c.size else "-",
-                f"{sum(c.durations.values()):.1f} s" if c.durations else "-",
+                _seconds(c),
                 f"{errors} error(s), {warnings} warning(s)" if c.findings else "-",
             )
         console.print(table)

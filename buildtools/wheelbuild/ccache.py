@@ -20,8 +20,11 @@ does not depend on the directory: ccache's own hash covers the compiler (its siz
 mtime), every argument (include paths, defines, arch flags) and the preprocessed source or
 every include file's content. The split keeps one toolchain's objects from evicting
 another's and maps one-to-one onto a CI job's cache (restore `ccache/<job id>`).
-`CCACHE_BASEDIR` is the project directory and `CCACHE_NOHASHDIR` is set, so a second
-checkout of the same source (CI workspaces, the benchmark's copies) hits the same entries.
+`CCACHE_BASEDIR` is the project directory and `CCACHE_NOHASHDIR` is set, and the local
+backend compiles in the project's `build/torch-buildtools/<tree>` (`backends.local`), so the
+paths ccache rewrites are the same relative ones in every checkout: a second checkout of the
+same source (another worktree, a CI workspace) hits the same entries, and the objects are
+the same bytes (the prefix maps of `build.environment.reproducible_env` cover both forms).
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def ccache_env(
     """
     env = {
         "CCACHE_DIR": str(cache.dir_for(job)),
-        "CCACHE_BASEDIR": str(project_dir),
+        "CCACHE_BASEDIR": str(project_dir.resolve()),
         # with -g (Python's CFLAGS have it) ccache hashes the working directory; another
         # checkout of the same source must hit (only the debug info's comp_dir differs)
         "CCACHE_NOHASHDIR": "1",

@@ -7,8 +7,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..backends.base import nvcc_flags_env
+from ..backends.base import nvcc_flags_env, prefix_maps_env
+from ..backends.local import object_dir
 from ..model import BuildJob
+from ..toolchain.blind import hide_device_toolchain
 from ..toolchain.envs import Toolchain
 from .ccache import CompilerCache, ccache_env, no_ccache_env
 from .options import BuildOptions
@@ -16,6 +18,7 @@ from .options import BuildOptions
 __all__ = [
     "DEFAULT_SOURCE_DATE_EPOCH",
     "SHIMS",
+    "blind_root",
     "build_tree",
     "job_environment",
     "reproducible_env",
@@ -55,9 +58,11 @@ def job_environment(
     opts: BuildOptions,
     *,
     compiler_cache: CompilerCache | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, str]:
     """The exact environment of a job's build: host env + toolchain + job vars + MAX_JOBS,
-    then the compiler cache (`compiler_cache`), or none at all when it is None.
+    then the compiler cache (`compiler_cache`), or none at all when it is None. A CPU cell's
+    sees no CUDA/ROCm toolchain (`toolchain.blind`); what was hidden is appended to `notes`.
 
     `opts.max_jobs` is the scheduler's share for this job and wins over any other MAX_JOBS
     (the host's, the matrix's): N concurrent jobs x MAX_JOBS never exceed the machine.
@@ -79,7 +84,20 @@ def job_environment(
     elif "MAX_JOBS" not in env:
         env["MAX_JOBS"] = str(os.cpu_count() or 1)
     env["PYTHONNOUSERSITE"] = "1"
-    env.update(reproducible_env(env, project_dir=opts.project_dir))
+    if job.accelerator.kind == "cpu":
+        # whatever the machine has, a CPU cell's setup.py finds no nvcc, CUDA_HOME, hipcc…
+        blinded = hide_device_toolchain(env, mirror_root=blind_root(opts.cache_dir))
+        env = blinded.env
+        if notes is not None and blinded.describe():
+            notes.append(f"CPU cell, no CUDA/ROCm toolchain visible: {blinded.describe()}")
+    env.update(
+        reproducible_env(
+            env,
+            project_dir=opts.project_dir,
+            site_packages=toolchain.site_packages,
+            device=job.toolkit is not None and job.toolkit.kind == "cuda",
+        )
+    )
     env.update(nvcc_flags_env(opts.nvcc_threads if job.toolkit else 1, env))
     if compiler_cache is not None:
         env.update(
@@ -96,25 +114,47 @@ def job_environment(
     return env
 
 
+def blind_root(cache_dir: Path) -> Path:
+    """Where the PATH directories of CPU builds, less the device programs, are made."""
+    return cache_dir / "blind-path"
+
+
 def source_date_epoch(env: Mapping[str, str]) -> int:
     """The SOURCE_DATE_EPOCH of the build: the caller's when it is a number, else 1980-01-01."""
     value = env.get("SOURCE_DATE_EPOCH", "").strip()
     return int(value) if value.isdigit() else DEFAULT_SOURCE_DATE_EPOCH
 
 
-def reproducible_env(env: Mapping[str, str], *, project_dir: Path) -> dict[str, str]:
+def _maps(project_dir: Path, site_packages: Path | None) -> list[str]:
+    """OLD=NEW prefix maps of the paths a compile sees that depend on where things live."""
+    root = project_dir.resolve()
+    # the sources as ccache's base_dir rewrites them, relative to the object directory
+    relative = os.path.relpath(root, object_dir(root, root / "x"))
+    maps = [f"{root}=.", f"{relative}=."]
+    if site_packages is not None:  # torch's headers, whose TORCH_CHECKs embed __FILE__
+        maps.append(f"{site_packages.resolve()}=/site-packages")
+    return maps
+
+
+def reproducible_env(
+    env: Mapping[str, str],
+    *,
+    project_dir: Path,
+    site_packages: Path | None = None,
+    device: bool = False,
+) -> dict[str, str]:
     """Variables that keep the build machine out of the wheel's bytes.
 
     SOURCE_DATE_EPOCH (setuptools' wheel writer and compilers' __DATE__ read it), and the
-    project's absolute path mapped to `.` in debug info, `__FILE__` and assertion messages
-    (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map` for the debug info
-    of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags still apply.
-    nvcc's device code is not covered: its fatbinaries may name the source path.
+    paths a compile sees mapped to fixed ones in debug info, `__FILE__` and assertion
+    messages: the project's absolute path and the relative one ccache's base_dir gives it
+    from the object directory (`backends.local.OBJECTS_DIR`) to `.`, torch's site-packages
+    to `/site-packages` (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map`
+    for the debug info of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags
+    still apply; for a `device` (CUDA) job the same maps reach nvcc's host compiler through
+    NVCC_APPEND_FLAGS (`-Xcompiler`). The linker's build id is a hash of the output, equal
+    when the rest is.
     """
-    root = str(project_dir.resolve())
-    flags = f"-ffile-prefix-map={root}=. -fdebug-prefix-map={root}=."
     out = {"SOURCE_DATE_EPOCH": str(source_date_epoch(env))}
-    for key in ("CFLAGS", "CXXFLAGS"):
-        current = env.get(key, "")
-        out[key] = f"{current} {flags}".strip() if flags not in current else current
+    out.update(prefix_maps_env(_maps(project_dir, site_packages), env, device=device))
     return out

@@ -16,6 +16,7 @@ __all__ = [
     "BUILD_VAR_PREFIXES",
     "FINGERPRINT_SCHEMA",
     "IGNORED_DIRS",
+    "IGNORED_ROOT_FILES",
     "SourceScan",
     "build_vars",
     "buildtools_digest",
@@ -37,8 +38,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..ecosystem import load_ecosystem
 from ..model import BuildJob
 
+# Directories no build reads: VCS data, virtual environments, caches, build trees, and what
+# buildtools itself writes (wheelhouse/, smoke-results/, site/: the default outputs of
+# build, smoke and index; .github/: the workflows `buildtools ci` writes).
 IGNORED_DIRS = frozenset(
     {
         ".git",
@@ -51,12 +56,50 @@ IGNORED_DIRS = frozenset(
         "dist",
         "__pycache__",
         "wheelhouse",
+        "smoke-results",
+        "site",
+        ".github",
         ".mypy_cache",
         ".ruff_cache",
         ".pytest_cache",
         ".hypothesis",
     }
 )
+# Files of the project's root that buildtools reads or writes and no compile does. matrix.yaml:
+# what of it can change a wheel (build_env, arch lists, torch and its index, labels, repair)
+# is the job's resolved configuration, already in the job's fingerprint; the rest (profiles,
+# runners, the smoke command, the index) never reaches the compiler. noxfile.py: sessions
+# that call buildtools, whose options again reach the job, not the sources.
+IGNORED_ROOT_FILES = frozenset({"matrix.yaml", "noxfile.py"})
+# An output directory under another name (--wheelhouse, --out, --site) is known by the
+# record buildtools writes into it: a report.json or index.json of one of its schemas.
+_OUTPUT_RECORDS = ("report.json", "index.json")
+_OUTPUT_SCHEMA = b'"schema": "torch-buildtools/'
+
+
+def _names(parent: str, name: str) -> list[str]:
+    try:
+        return os.listdir(Path(parent) / name)  # noqa: PTH208 (names, as os.walk gives them)
+    except OSError:
+        return []
+
+
+def _beside(name: str, outputs: frozenset[str] | set[str]) -> bool:
+    """`.X.lock`, `.X.prev`, `.X.staging-…` of an output directory X (index, smoke)."""
+    head, dot, _ = name[1:].partition(".")
+    return name.startswith(".") and bool(dot) and head in outputs
+
+
+def _is_output_dir(directory: str, filenames: list[str]) -> bool:
+    for name in _OUTPUT_RECORDS:
+        if name in filenames:
+            try:
+                with (Path(directory) / name).open("rb") as fh:
+                    if _OUTPUT_SCHEMA in fh.read(4096):
+                        return True
+            except OSError:
+                continue
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,18 +123,30 @@ def _special(mode: int) -> str:
 
 
 def scan_sources(root: Path) -> SourceScan:
-    """Regular files under root that a build may read, sorted; build outputs and VCS dirs
-    skipped. A FIFO, socket or device would hang or fail a read, and a symbolic link that
+    """Regular files under root that a build may read, sorted; VCS dirs, build outputs and
+    what buildtools writes (IGNORED_DIRS, IGNORED_ROOT_FILES, any directory holding one of
+    its records) skipped. A FIFO, socket or device would hang or fail a read, and a symbolic link that
     dangles or leads out of the project is not part of it: they are skipped and named."""
     found: list[Path] = []
     skipped: list[tuple[str, str]] = []
     base = root.resolve()
     for dirpath, dirnames, filenames in os.walk(root):
+        if dirpath != str(root) and _is_output_dir(dirpath, filenames):
+            dirnames[:] = []
+            continue
+        # what a writer keeps beside its output directory X: .X.lock, .X.prev, .X.staging-…
+        outputs = IGNORED_DIRS | {
+            d for d in dirnames if _is_output_dir(str(Path(dirpath) / d), _names(dirpath, d))
+        }
         dirnames[:] = sorted(
-            d for d in dirnames if d not in IGNORED_DIRS and not d.endswith(".egg-info")
+            d
+            for d in dirnames
+            if d not in outputs and not d.endswith(".egg-info") and not _beside(d, outputs)
         )
         for name in sorted(filenames):
-            if name.endswith((".pyc", ".so", ".o")):
+            if name.endswith((".pyc", ".so", ".o")) or _beside(name, outputs):
+                continue
+            if dirpath == str(root) and name in IGNORED_ROOT_FILES:
                 continue
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
@@ -219,8 +274,18 @@ def fingerprint_inputs(
         "job": job_config(job),
         "toolchain": dict(toolchain),
         "backend": dict(sorted(backend.items())),
-        "host_env": build_vars(host_env),
+        "host_env": _host_vars(job, host_env),
     }
+
+
+def _host_vars(job: BuildJob, host_env: Mapping[str, str]) -> dict[str, str]:
+    """build_vars, less the CUDA/ROCm variables a CPU cell's build never sees
+    (`toolchain.blind`): a new CUDA_HOME does not make a CPU wheel stale."""
+    found = build_vars(host_env)
+    if job.accelerator.kind == "cpu":
+        for name in load_ecosystem().device_env:
+            found.pop(name, None)
+    return found
 
 
 def job_fingerprint(inputs: Mapping[str, Any]) -> str:

@@ -6,6 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backends.base import Backend
+from ..knowledge import Knowledge
+from ..process import ProcessRunner
+from .ccache import CompilerCache
 from .scheduler import HostResources
 
 __all__ = ["BuildOptions"]
@@ -31,3 +35,15 @@ class BuildOptions:
     nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)
     size_warning: int | None = None  # wheel-size thresholds (matrix.yaml build.size_*)
     size_error: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSession:
+    """What every job of one `buildtools build` shares: the facts, the options, where the
+    compiler runs, the process runner and the compiler cache (None: no compiler cache)."""
+
+    kb: Knowledge
+    opts: BuildOptions
+    backend: Backend
+    runner: ProcessRunner
+    compiler_cache: CompilerCache | None = None

@@ -7,9 +7,10 @@ whose checks passed is moved (atomically) into the wheelhouse.
 
 from __future__ import annotations
 
-from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend
+from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend, nvcc_keep_env
+from ..context import RunContext
 from .environment import build_tree, job_environment, source_date_epoch
-from .options import BuildOptions
+from .options import BuildOptions, BuildSession
 
 __all__ = ["Backend", "BuildOptions", "build_plan"]
 
@@ -38,7 +39,7 @@ from ..toolchain.envs import Toolchain
 from ..toolchain.prepare import prepare_toolchain
 from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
 from ..wheel.meta import relabel_wheel
-from ..wheel.repair import repair_against_torch
+from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
 from .ccache import (
     CCACHE_INSTALL_HINT,
@@ -85,34 +86,28 @@ def _targets(
             sibling,
             job.build_python,
             cache_dir=opts.cache_dir / "envs",
-            runner=runner,
-            log=log,
-            env=opts.env,
             cuda_home=opts.cuda_home,
             with_toolkit=False,
+            ctx=RunContext(processes=runner, env=opts.env, log=log),
         )
         targets.append(load_torch_target(tc.site_packages))
     return targets
 
 
-def build_job(  # noqa: PLR0913
+def build_job(
     job: BuildJob,
+    session: BuildSession,
     *,
-    kb: Knowledge,
-    opts: BuildOptions,
-    backend: Backend,
-    runner: ProcessRunner,
     stage: Any,
     fingerprint: str | None = None,
     compile_slot: contextlib.AbstractContextManager[Any] | None = None,
-    compiler_cache: CompilerCache | None = None,
 ) -> list[CellResult]:
     """Build, repair, relabel and check one job; returns one result per cell it covers.
 
     `fingerprint` goes into the wheel's build record; `compile_slot` is held while the
-    compiler runs (the scheduler's share of the machine); `compiler_cache` is ccache, or
-    None for no compiler cache.
+    compiler runs (the scheduler's share of the machine).
     """
+    opts = session.opts
     logs = opts.wheelhouse / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     # two runs of the same job into one wheelhouse would share its log and its wheel: the
@@ -124,32 +119,27 @@ def build_job(  # noqa: PLR0913
     ):
         return _build_job_locked(
             job,
-            kb=kb,
-            opts=opts,
-            backend=backend,
-            runner=runner,
+            session,
             stage=stage,
             fingerprint=fingerprint,
             compile_slot=compile_slot,
-            compiler_cache=compiler_cache,
             logs=logs,
         )
 
 
-def _build_job_locked(  # noqa: PLR0913
+def _build_job_locked(
     job: BuildJob,
+    session: BuildSession,
     *,
-    kb: Knowledge,
-    opts: BuildOptions,
-    backend: Backend,
-    runner: ProcessRunner,
     stage: Any,
     fingerprint: str | None,
     compile_slot: contextlib.AbstractContextManager[Any] | None,
-    compiler_cache: CompilerCache | None,
     logs: Path,
 ) -> list[CellResult]:
+    kb, opts, backend, runner = session.kb, session.opts, session.backend, session.runner
+    compiler_cache = session.compiler_cache
     run = _JobRun(job=job, log_path=logs / f"{job.id}.log")
+    job_started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=f"{job.id}.", dir=opts.cache_dir / "staging"))
     wheel: Path | None = None
     reason: str | None = None
@@ -166,11 +156,9 @@ def _build_job_locked(  # noqa: PLR0913
                     job,
                     job.build_python,
                     cache_dir=opts.cache_dir / "envs",
-                    runner=runner,
-                    log=log,
-                    env=opts.env,
                     cuda_home=opts.cuda_home,
                     with_toolkit=backend.needs_host_toolkit,
+                    ctx=RunContext(processes=runner, env=opts.env, log=log),
                 )
                 _timed(run, "env", started)
 
@@ -184,8 +172,7 @@ def _build_job_locked(  # noqa: PLR0913
                         toolchain,
                         opts=opts,
                         backend=backend,
-                        runner=runner,
-                        log=log,
+                        ctx=RunContext(processes=runner, env=opts.env, log=log),
                         staging=staging,
                         compiler_cache=compiler_cache,
                     )
@@ -207,7 +194,12 @@ def _build_job_locked(  # noqa: PLR0913
                     raw[0]
                     if backend.repairs_inside
                     else _repair(
-                        job, toolchain, raw[0], staging, kb, env=opts.env, runner=runner, log=log
+                        job,
+                        toolchain,
+                        raw[0],
+                        staging,
+                        kb,
+                        ctx=RunContext(processes=runner, env=opts.env, log=log),
                     )
                 )
                 record = BuildRecord.for_job(
@@ -215,8 +207,11 @@ def _build_job_locked(  # noqa: PLR0913
                     torch=toolchain.torch.version,
                     cxx11_abi=bool(toolchain.torch.cxx11_abi),
                     python=toolchain.python_version,
-                    cuda=toolchain.torch.cuda,
-                    hip=toolchain.torch.hip,
+                    device_runtime=(
+                        toolchain.torch.hip
+                        if job.accelerator.kind == "rocm"
+                        else toolchain.torch.cuda
+                    ),
                     fingerprint=fingerprint,
                     source_fingerprint=source_fingerprint(opts.project_dir),
                 )
@@ -276,6 +271,7 @@ def _build_job_locked(  # noqa: PLR0913
                 log.write("\n# INTERNAL ERROR\n" + traceback.format_exc())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    elapsed = time.monotonic() - job_started
     results = []
     st = wheel.stat() if wheel else None
     digest = sha256_file(wheel) if wheel else None
@@ -293,26 +289,32 @@ def _build_job_locked(  # noqa: PLR0913
                 reason=reason,
                 failure=failure,
                 durations=dict(run.durations),
+                elapsed=elapsed,
                 findings=list(run.findings),
             )
         )
     return results
 
 
-def _compile(  # noqa: PLR0913
+def _compile(
     job: BuildJob,
     toolchain: Toolchain,
     *,
     opts: BuildOptions,
     backend: Backend,
-    runner: ProcessRunner,
-    log: IO[str],
+    ctx: RunContext,
     staging: Path,
     compiler_cache: CompilerCache | None,
 ) -> list[Path]:
     """The backend's build of the raw wheel(s), in the job's exact environment."""
+    log = ctx.stream
+    notes: list[str] = []
     if backend.needs_host_toolkit:
-        env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache)
+        env = job_environment(job, toolchain, opts, compiler_cache=compiler_cache, notes=notes)
+        if job.toolkit is not None and job.toolkit.kind == "cuda":
+            # nvcc's intermediate files by name, not by pid (reproducible); removed with staging
+            (staging / "nvcc").mkdir(parents=True, exist_ok=True)
+            env.update(nvcc_keep_env(staging / "nvcc", env, project_dir=opts.project_dir))
     else:
         env = dict(opts.env)
         if opts.max_jobs is not None:
@@ -326,6 +328,7 @@ def _compile(  # noqa: PLR0913
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )
+    log.writelines(f"# {note}\n" for note in notes)
     if compiler_cache is not None:
         log.write(
             f"# compiler cache: ccache {compiler_cache.program}, "
@@ -343,22 +346,18 @@ def _compile(  # noqa: PLR0913
             project_dir=opts.project_dir,
             out_dir=staging / "raw",
             build_dir=build_dir,
-            env=env,
-            runner=runner,
-            log=log,
+            ctx=ctx.with_env(env),
         )
 
 
-def _repair(  # noqa: PLR0913
+def _repair(
     job: BuildJob,
     toolchain: Toolchain,
     raw: Path,
     staging: Path,
     kb: Knowledge,
     *,
-    env: Mapping[str, str],
-    runner: ProcessRunner,
-    log: IO[str],
+    ctx: RunContext,
 ) -> Path:
     """Repair at the promised tag when the host allows it, else the best it allows.
 
@@ -368,13 +367,13 @@ def _repair(  # noqa: PLR0913
     return repair_against_torch(
         raw,
         dest_dir=staging / "repaired",
-        site_packages=toolchain.site_packages,
-        promised=job.platform_tag,
-        never_bundle=kb.never_bundle,
+        target=RepairTarget(
+            site_packages=toolchain.site_packages,
+            promised=job.platform_tag,
+            never_bundle=kb.never_bundle,
+        ),
         repair=job.repair,
-        runner=runner,
-        env=env,
-        log=log,
+        ctx=ctx,
     )
 
 
@@ -486,19 +485,24 @@ def build_plan(
         if n > 1:
             report.notes.append(f"scheduler: {job_id}: nvcc --threads {n}")
     compiler_cache = _compiler_cache(opts, todo, report.notes.append)
-    _run_jobs(
-        todo,
-        slots,
-        results,
+    session = BuildSession(
         kb=kb,
         opts=replace(opts, max_jobs=slots.max_jobs),
         backend=backend,
         runner=runner,
-        out=out,
-        fingerprints=fingerprints,
         compiler_cache=compiler_cache,
-        skipped=[j.id for j in plan.jobs if j.id in results],
-        threads=threads,
+    )
+    skipped = [j.id for j in plan.jobs if j.id in results]
+    results.update(
+        _run_jobs(
+            todo,
+            slots,
+            session,
+            out=out,
+            fingerprints=fingerprints,
+            skipped=skipped,
+            threads=threads,
+        )
     )
     for job in plan.jobs:
         report.cells.extend(results.get(job.id, []))
@@ -507,22 +511,19 @@ def build_plan(
     return report
 
 
-def _run_jobs(  # noqa: PLR0913
+def _run_jobs(
     todo: list[BuildJob],
     slots: Slots,
-    results: dict[str, list[CellResult]],
+    session: BuildSession,
     *,
-    kb: Knowledge,
-    opts: BuildOptions,
-    backend: Backend,
-    runner: ProcessRunner,
     out: TextIO,
     fingerprints: Mapping[str, str | None],
-    compiler_cache: CompilerCache | None,
     skipped: list[str],
     threads: Mapping[str, int],
-) -> None:
+) -> dict[str, list[CellResult]]:
     """Build `todo` with `slots.workers` threads, `slots.concurrent` compiling at once."""
+    opts, backend = session.opts, session.backend
+    results: dict[str, list[CellResult]] = {}
     if hasattr(backend, "max_jobs"):
         # the docker backend passes MAX_JOBS into its containers: the scheduler's share
         setattr(backend, "max_jobs", slots.max_jobs)  # noqa: B010
@@ -549,14 +550,14 @@ def _run_jobs(  # noqa: PLR0913
             started = time.monotonic()
             cells = build_job(
                 job,
-                kb=kb,
-                opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
-                backend=backend,
-                runner=runner,
+                replace(
+                    session,
+                    opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
+                    compiler_cache=session.compiler_cache if job.ccache else None,
+                ),
                 stage=progress.stage,
                 fingerprint=fingerprints.get(job.id),
                 compile_slot=compile_slots,
-                compiler_cache=compiler_cache if job.ccache else None,
             )
             with lock:
                 results[job.id] = cells
@@ -583,3 +584,4 @@ def _run_jobs(  # noqa: PLR0913
                     future.result()
     if todo:
         update_timings(opts.cache_dir, built)
+    return results

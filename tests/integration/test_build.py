@@ -127,7 +127,8 @@ def test_one_failing_job_does_not_stop_the_others(example_wheelhouse: Path, tmp_
     proc = buildtools(
         "build", "--matrix", str(matrix), "--wheelhouse", str(wheelhouse), "--no-live"
     )
-    assert proc.returncode == 8, proc.stdout + proc.stderr
+    # the only failure is a missing tool (an interpreter): its exit code, 6
+    assert proc.returncode == 6, proc.stdout + proc.stderr
     report = json.loads((wheelhouse / "report.json").read_text())
     status = {c["cell"]: c for c in report["cells"]}
     failed = status[f"torch2.13.0-cpu-cp{missing.replace('.', '')}"]

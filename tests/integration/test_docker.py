@@ -99,6 +99,8 @@ def test_cpu_cell_builds_in_the_container_offline(docker_build: Path) -> None:
         assert "# installs in the container: pip (no uv: " in log
         assert "Processing /buildtools/wheels/torch-2.13.0+cpu-" in log
     assert "[buildtools] torch 2.13.0+cpu (CUDA None, HIP None)" in log
+    # the CPU image has no CUDA/ROCm toolchain; one that had would be hidden from the build
+    assert "[buildtools] CPU cell: the image has no CUDA/ROCm toolchain in sight" in log
     # ... the derived-exclude repair ran inside, and the import test passed there
     assert "-m auditwheel repair" in log and "--exclude libtorch_cpu.so" in log
     assert "[buildtools] import bt_scatter._C: ok (torch 2.13.0+cpu)" in log

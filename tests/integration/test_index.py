@@ -289,7 +289,7 @@ def test_matrix_settings_are_used(wheelhouse: Path, tmp_path: Path) -> None:
 _CRASH = textwrap.dedent("""\
     import os, sys
     from pathlib import Path
-    from buildtools.index.publish import publish
+    from buildtools.index.publish import PublishOptions, publish
     from buildtools.index.settings import IndexSettings
     from buildtools.index.wheels import collect_wheels, read_wheel
     from buildtools.knowledge import load_knowledge
@@ -302,7 +302,7 @@ _CRASH = textwrap.dedent("""\
             os._exit(9)  # a hard crash: no except, no finally, no cleanup
 
     kwargs = {"exchange": lambda a, b: False} if mode == "two-renames" else {}
-    publish(site, wheels, IndexSettings(), load_knowledge(), fault=fault, **kwargs)
+    publish(site, wheels, IndexSettings(), load_knowledge(), options=PublishOptions(fault=fault, **kwargs))
     """)
 
 

@@ -28,6 +28,7 @@ from buildtools.wheel.checks import (
 )
 from buildtools.wheel.meta import make_build_record, platform_tag_satisfies, relabel_wheel
 from buildtools.wheel.repair import (
+    Grafting,
     best_platform_tag,
     derive_excludes,
     plan_repair,
@@ -105,8 +106,7 @@ def test_selective_repair(
         raw,
         dest_dir=tmp_path / "repaired",
         plat=best_tag,
-        excludes=excludes,
-        library_dirs=lib_dirs,
+        grafting=Grafting(excludes=excludes, library_dirs=lib_dirs),
     )
     expected_argv = [sys.executable, "-m", "auditwheel", "repair", "--plat", best_tag]
     expected_argv += ["-w", str(tmp_path / "repaired")]
@@ -255,8 +255,7 @@ def test_real_cu130_wheel(tmp_path: Path, integration_log: IO[str]) -> None:
         raw,
         dest_dir=tmp_path / "repaired",
         plat=tag.best,
-        excludes=excludes,
-        library_dirs=scan_torch_libs(site).library_dirs,
+        grafting=Grafting(excludes=excludes, library_dirs=scan_torch_libs(site).library_dirs),
     )
     repaired = run_repair(plan, runner=RUNNER, log=integration_log)
     assert repaired.stat().st_size <= 1.01 * raw.stat().st_size

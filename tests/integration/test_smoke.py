@@ -33,7 +33,7 @@ from buildtools.smoke.run import SmokeOptions, run_smoke
 from buildtools.smoke.smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.wheels import WheelSource, collect_wheels
 from buildtools.wheel.meta import make_build_record, relabel_wheel
-from buildtools.wheel.repair import plan_repair, run_repair, scan_torch_libs
+from buildtools.wheel.repair import Grafting, RepairTools, plan_repair, run_repair, scan_torch_libs
 
 TORCH = "2.13.0"
 SCRIPTS = FIXTURES / "smoke_scripts"
@@ -240,9 +240,11 @@ def c10_only(
         raw,
         dest_dir=out / "repaired",
         plat="manylinux_2_34_x86_64",
-        excludes=("libtorch_cpu.so", "libtorch_python.so"),
-        library_dirs=scan_torch_libs(torch213.site_packages).library_dirs,
-        python=sys.executable,
+        tools=RepairTools(python=sys.executable),
+        grafting=Grafting(
+            excludes=("libtorch_cpu.so", "libtorch_python.so"),
+            library_dirs=scan_torch_libs(torch213.site_packages).library_dirs,
+        ),
     )
     repaired = run_repair(plan, runner=RUNNER, log=integration_log)
     return _recorded(repaired, torch_version, out / "recorded")

@@ -26,6 +26,7 @@ from fixtures.cli import REPO
 from fixtures.envs import cache_dir, fresh_venv
 from fixtures.factories import make_job
 
+from buildtools.context import RunContext
 from buildtools.model import BuildJob
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain.envs import Toolchain
@@ -50,7 +51,10 @@ def prepare(job: BuildJob, python: str, log_path: Path) -> tuple[Toolchain, floa
     started = time.monotonic()
     with log_path.open("a", encoding="utf-8") as log:
         tc = prepare_toolchain(
-            job, python, cache_dir=cache_dir(), runner=RUNNER, log=log, env=host_env()
+            job,
+            python,
+            cache_dir=cache_dir(),
+            ctx=RunContext(processes=RUNNER, env=host_env(), log=log),
         )
     seconds = time.monotonic() - started
     print(f"\n[{job.id}] toolchain {'reused' if tc.reused else 'created'} in {seconds:.1f} s")

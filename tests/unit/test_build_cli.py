@@ -49,6 +49,46 @@ def test_backend_choices() -> None:
         build_parser(_extra_verbs()).parse_args(["build", "--backend", "podman"])
 
 
+def test_reproduce_is_the_command_that_ran_with_what_changes_the_run() -> None:
+    args = build_parser(_extra_verbs()).parse_args(
+        [
+            "build",
+            "--matrix",
+            "m.yaml",
+            "--wheelhouse",
+            "out",
+            "--force",
+            "--no-ccache",
+            "--cache-dir",
+            "/c",
+            "--max-jobs",
+            "2",
+        ]
+    )
+    assert reproduce_command(args, via_nox=False) == (
+        "buildtools build --matrix m.yaml --wheelhouse out --cache-dir /c --force --no-ccache"
+    )
+    # a failed run: the command narrowed to its failed cells
+    assert reproduce_command(args, via_nox=False, only=["torch2.13.0-cpu-cp311"]).startswith(
+        "buildtools build --matrix m.yaml --only torch2.13.0-cpu-cp311 "
+    )
+    assert parse() == "nox -s build"
+
+
+def test_a_run_whose_cells_all_failed_the_same_way_exits_with_that_code() -> None:
+    from buildtools.cli.build import _failure_class
+    from buildtools.errors import BuildFailedError, CheckFailedError, ToolchainError
+    from buildtools.wheelbuild.build_report import CellResult, Status
+
+    def failed(kind: str) -> CellResult:
+        return CellResult(cell="c", job="j", status=Status.FAILED, failure=kind)
+
+    assert _failure_class([failed("ToolchainError")]).exit_code == ToolchainError.exit_code == 7
+    assert _failure_class([failed("check"), failed("check")]) is CheckFailedError
+    assert _failure_class([failed("check"), failed("ToolchainError")]) is BuildFailedError
+    assert _failure_class([failed("BuildFailedError")]) is BuildFailedError
+
+
 def test_backend_registry_feeds_the_cli_and_refuses_foreign_flags() -> None:
     from buildtools.backends.registry import (
         BACKENDS,

@@ -549,6 +549,9 @@ def test_cmd_check(tmp_path: Path, site: Path) -> None:
     assert cmd_check(args, out) == ExitCode.CHECK_FAILED
     text = out.getvalue()
     assert text.startswith(f"FAIL  {wheel.name}\n  error   undefined-symbol: {EXT} needs c10::")
+    # what the verdict is about: the torch, and the device code of each shared object
+    assert f"\n  checked against torch 2.13.0+cpu ({site})\n" in text
+    assert text.endswith(f"\n  {EXT}: no device code\n")
 
 
 @pytest.mark.parametrize(

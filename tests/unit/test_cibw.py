@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from buildtools.backends.docker.cibw import (
+    CibwInputs,
     CibwRun,
     Mount,
     compose_cibuildwheel,
@@ -60,7 +61,19 @@ def compose(job: BuildJob, *, offline: bool = True, **kw: Any) -> CibwRun:
         "host_python": "/usr/bin/python3",
     }
     args.update(kw)
-    return compose_cibuildwheel(job, **args)
+    return compose_cibuildwheel(job, CibwInputs(**args))
+
+
+MAPS = (
+    "-ffile-prefix-map=/project=. -fdebug-prefix-map=/project=. "
+    "-ffile-prefix-map=../../../../project=. -fdebug-prefix-map=../../../../project=."
+)
+NVCC_MAPS = (
+    "-Xcompiler -ffile-prefix-map=/project=. -Xcompiler -ffile-prefix-map=../../../../project=."
+)
+
+# nvcc's intermediate files named after the source, not its pid (reproducible wheels)
+NVCC_KEEP = "--keep --keep-dir /tmp/buildtools/build/temp"
 
 
 def incontainer(verb: str, *args: str) -> list[str]:
@@ -98,6 +111,9 @@ def test_cpu_cell_offline_exact_options() -> None:
         ("DIST_EXTRA_CONFIG", "/buildtools/job/setup.cfg"),
         ("PIP_NO_COMPILE", "0"),  # pip reads it inverted: 0 means --no-compile
         ("BUILDTOOLS_ABI", "per-python"),
+        # the sources' paths, absolute or as ccache makes them, mapped to `.` as on the host
+        ("CFLAGS", MAPS),
+        ("CXXFLAGS", MAPS),
         ("MAX_JOBS", "2"),
         ("PIP_NO_INDEX", "1"),
         ("PIP_FIND_LINKS", "/buildtools/wheels"),
@@ -227,7 +243,8 @@ def test_job_files() -> None:
     files = job_files(planned_job("torch2.11.0-cu130-cp312"), never_bundle=("libtorch*.so*", "a"))
     assert files == {
         "constraints.txt": "torch==2.11.0\n",
-        "setup.cfg": "[build]\nbuild_base = /tmp/buildtools/build\n",
+        "setup.cfg": "[build]\nbuild_base = /tmp/buildtools/build\n\n"
+        "[build_ext]\nbuild_temp = /tmp/buildtools/build/temp\n",
         "never-bundle.txt": "libtorch*.so*\na\n",
     }
 
@@ -250,10 +267,12 @@ NASTY = [
 
 @pytest.mark.parametrize("value", NASTY)
 def test_build_env_values_stay_literal(value: str) -> None:
-    job = planned_job("torch2.13.0-cpu-cp311", cpu={"build_env": {"CFLAGS": value}})
+    job = planned_job("torch2.13.0-cpu-cp311", cpu={"build_env": {"CFLAGS": value, "X": value}})
     run = compose(job)
     parsed = parse_environment(run.options_dict["CIBW_ENVIRONMENT"])
-    assert parsed.as_dictionary(prev_environment={}, executor=no_commands)["CFLAGS"] == value
+    got = parsed.as_dictionary(prev_environment={}, executor=no_commands)
+    assert got["X"] == value
+    assert got["CFLAGS"] == f"{value} {MAPS}".strip()  # the path maps after the user's flags
     assert all(value not in a or a == f"--volume={PKG}" for a in run.create_args) or not value
 
 
@@ -453,7 +472,7 @@ def test_the_job_cache_puts_the_images_ccache_in_front_of_every_compiler() -> No
     assert env["CCACHE_DIR"] == "/buildtools/ccache"
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"
     assert env["PYTORCH_NVCC"] == "/opt/buildtools/venv/bin/ccache /tmp/buildtools/cuda/bin/nvcc"
-    assert env["NVCC_APPEND_FLAGS"] == "--threads 3"
+    assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} --threads 3 {NVCC_KEEP}"
     assert "--volume=/cache/ccache/job:/buildtools/ccache" in run.create_args
     # cibuildwheel expands the one PATH value against the container's own PATH
     args = cibw_options.CommandLineArguments.defaults()
@@ -470,7 +489,8 @@ def test_the_job_cache_puts_the_images_ccache_in_front_of_every_compiler() -> No
 def test_without_a_cache_or_threads_the_container_build_is_as_before() -> None:
     run = compose(planned_job("torch2.11.0-cu130-cp312"), nvcc_threads=1)
     env = dict(run.container_env)
-    assert not any(k in env for k in ("CCACHE_DIR", "PYTORCH_NVCC", "NVCC_APPEND_FLAGS", "PATH"))
+    assert not any(k in env for k in ("CCACHE_DIR", "PYTORCH_NVCC", "PATH"))
+    assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} {NVCC_KEEP}"  # no --threads
     assert "$PATH" not in run.options_dict["CIBW_ENVIRONMENT"]
     cpu = dict(compose(planned_job("torch2.13.0-cpu-cp311"), nvcc_threads=4).container_env)
     assert "NVCC_APPEND_FLAGS" not in cpu  # no device code, no nvcc

@@ -11,6 +11,7 @@ import pytest
 from fixtures.fakes import Call, FakeRunner
 from fixtures.probe import imported_report, is_probe, probe_output, static_report
 
+from buildtools.context import RunContext
 from buildtools.errors import ConfigError, PlanError, ToolchainError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
@@ -318,7 +319,10 @@ def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_pa
     log = io.StringIO()
     job = current_job(world)
     tc = prepare_toolchain(
-        job, "3.11", cache_dir=tmp_path / "cache", runner=world, log=log, env={"HOME": "/h"}
+        job,
+        "3.11",
+        cache_dir=tmp_path / "cache",
+        ctx=RunContext(processes=world, env={"HOME": "/h"}, log=log),
     )
     assert tc.torch.version == "2.13.0+cpu"
     assert tc.site_packages == world.base_site  # repair and checks read this torch
@@ -336,7 +340,10 @@ def test_toolchain_for_current_installs_no_torch_and_sees_the_running_one(tmp_pa
     assert "nothing is installed into that environment" in log.getvalue()
 
     again = prepare_toolchain(
-        job, "3.11", cache_dir=tmp_path / "cache", runner=world, log=log, env={"HOME": "/h"}
+        job,
+        "3.11",
+        cache_dir=tmp_path / "cache",
+        ctx=RunContext(processes=world, env={"HOME": "/h"}, log=log),
     )
     assert again.reused and again.root == tc.root and again.site_packages == world.base_site
 
@@ -349,9 +356,7 @@ def test_toolchain_for_current_from_a_base_interpreter_uses_system_site_packages
         current_job(world),
         "3.11",
         cache_dir=tmp_path / "cache",
-        runner=world,
-        log=io.StringIO(),
-        env={},
+        ctx=RunContext(processes=world, env={}, log=io.StringIO()),
     )
     venv = next(c for c in world.argvs if c[1:3] == ["-m", "venv"])
     assert venv[3:] == ["--system-site-packages", "--without-pip", str(tc.root)]
@@ -364,9 +369,7 @@ def test_toolchain_for_current_refuses_another_torch(tmp_path: Path) -> None:
             current_job(world),
             "3.11",
             cache_dir=tmp_path / "c",
-            runner=world,
-            log=io.StringIO(),
-            env={},
+            ctx=RunContext(processes=world, env={}, log=io.StringIO()),
         )
     world = FakeEnvWorld(tmp_path / "b", pip_installs_torch=True)
     with pytest.raises(ToolchainError, match="must never do"):
@@ -374,9 +377,7 @@ def test_toolchain_for_current_refuses_another_torch(tmp_path: Path) -> None:
             current_job(world),
             "3.11",
             cache_dir=tmp_path / "c2",
-            runner=world,
-            log=io.StringIO(),
-            env={},
+            ctx=RunContext(processes=world, env={}, log=io.StringIO()),
         )
 
 
@@ -386,7 +387,10 @@ def test_toolchain_for_current_notices_a_changed_torch(tmp_path: Path) -> None:
     world.torch_version = "2.13.1+cpu"
     with pytest.raises(ToolchainError, match=r"now has torch 2\.13\.1\+cpu.*plan again"):
         prepare_toolchain(
-            job, "3.11", cache_dir=tmp_path / "c", runner=world, log=io.StringIO(), env={}
+            job,
+            "3.11",
+            cache_dir=tmp_path / "c",
+            ctx=RunContext(processes=world, env={}, log=io.StringIO()),
         )
 
 

@@ -14,6 +14,8 @@ from fixtures.factories import make_toolchain, planned_job
 from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.backend import DockerBackend
+from buildtools.backends.registry import BackendOptions, BackendSetting
+from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, UnsafeArtefactError
 from buildtools.knowledge import load_knowledge
 
@@ -71,17 +73,26 @@ def image_absent(runner: FakeRunner) -> FakeRunner:
 
 
 def backend(tmp_path: Path, **kw: Any) -> DockerBackend:
-    args: dict[str, Any] = {
+    setting: dict[str, Any] = {
         "kb": KB,
         "cache_dir": tmp_path / "cache",
         "env": {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)},
+    }
+    options: dict[str, Any] = {
         "offline": True,
         "max_jobs": 2,
         "base_image": "torch-buildtools/local-base:bookworm-0123456789ab",
-        "python": PY,
     }
-    args.update(kw)
-    return DockerBackend(**args)
+    host: dict[str, Any] = {"python": PY}
+    for key, value in kw.items():
+        (
+            setting
+            if key in setting
+            else options
+            if key in options or key == "setup_emulation"
+            else host
+        )[key] = value
+    return DockerBackend(BackendSetting(**setting), BackendOptions(**options), **host)
 
 
 def build(
@@ -95,9 +106,11 @@ def build(
         project_dir=PROJECT,
         out_dir=tmp_path / "raw",
         build_dir=tmp_path / "build",
-        env={"PATH": "/usr/bin", "CIBW_SKIP": "*", "CIBW_BUILD": "cp3*", "HOME": "/root"},
-        runner=runner,
-        log=io.StringIO(),
+        ctx=RunContext(
+            processes=runner,
+            env={"PATH": "/usr/bin", "CIBW_SKIP": "*", "CIBW_BUILD": "cp3*", "HOME": "/root"},
+            log=io.StringIO(),
+        ),
     )
 
 

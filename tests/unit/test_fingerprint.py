@@ -184,3 +184,56 @@ def test_symlinks_are_followed_only_inside_the_project(tmp_path: Path) -> None:
     scan = scan_sources(root)
     assert ("out.h", "a symbolic link out of the project") in scan.skipped
     assert root / "in.h" in scan.files
+
+
+def test_what_buildtools_writes_is_not_a_source(tmp_path: Path) -> None:
+    """smoke, index and ci write into a project whose path is `.`: a following build must
+    find the same sources (its wheel unchanged), while any file a compile may read counts."""
+    from buildtools.wheelbuild.fingerprint import source_files
+
+    root = tmp_path / "ext"
+    (root / "csrc").mkdir(parents=True)
+    (root / "csrc" / "op.cpp").write_text("int f();\n")
+    (root / "setup.py").write_text("from setuptools import setup\n")
+    before = source_fingerprint(root)
+    outputs = {
+        "smoke-results/report.json": '{"schema": "torch-buildtools/smoke-report/v1"}',
+        "site/index.json": "{}",
+        "wheelhouse/report.json": "{}",
+        ".github/workflows/release.yml": "on: push\n",
+        "preview/index.json": '{\n "schema": "torch-buildtools/index/v1"}',  # --site preview
+        "out/smoke/report.json": '{"schema": "torch-buildtools/smoke-report/v1"}',
+        "out/smoke/junit.xml": "<testsuites/>",
+        "matrix.yaml": "version: 1\n",
+        "noxfile.py": "import nox\n",
+        "build/torch-buildtools/j/op.o": "obj",
+        ".site.lock": "",  # what index keeps beside its site
+        ".site.prev/index.json": "{}",
+        ".preview.staging-x1/torch.html": "",
+        ".smoke-results.lock": "",
+    }
+    for rel, text in outputs.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    assert source_fingerprint(root) == before
+    # the same names deeper down, or a report.json of someone else, are sources
+    for rel in ("config/matrix.yaml", "data/report.json", "tools/noxfile.py", ".clang-format"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text('{"schema": "theirs"}')
+    assert sorted(p.relative_to(root).as_posix() for p in source_files(root)) == [
+        ".clang-format",
+        "config/matrix.yaml",
+        "csrc/op.cpp",
+        "data/report.json",
+        "setup.py",
+        "tools/noxfile.py",
+    ]
+
+
+def test_a_cpu_cell_ignores_the_cuda_variables_its_build_never_sees() -> None:
+    cpu = make_job(accelerator="cpu", torch="2.13.0")
+    cuda_home = {"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_PATH": "/opt/cuda"}
+    assert fp(cpu, host_env=cuda_home) == fp(cpu, host_env={"TERM": "x"})
+    # a CUDA cell compiles with it, and a CPU cell with everything else
+    assert fp(host_env=cuda_home) != fp(host_env={"TERM": "x"})
+    assert fp(cpu, host_env={"CXXFLAGS": "-O3"}) != fp(cpu, host_env={"TERM": "x"})

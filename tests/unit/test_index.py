@@ -16,7 +16,7 @@ from buildtools.errors import ExitCode, ImmutableWheelError, PublishError
 from buildtools.index.gate import SmokeGate
 from buildtools.index.manifest import read_manifest
 from buildtools.index.merge import merge
-from buildtools.index.publish import publish
+from buildtools.index.publish import PublishOptions, publish
 from buildtools.index.settings import IndexSettings
 from buildtools.index.site import render_site
 from buildtools.index.variants import wheel_variants
@@ -471,7 +471,7 @@ def test_new_wheel_never_replaces_a_served_file_outside_the_manifest(tmp_path: P
 
 def test_dry_run_writes_nothing(tmp_path: Path, three: list[WheelSource]) -> None:
     site = tmp_path / "site"
-    result = publish(site, three, REL, KB, dry_run=True)
+    result = publish(site, three, REL, KB, options=PublishOptions(dry_run=True))
     assert len(result.added) == 3 and not result.written
     assert list(tmp_path.iterdir()) == [tmp_path / "wh"]
 
@@ -536,10 +536,10 @@ def test_failure_mid_publish_leaves_the_old_site_byte_identical(
     before = snapshot(site)
     kwargs = {"exchange": exchange} if exchange else {}
     with pytest.raises(Crash):
-        publish(site, three[1:], REL, KB, fault=crash_at(stage), **kwargs)
+        publish(site, three[1:], REL, KB, options=PublishOptions(fault=crash_at(stage), **kwargs))
     assert snapshot(site) == before
     assert leftovers(site) == []
-    publish(site, three[1:], REL, KB, **kwargs)  # and the next run works
+    publish(site, three[1:], REL, KB, options=PublishOptions(**kwargs))  # and the next run works
     assert len(read_manifest(site).wheels) == 3
 
 

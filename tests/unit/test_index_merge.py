@@ -17,7 +17,7 @@ import pytest
 
 from buildtools.index import links, transaction
 from buildtools.index.manifest import read_manifest
-from buildtools.index.publish import publish
+from buildtools.index.publish import PublishOptions, publish
 from buildtools.index.transaction import SiteTransaction
 from buildtools.index.wheels import read_wheel
 
@@ -175,7 +175,9 @@ def test_a_crash_before_the_swap_of_a_reused_generation_leaves_the_site(
     paths, whole, site = published_twice(tmp_path)
     before = tree(site)
     with pytest.raises(Crash):
-        publish(site, [read_wheel(p) for p in paths[3:]], REL, KB, fault=fault)
+        publish(
+            site, [read_wheel(p) for p in paths[3:]], REL, KB, options=PublishOptions(fault=fault)
+        )
     assert tree(site) == before
     publish_paths(site, paths[3:])
     assert tree(site) == tree(whole)

@@ -17,7 +17,7 @@ from buildtools.cli.main import main
 from buildtools.errors import PublishError
 from buildtools.index.hashes import KnownHash, manifest_hashes, report_hashes, trusted_sha256
 from buildtools.index.manifest import read_manifest
-from buildtools.index.publish import publish
+from buildtools.index.publish import PublishOptions, publish
 from buildtools.index.transaction import site_transaction
 from buildtools.index.wheels import read_wheel, read_wheels
 
@@ -124,7 +124,7 @@ def test_new_wheels_are_linked_into_the_site_and_checked_first(tmp_path: Path) -
     # same filesystem: a reflink or a hard link, never a second copy's write
     assert hosted.stat().st_mtime_ns == path.stat().st_mtime_ns
     copied_site = tmp_path / "copied"
-    publish(copied_site, read_wheels([path]), REL, KB, link=False)
+    publish(copied_site, read_wheels([path]), REL, KB, options=PublishOptions(link=False))
     assert not (copied_site / "wheels" / path.name).samefile(path)
 
 
@@ -291,7 +291,7 @@ def test_a_crash_while_reusing_the_previous_generation_leaves_the_site(tmp_path:
         p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()
     }
     with pytest.raises(Crash):
-        publish(site, [read_wheel(paths[2])], REL, KB, fault=fault)
+        publish(site, [read_wheel(paths[2])], REL, KB, options=PublishOptions(fault=fault))
     after = {p.relative_to(site).as_posix(): p.read_bytes() for p in site.rglob("*") if p.is_file()}
     assert after == before
     publish(site, [read_wheel(paths[2])], REL, KB)

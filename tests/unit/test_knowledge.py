@@ -457,7 +457,7 @@ def test_ecosystem_facts_load_and_are_cached() -> None:
         ('"label": "ubuntu-24.04"', '"label": "ubuntu 24"', "default_runner.label: expected"),
         ('"source": "R38', '"sauce": "R38', "manylinux_aliases.sauce: unknown key"),
         ('"url": "https://download.pytorch.org/whl"', '"url": "http://x/"', "pytorch_index.url"),
-        ('"PIP_USER": "makes', '"PIP USER": "makes', "each variable needs a name"),
+        ('"PIP_USER": "makes', '"PIP USER": "makes', "each entry needs a name"),
     ],
 )
 def test_broken_ecosystem_data_is_reported(

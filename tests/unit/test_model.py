@@ -166,8 +166,7 @@ def test_build_record_for_job_is_the_written_schema() -> None:
         torch="2.11.0+cu130",
         cxx11_abi=True,
         python="3.10.14",
-        cuda="13.0",
-        hip="7.2",
+        device_runtime="13.0",
         fingerprint="sha256:f",
         source_fingerprint="sha256:s",
     )

@@ -11,7 +11,9 @@ from fixtures.fakes import Call, FakeRunner
 
 from buildtools.errors import BuildFailedError, ToolchainError
 from buildtools.wheel.repair import (
+    Grafting,
     PlatformTagReport,
+    RepairTools,
     best_platform_tag,
     derive_excludes,
     plan_repair,
@@ -91,12 +93,12 @@ def test_plan_auto_exact_argv(tmp_path: Path) -> None:
         Path("/w/ext_ok-0.1.0-cp311-cp311-linux_x86_64.whl"),
         dest_dir=Path("/out"),
         plat="manylinux_2_28_x86_64",
-        excludes=("libc10.so", "libtorch.so"),
-        user_excludes=("libfoo.so.*", "libc10.so"),
-        library_dirs=(Path("/site/torch/lib"), Path("/site/nvidia/cu13/lib")),
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
+        grafting=Grafting(
+            excludes=("libc10.so", "libtorch.so"),
+            user_excludes=("libfoo.so.*", "libc10.so"),
+            library_dirs=(Path("/site/torch/lib"), Path("/site/nvidia/cu13/lib")),
+        ),
     )
     assert plan.policy == "auto"
     assert plan.argv == (
@@ -128,10 +130,10 @@ def test_plan_keeps_existing_library_path() -> None:
         Path("/w/a-1-cp311-cp311-linux_x86_64.whl"),
         dest_dir=Path("/out"),
         plat="manylinux_2_34_x86_64",
-        library_dirs=(Path("/t/lib"),),
-        python=PY,
-        env={**BASE_ENV, "LD_LIBRARY_PATH": "/opt/x"},
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(
+            python=PY, env={**BASE_ENV, "LD_LIBRARY_PATH": "/opt/x"}, patchelf_dir=PATCHELF
+        ),
+        grafting=Grafting(library_dirs=(Path("/t/lib"),)),
     )
     assert plan.env_dict["LD_LIBRARY_PATH"] == "/t/lib:/opt/x"
     assert "--exclude" not in plan.argv
@@ -143,9 +145,7 @@ def test_plan_skip_has_no_command() -> None:
         dest_dir=Path("/out"),
         plat="manylinux_2_28_x86_64",
         policy="skip",
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
     )
     assert plan.policy == "skip"
     assert plan.argv == ()
@@ -164,9 +164,7 @@ def test_plan_custom_template(template: str | list[str]) -> None:
         dest_dir=Path("/out dir"),
         plat="manylinux_2_28_x86_64",
         policy=template,
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
     )
     assert plan.policy == "custom"
     # substituted per argument: spaces in paths stay inside one argument, no shell
@@ -196,9 +194,7 @@ def test_plan_custom_template_errors(policy: str | list[str], match: str) -> Non
             dest_dir=Path("/out"),
             plat="manylinux_2_28_x86_64",
             policy=policy,
-            python=PY,
-            env=BASE_ENV,
-            patchelf_dir=PATCHELF,
+            tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
         )
 
 
@@ -216,10 +212,8 @@ def test_run_repair_auto_returns_the_new_wheel(tmp_path: Path) -> None:
         raw,
         dest_dir=dest,
         plat="manylinux_2_34_x86_64",
-        excludes=("libc10.so",),
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
+        grafting=Grafting(excludes=("libc10.so",)),
     )
     out = run_repair(plan, runner=runner)
     assert out == dest / "ext_ok-0.1.0-cp311-cp311-manylinux_2_34_x86_64.whl"
@@ -238,9 +232,7 @@ def test_run_repair_failure_names_the_problem(tmp_path: Path) -> None:
         raw,
         dest_dir=tmp_path / "o",
         plat="manylinux_2_34_x86_64",
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
     )
     with (tmp_path / "repair.log").open("w") as log, pytest.raises(BuildFailedError) as err:
         run_repair(plan, runner=runner, log=log)
@@ -257,9 +249,7 @@ def test_run_repair_without_output_wheel(tmp_path: Path) -> None:
         raw,
         dest_dir=tmp_path / "o",
         plat="manylinux_2_34_x86_64",
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
     )
     with pytest.raises(BuildFailedError, match="holds 0 new wheels"):
         run_repair(plan, runner=FakeRunner())
@@ -273,9 +263,7 @@ def test_run_repair_skip_retags_without_a_process(tmp_path: Path) -> None:
         dest_dir=tmp_path / "o",
         plat="manylinux_2_28_x86_64",
         policy="skip",
-        python=PY,
-        env=BASE_ENV,
-        patchelf_dir=PATCHELF,
+        tools=RepairTools(python=PY, env=BASE_ENV, patchelf_dir=PATCHELF),
     )
     out = run_repair(plan, runner=runner)
     assert runner.calls == []

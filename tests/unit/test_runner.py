@@ -164,3 +164,15 @@ def test_which_resolves_on_the_given_path_or_says_how_to_install(tmp_path: Path)
     with pytest.raises(ToolMissingError) as err:
         which("ccache", install_hint="apt-get install -y ccache", path=str(tmp_path))
     assert str(err.value) == "ccache: not found on PATH; install it with: apt-get install -y ccache"
+
+
+def test_the_log_names_a_long_inline_program_by_its_size() -> None:
+    from buildtools.process import echo
+
+    script = "import sys\n" * 190
+    assert echo(["/venv/bin/python", "-I", "-c", script, "--static"]) == (
+        "/venv/bin/python -I -c '<a program of 191 lines>' --static"
+    )
+    assert echo(["python", "-c", "import torch; print(1)"]) == (
+        "python -c 'import torch; print(1)'"
+    )

@@ -14,6 +14,7 @@ from fixtures.fakes import FakeRunner
 
 from buildtools.backends.base import nvcc_flags_env
 from buildtools.backends.local import LocalBackend
+from buildtools.context import RunContext
 from buildtools.model import BuildJob, Toolkit
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
@@ -101,9 +102,11 @@ def build_env_of(
         project_dir=opts.project_dir,
         out_dir=out,
         build_dir=tmp_path / "tree",
-        env=job_environment(the_job, tc, opts, compiler_cache=cache),
-        runner=runner,
-        log=io.StringIO(),
+        ctx=RunContext(
+            processes=runner,
+            env=job_environment(the_job, tc, opts, compiler_cache=cache),
+            log=io.StringIO(),
+        ),
     )
     (call,) = runner.calls
     assert call.argv[1:4] == ("-m", "build", "--wheel")
@@ -257,11 +260,14 @@ def test_a_cuda_jobs_build_environment_carries_its_threads(tmp_path: Path) -> No
         nvcc_threads=2,
     )
     env = job_environment(the_job, tc, opts)
-    assert env["NVCC_APPEND_FLAGS"] == "--threads 2" and env["MAX_JOBS"] == "2"
+    # nvcc's host compiler gets the path maps (reproducible wheels), then the threads
+    assert env["NVCC_APPEND_FLAGS"].startswith("-Xcompiler -ffile-prefix-map=")
+    assert env["NVCC_APPEND_FLAGS"].endswith(" --threads 2") and env["MAX_JOBS"] == "2"
     assert "NVCC_APPEND_FLAGS" not in job_environment(
         make_job(), make_toolchain(tmp_path / "venv"), opts
     )
-    assert "NVCC_APPEND_FLAGS" not in job_environment(the_job, tc, replace(opts, nvcc_threads=1))
+    one = job_environment(the_job, tc, replace(opts, nvcc_threads=1))
+    assert "--threads" not in one["NVCC_APPEND_FLAGS"]
 
 
 def test_nvcc_threads_leave_the_fingerprint_alone() -> None:
@@ -384,19 +390,25 @@ def test_installer_choice(tmp_path: Path) -> None:
 
 
 def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> None:
-    from buildtools.backends.docker.cibw import CONTAINER_CCACHE_DIR, compose_cibuildwheel
+    from buildtools.backends.docker.cibw import (
+        CONTAINER_CCACHE_DIR,
+        CibwInputs,
+        compose_cibuildwheel,
+    )
 
     def run(ccache: Path | None) -> Any:
         return compose_cibuildwheel(
             make_job(),
-            image="quay.io/pypa/manylinux_2_28_x86_64:latest",
-            project_dir=tmp_path,
-            output_dir=tmp_path / "out",
-            buildtools_dir=tmp_path / "bt",
-            job_dir=tmp_path / "job",
-            max_jobs=1,
-            offline=False,
-            ccache_dir=ccache,
+            CibwInputs(
+                image="quay.io/pypa/manylinux_2_28_x86_64:latest",
+                project_dir=tmp_path,
+                output_dir=tmp_path / "out",
+                buildtools_dir=tmp_path / "bt",
+                job_dir=tmp_path / "job",
+                max_jobs=1,
+                offline=False,
+                ccache_dir=ccache,
+            ),
         )
 
     with_cache = run(tmp_path / "ccache" / "j")

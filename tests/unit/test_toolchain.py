@@ -16,6 +16,7 @@ from fixtures.factories import make_job, replace_job
 from fixtures.fakes import Call, FakeRunner
 from fixtures.probe import imported_report, is_probe, probe_output, static_report
 
+from buildtools.context import RunContext
 from buildtools.errors import ToolchainError, ToolMissingError
 from buildtools.model import BuildJob, Toolkit
 from buildtools.probe.hostenv import parse_snapshot
@@ -150,7 +151,11 @@ def prepare(world: FakeWorld, job: BuildJob, home: Path, **kw: Any) -> tuple[Any
     log = io.StringIO()
     env = {"HOME": str(home), "PATH": "/usr/bin", **kw.pop("env", {})}
     tc = prepare_toolchain(
-        job, "3.12", cache_dir=home / "cache", runner=world, log=log, env=env, **kw
+        job,
+        "3.12",
+        cache_dir=home / "cache",
+        ctx=RunContext(processes=world, env=env, log=log),
+        **kw,
     )
     return tc, log.getvalue()
 
@@ -403,13 +408,33 @@ def test_changed_torch_in_env_is_rebuilt(home: Path) -> None:
         prepare(world, job, home)
 
 
-def test_failed_verification_writes_no_marker(home: Path) -> None:
+def test_a_failed_environment_is_removed_not_left_under_the_cells_name(home: Path) -> None:
     world = FakeWorld(home)  # PyPI's torch: CUDA 13.0
     job = job211("cpu")
-    with pytest.raises(ToolchainError, match="CPU-only"):
+    with pytest.raises(ToolchainError, match="CPU-only") as err:
         prepare(world, job, home)
-    (root,) = (home / "cache" / "toolchains").glob("py*")
-    assert not (root / MARKER).exists()
+    assert "pip's configured indexes (no torch index is set for these cells)" in str(err.value)
+    assert "set the torch index of these cells to https://download.pytorch.org/whl/cpu" in str(
+        err.value
+    )
+    assert not list((home / "cache" / "toolchains").glob("py*"))
+
+
+def test_an_index_that_did_not_answer_is_named_as_not_used(home: Path) -> None:
+    world = FakeWorld(home)
+    world.index_reachable = False
+    job = job211("cpu", torch_index="https://download.pytorch.org/whl/cpu")
+    with pytest.raises(ToolchainError) as err:
+        prepare(world, job, home)
+    msg = str(err.value)
+    assert err.value.exit_code == 7
+    assert (
+        "from pip's configured indexes (the cells' torch index "
+        "https://download.pytorch.org/whl/cpu did not answer, so it was not used)"
+    ) in msg
+    assert "did not answer from this machine: check the URL, the network" in msg
+    assert "set the torch index" not in msg  # it is set: saying so again would contradict
+    assert not list((home / "cache" / "toolchains").glob("py*"))
 
 
 def test_pip_failure(home: Path) -> None:
@@ -425,9 +450,7 @@ def test_missing_python(home: Path) -> None:
             job211(python="3.9"),
             "3.9",
             cache_dir=home / "cache",
-            runner=world,
-            log=io.StringIO(),
-            env={"HOME": str(home), "PATH": ""},
+            ctx=RunContext(processes=world, env={"HOME": str(home), "PATH": ""}, log=io.StringIO()),
         )
 
 

@@ -172,10 +172,23 @@ def test_relabel_with_source_date_epoch_forgets_when_and_where_it_was_built(
 def test_reproducible_build_environment(tmp_path: Path) -> None:
     from buildtools.wheelbuild.environment import reproducible_env, source_date_epoch
 
-    env = reproducible_env({"CFLAGS": "-O2"}, project_dir=tmp_path)
+    site = tmp_path / "env" / "site-packages"
+    env = reproducible_env({"CFLAGS": "-O2"}, project_dir=tmp_path, site_packages=site)
     assert env["SOURCE_DATE_EPOCH"] == "315532800"
-    assert env["CFLAGS"] == f"-O2 -ffile-prefix-map={tmp_path}=. -fdebug-prefix-map={tmp_path}=."
-    assert env["CXXFLAGS"].startswith(f"-ffile-prefix-map={tmp_path}=.")
+    # the project's absolute path, the relative one ccache's base_dir makes of it from the
+    # object directory (build/torch-buildtools/<tree>), torch's headers
+    maps = [f"{tmp_path}=.", "../../..=.", f"{site}=/site-packages"]
+    flags = " ".join(f"-ffile-prefix-map={m} -fdebug-prefix-map={m}" for m in maps)
+    assert env["CFLAGS"] == f"-O2 {flags}"
+    assert env["CXXFLAGS"] == flags
+    assert "NVCC_APPEND_FLAGS" not in env
+    cuda = reproducible_env({"NVCC_APPEND_FLAGS": "--threads 2"}, project_dir=tmp_path, device=True)
+    assert cuda["NVCC_APPEND_FLAGS"] == (
+        f"--threads 2 -Xcompiler -ffile-prefix-map={tmp_path}=. -Xcompiler -ffile-prefix-map=../../..=."
+    )
+    # a path nvcc's -Xcompiler or CFLAGS would split is left unmapped, not broken
+    spaced = reproducible_env({}, project_dir=tmp_path / "my project")
+    assert "my project" not in spaced["CFLAGS"] and "../../..=." in spaced["CFLAGS"]
     assert source_date_epoch({"SOURCE_DATE_EPOCH": "1700000000"}) == 1_700_000_000
     assert source_date_epoch({"SOURCE_DATE_EPOCH": "yesterday"}) == 315532800
 

@@ -22,22 +22,23 @@ import platform
 import shlex
 import shutil
 import sys
-from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
+from ...context import RunContext
 from ...ecosystem import load_ecosystem
 from ...errors import BuildFailedError, ToolchainError, ToolMissingError, UnsafeArtefactError
 from ...files import check_wheel_filename
-from ...knowledge import Knowledge
 from ...locks import file_lock
 from ...model import BuildJob
 from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
 from ...process import ProcessRunner, which
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
-from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR
+from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, BackendOptions, BackendSetting
 from .cibw import (
+    CibwInputs,
     CibwRun,
     PipPassthrough,
     compose_cibuildwheel,
@@ -92,30 +93,28 @@ class DockerBackend:
     repairs_inside = True  # the wheel comes back repaired against the container's torch
     needs_host_toolkit = False  # the host only needs torch, for the checks
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
+        setting: BackendSetting,
+        options: BackendOptions,
         *,
-        kb: Knowledge,
-        cache_dir: Path,
-        env: Mapping[str, str],
-        offline: bool = False,
-        max_jobs: int | None = None,
-        base_image: str | None = None,
         python: str = sys.executable,
-        setup_emulation: bool = False,
         host_machine: str | None = None,
         binfmt_dir: Path = BINFMT_DIR,
     ) -> None:
-        self.kb = kb
-        self.cache_dir = cache_dir
-        self.env = dict(env)
-        self.offline = offline
-        self.max_jobs = max_jobs
+        """Made by `backends.registry`; `python`, `host_machine`, `binfmt_dir`: the host's
+        (tests give others)."""
+        self.kb = setting.kb
+        self.cache_dir = setting.cache_dir
+        self.env = dict(setting.env)
+        self.offline = options.offline
+        self.max_jobs = options.max_jobs
+        base_image = options.base_image
         self.base_image = (
             validate_image_ref(base_image, what="--base-image") if base_image else None
         )
         self.python = python
-        self.setup_emulation = setup_emulation
+        self.setup_emulation = options.setup_emulation
         self.host_machine = host_machine or platform.machine()
         self.binfmt_dir = binfmt_dir
         self._pip: PipPassthrough | None = None
@@ -309,40 +308,16 @@ class DockerBackend:
 
     # ------------------------------------------------------------------------- build
 
-    def compose(  # noqa: PLR0913
-        self,
-        job: BuildJob,
-        *,
-        image: str,
-        project_dir: Path,
-        out_dir: Path,
-        job_dir: Path,
-        wheels_dir: Path | None,
-        pip: PipPassthrough | None,
-        torch_index: str | None,
-        ccache_dir: Path | None = None,
-        nvcc_threads: int = 1,
-        cross: CrossToolchain | None = None,
-        uv_dir: Path | None = None,
-    ) -> CibwRun:
-        """The cibuildwheel run for `job` with this backend's settings."""
+    def compose(self, job: BuildJob, inputs: CibwInputs) -> CibwRun:
+        """The cibuildwheel run for `job` with this backend's settings added to `inputs`."""
         return compose_cibuildwheel(
             job,
-            image=image,
-            project_dir=project_dir,
-            output_dir=out_dir,
-            buildtools_dir=Path(__file__).resolve().parents[2],
-            job_dir=job_dir,
-            max_jobs=self.max_jobs or os.cpu_count() or 1,
-            offline=self.offline,
-            wheels_dir=wheels_dir,
-            pip=pip,
-            torch_index=torch_index,
-            host_python=self.python,
-            ccache_dir=ccache_dir,
-            nvcc_threads=nvcc_threads,
-            cross_toolchain=cross.path if cross is not None else None,
-            uv_dir=uv_dir,
+            replace(
+                inputs,
+                max_jobs=self.max_jobs or os.cpu_count() or 1,
+                offline=self.offline,
+                host_python=self.python,
+            ),
         )
 
     def uv_for(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> Path | None:
@@ -390,7 +365,7 @@ class DockerBackend:
         )
         return found
 
-    def build_raw(  # noqa: PLR0913
+    def build_raw(
         self,
         job: BuildJob,
         toolchain: Toolchain,
@@ -398,11 +373,10 @@ class DockerBackend:
         project_dir: Path,
         out_dir: Path,
         build_dir: Path,
-        env: Mapping[str, str],
-        runner: ProcessRunner,
-        log: IO[str],
+        ctx: RunContext,
     ) -> list[Path]:
         """One cibuildwheel run; returns the wheel it built, repaired and import-tested."""
+        env, runner, log = ctx.env, ctx.processes, ctx.stream
         image = self.ensure_image(job, runner=runner, log=log)
         job_dir = build_dir / "container"
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -420,18 +394,20 @@ class DockerBackend:
             wheels, pip, index = None, self.pip_config(runner), self._torch_index(job, runner, log)
         run = self.compose(
             job,
-            image=image,
-            project_dir=project_dir,
-            out_dir=out_dir,
-            job_dir=job_dir,
-            wheels_dir=wheels,
-            pip=pip,
-            torch_index=index,
-            # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
-            ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
-            nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
-            cross=cross,
-            uv_dir=uv_dir,
+            CibwInputs(
+                image=image,
+                project_dir=project_dir,
+                output_dir=out_dir,
+                job_dir=job_dir,
+                wheels_dir=wheels,
+                pip=pip,
+                torch_index=index,
+                # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
+                ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
+                nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
+                cross_toolchain=cross.path if cross is not None else None,
+                uv_dir=uv_dir,
+            ),
         )
         cibw_env = {
             k: v for k, v in env.items() if not k.startswith("CIBW_") and k != NVCC_THREADS_VAR

@@ -25,6 +25,7 @@ __all__ = [
     "CONTAINER_LIB_DIR",
     "CONTAINER_WHEELS_DIR",
     "TOOLS_PYTHON",
+    "CibwInputs",
     "CibwRun",
     "Mount",
     "PipPassthrough",
@@ -38,11 +39,12 @@ __all__ = [
 ]
 
 import json
+import posixpath
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -51,7 +53,7 @@ from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
-from ..base import nvcc_flags_env
+from ..base import nvcc_flags_env, nvcc_keep_env, prefix_maps_env
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -65,6 +67,15 @@ CONTAINER_JOB_DIR = "/buildtools/job"
 CONTAINER_WHEELS_DIR = "/buildtools/wheels"
 CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
+CONTAINER_BUILD_TEMP = f"{CONTAINER_BUILD_DIR}/temp"  # the object files: ninja's directory
+CONTAINER_PROJECT = "/project"  # where cibuildwheel copies the project
+# The sources' paths the compiler sees, absolute or as ccache's base_dir makes them relative
+# to the object directory, mapped to `.` as on the host (`build.environment`): the wheel has
+# the same __FILE__ strings with and without the compiler cache.
+CONTAINER_PREFIX_MAPS = (
+    f"{CONTAINER_PROJECT}=.",
+    f"{posixpath.relpath(CONTAINER_PROJECT, CONTAINER_BUILD_TEMP)}=.",
+)
 CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
 # ccache in every builder image (docker/install-tools.sh): the program, and a directory of
 # compiler-named links to it that goes first on the build's PATH (as on the host)
@@ -347,7 +358,8 @@ def job_files(job: BuildJob, *, never_bundle: Sequence[str]) -> dict[str, str]:
         # keeps every pip in the container (before-build, the test venv) on the job's torch
         "constraints.txt": _requirement(job.torch_requirement, f"{job.id}: torch") + "\n",
         # the project is copied in as is: build in a clean tree, not in a copied build/
-        "setup.cfg": f"[build]\nbuild_base = {CONTAINER_BUILD_DIR}\n",
+        "setup.cfg": f"[build]\nbuild_base = {CONTAINER_BUILD_DIR}\n\n"
+        f"[build_ext]\nbuild_temp = {CONTAINER_BUILD_TEMP}\n",
         # the knowledge base's never-bundle patterns, read by `incontainer repair`
         "never-bundle.txt": "".join(f"{p}\n" for p in never_bundle),
     }
@@ -357,24 +369,29 @@ def _incontainer(verb: str, *args: str) -> list[str]:
     return [TOOLS_PYTHON, "-m", "buildtools.backends.docker.incontainer", verb, *args]
 
 
-def compose_cibuildwheel(  # noqa: PLR0912, PLR0913, PLR0915
-    job: BuildJob,
-    *,
-    image: str,
-    project_dir: Path,
-    output_dir: Path,
-    buildtools_dir: Path,
-    job_dir: Path,
-    max_jobs: int,
-    offline: bool,
-    wheels_dir: Path | None = None,
-    pip: PipPassthrough | None = None,
-    torch_index: str | None = None,
-    host_python: str = "python",
-    ccache_dir: Path | None = None,
-    nvcc_threads: int = 1,
-    cross_toolchain: Path | None = None,
-    uv_dir: Path | None = None,
+@dataclass(frozen=True, kw_only=True)
+class CibwInputs:
+    """What one cibuildwheel run of a job is made from (see `compose_cibuildwheel`)."""
+
+    image: str
+    project_dir: Path
+    output_dir: Path
+    job_dir: Path
+    buildtools_dir: Path = Path(__file__).resolve().parents[2]
+    max_jobs: int = 1
+    offline: bool = False
+    wheels_dir: Path | None = None
+    pip: PipPassthrough | None = None
+    torch_index: str | None = None
+    host_python: str = "python"
+    ccache_dir: Path | None = None
+    nvcc_threads: int = 1
+    cross_toolchain: Path | None = None
+    uv_dir: Path | None = None
+
+
+def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
+    job: BuildJob, inputs: CibwInputs
 ) -> CibwRun:
     """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
 
@@ -389,6 +406,15 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0913, PLR0915
     installs offline. `uv_dir` (a native offline job) holds bin/uv (`uvbin.ensure_uv`),
     mounted at UV_MOUNT: the build environment and the test venv are installed with it.
     """
+    image, project_dir, output_dir = inputs.image, inputs.project_dir, inputs.output_dir
+    buildtools_dir, job_dir, max_jobs = inputs.buildtools_dir, inputs.job_dir, inputs.max_jobs
+    offline, wheels_dir, pip = inputs.offline, inputs.wheels_dir, inputs.pip
+    torch_index, host_python, ccache_dir = inputs.torch_index, inputs.host_python, inputs.ccache_dir
+    nvcc_threads, cross_toolchain, uv_dir = (
+        inputs.nvcc_threads,
+        inputs.cross_toolchain,
+        inputs.uv_dir,
+    )
     accel = job.accelerator
     arch = _arch(job)
     image = validate_image_ref(image, what=f"{job.id}: builder image")
@@ -454,9 +480,17 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0913, PLR0915
         ]
         if accel.kind == "cuda":
             container_env.append(("PYTORCH_NVCC", f"{CONTAINER_CCACHE} {CUDA_LINK}/bin/nvcc"))
-    container_env += [(_env_name(k, f"{job.id}: build_env"), v) for k, v in job.env]
+    # the job's build_env, with the path maps appended to its CFLAGS/CXXFLAGS/NVCC flags
+    build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
+    build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
     if accel.kind == "cuda":
-        container_env += list(nvcc_flags_env(nvcc_threads, dict(job.env)).items())
+        build_env.update(nvcc_flags_env(nvcc_threads, build_env))
+        # nvcc's intermediate files named after the source, not its pid (reproducible), in
+        # the object directory, which exists when ninja runs
+        build_env.update(
+            nvcc_keep_env(PurePosixPath(CONTAINER_BUILD_TEMP), build_env, project_dir=project_dir)
+        )
+    container_env += list(build_env.items())
     if "MAX_JOBS" not in dict(job.env):
         container_env.append(("MAX_JOBS", str(max_jobs)))
     if offline:

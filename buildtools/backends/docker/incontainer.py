@@ -9,7 +9,8 @@ Every argument is composed by `buildtools.backends.docker.cibw` from the plan; n
     before-build --python python --torch REQ [--kind cpu|cuda|rocm] [--index-url URL]
                  [--cuda X.Y --toolkit REQ…] [--cross GXX] REQ…
         pip-install the job's exact torch and build requirements into the build
-        interpreter, verify torch is the cell's build; for CUDA pick the compiler: the
+        interpreter, verify torch is the cell's build; for CPU hide any CUDA/ROCm
+        toolchain of the image from the build (`toolchain.blind`); for CUDA pick the compiler: the
         image's /usr/local/cuda-X.Y when its nvcc is X.Y, else NVIDIA's PyPI toolkit
         (pinned by the plan), linked at CUDA_LINK (the job's CUDA_HOME). With --cross
         (an emulated build, `buildtools.backends.docker.cross`): accept the mounted x86_64
@@ -43,6 +44,8 @@ from ...wheel.archive import open_wheel
 CUDA_LINK = Path("/tmp/buildtools/cuda")
 # libX.so links for the PyPI toolkit's libX.so.N (`-lcudart` needs one): the LIBRARY_PATH.
 LIB_LINK_DIR = Path("/tmp/buildtools/lib")
+# A CPU cell's PATH directories less nvcc/hipcc (`toolchain.blind`).
+BLIND_DIR = Path("/tmp/buildtools/blind-path")
 
 _PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
 
@@ -213,6 +216,27 @@ def _choose_compiler(gxx: str) -> None:
         print(f"[buildtools] compiler: the image's c++ under emulation: {why}", flush=True)
 
 
+def _blind_cpu_build(python: str) -> None:
+    """A CPU cell's build sees no CUDA/ROCm toolchain, even in an image that has one.
+
+    cibuildwheel gives before-build and the build the same environment, which this step
+    cannot change: the build interpreter's site-packages gets a .pth line that unsets the
+    device variables and swaps PATH directories holding nvcc/hipcc for mirrors without them
+    when it starts (the container is thrown away after the job).
+    """
+    import os
+
+    from ...toolchain.blind import hide_device_toolchain
+
+    blinded = hide_device_toolchain(os.environ, mirror_root=BLIND_DIR)
+    if not blinded.describe():
+        print("[buildtools] CPU cell: the image has no CUDA/ROCm toolchain in sight", flush=True)
+        return
+    site = Path(_capture([python, "-c", _PURELIB]).strip())
+    (site / "buildtools-cpu-build.pth").write_text(blinded.startup_line(), encoding="utf-8")
+    print(f"[buildtools] CPU cell, no CUDA/ROCm toolchain visible: {blinded.describe()}")
+
+
 def _network_interfaces() -> list[str]:
     net = Path("/sys/class/net")
     return sorted(p.name for p in net.iterdir()) if net.is_dir() else []
@@ -224,6 +248,8 @@ def _before_build(args: argparse.Namespace) -> None:
     python = _interpreter(args.python)
     _pip_install(python, [args.torch, *args.requirements], args.index_url, installer=args.installer)
     _verify_torch(python, args.torch, args.kind, args.cuda)
+    if args.kind == "cpu":
+        _blind_cpu_build(python)
     if args.cuda:
         _choose_cuda(python, args.cuda, args.toolkit, args.index_url, installer=args.installer)
     if args.cross:
@@ -233,7 +259,8 @@ def _before_build(args: argparse.Namespace) -> None:
 def _repair(args: argparse.Namespace) -> None:
     import os
 
-    from ...wheel.repair import repair_against_torch
+    from ...context import RunContext
+    from ...wheel.repair import RepairTarget, repair_against_torch
 
     python = _interpreter(args.python)
     site = Path(_capture([python, "-c", _PURELIB]).strip())
@@ -253,13 +280,9 @@ def _repair(args: argparse.Namespace) -> None:
     repaired = repair_against_torch(
         Path(args.wheel),
         dest_dir=Path(args.dest_dir),
-        site_packages=site,
-        promised=args.plat,
-        never_bundle=never_bundle,
+        target=RepairTarget(site_packages=site, promised=args.plat, never_bundle=never_bundle),
         repair=repair,
-        runner=SubprocessRunner(),
-        env=dict(os.environ),
-        log=sys.stdout,
+        ctx=RunContext(processes=SubprocessRunner(), env=dict(os.environ), log=sys.stdout),
     )
     print(f"[buildtools] repaired: {repaired.name}", flush=True)
 

@@ -39,6 +39,7 @@ __all__ = [
     "TorchTarget",
     "check_binaries",
     "check_wheel",
+    "device_code",
     "expected_archs",
     "has_errors",
     "is_grafted",
@@ -54,7 +55,7 @@ from ...model import Finding, Severity
 from ..elf import ElfInfo
 from . import abi, bundled, device, machine, metadata, platform, pythons, record, size, symbols
 from .device import expected_archs
-from .elves import WheelElf, extract_elves, is_grafted
+from .elves import WheelElf, describe_device_code, extract_elves, is_grafted
 from .expect import Expectation
 from .facts import target_facts
 from .registry import BinaryCheck, Check, Subject, WheelSubject
@@ -129,6 +130,17 @@ def check_wheel(
             expect=expect,
         )
         return [f for check in CHECKS for f in _run(check, subject)]
+
+
+def device_code(wheel: Path) -> list[tuple[str, str]]:
+    """(path in the wheel, its device code in words) of each of the wheel's own shared
+    objects (not the libraries a repair grafted): what a pass of the checks found."""
+    with tempfile.TemporaryDirectory(prefix="buildtools-check-") as tmp:
+        return [
+            (e.arcname, describe_device_code(e))
+            for e in extract_elves(wheel, Path(tmp))
+            if not e.grafted
+        ]
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:

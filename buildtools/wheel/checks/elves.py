@@ -8,10 +8,18 @@ largest shared object on disk.
 
 from __future__ import annotations
 
-__all__ = ["IN_MEMORY", "WheelElf", "extract_elves", "is_grafted", "read_elves"]
+__all__ = [
+    "IN_MEMORY",
+    "WheelElf",
+    "describe_device_code",
+    "extract_elves",
+    "is_grafted",
+    "read_elves",
+]
 
 import contextlib
 import io
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -82,3 +90,25 @@ def extract_elves(wheel: Path, into: Path | None = None) -> list[WheelElf]:
     """Every ELF `*.so*` in `wheel` (`read_elves`); `into`: where a large one is written."""
     with open_wheel(wheel) as archive:
         return read_elves(archive, scratch=into)
+
+
+def _arch_order(arch: str) -> tuple[str, int, str]:
+    """sm_75 before sm_100; gfx90a before gfx942 (the number, then the rest)."""
+    match = re.match(r"^([a-z_]*?)(\d+)(.*)$", arch)
+    return (match[1], int(match[2]), match[3]) if match else (arch, 0, "")
+
+
+def describe_device_code(elf: WheelElf) -> str:
+    """What device code one shared object carries, in words: 'CUDA sm_80 sm_90, PTX
+    compute_90', 'ROCm gfx90a gfx942', or 'no device code'; '(some unreadable)' when the
+    reader could not read all of it."""
+    parts: list[str] = []
+    for label, code in (("CUDA", elf.info.cuda), ("ROCm", elf.info.hip)):
+        if code is None:
+            continue
+        cubins = sorted((a for a in code.archs if not a.startswith("compute_")), key=_arch_order)
+        ptx = sorted((a for a in code.archs if a.startswith("compute_")), key=_arch_order)
+        text = f"{label} {' '.join(cubins) or '(no cubin)'}"
+        text += f", PTX {' '.join(ptx)}" if ptx else ", no PTX" if label == "CUDA" else ""
+        parts.append(text + ("" if code.complete else " (some unreadable)"))
+    return "; ".join(parts) or "no device code"
