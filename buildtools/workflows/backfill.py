@@ -22,7 +22,7 @@ __all__ = ["BACKFILL_NAME", "BACKFILL_WORKFLOW", "render_backfill"]
 from typing import Any
 
 from ..ciplan import layout
-from .common import Context
+from .common import Context, documented
 from .scripts import bash
 from .yamlwriter import dump
 
@@ -154,4 +154,4 @@ def render_backfill(ctx: Context) -> str:
         "env": ctx.env,
         "jobs": {"missing": missing, "dispatch": dispatch},
     }
-    return dump(doc, header=header, gaps=("jobs",))
+    return dump(documented(doc), header=header, gaps=("jobs",))

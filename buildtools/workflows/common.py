@@ -35,6 +35,7 @@ _WHY = {
     ("packages", "read"): "pull the builder images",
     ("packages", "write"): "push the builder images",
     ("actions", "read"): "download the wheels the pull request's run built",
+    ("actions", "write"): "start release.yml for the tag (a workflow dispatch)",
     ("statuses", "write"): "post the verdict on the pull request's commit",
 }
 _JOB_WHY = {
