@@ -87,7 +87,10 @@ def read_elves(archive: WheelArchive, *, scratch: Path | None = None) -> list[Wh
 
 
 def extract_elves(wheel: Path, into: Path | None = None) -> list[WheelElf]:
-    """Every ELF `*.so*` in `wheel` (`read_elves`); `into`: where a large one is written."""
+    """Every ELF `*.so*` in `wheel` (`read_elves`); `into`: where a large one is written
+    (made when missing)."""
+    if into is not None:
+        into.mkdir(parents=True, exist_ok=True)
     with open_wheel(wheel) as archive:
         return read_elves(archive, scratch=into)
 
