@@ -141,7 +141,8 @@ def zizmor() -> list[str]:
     program = _tool("zizmor")
     if program is None:
         pytest.skip("zizmor is not installed: pip install -e .[lint]")
-    return [program, "--offline", "--persona=auditor", "--format=plain"]
+    # colour off: a CI that forces colour (FORCE_COLOR) must not hide the findings
+    return [program, "--offline", "--persona=auditor", "--format=plain", "--color=never"]
 
 
 def audit(zizmor: list[str], root: Path) -> subprocess.CompletedProcess[str]:
