@@ -106,8 +106,9 @@ def prepare_toolchain(
 
     `env` is the environment pip and the build run with; a system CUDA toolkit is taken
     from `cuda_home` or env["CUDA_HOME"] when its nvcc matches the cell's CUDA version.
-    `with_toolkit=False` gives an environment with torch only (no compiler), e.g. to check
-    a wheel against another torch. Raises ToolMissingError (no such Python, no ROCm) or
+    `with_toolkit=False` gives an environment with torch only (no compiler), to check a
+    wheel against another torch release of its ABI window (where any build of the release
+    will do for a CPU wheel: `window_build_ok`). Raises ToolMissingError (no such Python, no ROCm) or
     ToolchainError (pip failed, or the installed torch/toolkit does not match the cell; the
     message says what to change).
     """
@@ -214,6 +215,8 @@ def _create(
         probe.torch,
         env_root=root,
         index_answered=index is not None if job.torch_index else None,
+        # a check environment (no compiler) of another release of the job's ABI window
+        release_only=not with_toolkit,
     )
     assert probe.torch is not None  # check_torch refuses an environment without torch
     cuda = ident.system_cuda

@@ -37,7 +37,7 @@ from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..probe.hostenv import EnvSnapshot, probe_environment
 from ..process import ProcessRunner
-from ..torchinstall import TorchInstall
+from ..torchinstall import TorchInstall, window_build_ok
 from .indexprobe import index_hint
 from .installer import select_installer, uv_cache_dir
 from .venv import child_env
@@ -126,13 +126,20 @@ def _index_remedy(job: BuildJob, answered: bool | None) -> str:
 
 
 def check_torch(
-    job: BuildJob, torch: TorchInstall | None, *, env_root: Path, index_answered: bool | None = None
+    job: BuildJob,
+    torch: TorchInstall | None,
+    *,
+    env_root: Path,
+    index_answered: bool | None = None,
+    release_only: bool = False,
 ) -> None:
     """Raise ToolchainError unless the installed torch is the one the cell needs.
 
     `index_answered`: whether the job's torch index answered before the install (False: pip
     used its configured indexes instead; None: not asked). The message names the index
-    actually used.
+    actually used. `release_only`: the environment checks a CPU wheel against a torch
+    release (a stable-ABI window): any build of that release will do, since every build
+    carries the same CPU libraries (`window_build_ok`).
     """
     cells = ", ".join(job.cell_ids) or job.id
     accel = job.accelerator
@@ -153,15 +160,7 @@ def check_torch(
             f"{cells}: pip installed {installed} from {source}, but the cells need "
             f"{job.torch_requirement}; check the requirement and the torch index"
         )
-    wrong: str | None = None
-    if accel.kind == "cpu" and (torch.cuda or torch.hip):
-        wrong = "a CPU-only torch"
-    elif accel.kind == "cuda" and torch.cuda != accel.version:
-        wrong = f"torch built for CUDA {accel.version}"
-    elif accel.kind == "rocm" and not (
-        torch.hip and _major_minor(torch.hip) == _major_minor(accel.version or "")
-    ):
-        wrong = f"torch built for ROCm {accel.version}"
+    wrong = None if release_only and window_build_ok(accel.kind) else _wrong_build(job, torch)
     if wrong is not None:
         raise ToolchainError(
             f"{cells}: pip installed {installed} from {source}, but accelerator "
@@ -173,6 +172,20 @@ def check_torch(
             f"job promises {int(job.cxx11_abi)}; the torch index serves a different build than "
             "the compatibility data expects (fix the index, or the data if torch changed)"
         )
+
+
+def _wrong_build(job: BuildJob, torch: TorchInstall) -> str | None:
+    """What the cell needs where `torch` is another build than its accelerator's, else None."""
+    accel = job.accelerator
+    if accel.kind == "cpu" and (torch.cuda or torch.hip):
+        return "a CPU-only torch"
+    if accel.kind == "cuda" and torch.cuda != accel.version:
+        return f"torch built for CUDA {accel.version}"
+    if accel.kind == "rocm" and not (
+        torch.hip and _major_minor(torch.hip) == _major_minor(accel.version or "")
+    ):
+        return f"torch built for ROCm {accel.version}"
+    return None
 
 
 def check_same_torch(
