@@ -237,7 +237,8 @@ def test_verify_files_runs_gh_per_file_and_reports_each(tmp_path: Path) -> None:
 def test_release_subjects_and_verify_provenance_commands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from buildtools.cli.ci_release import cmd_release_subjects, cmd_verify_provenance
+    from buildtools.cli.ci.release_subjects import cmd_release_subjects
+    from buildtools.cli.ci.verify_provenance import cmd_verify_provenance
 
     for key, value in {**ENV, "GITHUB_RUN_ID": "1001", "GITHUB_SHA": "5" * 40}.items():
         monkeypatch.setenv(key, value)
