@@ -75,13 +75,13 @@ def prepare_current(
     with_toolkit: bool,
 ) -> Toolchain:
     """The (cached) venv of a `torch: current` job, verified to import the running torch."""
-    runner, log, env = ctx.processes, ctx.stream, ctx.env
+    env = ctx.env
     if not job.current_python:
         cells = ", ".join(job.cell_ids) or job.id
         raise ToolchainError(f"{cells}: a torch: current job without the interpreter to use")
     base_python = Path(job.current_python)
     snap = probe_environment(
-        base_python, runner=runner, env=child_env(env), log=log, devices=False, files=False
+        base_python, ctx=ctx.with_env(child_env(ctx.env)), devices=False, files=False
     )
     torch = _running_torch(job, base_python, snap)
     accel = job.accelerator

@@ -52,13 +52,11 @@ def probe_venv(
 ) -> EnvSnapshot | None:
     """What `python` reports, isolated (-I); its torch read from its files, or, with
     `import_torch`, imported in the same process. None (and a log line) when it does not run."""
-    runner, log, env = ctx.processes, ctx.stream, ctx.env
+    log = ctx.stream
     try:
         return probe_environment(
             python,
-            runner=runner,
-            env=child_env(env),
-            log=log,
+            ctx=ctx.with_env(child_env(ctx.env)),
             import_torch=import_torch,
             separate_import=False,
             devices=False,
