@@ -26,6 +26,7 @@ from ...cisteps.github_api import GitHubApi, RestApi
 from ...cisteps.provenance import record_policy
 from ...cisteps.record import RecordPolicy, latest_record
 from ...cisteps.tagcheck import check_tag, project_version
+from ...context import RunContext
 from ...errors import PlanError
 from ...http import Http
 from ...index.published import published_cells
@@ -102,7 +103,7 @@ def cmd_backfill(
     # the same authentication as a release's plan job: a record it cannot authenticate stops
     # the backfill (exit 19) instead of choosing what to build
     policy = policy or record_policy(
-        env, runner=SubprocessRunner(), wheel_url=mf.matrix.index.wheel_url
+        RunContext(processes=SubprocessRunner(), env=env), wheel_url=mf.matrix.index.wheel_url
     )
     record = latest_record(api, policy)
     wheels = record.manifest.wheels if record is not None else ()

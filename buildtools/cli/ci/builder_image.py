@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...cisteps.cache_jobs import build_image
+from ...context import RunContext
 from ...errors import PlanError
 from ...knowledge import load_knowledge
 from ...process import SubprocessRunner
@@ -29,9 +30,7 @@ def cmd_builder_image(args: argparse.Namespace, out: TextIO) -> int:
     tag = build_image(
         jobs[0],
         kb=load_knowledge(),
-        env=dict(os.environ),
-        runner=SubprocessRunner(),
-        log=sys.stdout,
+        ctx=RunContext(processes=SubprocessRunner(), env=dict(os.environ), log=sys.stdout),
         save=args.save,
         push=args.push,
     )

@@ -32,6 +32,7 @@ from ...cisteps.status import (
     entries_json,
 )
 from ...cisteps.tagcheck import check_tag, project_version, published_jobs
+from ...context import RunContext
 from ...errors import PlanError
 from ...matrix.config import load_matrix
 from ...planning import default_matrix_path, host_python
@@ -102,7 +103,8 @@ def cmd_matrix(
         notes.append(f"tag `{args.tag}` releases version {tagged} of `{name or project_dir}`")
         if args.published_from_releases:
             policy = record_policy(
-                env, runner=runner or SubprocessRunner(), wheel_url=mf.matrix.index.wheel_url
+                RunContext(processes=runner or SubprocessRunner(), env=env),
+                wheel_url=mf.matrix.index.wheel_url,
             )
             record = latest_record(api or RestApi.from_env(env), policy)
             if record is not None:

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from ...ciplan import layout
 from ...ciplan.entries import matrix_entries
 from ...cisteps.cache_jobs import prefetch
+from ...context import RunContext
 from ...errors import PlanError
 from ...knowledge import load_knowledge
 from ...planning import host_python
@@ -37,9 +38,7 @@ def cmd_prefetch(args: argparse.Namespace, out: TextIO) -> int:
     dest = prefetch(
         [j for j in full.jobs if j.id in ids],
         kb=load_knowledge(),
-        env=dict(os.environ),
-        runner=SubprocessRunner(),
-        log=sys.stdout,
+        ctx=RunContext(processes=SubprocessRunner(), env=dict(os.environ), log=sys.stdout),
     )
     out.write(f"downloads of {len(ids)} job(s) in {dest}\n")
     return 0

@@ -27,6 +27,7 @@ from ...cisteps.restore import (
     restore_from_record,
     restore_site,
 )
+from ...context import RunContext
 from ...errors import PublishError
 from ...index.manifest import MANIFEST_NAME as RECORD_NAME
 from ...matrix.config import IndexConfig, load_matrix
@@ -68,8 +69,7 @@ def cmd_restore_site(
     fetch = fetcher or HttpFetcher()
     if args.from_releases:
         policy = record_policy(
-            env,
-            runner=runner or SubprocessRunner(),
+            RunContext(processes=runner or SubprocessRunner(), env=env),
             wheel_url=index.wheel_url if index is not None else None,
             default_branch=args.default_branch,
         )

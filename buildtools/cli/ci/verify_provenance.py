@@ -16,6 +16,7 @@ from ...cisteps.provenance import (
     Signer,
     verify_files,
 )
+from ...context import RunContext
 from ...errors import PublishError
 from ...process import ProcessRunner, SubprocessRunner
 
@@ -34,7 +35,10 @@ def cmd_verify_provenance(
         source_digest=env.get("GITHUB_SHA") or None,
     )
     failures = verify_files(
-        args.files, signer=signer, expect=expect, runner=runner or SubprocessRunner(), env=env
+        args.files,
+        signer=signer,
+        expect=expect,
+        ctx=RunContext(processes=runner or SubprocessRunner(), env=env),
     )
     if failures:
         raise PublishError(
