@@ -101,8 +101,7 @@ def probe_torch(
     try:
         snapshot = probe_environment(
             python,
-            runner=runner,
-            env=child_env(env),
+            ctx=RunContext(processes=runner, env=child_env(env)),
             separate_import=False,
             devices=devices,
             files=False,

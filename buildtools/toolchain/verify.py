@@ -27,16 +27,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..probe.hostenv import EnvSnapshot, probe_environment
-from ..process import ProcessRunner
 from ..torchinstall import TorchInstall, window_build_ok
 from .indexprobe import index_hint
 from .installer import select_installer, uv_cache_dir
@@ -48,19 +47,16 @@ VERIFIED = "buildtools-imported.json"  # torch installs known to import on this 
 def probe_venv(
     python: Path,
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     import_torch: bool = False,
 ) -> EnvSnapshot | None:
     """What `python` reports, isolated (-I); its torch read from its files, or, with
     `import_torch`, imported in the same process. None (and a log line) when it does not run."""
+    log = ctx.stream
     try:
         return probe_environment(
             python,
-            runner=runner,
-            env=child_env(env),
-            log=log,
+            ctx=ctx.with_env(child_env(ctx.env)),
             import_torch=import_torch,
             separate_import=False,
             devices=False,
@@ -233,9 +229,7 @@ def verified_probe(
     base_python: Path,
     *,
     record_path: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> EnvSnapshot | None:
     """The new environment's torch, imported once per identical install on this machine.
 
@@ -243,12 +237,13 @@ def verified_probe(
     torch's version files instead; what the import reported the first time (the C++ ABI)
     is taken from the record.
     """
+    log = ctx.stream
     try:
         records = decode_json(record_path.read_bytes(), what=record_path.name)
     except (OSError, ValueError):
         records = {}
     records = records if isinstance(records, dict) else {}
-    quick = probe_venv(python, runner=runner, log=log, env=env)
+    quick = probe_venv(python, ctx=ctx)
     if quick is not None and quick.torch is not None:
         known = records.get(_verified_key(base_python, quick, quick.torch))
         if isinstance(known, dict) and isinstance(known.get("cxx11_abi"), bool):
@@ -257,7 +252,7 @@ def verified_probe(
                 f"here ({known.get('env')}); not imported again\n"
             )
             return replace(quick, torch=replace(quick.torch, cxx11_abi=known["cxx11_abi"]))
-    probe = probe_venv(python, runner=runner, log=log, env=env, import_torch=True)
+    probe = probe_venv(python, ctx=ctx, import_torch=True)
     torch = probe.torch if probe is not None else None
     if probe is not None and torch is not None and torch.imported and torch.cxx11_abi is not None:
         records[_verified_key(base_python, probe, torch)] = {
