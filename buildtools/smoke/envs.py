@@ -43,6 +43,7 @@ from packaging.version import InvalidVersion, Version
 from ..context import RunContext
 from ..ecosystem import load_ecosystem
 from ..errors import BuildtoolsError, ToolMissingError
+from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..probe.hostenv import probe_environment
 from ..process import CommandResult, ProcessRunner
@@ -252,7 +253,8 @@ def index_torch_env(
         if ready.is_file():
             log.note(f"reusing the torch env {root}")
             try:
-                version = str(json.loads(ready.read_text())["version"])
+                marker = decode_json(ready.read_bytes(), what=str(ready), max_bytes=1 << 20)
+                version = str(marker["version"])
             except (OSError, ValueError, KeyError, TypeError):
                 version = public_version(target.torch)  # a marker of an older buildtools
             return base, site_packages(root, target.python), python, version
