@@ -54,12 +54,26 @@ def _plain_ok(text: str) -> bool:
 _BREAKS = {"\x85": "\\N", "\u2028": "\\L", "\u2029": "\\P"}
 
 
+def _yaml_printable(ch: str) -> bool:
+    """YAML's printable set (1.2, 5.1): a character outside it may not appear even quoted."""
+    n = ord(ch)
+    return (
+        n in (0x09, 0x0A, 0x0D)
+        or 0x20 <= n <= 0x7E
+        or n == 0x85
+        or 0xA0 <= n <= 0xD7FF
+        or 0xE000 <= n <= 0xFFFD
+        or 0x10000 <= n <= 0x10FFFF
+    )
+
+
 def _quoted(text: str) -> str:
-    """A double-quoted scalar with JSON escapes (plus YAML's for its own line breaks)."""
+    """A double-quoted scalar with JSON escapes (plus YAML's for its own line breaks, and an
+    escape for what YAML does not allow written: U+FFFE, U+FFFF, lone surrogates)."""
     body = json.dumps(text, ensure_ascii=False)
     for char, escape in _BREAKS.items():
         body = body.replace(char, escape)
-    return body
+    return "".join(ch if _yaml_printable(ch) else f"\\u{ord(ch):04x}" for ch in body)
 
 
 def _scalar(value: Any) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
@@ -188,6 +188,8 @@ _values = st.recursive(
 
 
 @given(st.dictionaries(_keys, _values, max_size=4))
+# characters YAML does not allow written, even quoted (found by hypothesis: ruamel refused)
+@example({"k": "a\ufffeb", "l": "\uffff", "m": "x\udc80"})
 @settings(max_examples=300, deadline=None)
 def test_yaml_writer_round_trips(data: dict[str, Any]) -> None:
     text = dump(data)
