@@ -35,6 +35,7 @@ class BuildOptions:
     nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)
     size_warning: int | None = None  # wheel-size thresholds (matrix.yaml build.size_*)
     size_error: int | None = None
+    distribute: str | None = None  # an sccache-dist scheduler URL (--distribute)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,178 @@
+"""`buildtools build --distribute URL` (matrix.yaml `build.distribute`): a cell's compile units
+on an sccache-dist cluster, wired into the build as a wrapper of the local backend.
+
+Before any job the scheduler is asked for its status with the client token (`dist.client`):
+when it answers, the run's compile budget is the larger of this machine's cores and the
+cluster's (MAX_JOBS and `nvcc --threads` follow from it, `scheduler.plan_slots`), and each
+job builds through its own sccache server (`DistributingBackend`); when it does not (down,
+token refused), the run builds as it would without `--distribute` and a note says why. A
+unit the cluster fails mid-build (a server killed) is compiled here by sccache itself; the
+build completes and its counts say so. The build tree is the same as without distribution
+(the compilers' names and flags are unchanged), so the wheel is the same bytes.
+
+The job's sccache cache is `<cache>/dist-client/<job id>/cache` (hits across runs, like the
+per-job ccache), or a throwaway one with `--no-ccache` (every unit compiles: a cold build).
+"""
+
+from __future__ import annotations
+
+__all__ = ["DistPlan", "DistributingBackend", "plan_distribution"]
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..backends.base import Backend
+from ..context import RunContext
+from ..dist.client import (
+    DistTarget,
+    UnitCounts,
+    distributed_job,
+    probe,
+    resolve_target,
+)
+from ..dist.cluster import default_state_dir, read_state
+from ..dist.scheduler import SchedulerStatus
+from ..dist.tools import find_tool, version_of
+from ..errors import ConfigError
+from ..model import BuildJob
+from ..process import ProcessRunner
+from ..toolchain.envs import Toolchain
+from .build_report import CellResult
+from .options import BuildOptions
+from .scheduler import HostResources
+
+
+@dataclass(kw_only=True)
+class DistPlan:
+    """A reachable cluster this run sends its units to, and what each job's went where."""
+
+    target: DistTarget
+    sccache: Path
+    status: SchedulerStatus
+    counts: dict[str, UnitCounts] = field(default_factory=dict)  # job id → counts
+    problems: dict[str, str] = field(default_factory=dict)  # job id → why no counts
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sized(self, host: HostResources) -> HostResources:
+        """The compile budget: this machine's cores or the cluster's, whichever is more."""
+        return replace(host, cores=max(host.cores, self.status.num_cpus))
+
+    def record(self, job_id: str, counts: UnitCounts | None, problem: str | None) -> None:
+        with self.lock:
+            if counts is not None:
+                self.counts[job_id] = counts
+            if problem is not None:
+                self.problems[job_id] = problem
+
+    def report(self, cells: list[CellResult], note: Callable[[str], None]) -> None:
+        """Each built cell's counts into the run report, and one note per job."""
+        for cell in cells:
+            counts = self.counts.get(cell.job)
+            if counts is not None:
+                cell.compiles = {"scheduler": self.target.url, **counts.to_json()}
+        for job_id, counts in sorted(self.counts.items()):
+            note(f"distribute: {job_id}: {counts.describe()}")
+        for job_id, problem in sorted(self.problems.items()):
+            note(f"distribute: {job_id}: no counts ({problem})")
+
+    def describe(self) -> str:
+        s = self.status
+        return (
+            f"distribute: {self.target.url}: {s.num_servers} build server(s), "
+            f"{s.num_cpus} core(s), {s.in_progress} job(s) in progress"
+        )
+
+
+def plan_distribution(
+    url: str | None,
+    *,
+    env: Mapping[str, str],
+    runner: ProcessRunner,
+    note: Callable[[str], None],
+) -> DistPlan | None:
+    """The cluster of `url` when it answers, else None (a note says why the build is local).
+
+    Bad input (a malformed URL, no token) is a ConfigError; a missing or wrong sccache is
+    a ToolMissingError naming the pinned install.
+    """
+    if not url:
+        return None
+    local = read_state(default_state_dir(env))
+    target = resolve_target(
+        url, env, local=(local.scheduler_url, local.client_token) if local else None
+    )
+    sccache = find_tool("sccache", env)
+    version_of(sccache, runner, env)
+    status = probe(target, env)
+    if isinstance(status, str):
+        note(f"distribute: {target.url} cannot be used ({status}); every unit compiled locally")
+        return None
+    if status.num_servers == 0:
+        note(f"distribute: {target.url} has no build server; every unit compiled locally")
+        return None
+    plan = DistPlan(target=target, sccache=sccache, status=status)
+    note(plan.describe())
+    return plan
+
+
+class DistributingBackend:
+    """The local backend, each job's compiles sent through its own sccache server."""
+
+    name: str
+    needs_host_toolkit: bool
+    repairs_inside: bool
+
+    def __init__(self, inner: Backend, plan: DistPlan, *, opts: BuildOptions) -> None:
+        if not inner.needs_host_toolkit:
+            raise ConfigError(
+                f"--distribute: the {inner.name} backend compiles in a container; distribute "
+                "with --backend local"
+            )
+        self.inner = inner
+        self.plan = plan
+        self.name = inner.name
+        self.needs_host_toolkit = inner.needs_host_toolkit
+        self.repairs_inside = inner.repairs_inside
+        self.cache_dir = opts.cache_dir
+        self.cache = opts.ccache  # --no-ccache: a throwaway compile cache per job
+
+    def preflight(self, runner: ProcessRunner) -> None:
+        self.inner.preflight(runner)
+
+    def build_raw(
+        self,
+        job: BuildJob,
+        toolchain: Toolchain,
+        *,
+        project_dir: Path,
+        out_dir: Path,
+        build_dir: Path,
+        ctx: RunContext,
+    ) -> list[Path]:
+        work = self.cache_dir / "dist-client" / job.id
+        work.mkdir(parents=True, exist_ok=True)
+        log = ctx.stream
+        with distributed_job(
+            self.plan.target,
+            ctx.env,
+            sccache=self.plan.sccache,
+            work=work,
+            cache=work / "cache" if self.cache else None,
+            cuda_home=toolchain.cuda_home if job.accelerator.kind == "cuda" else None,
+            ctx=ctx,
+        ) as dj:
+            log.write(f"# {self.plan.describe()}; sccache log: {dj.paths.log}\n")
+            wheels = self.inner.build_raw(
+                job,
+                toolchain,
+                project_dir=project_dir,
+                out_dir=out_dir,
+                build_dir=build_dir,
+                ctx=ctx.with_env(dj.env),
+            )
+        self.plan.record(job.id, dj.counts, dj.problem)
+        if dj.counts is not None:
+            log.write(f"# distributed compile units: {dj.counts.describe()}\n")
+        return wheels
