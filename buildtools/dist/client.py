@@ -134,11 +134,13 @@ def _count(value: object) -> int:
 
 def parse_stats(text: str) -> UnitCounts:
     """UnitCounts from `sccache --show-stats --stats-format json`; ValueError if not that."""
-    data = decode_json(text, what="sccache --show-stats", max_bytes=1 << 20)
+    # the JSON is one line; a client's log lines may come around it on the same output
+    line = next((x for x in text.splitlines() if x.startswith("{")), text)
+    data = decode_json(line, what="sccache --show-stats", max_bytes=1 << 20)
     stats = data.get("stats") if isinstance(data, dict) else None
     if not isinstance(stats, dict):
         raise ValueError("sccache --show-stats: no `stats` object")
-    dist = stats.get("dist_compiles") or {}
+    dist = stats.get("dist_compiles", {})
     if not isinstance(dist, dict):
         raise ValueError("sccache --show-stats: dist_compiles is not an object")
     remote = {str(k)[:100]: _count(v) for k, v in dist.items()}
@@ -283,7 +285,10 @@ def distributed_job(
         paths.conf, client_config(target.url, target.token, toolchain_cache=paths.toolchains)
     )
     paths.conf.chmod(0o600)
-    env = {**base_env, **client_env(base_env, paths, sccache=sccache, cuda_home=cuda_home)}
+    # sccache sends a unit's environment to the build server: never the token (it is in
+    # the 0600 config)
+    base = {k: v for k, v in base_env.items() if k != DIST_TOKEN_ENV}
+    env = {**base, **client_env(base, paths, sccache=sccache, cuda_home=cuda_home)}
     job = DistributedJob(sccache, paths, env)
     runner, log = ctx.processes, ctx.stream
     started = runner.run([str(sccache), "--start-server"], env=env, log=log, timeout=SERVER_SECONDS)
