@@ -209,6 +209,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         size_warning=settings.size_warning,
         size_error=settings.size_error,
         distribute=_distribute(args.distribute, settings.distribute),
+        distribute_by_default=args.distribute is None,
     )
     kb = load_knowledge()
     current = [j.id for j in result.jobs if j.torch_source == "current"]

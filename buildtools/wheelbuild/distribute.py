@@ -19,7 +19,7 @@ from __future__ import annotations
 __all__ = ["DistPlan", "DistributingBackend", "plan_distribution"]
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -86,23 +86,27 @@ class DistPlan:
 
 
 def plan_distribution(
-    url: str | None,
-    *,
-    env: Mapping[str, str],
-    runner: ProcessRunner,
-    note: Callable[[str], None],
+    opts: BuildOptions, *, runner: ProcessRunner, note: Callable[[str], None]
 ) -> DistPlan | None:
-    """The cluster of `url` when it answers, else None (a note says why the build is local).
+    """The cluster of `opts.distribute` when it answers, else None (a note says why the
+    build is local).
 
-    Bad input (a malformed URL, no token) is a ConfigError; a missing or wrong sccache is
-    a ToolMissingError naming the pinned install.
+    Bad input (a malformed URL; no token for --distribute) is a ConfigError; a missing or
+    wrong sccache is a ToolMissingError naming the pinned install.
     """
+    url, env = opts.distribute, opts.env
     if not url:
         return None
     local = read_state(default_state_dir(env))
-    target = resolve_target(
-        url, env, local=(local.scheduler_url, local.client_token) if local else None
-    )
+    try:
+        target = resolve_target(
+            url, env, local=(local.scheduler_url, local.client_token) if local else None
+        )
+    except ConfigError as exc:
+        if not opts.distribute_by_default:
+            raise
+        note(f"matrix.yaml build.distribute: {exc}; every unit compiled locally")
+        return None
     sccache = find_tool("sccache", env)
     version_of(sccache, runner, env)
     status = probe(target, env)

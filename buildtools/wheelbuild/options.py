@@ -36,6 +36,9 @@ class BuildOptions:
     size_warning: int | None = None  # wheel-size thresholds (matrix.yaml build.size_*)
     size_error: int | None = None
     distribute: str | None = None  # an sccache-dist scheduler URL (--distribute)
+    # the URL is matrix.yaml's build.distribute, not --distribute: a run with no client token
+    # (a pull request from a fork gets no secrets) builds locally with a note
+    distribute_by_default: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

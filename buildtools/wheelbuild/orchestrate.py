@@ -473,9 +473,7 @@ def build_plan(
     if todo:
         backend.preflight(runner)
     note = report.notes.append
-    dist = (
-        plan_distribution(opts.distribute, env=opts.env, runner=runner, note=note) if todo else None
-    )
+    dist = plan_distribution(opts, runner=runner, note=note) if todo else None
     host = opts.host or host_resources()
     slots = plan_slots(
         todo,

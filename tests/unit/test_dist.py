@@ -270,3 +270,24 @@ def test_cli_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["dist", "status", "--state-dir", str(tmp_path)], out=io.StringIO()) == 21
     with pytest.raises(SystemExit):
         main(["dist", "up", "--servers", "0"], out=io.StringIO())
+
+
+def test_matrix_setting_without_token_builds_locally(tmp_path: Path) -> None:
+    from buildtools.wheelbuild.distribute import plan_distribution
+    from buildtools.wheelbuild.options import BuildOptions
+
+    env = {"BUILDTOOLS_CACHE_DIR": str(tmp_path), "PATH": ""}
+    opts = BuildOptions(
+        project_dir=tmp_path,
+        wheelhouse=tmp_path,
+        cache_dir=tmp_path,
+        env=env,
+        distribute="http://127.0.0.1:10600",
+        distribute_by_default=True,
+    )
+    notes: list[str] = []
+    assert plan_distribution(opts, runner=None, note=notes.append) is None  # type: ignore[arg-type]
+    assert notes and "no client token" in notes[0] and "compiled locally" in notes[0]
+    explicit = BuildOptions(**{**opts.__dict__, "distribute_by_default": False})
+    with pytest.raises(ConfigError, match="no client token"):
+        plan_distribution(explicit, runner=None, note=notes.append)  # type: ignore[arg-type]
