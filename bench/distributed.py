@@ -41,9 +41,9 @@ from typing import Any
 
 from buildtools.cachedir import default_cache_dir
 from buildtools.context import RunContext
-from buildtools.dist.client import DistTarget, distributed_job
-from buildtools.dist.cluster import UpRequest, cluster_down, cluster_up
-from buildtools.dist.tools import find_tool, tool_path
+from buildtools.distcompile.client import DistTarget, distributed_job
+from buildtools.distcompile.cluster import UpRequest, cluster_down, cluster_up
+from buildtools.distcompile.tools import find_tool, tool_path
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
 from buildtools.planner import Selection, plan

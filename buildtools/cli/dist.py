@@ -11,15 +11,15 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..dist.client import DIST_TOKEN_ENV
-from ..dist.cluster import (
+from ..distcompile.client import DIST_TOKEN_ENV
+from ..distcompile.cluster import (
     UpRequest,
     cluster_down,
     cluster_up,
     default_state_dir,
     read_state,
 )
-from ..dist.scheduler import SchedulerStatus, scheduler_status
+from ..distcompile.scheduler import SchedulerStatus, scheduler_status
 from ..errors import DistError
 from ..process import SubprocessRunner
 from .common import positive_int, seconds

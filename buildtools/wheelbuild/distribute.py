@@ -25,16 +25,16 @@ from pathlib import Path
 
 from ..backends.base import Backend
 from ..context import RunContext
-from ..dist.client import (
+from ..distcompile.client import (
     DistTarget,
     UnitCounts,
     distributed_job,
     probe,
     resolve_target,
 )
-from ..dist.cluster import default_state_dir, read_state
-from ..dist.scheduler import SchedulerStatus
-from ..dist.tools import find_tool, version_of
+from ..distcompile.cluster import default_state_dir, read_state
+from ..distcompile.scheduler import SchedulerStatus
+from ..distcompile.tools import find_tool, version_of
 from ..errors import ConfigError
 from ..model import BuildJob
 from ..process import ProcessRunner

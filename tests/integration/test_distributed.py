@@ -23,9 +23,9 @@ import pytest
 from fixtures.cli import HOST_CELL, REPO, buildtools
 from fixtures.envs import cache_dir
 
-from buildtools.dist.cluster import kill_server, read_state
-from buildtools.dist.scheduler import SchedulerStatus, scheduler_status
-from buildtools.dist.tools import tool_path
+from buildtools.distcompile.cluster import kill_server, read_state
+from buildtools.distcompile.scheduler import SchedulerStatus, scheduler_status
+from buildtools.distcompile.tools import tool_path
 
 pytestmark = [pytest.mark.dist]
 

@@ -17,7 +17,7 @@ else:  # pragma: no cover
 
 from buildtools.cli.build import _distribute
 from buildtools.cli.main import main
-from buildtools.dist.client import (
+from buildtools.distcompile.client import (
     ClientPaths,
     DistTarget,
     client_env,
@@ -26,8 +26,8 @@ from buildtools.dist.client import (
     resolve_target,
     strip_nvcc_flags,
 )
-from buildtools.dist.cluster import STATE_FILE, read_state
-from buildtools.dist.config import (
+from buildtools.distcompile.cluster import STATE_FILE, read_state
+from buildtools.distcompile.config import (
     assign_cpus,
     check_token,
     client_config,
@@ -38,7 +38,7 @@ from buildtools.dist.config import (
     server_token,
     toml_document,
 )
-from buildtools.dist.scheduler import decode_status
+from buildtools.distcompile.scheduler import decode_status
 from buildtools.errors import ConfigError, DistError
 from buildtools.wheelbuild.build_report import CellResult, Status
 from buildtools.wheelbuild.distribute import DistPlan
