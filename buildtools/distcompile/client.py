@@ -261,7 +261,7 @@ class DistributedJob:
 
 @contextmanager
 def distributed_job(
-    target: DistTarget,
+    target: DistTarget | None,
     base_env: Mapping[str, str],
     *,
     sccache: Path,
@@ -271,7 +271,8 @@ def distributed_job(
     ctx: RunContext,
 ) -> Iterator[DistributedJob]:
     """Start the job's sccache server (its config in `work`, its compile cache in `cache`,
-    or a throwaway one in `work` when None), yield it, read its counts, stop it."""
+    or a throwaway one in `work` when None; no cluster when `target` is None: every unit
+    compiles here), yield it, read its counts, stop it."""
     socket_dir = Path(tempfile.mkdtemp(prefix="bt-sccache-"))  # a socket path is short
     paths = ClientPaths(
         masquerade=make_masquerade(work / "bin", sccache),
@@ -281,9 +282,12 @@ def distributed_job(
         log=work / "sccache.log",
         toolchains=work.parent / "toolchains",
     )
-    write_atomic(
-        paths.conf, client_config(target.url, target.token, toolchain_cache=paths.toolchains)
+    config = client_config(
+        target.url if target else None,
+        target.token if target else "",
+        toolchain_cache=paths.toolchains,
     )
+    write_atomic(paths.conf, config)
     paths.conf.chmod(0o600)
     # sccache sends a unit's environment to the build server: never the token (it is in
     # the 0600 config)

@@ -270,9 +270,12 @@ def server_config(layout: ClusterLayout, server: ServerSpec, *, bwrap: Path) -> 
     )
 
 
-def client_config(scheduler_url: str, token: str, *, toolchain_cache: Path) -> str:
+def client_config(scheduler_url: str | None, token: str, *, toolchain_cache: Path) -> str:
     """The $SCCACHE_CONF of a build that distributes: Linux toolchains are packaged by
-    sccache itself (no `toolchains` entries)."""
+    sccache itself (no `toolchains` entries). With no `scheduler_url` sccache compiles every
+    unit here."""
+    if scheduler_url is None:
+        return toml_document({"dist": {"cache_dir": str(toolchain_cache)}})
     return toml_document(
         {
             "dist": {

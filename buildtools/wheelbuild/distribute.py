@@ -46,18 +46,22 @@ from .scheduler import HostResources
 
 @dataclass(kw_only=True)
 class DistPlan:
-    """A reachable cluster this run sends its units to, and what each job's went where."""
+    """Where this run's units compile: the cluster (`target`, when it answers), else this
+    machine, through sccache either way; and what each job's went where."""
 
-    target: DistTarget
+    url: str
     sccache: Path
-    status: SchedulerStatus
+    target: DistTarget | None = None  # None: the cluster cannot be used (`why`)
+    status: SchedulerStatus | None = None
+    why: str = ""
     counts: dict[str, UnitCounts] = field(default_factory=dict)  # job id → counts
     problems: dict[str, str] = field(default_factory=dict)  # job id → why no counts
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sized(self, host: HostResources) -> HostResources:
         """The compile budget: this machine's cores or the cluster's, whichever is more."""
-        return replace(host, cores=max(host.cores, self.status.num_cpus))
+        cpus = self.status.num_cpus if self.status and self.target else 0
+        return replace(host, cores=max(host.cores, cpus))
 
     def record(self, job_id: str, counts: UnitCounts | None, problem: str | None) -> None:
         with self.lock:
@@ -71,7 +75,7 @@ class DistPlan:
         for cell in cells:
             counts = self.counts.get(cell.job)
             if counts is not None:
-                cell.compiles = {"scheduler": self.target.url, **counts.to_json()}
+                cell.compiles = {"scheduler": self.url, **counts.to_json()}
         for job_id, counts in sorted(self.counts.items()):
             note(f"distribute: {job_id}: {counts.describe()}")
         for job_id, problem in sorted(self.problems.items()):
@@ -79,6 +83,11 @@ class DistPlan:
 
     def describe(self) -> str:
         s = self.status
+        if self.target is None or s is None:
+            return (
+                f"distribute: {self.url} not used ({self.why}); every unit compiled locally, "
+                "through sccache as a distributed build would (the same wheel)"
+            )
         return (
             f"distribute: {self.target.url}: {s.num_servers} build server(s), "
             f"{s.num_cpus} core(s), {s.in_progress} job(s) in progress"
@@ -88,15 +97,21 @@ class DistPlan:
 def plan_distribution(
     opts: BuildOptions, *, runner: ProcessRunner, note: Callable[[str], None]
 ) -> DistPlan | None:
-    """The cluster of `opts.distribute` when it answers, else None (a note says why the
-    build is local).
+    """Where the units of a run with `opts.distribute` compile (None without it).
 
-    Bad input (a malformed URL; no token for --distribute) is a ConfigError; a missing or
-    wrong sccache is a ToolMissingError naming the pinned install.
+    The cluster when it answers; else (no token for matrix.yaml's setting, unreachable, no
+    server, token refused) this machine, through sccache all the same: sccache's nvcc names
+    its intermediate files its own way (`x_0.cudafe1.cpp`), and those names reach the
+    binary, so a CUDA wheel is the same bytes only if every build of it takes that path. A
+    note says which. Bad input (a malformed URL; no token for --distribute) is a
+    ConfigError; a missing or wrong sccache a ToolMissingError naming the pinned install.
     """
     url, env = opts.distribute, opts.env
     if not url:
         return None
+    sccache = find_tool("sccache", env)
+    version_of(sccache, runner, env)
+    plan = DistPlan(url=url, sccache=sccache)
     local = read_state(default_state_dir(env))
     try:
         target = resolve_target(
@@ -105,18 +120,15 @@ def plan_distribution(
     except ConfigError as exc:
         if not opts.distribute_by_default:
             raise
-        note(f"matrix.yaml build.distribute: {exc}; every unit compiled locally")
-        return None
-    sccache = find_tool("sccache", env)
-    version_of(sccache, runner, env)
-    status = probe(target, env)
-    if isinstance(status, str):
-        note(f"distribute: {target.url} cannot be used ({status}); every unit compiled locally")
-        return None
-    if status.num_servers == 0:
-        note(f"distribute: {target.url} has no build server; every unit compiled locally")
-        return None
-    plan = DistPlan(target=target, sccache=sccache, status=status)
+        plan.why = f"matrix.yaml build.distribute: {exc}"
+    else:
+        status = probe(target, env)
+        if isinstance(status, str):
+            plan.why = status
+        elif status.num_servers == 0:
+            plan.why, plan.status = "the scheduler has no build server", status
+        else:
+            plan.target, plan.status = target, status
     note(plan.describe())
     return plan
 

@@ -221,7 +221,10 @@ def test_counts_come_from_sccaches_stats() -> None:
 def test_report_carries_each_cells_counts() -> None:
     status = decode_status((2).to_bytes(8, "little") + (2).to_bytes(8, "little") + bytes(8))
     plan = DistPlan(
-        target=DistTarget(url="http://h:1", token="t"), sccache=Path("s"), status=status
+        url="http://h:1",
+        target=DistTarget(url="http://h:1", token="t"),
+        sccache=Path("s"),
+        status=status,
     )
     plan.record("job", parse_stats(json.dumps(STATS)), None)
     cell = CellResult(cell="c", job="job", status=Status.BUILT)
@@ -272,11 +275,21 @@ def test_cli_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
         main(["dist", "up", "--servers", "0"], out=io.StringIO())
 
 
-def test_matrix_setting_without_token_builds_locally(tmp_path: Path) -> None:
+def test_without_a_usable_cluster_units_still_compile_through_sccache(tmp_path: Path) -> None:
+    """No token for matrix.yaml's setting: the run compiles here, through sccache (the same
+    wheel as through the cluster); --distribute without one is an error. A wrong sccache
+    is refused with the pinned install."""
+    from fixtures.fakes import FakeRunner
+
+    from buildtools.errors import ToolMissingError
     from buildtools.wheelbuild.distribute import plan_distribution
     from buildtools.wheelbuild.options import BuildOptions
 
-    env = {"BUILDTOOLS_CACHE_DIR": str(tmp_path), "PATH": ""}
+    sccache = tmp_path / "bin" / "sccache"
+    sccache.parent.mkdir()
+    sccache.write_text("#!/bin/sh\n")
+    sccache.chmod(0o755)
+    env = {"BUILDTOOLS_CACHE_DIR": str(tmp_path), "PATH": str(sccache.parent)}
     opts = BuildOptions(
         project_dir=tmp_path,
         wheelhouse=tmp_path,
@@ -285,9 +298,14 @@ def test_matrix_setting_without_token_builds_locally(tmp_path: Path) -> None:
         distribute="http://127.0.0.1:10600",
         distribute_by_default=True,
     )
+    runner = FakeRunner().on(str(sccache), "--version", output="sccache 0.16.0\n")
     notes: list[str] = []
-    assert plan_distribution(opts, runner=None, note=notes.append) is None  # type: ignore[arg-type]
-    assert notes and "no client token" in notes[0] and "compiled locally" in notes[0]
+    plan = plan_distribution(opts, runner=runner, note=notes.append)
+    assert plan is not None and plan.target is None and plan.sccache == sccache
+    assert "no client token" in notes[0] and "through sccache" in notes[0]
     explicit = BuildOptions(**{**opts.__dict__, "distribute_by_default": False})
     with pytest.raises(ConfigError, match="no client token"):
-        plan_distribution(explicit, runner=None, note=notes.append)  # type: ignore[arg-type]
+        plan_distribution(explicit, runner=runner, note=notes.append)
+    old = FakeRunner().on(str(sccache), "--version", output="sccache 0.8.2\n")
+    with pytest.raises(ToolMissingError, match=r"sccache 0\.16\.0 is needed .*found 0\.8\.2"):
+        plan_distribution(opts, runner=old, note=notes.append)
