@@ -1,8 +1,8 @@
 """A cold CUDA cell through a loopback sccache-dist cluster: 2 servers × 1 core vs 1 × 1.
 
 The example's CUDA cell (torch 2.11.0+cu130, scatter.cpp + scatter_cuda.cu for six archs)
-is built three times from fresh copies of the source, every unit compiled (`--no-ccache`:
-each job's sccache cache is a throwaway one):
+is built three times from a fresh copy of the source at one path with no build tree, every
+unit compiled (`--no-ccache`: each job's sccache cache is a throwaway one):
 
 - here:  `buildtools build --distribute URL` of a scheduler that is down (a closed loopback
          port): every unit compiles on this machine, through sccache as the others do (the
@@ -83,7 +83,13 @@ def _missing(env: dict[str, str]) -> str | None:
 
 
 def _build(scratch: Path, name: str, cache: Path, env: dict[str, str], url: str) -> dict[str, Any]:
-    src = _copy(scratch / f"src-{name}")
+    # the same path for every build: nvcc's module id (the anonymous namespace's symbol
+    # names) hashes the source's path, with or without sccache; a fresh copy and no build
+    # tree, so that every unit compiles
+    src = scratch / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(cache / "build", ignore_errors=True)
+    _copy(src)
     wheelhouse = scratch / f"wh-{name}"
     argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(ROOT / "matrix.yaml")]
     argv += ["--profile", "release", "--only", CELL, "--project", str(src)]
