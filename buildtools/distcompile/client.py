@@ -51,7 +51,6 @@ from typing import Any
 
 from ..context import RunContext
 from ..errors import ConfigError, ToolMissingError
-from ..files import write_atomic
 from ..jsonfields import decode_json
 from .config import check_token, client_config, parse_scheduler_url
 from .scheduler import SchedulerStatus, scheduler_status
@@ -273,10 +272,13 @@ def distributed_job(
     """Start the job's sccache server (its config in `work`, its compile cache in `cache`,
     or a throwaway one in `work` when None; no cluster when `target` is None: every unit
     compiles here), yield it, read its counts, stop it."""
-    socket_dir = Path(tempfile.mkdtemp(prefix="bt-sccache-"))  # a socket path is short
+    # a private directory (0700) for the socket (its path must be short) and the config,
+    # which holds the token: removed when the job ends, never left in a cache directory
+    # that CI may save and a later run read
+    socket_dir = Path(tempfile.mkdtemp(prefix="bt-sccache-"))
     paths = ClientPaths(
         masquerade=make_masquerade(work / "bin", sccache),
-        conf=work / "client.toml",
+        conf=socket_dir / "client.toml",
         socket=socket_dir / "server.sock",
         cache=cache if cache is not None else work / "cache",
         log=work / "sccache.log",
@@ -287,8 +289,9 @@ def distributed_job(
         target.token if target else "",
         toolchain_cache=paths.toolchains,
     )
-    write_atomic(paths.conf, config)
-    paths.conf.chmod(0o600)
+    fd = os.open(paths.conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(config)
     # sccache sends a unit's environment to the build server: never the token (it is in
     # the 0600 config)
     base = {k: v for k, v in base_env.items() if k != DIST_TOKEN_ENV}

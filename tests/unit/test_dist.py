@@ -309,3 +309,18 @@ def test_without_a_usable_cluster_units_still_compile_through_sccache(tmp_path: 
     old = FakeRunner().on(str(sccache), "--version", output="sccache 0.8.2\n")
     with pytest.raises(ToolMissingError, match=r"sccache 0\.16\.0 is needed .*found 0\.8\.2"):
         plan_distribution(opts, runner=old, note=notes.append)
+
+
+def test_distribute_needs_the_host_compilers(tmp_path: Path) -> None:
+    from buildtools.wheelbuild.distribute import DistributingBackend
+    from buildtools.wheelbuild.options import BuildOptions
+
+    class InContainer:
+        name = "docker"
+        needs_host_toolkit = False
+        repairs_inside = True
+
+    plan = DistPlan(url="http://h:1", sccache=Path("s"))
+    opts = BuildOptions(project_dir=tmp_path, wheelhouse=tmp_path, cache_dir=tmp_path, env={})
+    with pytest.raises(ConfigError, match="distribute with --backend local"):
+        DistributingBackend(InContainer(), plan, opts=opts)  # type: ignore[arg-type]
