@@ -62,6 +62,7 @@ from buildtools.wheelbuild.options import BuildOptions
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "torch2.11.0-cu130-cp312"
 UNIT = re.compile(r"\[([^\]]+)\]: Compiled in ([0-9.]+) s")
+KEEP: Path | None = None  # --keep-wheels
 TINY_CU = "__global__ void k(float* x) { x[threadIdx.x] *= 2; }\n"
 TINY_CPP = "#include <vector>\nint f() { return std::vector<int>(3).size(); }\n"
 
@@ -101,6 +102,9 @@ def _build(scratch: Path, name: str, cache: Path, env: dict[str, str], url: str)
     if run.returncode != 0:
         raise RuntimeError(f"{name} build failed:\n{run.stdout[-3000:]}{run.stderr}")
     (wheel,) = wheelhouse.glob("*.whl")
+    if KEEP:
+        (KEEP / name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, KEEP / name / wheel.name)
     report = json.loads((wheelhouse / "report.json").read_text())
     (cell,) = [c for c in report["cells"] if c["cell"] == CELL]
     units: list[float] = []
@@ -155,7 +159,12 @@ def model(t1: float, t2: float, longest: float, ns: tuple[int, ...]) -> dict[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--keep-wheels", type=Path, default=None, metavar="DIR", help="copy each wheel here"
+    )
     args = parser.parse_args(argv)
+    global KEEP
+    KEEP = args.keep_wheels
     env = {k: v for k, v in os.environ.items() if k not in ("BUILDTOOLS_CCACHE_DIR", "MAX_JOBS")}
     cache = default_cache_dir(env)
     kb = load_knowledge()

@@ -280,7 +280,7 @@ def distributed_job(
         masquerade=make_masquerade(work / "bin", sccache),
         conf=socket_dir / "client.toml",
         socket=socket_dir / "server.sock",
-        cache=cache if cache is not None else work / "cache",
+        cache=cache if cache is not None else socket_dir / "cache",  # throwaway
         log=work / "sccache.log",
         toolchains=work.parent / "toolchains",
     )
