@@ -148,5 +148,8 @@ def bench(session: nox.Session) -> None:
 
     `-- --quick` for a smoke test, `-- --only plan,index` for some of them.
     """
-    session.install("-e", ".")
+    # the docker extra: bench/containers.py and bench/aarch64.py build with --backend docker
+    session.install("-e", ".[docker]")
+    # a Docker engine, debootstrap and ccache where we are root with apt (as .ci/run does)
+    session.run("bash", "ci/setup-machine.sh", "docker", "ccache", external=True)
     session.run("python", "bench/suite.py", *session.posargs)

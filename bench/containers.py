@@ -81,8 +81,12 @@ def _build(matrix: Path, wheelhouse: Path, env: dict[str, str]) -> tuple[float, 
     )
     took = time.perf_counter() - started
     if proc.returncode != 0:
-        logs = "".join(p.read_text()[-4000:] for p in (wheelhouse / "logs").glob("*.log"))
-        raise SystemExit(f"build failed ({proc.returncode}):\n{proc.stdout[-3000:]}{logs}")
+        # the reason is buildtools' own error line (stderr), then the job logs' tails
+        logs = "".join(p.read_text()[-3000:] for p in (wheelhouse / "logs").glob("*.log"))
+        raise SystemExit(
+            f"build failed (exit {proc.returncode}): {' '.join(argv)}\n"
+            f"{proc.stderr.strip()[-3000:]}\n{logs}"
+        )
     report = json.loads((wheelhouse / "report.json").read_text())
     return took, ",".join(sorted({c["status"] for c in report["cells"]}))
 

@@ -184,7 +184,9 @@ def _cuda_env_cached(shared_envs: Path, env: dict[str, str]) -> bool:
     try:
         job = _job(CUDA_CELL)
         ident = toolchain_identity(
-            job, job.build_python, runner=SubprocessRunner(), log=io.StringIO(), env=env
+            job,
+            job.build_python,
+            ctx=RunContext(processes=SubprocessRunner(), env=env, log=io.StringIO()),
         )
     except Exception:
         return False

@@ -26,6 +26,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError, BuildtoolsError, ToolchainError
 from buildtools.process import SubprocessRunner
 from buildtools.wheel.repair import (
@@ -204,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(raw, kept)
                 raw = kept
-        tag = best_platform_tag(raw, runner=runner, promised="manylinux_2_28_x86_64")
+        ctx = RunContext.of(processes=runner)
+        tag = best_platform_tag(raw, ctx=ctx, promised="manylinux_2_28_x86_64")
         log = Path(tempfile.gettempdir()) / "buildtools-bench" / "repair.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         results = _bench(raw, site, tag.best, args.runs, runner, log)

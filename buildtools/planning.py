@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cachedir import default_cache_dir
+from .context import RunContext
 from .ecosystem import load_ecosystem
 from .errors import NetworkError
 from .http import Http, UrllibHttp
@@ -107,7 +108,7 @@ def load_plan(
     if needs_current(mf, torch_axis):
         # a host fact, probed here so that the planner stays pure
         current = probe_current_torch(
-            request.torch_python, runner=runner or SubprocessRunner(), env=env
+            request.torch_python, ctx=RunContext(processes=runner or SubprocessRunner(), env=env)
         )
     served, offline_reason = None, None
     if _has_range(mf, torch_axis):

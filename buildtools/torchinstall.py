@@ -252,3 +252,12 @@ class TorchInstall:
             python_version=_opt_str(data.get("python_version")),
             platform=_opt_str(data.get("platform")) or DEFAULT_PLATFORM,
         )
+
+
+def window_build_ok(kind: str) -> bool:
+    """Whether a wheel of accelerator `kind` may be proven on another build of a torch
+    release it claims (not the one it was built against): a CPU wheel uses only the CPU
+    libraries every build of a release carries (libtorch_cpu, libc10), so a CUDA or ROCm
+    build of the release proves its ABI window as well; a device wheel needs its own build.
+    The build that proved each release is recorded."""
+    return kind == "cpu"

@@ -70,6 +70,11 @@ def _gpu_present() -> bool:
 
 # marker -> (is the capability here?, why a test with it is skipped otherwise)
 CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
+    "abi_window": (
+        lambda: os.environ.get("BUILDTOOLS_TEST_WINDOW") == "1",
+        "smoke-tests a stable-ABI wheel on torch 2.14.1 too (PyPI's CUDA build, ~3 GB; 2-4 min "
+        "once cached): run with BUILDTOOLS_TEST_WINDOW=1",
+    ),
     "cuda_toolchain": (
         lambda: os.environ.get("BUILDTOOLS_TEST_CUDA") == "1",
         "builds a CUDA cell: downloads torch 2.11.0+cu130 and the CUDA 13.0 toolkit wheels "

@@ -10,30 +10,28 @@ from __future__ import annotations
 
 __all__ = ["build_image", "prefetch"]
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
 
 from ..backends.docker.images import validate_image_ref
 from ..backends.registry import BackendOptions, BackendSetting, docker_backend
 from ..cachedir import default_cache_dir
+from ..context import RunContext
 from ..errors import BuildFailedError
 from ..knowledge import Knowledge
 from ..model import BuildJob
-from ..process import ProcessRunner
 
 
 def build_image(
     job: BuildJob,
     *,
     kb: Knowledge,
-    env: Mapping[str, str],
-    runner: ProcessRunner,
-    log: IO[str],
+    ctx: RunContext,
     save: Path | None = None,
     push: str | None = None,
 ) -> str:
     """Build (or find) the builder image of `job`; `docker save` it or push it; its tag."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
     backend = docker_backend(setting, BackendOptions())
     tag = backend.ensure_image(job, runner=runner, log=log)
@@ -58,11 +56,10 @@ def prefetch(
     jobs: Sequence[BuildJob],
     *,
     kb: Knowledge,
-    env: Mapping[str, str],
-    runner: ProcessRunner,
-    log: IO[str],
+    ctx: RunContext,
 ) -> Path:
     """Download what the jobs' containers install into the prefetch directory; its path."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
     backend = docker_backend(setting, BackendOptions(offline=True))
     dest = default_cache_dir(env) / "prefetch"

@@ -35,12 +35,12 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..ciplan import layout
+from ..context import RunContext
 from ..errors import PublishError
 from ..files import sha256_file
-from ..process import ProcessRunner
 from .record import RecordPolicy
 
 # The predicate type of the release statement (an identifier, not a fetched document).
@@ -200,16 +200,12 @@ def verify_files(
     *,
     signer: Signer,
     expect: Expect,
-    runner: ProcessRunner,
-    env: Mapping[str, str],
-    log: IO[str] | None = None,
+    ctx: RunContext,
 ) -> dict[Path, str]:
     """path → why its provenance does not hold (empty: every file verified)."""
     failures: dict[Path, str] = {}
     for path in paths:
-        result = runner.run(
-            verify_argv(path, signer), env=env, capture=True, timeout=_GH_TIMEOUT, log=log
-        )
+        result = ctx.run(verify_argv(path, signer), capture=True, timeout=_GH_TIMEOUT)
         if not result.ok:
             last = (result.output.strip().splitlines() or ["no output"])[-1]
             failures[path] = f"gh attestation verify failed (exit {result.returncode}): {last}"
@@ -221,16 +217,15 @@ def verify_files(
 
 
 def record_policy(
-    env: Mapping[str, str],
+    ctx: RunContext,
     *,
-    runner: ProcessRunner,
     wheel_url: str | None = None,
     default_branch: str | None = None,
 ) -> RecordPolicy:
     """How this repository's published record is authenticated (see `cisteps.record`): its
     wheels link into this repository's release downloads (or under `wheel_url`), and its
     release statement was signed by release.yml at the default branch for its own tag."""
-    signer = Signer.from_env(env, default_branch=default_branch)
+    signer = Signer.from_env(ctx.env, default_branch=default_branch)
     prefixes = [f"{signer.server}/{signer.repository}/releases/download/"]
     if wheel_url:
         # only a prefix that ends the host (https://host/…): `https://cdn{x}` would admit
@@ -240,9 +235,7 @@ def record_policy(
             prefixes.append(prefix)
 
     def authenticate(path: Path, tag: str) -> str | None:
-        failures = verify_files(
-            [path], signer=signer, expect=Expect(tag=tag), runner=runner, env=env
-        )
+        failures = verify_files([path], signer=signer, expect=Expect(tag=tag), ctx=ctx)
         return failures.get(path)
 
     return RecordPolicy(prefixes=tuple(prefixes), authenticate=authenticate)

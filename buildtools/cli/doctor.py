@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..context import RunContext
 from ..doctor.diagnose import diagnose
 from ..doctor.doctor_report import DOCTOR_SCHEMA, DoctorReport
 from ..doctor.matching import IndexSettings, ProjectRef
@@ -96,8 +97,7 @@ def cmd_doctor(args: argparse.Namespace, out: TextIO) -> int:
     python = args.python or Path(sys.executable)
     snapshot = probe_environment(
         python,
-        runner=runner,
-        env=dict(os.environ),
+        ctx=RunContext.of(processes=runner),
         import_torch=not args.no_import,
         timeout=getattr(args, "timeout", 300.0),
     )

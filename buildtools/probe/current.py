@@ -9,15 +9,14 @@ from __future__ import annotations
 __all__ = ["current_torch", "probe_current_torch", "site_dirs_for_pth"]
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
 from packaging.version import InvalidVersion, Version
 
+from ..context import RunContext
 from ..errors import ToolchainError
-from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .hostenv import EnvSnapshot, probe_environment
 
@@ -67,12 +66,10 @@ def site_dirs_for_pth(snapshot: EnvSnapshot) -> Sequence[Path]:
 def probe_current_torch(
     python: Path | None,
     *,
-    runner: ProcessRunner,
-    env: Mapping[str, str],
-    log: IO[str] | None = None,
+    ctx: RunContext,
 ) -> TorchInstall:
     """The torch of `python`'s environment (default: $BUILDTOOLS_TORCH_PYTHON, else this one)."""
     if python is None:
-        python = Path(env.get("BUILDTOOLS_TORCH_PYTHON") or sys.executable)
-    snapshot = probe_environment(python, runner=runner, env=env, log=log, files=False)
+        python = Path(ctx.env.get("BUILDTOOLS_TORCH_PYTHON") or sys.executable)
+    snapshot = probe_environment(python, ctx=ctx, files=False)
     return current_torch(snapshot)

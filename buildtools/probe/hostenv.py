@@ -34,11 +34,12 @@ import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from packaging.utils import canonicalize_name
 
+from ..context import RunContext
 from ..errors import ToolMissingError
 from ..jsonfields import decode_json
 from ..process import ProcessRunner
@@ -303,14 +304,12 @@ def _exited(returncode: int, output: str, *, timed_out: bool = False, timeout: f
 def probe_environment(  # noqa: PLR0913
     python: Path,
     *,
-    runner: ProcessRunner,
-    env: Mapping[str, str] | None = None,
+    ctx: RunContext,
     import_torch: bool = True,
     separate_import: bool = True,
     devices: bool = True,
     files: bool = True,
     isolated: bool = False,
-    log: IO[str] | None = None,
     timeout: float = 300,
 ) -> EnvSnapshot:
     """Ask `python` what it has installed (and, with `import_torch`, what torch reports).
@@ -326,7 +325,7 @@ def probe_environment(  # noqa: PLR0913
     argv += [*([] if files else ["--no-files"]), *([] if devices else ["--no-devices"])]
     combined = import_torch and not separate_import
     first = [*argv, "--static", "--import-torch"] if combined else argv
-    result = runner.run(first, env=env, log=log, capture=True, timeout=timeout)
+    result = ctx.run(first, capture=True, timeout=timeout)
     # a combined run that died importing torch has printed its static report already
     if not result.ok and not (combined and _tagged(result.output)):
         raise ToolMissingError(
@@ -350,9 +349,7 @@ def probe_environment(  # noqa: PLR0913
             )
             torch = replace(torch, imported=False, import_error=died)
         return replace(snapshot, torch=torch)
-    imported = runner.run(
-        [*argv, "--import-torch"], env=env, log=log, capture=True, timeout=timeout
-    )
+    imported = ctx.run([*argv, "--import-torch"], capture=True, timeout=timeout)
     if not imported.ok:
         died = _exited(
             imported.returncode, imported.output, timed_out=imported.timed_out, timeout=timeout
@@ -380,7 +377,11 @@ def read_torch_install(
     python = site_packages.parents[2] / "bin" / "python"
     try:
         snapshot = probe_environment(
-            python, runner=runner, separate_import=False, devices=False, files=False
+            python,
+            ctx=RunContext.of(processes=runner),
+            separate_import=False,
+            devices=False,
+            files=False,
         )
     except ToolMissingError:
         return None

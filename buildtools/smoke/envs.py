@@ -43,12 +43,13 @@ from packaging.version import InvalidVersion, Version
 from ..context import RunContext
 from ..ecosystem import load_ecosystem
 from ..errors import BuildtoolsError, ToolMissingError
+from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..probe.hostenv import probe_environment
 from ..process import CommandResult, ProcessRunner
 from ..toolchain.pythons import find_python
 from ..toolchain.venv import create_venv, install
-from ..torchinstall import TorchInstall
+from ..torchinstall import TorchInstall, window_build_ok
 from .child import Stage, StageName
 from .device import DriverFacts
 from .wheels import SmokeTarget
@@ -101,8 +102,7 @@ def probe_torch(
     try:
         snapshot = probe_environment(
             python,
-            runner=runner,
-            env=child_env(env),
+            ctx=RunContext(processes=runner, env=child_env(env)),
             separate_import=False,
             devices=devices,
             files=False,
@@ -121,9 +121,15 @@ def public_version(version: str) -> str:
 
 
 def torch_matches(target: SmokeTarget, torch: TorchInstall | None) -> bool:
-    """The same torch build: version (with its local label when the record has one), CUDA/HIP."""
+    """The same torch build: version (with its local label when the record has one), CUDA/HIP.
+
+    A window target of a CPU wheel (another release its stable ABI claims) needs the release
+    only: any build of it carries the CPU libraries the wheel uses (`window_build_ok`); the
+    report records the build it ran on."""
     if torch is None:
         return False
+    if target.window and window_build_ok(target.accelerator.kind):
+        return public_version(torch.version) == public_version(target.torch)
     # a record with a local label ("2.11.0+cu130") names the exact build
     v = torch.version
     same = (
@@ -135,6 +141,12 @@ def torch_matches(target: SmokeTarget, torch: TorchInstall | None) -> bool:
         same
         and (torch.cuda or None) == (target.cuda or None)
         and (torch.hip or None) == (target.hip or None)
+    )
+
+
+def same_build(target: SmokeTarget, torch: TorchInstall) -> bool:
+    return (torch.cuda or None) == (target.cuda or None) and (torch.hip or None) == (
+        target.hip or None
     )
 
 
@@ -222,8 +234,9 @@ def site_packages(venv: Path, python_xy: str) -> Path:
 
 def index_torch_env(
     target: SmokeTarget, opts: SmokeOptions, runner: ProcessRunner, log: StageLog
-) -> tuple[Path, Path, Path] | Stage:
-    """(base Python, torch site-packages, its Python) of a cached torch-only env from an index."""
+) -> tuple[Path, Path, Path, str] | Stage:
+    """(base Python, torch site-packages, its Python, its torch's version) of a cached
+    torch-only env from an index."""
     home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
     index = opts.torch_index or f"{load_ecosystem().pytorch_index}/{target.accelerator.name}"
     key = hashlib.sha256(
@@ -239,7 +252,12 @@ def index_torch_env(
         ready = root / ".buildtools-ready"
         if ready.is_file():
             log.note(f"reusing the torch env {root}")
-            return base, site_packages(root, target.python), python
+            try:
+                marker = decode_json(ready.read_bytes(), what=str(ready), max_bytes=1 << 20)
+                version = str(marker["version"])
+            except (OSError, ValueError, KeyError, TypeError):
+                version = public_version(target.torch)  # a marker of an older buildtools
+            return base, site_packages(root, target.python), python, version
         if root.exists():
             shutil.rmtree(root)
         env = child_env(opts.env)
@@ -274,8 +292,13 @@ def index_torch_env(
                     "--torch-index\n"
                 ),
             )
+        if not same_build(target, torch):
+            log.note(
+                f"{describe_install(torch)} stands for torch {public_version(target.torch)}: "
+                "a CPU wheel's ABI window needs the release, any build of it"
+            )
         ready.write_text(json.dumps(torch.to_json()) + "\n")
-    return base, site_packages(root, target.python), python
+    return base, site_packages(root, target.python), python, torch.version
 
 
 def pip_targets_other_pythons(python: Path, runner: ProcessRunner, env: Mapping[str, str]) -> bool:

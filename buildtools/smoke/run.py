@@ -118,6 +118,7 @@ class _Wheel:
         root.mkdir(parents=True, exist_ok=True)
         self.work = Path(tempfile.mkdtemp(prefix="smoke-", dir=root))
         self.torch_source = "system"
+        self.torch: str | None = None  # the torch the wheel ran on (torch.__version__)
         self.modules: tuple[ModuleOutcome, ...] = ()
         self.device_code: str | None = None
 
@@ -148,6 +149,7 @@ class _Wheel:
             stage=stage.name,
             source=src.origin,
             torch_source=self.torch_source,
+            torch=self.torch,
             findings=(*got_findings, *findings),
             log=str(self.log.path),
             modules=self.modules,
@@ -222,12 +224,13 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
                 )
             torch_site = runner_torch.site_packages if runner_torch is not None else None
             base_python = opts.torch_python
+            w.torch = runner_torch.version if runner_torch is not None else None
         else:
             w.torch_source = "index"
             got = index_torch_env(target, opts, runner, log)
             if isinstance(got, Stage):
                 return w.result(got)
-            base_python, torch_site, env_python = got
+            base_python, torch_site, env_python, w.torch = got
             if driver is not None:  # a GPU runner: ask this torch for its devices too
                 _, device_torch = probe_torch(env_python, runner, opts.env)
         kind = _device_kind(accelerator)

@@ -107,6 +107,7 @@ class SmokeResult:
     stage: str | None = None  # env | install | import | smoke: where it ended
     source: str | None = None  # path or URL of the wheel
     torch_source: str | None = None  # system | index
+    torch: str | None = None  # torch.__version__ of the environment it ran in ("2.14.1+cu130")
     findings: tuple[str, ...] = ()
     log: str | None = None
     # every cell the wheel serves (abi3: several Pythons, stable: several torches); `cell`
@@ -139,6 +140,7 @@ class SmokeResult:
             "stage": self.stage,
             "source": self.source,
             "torch_source": self.torch_source,
+            "torch": self.torch,
             "findings": list(self.findings),
             "log": self.log,
             "covers": list(self.covers),

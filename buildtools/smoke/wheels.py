@@ -187,6 +187,8 @@ class SmokeTarget:
     bundled: tuple[str, ...]
     covers: tuple[str, ...] = ()  # every cell the build record says the wheel serves
     recorded: bool = True  # False: no build record, tested as-is with the runner's torch
+    # another release of a stable wheel's ABI window (`window_targets`), not its own torch
+    window: bool = False
 
 
 def detect_accelerator(
@@ -455,5 +457,5 @@ def window_targets(target: SmokeTarget, built_torch: str) -> list[SmokeTarget]:
             continue
         seen.add(parsed.torch)
         torch = _cell_torch(built_torch, parsed.torch)
-        extra.append(dataclasses.replace(target, cell=parsed.id, torch=torch))
+        extra.append(dataclasses.replace(target, cell=parsed.id, torch=torch, window=True))
     return extra

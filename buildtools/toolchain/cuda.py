@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from packaging.markers import UndefinedEnvironmentName
 from packaging.requirements import InvalidRequirement, Requirement
@@ -34,7 +34,6 @@ from ..context import RunContext
 from ..errors import ToolchainError
 from ..model import Accelerator, BuildJob
 from ..probe.hostenv import EnvSnapshot
-from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .indexprobe import job_index
 from .venv import child_env, install
@@ -178,10 +177,9 @@ def link_unversioned_libs(lib_dirs: Sequence[Path], link_dir: Path) -> None:
             unversioned.symlink_to(lib)
 
 
-def system_cuda(
-    home: Path, accel: Accelerator, *, runner: ProcessRunner, log: IO[str], env: Mapping[str, str]
-) -> CudaToolkit | None:
+def system_cuda(home: Path, accel: Accelerator, *, ctx: RunContext) -> CudaToolkit | None:
     """The system toolkit at `home` when its nvcc is torch's CUDA major.minor, else None."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     nvcc = home / "bin" / "nvcc"
     if not nvcc.is_file():
         log.write(f"[toolchain] ignoring CUDA_HOME={home}: it has no bin/nvcc\n")
@@ -232,15 +230,15 @@ def install_cuda_wheels(
         requirements = cuda_toolkit_requirements(torch.requires, cuda_version=cuda_version)
     log.write(f"[toolchain] CUDA {cuda_version} compiler from PyPI: {' '.join(requirements)}\n")
     with_req = [job.torch_requirement] if with_torch else []
-    index = job_index(job, python, runner=runner, log=log, env=env)
+    index = job_index(job, python, ctx=ctx)
     install(
         python,
         [*with_req, *requirements],
         cache_dir=cache_dir,
         extra_index=index,
-        ctx=RunContext(processes=runner, env=env, log=log),
+        ctx=ctx,
     )
-    after = probe_venv(python, runner=runner, log=log, env=env)
+    after = probe_venv(python, ctx=ctx)
     if after is None or after.site_packages is None:
         raise ToolchainError(f"{python} stopped working after installing {' '.join(requirements)}")
     check_compiler_dists(after, cuda_version)

@@ -17,14 +17,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
 from ..probe.current import site_dirs_for_pth
 from ..probe.hostenv import EnvSnapshot, probe_environment
-from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .cuda import (
     CudaToolkit,
@@ -71,19 +70,18 @@ def prepare_current(
     job: BuildJob,
     *,
     cache_dir: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     cuda_home: Path | None,
     with_toolkit: bool,
 ) -> Toolchain:
     """The (cached) venv of a `torch: current` job, verified to import the running torch."""
+    env = ctx.env
     if not job.current_python:
         cells = ", ".join(job.cell_ids) or job.id
         raise ToolchainError(f"{cells}: a torch: current job without the interpreter to use")
     base_python = Path(job.current_python)
     snap = probe_environment(
-        base_python, runner=runner, env=child_env(env), log=log, devices=False, files=False
+        base_python, ctx=ctx.with_env(child_env(ctx.env)), devices=False, files=False
     )
     torch = _running_torch(job, base_python, snap)
     accel = job.accelerator
@@ -91,7 +89,7 @@ def prepare_current(
     if accel.kind == "cuda" and with_toolkit:
         given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
         if given is not None:
-            cuda = system_cuda(given, accel, runner=runner, log=log, env=env)
+            cuda = system_cuda(given, accel, ctx=ctx)
     key, fields = toolchain_key(
         job, python_version=snap.python_version, system_cuda=cuda, with_toolkit=with_toolkit
     )
@@ -106,7 +104,7 @@ def prepare_current(
             fields=fields,
             cache_dir=cache_dir,
             with_toolkit=with_toolkit,
-            ctx=RunContext(processes=runner, env=env, log=log),
+            ctx=ctx,
         )
 
     return cached_toolchain(
@@ -114,9 +112,7 @@ def prepare_current(
         key=key,
         fields=fields,
         create=create,
-        runner=runner,
-        log=log,
-        env=env,
+        ctx=ctx,
         torch_dir=torch.package_dir,
     )
 
@@ -145,7 +141,7 @@ def _create(
     with_toolkit: bool,
     ctx: RunContext,
 ) -> Toolchain:
-    runner, log, env = ctx.processes, ctx.stream, ctx.env
+    log, env = ctx.stream, ctx.env
     base_python, snap, torch = running.base_python, running.snap, running.torch
     system_cuda = running.system_cuda
     root = _root(cache_dir, job, snap, key)
@@ -164,7 +160,7 @@ def _create(
         cache_dir=cache_dir,
         system_site_packages=not snap.in_venv,
         seed=not any(d.key == "pip" for d in snap.dists),
-        ctx=RunContext(processes=runner, env=env, log=log),
+        ctx=ctx,
     )
     venv_python = root / "bin" / "python"
     own_site = root / "lib" / f"python{snap.python_xy}" / "site-packages"
@@ -182,10 +178,10 @@ def _create(
             venv_python,
             BUILD_REQUIREMENTS,
             cache_dir=cache_dir,
-            extra_index=job_index(job, venv_python, runner=runner, log=log, env=env),
-            ctx=RunContext(processes=runner, env=env, log=log),
+            extra_index=job_index(job, venv_python, ctx=ctx),
+            ctx=ctx,
         )
-    probe = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
+    probe = probe_venv(venv_python, ctx=ctx, import_torch=True)
     if probe is None:
         raise ToolchainError(f"{venv_python} does not run")
     check_torch(job, probe.torch, env_root=root)
@@ -207,9 +203,9 @@ def _create(
                 root,
                 cache_dir=cache_dir,
                 with_torch=False,
-                ctx=RunContext(processes=runner, env=env, log=log),
+                ctx=ctx,
             )
-            after = probe_venv(venv_python, runner=runner, log=log, env=env, import_torch=True)
+            after = probe_venv(venv_python, ctx=ctx, import_torch=True)
             if after is None:
                 raise ToolchainError(f"{venv_python} stopped working after the CUDA wheels")
             check_same_torch(after.torch, torch.package_dir, own_site, cells)
@@ -224,7 +220,6 @@ def _create(
         cuda=cuda,
         rocm_home=rocm_home,
         started=started,
-        log=log,
-        env=env,
+        ctx=ctx,
         extra={"torch_dir": str(torch.package_dir), "torch_site": str(torch.site_packages)},
     )

@@ -31,13 +31,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from ..context import RunContext
 from ..errors import ToolMissingError
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob
-from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .cuda import CudaToolkit, link_dir
 from .venv import remove_env
@@ -219,11 +219,11 @@ def record_created(  # noqa: PLR0913
     cuda: CudaToolkit | None,
     rocm_home: Path | None,
     started: float,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     extra: Mapping[str, Any] | None = None,
 ) -> Toolchain:
     """Write the marker of a verified new environment (last), and return it as a Toolchain."""
+    log, env = ctx.stream, ctx.env
     seconds = time.monotonic() - started
     marker = {
         "schema": SCHEMA_VERSION,
@@ -249,19 +249,16 @@ def _reuse(
     root: Path,
     marker: Mapping[str, Any],
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> Toolchain | None:
     """The cached env as a Toolchain, or None when it is no longer what its marker says.
 
     torch is imported when the environment is created (that proves it imports); a reuse
     reads torch's version files instead, and the C++ ABI from the marker, when it has it.
     """
+    log, env = ctx.stream, ctx.env
     abi_known = isinstance(marker.get("cxx11_abi"), bool)
-    probe = probe_venv(
-        root / "bin" / "python", runner=runner, log=log, env=env, import_torch=not abi_known
-    )
+    probe = probe_venv(root / "bin" / "python", ctx=ctx, import_torch=not abi_known)
     torch = probe.torch if probe is not None else None
     cuda = CudaToolkit.from_json(marker["cuda"]) if marker.get("cuda") else None
     if torch is None or torch.imported is False or torch.version != marker.get("torch_version"):
@@ -283,15 +280,13 @@ def _reuse(
     )
 
 
-def cached_toolchain(  # noqa: PLR0913
+def cached_toolchain(
     root: Path,
     *,
     key: str,
     fields: Mapping[str, Any],
     create: Callable[[], Toolchain],
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     torch_dir: Path | None = None,
 ) -> Toolchain:
     """The environment at `root`, reused while its marker names `key` and `fields` and it
@@ -301,11 +296,12 @@ def cached_toolchain(  # noqa: PLR0913
     `torch_dir` (`torch: current`): the running torch, which must still be the one the
     environment was made for.
     """
+    log = ctx.stream
     with file_lock(root.parent / ".locks" / f"{root.name}.lock"):
         marker = _read_marker(root)
         if marker is not None and marker.get("key") == key and marker.get("fields") == fields:
             if torch_dir is None or marker.get("torch_dir") == str(torch_dir):
-                reused = _reuse(key, root, marker, runner=runner, log=log, env=env)
+                reused = _reuse(key, root, marker, ctx=ctx)
                 if reused is not None:
                     return reused
             why = (

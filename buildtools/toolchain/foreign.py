@@ -17,17 +17,15 @@ import hashlib
 import json
 import platform as _platform
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
 
+from ..context import RunContext
 from ..ecosystem import load_ecosystem
 from ..errors import ToolchainError
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob
 from ..probe.child import read_version_py
-from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
 from .envs import Toolchain
 from .indexprobe import index_reachable
@@ -84,9 +82,7 @@ def prepare_foreign_toolchain(
     python: str,
     *,
     cache_dir: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     with_toolkit: bool = True,
 ) -> Toolchain:
     """The cell's torch for another architecture, unpacked for the checks (never imported).
@@ -94,6 +90,7 @@ def prepare_foreign_toolchain(
     Only the docker backend builds such a job (`with_toolkit=False`: the compiler is in the
     container); the local backend cannot run an aarch64 compiler's output here.
     """
+    log, env = ctx.stream, ctx.env
     if with_toolkit:
         raise ToolchainError(
             f"{job.id}: a {job.platform} job cannot build with this {host_platform()} "
@@ -117,7 +114,7 @@ def prepare_foreign_toolchain(
         reused = marker.is_file() and _marker_key(marker) == key
         if not reused:
             shutil.rmtree(root, ignore_errors=True)
-            _unpack(job, python, base_python, site, runner=runner, log=log, env=env)
+            _unpack(job, python, base_python, site, ctx=ctx)
             marker.write_text(json.dumps({"key": key, "fields": fields}, sort_keys=True))
     version, cuda = _torch_version(site)
     if version.split("+")[0] != job.torch.split("+")[0]:
@@ -155,18 +152,15 @@ def _unpack(
     base_python: Path,
     site: Path,
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> None:
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     digits = python.replace(".", "")
     argv = [str(base_python), "-m", "pip", "install", "--no-deps", "--only-binary", ":all:"]
     for plat in _pip_platforms(job.platform_tag):
         argv += ["--platform", plat]
     argv += ["--python-version", python, "--implementation", "cp", "--abi", f"cp{digits}"]
-    if job.torch_index and index_reachable(
-        job.torch_index, base_python, runner=runner, log=log, env=env
-    ):
+    if job.torch_index and index_reachable(job.torch_index, base_python, ctx=ctx):
         argv += ["--extra-index-url", job.torch_index]
     argv += ["--target", str(site), job.torch_requirement]
     result = runner.run(argv, env=child_env(env), log=log)

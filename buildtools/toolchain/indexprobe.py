@@ -8,13 +8,11 @@ from __future__ import annotations
 
 __all__ = ["index_hint", "index_reachable", "job_index"]
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
 
+from ..context import RunContext
 from ..ecosystem import load_ecosystem
 from ..model import Accelerator, BuildJob
-from ..process import ProcessRunner
 from .venv import child_env
 
 _PROBE_SECONDS = 30.0
@@ -35,10 +33,9 @@ def index_hint(accelerator: Accelerator) -> str:
     return f"{load_ecosystem().pytorch_index}/{accelerator.name}"
 
 
-def index_reachable(
-    index: str, python: Path, *, runner: ProcessRunner, log: IO[str], env: Mapping[str, str]
-) -> bool:
+def index_reachable(index: str, python: Path, *, ctx: RunContext) -> bool:
     """Whether `index` answers for torch (asked by `python`, so through its proxy settings)."""
+    runner, log, env = ctx.processes, ctx.stream, ctx.env
     url = index.rstrip("/") + "/torch/"
     result = runner.run(
         [str(python), "-c", _PROBE_INDEX, url],
@@ -56,12 +53,8 @@ def index_reachable(
     return False
 
 
-def job_index(
-    job: BuildJob, python: Path, *, runner: ProcessRunner, log: IO[str], env: Mapping[str, str]
-) -> str | None:
+def job_index(job: BuildJob, python: Path, *, ctx: RunContext) -> str | None:
     """The job's torch index where it is reachable, else None (pip's configured indexes)."""
-    if job.torch_index and index_reachable(
-        job.torch_index, python, runner=runner, log=log, env=env
-    ):
+    if job.torch_index and index_reachable(job.torch_index, python, ctx=ctx):
         return job.torch_index
     return None

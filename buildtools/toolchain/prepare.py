@@ -15,12 +15,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
-from ..process import ProcessRunner
 from .cuda import CudaToolkit, install_cuda_wheels, system_cuda
 from .current import prepare_current
 from .envs import (
@@ -54,9 +53,7 @@ def toolchain_identity(
     job: BuildJob,
     python: str,
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     cuda_home: Path | None = None,
     with_toolkit: bool = True,
 ) -> ToolchainIdentity:
@@ -65,10 +62,11 @@ def toolchain_identity(
 
     Not for `torch: current` jobs, whose environment depends on the running torch.
     """
+    env = ctx.env
     accel = job.accelerator
     home = Path(env["HOME"]) if env.get("HOME") else Path.home()
     base_python = find_python(python, env=env, home=home)
-    base = probe_venv(base_python, runner=runner, log=log, env=env)
+    base = probe_venv(base_python, ctx=ctx)
     if base is None:
         raise ToolMissingError(f"Python {python}: {base_python} does not run; reinstall it")
     if base.implementation != "cpython":
@@ -80,7 +78,7 @@ def toolchain_identity(
     if accel.kind == "cuda" and with_toolkit:
         given = cuda_home or (Path(env["CUDA_HOME"]) if env.get("CUDA_HOME") else None)
         if given is not None:
-            cuda = system_cuda(given, accel, runner=runner, log=log, env=env)
+            cuda = system_cuda(given, accel, ctx=ctx)
     key, fields = toolchain_key(
         job, python_version=base.python_version, system_cuda=cuda, with_toolkit=with_toolkit
     )
@@ -106,38 +104,33 @@ def prepare_toolchain(
 
     `env` is the environment pip and the build run with; a system CUDA toolkit is taken
     from `cuda_home` or env["CUDA_HOME"] when its nvcc matches the cell's CUDA version.
-    `with_toolkit=False` gives an environment with torch only (no compiler), e.g. to check
-    a wheel against another torch. Raises ToolMissingError (no such Python, no ROCm) or
+    `with_toolkit=False` gives an environment with torch only (no compiler), to check a
+    wheel against another torch release of its ABI window (where any build of the release
+    will do for a CPU wheel: `window_build_ok`). Raises ToolMissingError (no such Python, no ROCm) or
     ToolchainError (pip failed, or the installed torch/toolkit does not match the cell; the
     message says what to change).
     """
-    runner, log, env = ctx.processes, ctx.stream, ctx.env
+    log = ctx.stream
     if is_foreign(job):
         return prepare_foreign_toolchain(
             job,
             python,
             cache_dir=cache_dir,
-            runner=runner,
-            log=log,
-            env=env,
+            ctx=ctx,
             with_toolkit=with_toolkit,
         )
     if job.torch_source == "current":
         return prepare_current(
             job,
             cache_dir=cache_dir,
-            runner=runner,
-            log=log,
-            env=env,
+            ctx=ctx,
             cuda_home=cuda_home,
             with_toolkit=with_toolkit,
         )
     ident = toolchain_identity(
         job,
         python,
-        runner=runner,
-        log=log,
-        env=env,
+        ctx=ctx,
         cuda_home=cuda_home,
         with_toolkit=with_toolkit,
     )
@@ -151,7 +144,7 @@ def prepare_toolchain(
                 root=root,
                 cache_dir=cache_dir,
                 with_toolkit=with_toolkit,
-                ctx=RunContext(processes=runner, env=env, log=log),
+                ctx=ctx,
             )
         except BaseException:
             # never left under the cell's name (a CUDA torch in a `cpu` environment holds GBs)
@@ -163,9 +156,7 @@ def prepare_toolchain(
         key=ident.key,
         fields=ident.fields,
         create=create,
-        runner=runner,
-        log=log,
-        env=env,
+        ctx=ctx,
     )
 
 
@@ -179,7 +170,7 @@ def _create(
     ctx: RunContext,
 ) -> Toolchain:
     """Create the venv, install torch (+ toolkit), verify, then write the marker last."""
-    runner, log, env = ctx.processes, ctx.stream, ctx.env
+    log, env = ctx.stream, ctx.env
     accel = job.accelerator
     venv_python = root / "bin" / "python"
     started = time.monotonic()
@@ -189,23 +180,21 @@ def _create(
         ident.base_python,
         root,
         cache_dir=cache_dir,
-        ctx=RunContext(processes=runner, env=env, log=log),
+        ctx=ctx,
     )
-    index = job_index(job, venv_python, runner=runner, log=log, env=env)
+    index = job_index(job, venv_python, ctx=ctx)
     install(
         venv_python,
         [job.torch_requirement, *(BUILD_REQUIREMENTS if with_toolkit else ())],
         cache_dir=cache_dir,
         extra_index=index,
-        ctx=RunContext(processes=runner, env=env, log=log),
+        ctx=ctx,
     )
     probe = verified_probe(
         venv_python,
         ident.base_python,
         record_path=imported_record(root, env),
-        runner=runner,
-        log=log,
-        env=env,
+        ctx=ctx,
     )
     if probe is None:
         raise ToolchainError(f"{venv_python} does not run after installing torch")
@@ -214,6 +203,8 @@ def _create(
         probe.torch,
         env_root=root,
         index_answered=index is not None if job.torch_index else None,
+        # a check environment (no compiler) of another release of the job's ABI window
+        release_only=not with_toolkit,
     )
     assert probe.torch is not None  # check_torch refuses an environment without torch
     cuda = ident.system_cuda
@@ -224,7 +215,7 @@ def _create(
             probe.torch,
             root,
             cache_dir=cache_dir,
-            ctx=RunContext(processes=runner, env=env, log=log),
+            ctx=ctx,
         )
     elif with_toolkit and accel.kind == "rocm":
         rocm_home = find_rocm(env, probe.site_packages or probe.torch.site_packages)
@@ -237,6 +228,5 @@ def _create(
         cuda=cuda,
         rocm_home=rocm_home,
         started=started,
-        log=log,
-        env=env,
+        ctx=ctx,
     )

@@ -27,17 +27,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
 
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
+from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..probe.hostenv import EnvSnapshot, probe_environment
-from ..process import ProcessRunner
-from ..torchinstall import TorchInstall
+from ..torchinstall import TorchInstall, window_build_ok
 from .indexprobe import index_hint
 from .installer import select_installer, uv_cache_dir
 from .venv import child_env
@@ -48,19 +47,16 @@ VERIFIED = "buildtools-imported.json"  # torch installs known to import on this 
 def probe_venv(
     python: Path,
     *,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
     import_torch: bool = False,
 ) -> EnvSnapshot | None:
     """What `python` reports, isolated (-I); its torch read from its files, or, with
     `import_torch`, imported in the same process. None (and a log line) when it does not run."""
+    log = ctx.stream
     try:
         return probe_environment(
             python,
-            runner=runner,
-            env=child_env(env),
-            log=log,
+            ctx=ctx.with_env(child_env(ctx.env)),
             import_torch=import_torch,
             separate_import=False,
             devices=False,
@@ -126,13 +122,20 @@ def _index_remedy(job: BuildJob, answered: bool | None) -> str:
 
 
 def check_torch(
-    job: BuildJob, torch: TorchInstall | None, *, env_root: Path, index_answered: bool | None = None
+    job: BuildJob,
+    torch: TorchInstall | None,
+    *,
+    env_root: Path,
+    index_answered: bool | None = None,
+    release_only: bool = False,
 ) -> None:
     """Raise ToolchainError unless the installed torch is the one the cell needs.
 
     `index_answered`: whether the job's torch index answered before the install (False: pip
     used its configured indexes instead; None: not asked). The message names the index
-    actually used.
+    actually used. `release_only`: the environment checks a CPU wheel against a torch
+    release (a stable-ABI window): any build of that release will do, since every build
+    carries the same CPU libraries (`window_build_ok`).
     """
     cells = ", ".join(job.cell_ids) or job.id
     accel = job.accelerator
@@ -153,15 +156,7 @@ def check_torch(
             f"{cells}: pip installed {installed} from {source}, but the cells need "
             f"{job.torch_requirement}; check the requirement and the torch index"
         )
-    wrong: str | None = None
-    if accel.kind == "cpu" and (torch.cuda or torch.hip):
-        wrong = "a CPU-only torch"
-    elif accel.kind == "cuda" and torch.cuda != accel.version:
-        wrong = f"torch built for CUDA {accel.version}"
-    elif accel.kind == "rocm" and not (
-        torch.hip and _major_minor(torch.hip) == _major_minor(accel.version or "")
-    ):
-        wrong = f"torch built for ROCm {accel.version}"
+    wrong = None if release_only and window_build_ok(accel.kind) else _wrong_build(job, torch)
     if wrong is not None:
         raise ToolchainError(
             f"{cells}: pip installed {installed} from {source}, but accelerator "
@@ -173,6 +168,20 @@ def check_torch(
             f"job promises {int(job.cxx11_abi)}; the torch index serves a different build than "
             "the compatibility data expects (fix the index, or the data if torch changed)"
         )
+
+
+def _wrong_build(job: BuildJob, torch: TorchInstall) -> str | None:
+    """What the cell needs where `torch` is another build than its accelerator's, else None."""
+    accel = job.accelerator
+    if accel.kind == "cpu" and (torch.cuda or torch.hip):
+        return "a CPU-only torch"
+    if accel.kind == "cuda" and torch.cuda != accel.version:
+        return f"torch built for CUDA {accel.version}"
+    if accel.kind == "rocm" and not (
+        torch.hip and _major_minor(torch.hip) == _major_minor(accel.version or "")
+    ):
+        return f"torch built for ROCm {accel.version}"
+    return None
 
 
 def check_same_torch(
@@ -220,9 +229,7 @@ def verified_probe(
     base_python: Path,
     *,
     record_path: Path,
-    runner: ProcessRunner,
-    log: IO[str],
-    env: Mapping[str, str],
+    ctx: RunContext,
 ) -> EnvSnapshot | None:
     """The new environment's torch, imported once per identical install on this machine.
 
@@ -230,12 +237,13 @@ def verified_probe(
     torch's version files instead; what the import reported the first time (the C++ ABI)
     is taken from the record.
     """
+    log = ctx.stream
     try:
         records = decode_json(record_path.read_bytes(), what=record_path.name)
     except (OSError, ValueError):
         records = {}
     records = records if isinstance(records, dict) else {}
-    quick = probe_venv(python, runner=runner, log=log, env=env)
+    quick = probe_venv(python, ctx=ctx)
     if quick is not None and quick.torch is not None:
         known = records.get(_verified_key(base_python, quick, quick.torch))
         if isinstance(known, dict) and isinstance(known.get("cxx11_abi"), bool):
@@ -244,7 +252,7 @@ def verified_probe(
                 f"here ({known.get('env')}); not imported again\n"
             )
             return replace(quick, torch=replace(quick.torch, cxx11_abi=known["cxx11_abi"]))
-    probe = probe_venv(python, runner=runner, log=log, env=env, import_torch=True)
+    probe = probe_venv(python, ctx=ctx, import_torch=True)
     torch = probe.torch if probe is not None else None
     if probe is not None and torch is not None and torch.imported and torch.cxx11_abi is not None:
         records[_verified_key(base_python, probe, torch)] = {

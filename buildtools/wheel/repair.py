@@ -455,15 +455,13 @@ def _best_from_show(data: Mapping[str, object], wheel: Path) -> str:
 def best_platform_tag(
     wheel: Path,
     *,
-    runner: ProcessRunner,
+    ctx: RunContext,
     promised: str | None = None,
     python: str = sys.executable,
-    env: Mapping[str, str] | None = None,
-    log: IO[str] | None = None,
 ) -> PlatformTagReport:
     """Ask `auditwheel show --json` for the best tag `wheel` can get on this host."""
     argv = [python, "-m", "auditwheel", "show", "--json", str(wheel)]
-    result = runner.run(argv, env=env, log=log, capture=True)
+    result = ctx.run(argv, capture=True)
     data = _json_from(result.output)
     best = _best_from_show(data, wheel)
     if promised is None:
@@ -517,7 +515,7 @@ def repair_against_torch(
         target.promised,
         target.never_bundle,
     )
-    tag = best_platform_tag(raw, runner=runner, promised=promised, python=python, env=env, log=log)
+    tag = best_platform_tag(raw, ctx=ctx, promised=promised, python=python)
     if log is not None:
         log.write(f"# platform tag: {tag.message}\n")
     libs = scan_torch_libs(site_packages)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..backends.base import Backend
+from ..context import RunContext
 from ..errors import BuildtoolsError, PublishError
 from ..files import sha256_file
 from ..index.manifest import read_manifest
@@ -164,9 +165,7 @@ def compute_fingerprints(
             ident = toolchain_identity(
                 job,
                 job.build_python,
-                runner=runner,
-                log=log,
-                env=opts.env,
+                ctx=RunContext(processes=runner, env=opts.env, log=log),
                 cuda_home=opts.cuda_home,
                 with_toolkit=backend.needs_host_toolkit,
             )

@@ -26,6 +26,7 @@ import pytest
 from fixtures.cli import REPO, buildtools
 from fixtures.envs import TorchEnv, build_fixture_wheel, cache_dir, grafted_wheel
 
+from buildtools.context import RunContext
 from buildtools.process import CommandResult, SubprocessRunner
 from buildtools.wheel.meta import make_build_record, read_build_record, relabel_wheel
 from buildtools.wheel.repair import best_platform_tag
@@ -234,7 +235,7 @@ def test_undefined_symbol_and_grafted_torch(
 ) -> None:
     undefined = fixture_wheel("ext_undefined")
     raw_ok = fixture_wheel("ext_ok")
-    best = best_platform_tag(raw_ok, runner=RUNNER, log=integration_log).best
+    best = best_platform_tag(raw_ok, ctx=RunContext.of(processes=RUNNER, log=integration_log)).best
     grafted = grafted_wheel(raw_ok, torch213, RUNNER, plat=best, log=integration_log)
     with zipfile.ZipFile(grafted) as zf:
         assert [n for n in zf.namelist() if n.startswith("ext_ok.libs/libc10")]

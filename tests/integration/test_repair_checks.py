@@ -17,6 +17,7 @@ from typing import IO
 import pytest
 from fixtures.envs import TorchEnv, build_env, cache_dir, grafted_wheel
 
+from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError
 from buildtools.process import SubprocessRunner
 from buildtools.wheel.checks import (
@@ -57,7 +58,9 @@ def wheels(fixture_wheel: Callable[[str], Path]) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def best_tag(wheels: dict[str, Path], integration_log: IO[str]) -> str:
     return best_platform_tag(
-        wheels["ext_ok"], runner=RUNNER, promised=PROMISED, log=integration_log
+        wheels["ext_ok"],
+        ctx=RunContext.of(processes=RUNNER, log=integration_log),
+        promised=PROMISED,
     ).best
 
 
@@ -80,7 +83,9 @@ def test_target_is_read_without_importing_torch(target: TorchTarget, torch213: T
 
 
 def test_best_platform_tag_on_this_host(wheels: dict[str, Path]) -> None:
-    report = best_platform_tag(wheels["ext_ok"], runner=RUNNER, promised=PROMISED)
+    report = best_platform_tag(
+        wheels["ext_ok"], ctx=RunContext.of(processes=RUNNER), promised=PROMISED
+    )
     assert report.best.startswith("manylinux_")
     assert report.weaker is (not platform_tag_satisfies(report.best, PROMISED))
     if os.confstr("CS_GNU_LIBC_VERSION") == "glibc 2.36":  # Debian bookworm
@@ -250,7 +255,9 @@ def test_real_cu130_wheel(tmp_path: Path, integration_log: IO[str]) -> None:
     assert {"libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libcublas.so.13"} <= set(
         excludes
     )
-    tag = best_platform_tag(raw, runner=RUNNER, promised=PROMISED, log=integration_log)
+    tag = best_platform_tag(
+        raw, ctx=RunContext.of(processes=RUNNER, log=integration_log), promised=PROMISED
+    )
     plan = plan_repair(
         raw,
         dest_dir=tmp_path / "repaired",

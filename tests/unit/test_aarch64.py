@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fixtures.fakes import Call, FakeRunner
 
+from buildtools.context import RunContext
 from buildtools.errors import ConfigError, ToolchainError, ToolMissingError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import MatrixFile, parse_matrix
@@ -250,11 +251,15 @@ def test_foreign_torch_is_unpacked_not_imported(tmp_path: Path) -> None:
         return None
 
     runner = WorldRunner(respond)
-    kw: dict[str, Any] = {"cache_dir": tmp_path, "runner": runner, "env": env}
-    tc = prepare_foreign_toolchain(job, "3.12", log=io.StringIO(), with_toolkit=False, **kw)
-    again = prepare_foreign_toolchain(job, "3.12", log=io.StringIO(), with_toolkit=False, **kw)
+    kw: dict[str, Any] = {"cache_dir": tmp_path}
+
+    def ctx() -> RunContext:
+        return RunContext(processes=runner, env=env, log=io.StringIO())
+
+    tc = prepare_foreign_toolchain(job, "3.12", ctx=ctx(), with_toolkit=False, **kw)
+    again = prepare_foreign_toolchain(job, "3.12", ctx=ctx(), with_toolkit=False, **kw)
     with pytest.raises(ToolchainError, match="cannot build with this"):
-        prepare_foreign_toolchain(job, "3.12", log=io.StringIO(), **kw)
+        prepare_foreign_toolchain(job, "3.12", ctx=ctx(), **kw)
     (pip,) = [c.argv for c in runner.calls if "--target" in c.argv]
     assert pip[:4] == (str(python), "-m", "pip", "install")
     assert "--no-deps" in pip and pip[7:9] == ("--platform", "manylinux_2_28_aarch64")

@@ -10,7 +10,9 @@ from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.planner import abi_window, plan
+from buildtools.smoke.envs import torch_matches
 from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
+from buildtools.torchinstall import TorchInstall
 
 KB = load_knowledge()
 
@@ -87,3 +89,25 @@ def test_a_cpu_runner_tests_a_stable_wheel_on_every_torch_it_claims(tmp_path: Pa
         [src], runner_accelerator="cuda", runner_python="3.11", runner_torch="2.14.1+cu130"
     )
     assert len(on_gpu) == 1
+
+
+def _torch(version: str, cuda: str | None = None) -> TorchInstall:
+    return TorchInstall(version=version, package_dir=Path("/t/torch"), cuda=cuda)
+
+
+def test_a_window_release_of_a_cpu_wheel_may_be_any_build_of_it(tmp_path: Path) -> None:
+    """The wheel's own torch must be its build; another release it claims is proven on any
+    build of that release (PyPI serves CUDA builds), never on another release."""
+    src = WheelSource(path=_stable_wheel(tmp_path), origin="wheelhouse")
+    own, other = (
+        t
+        for t in plan_targets([src], runner_accelerator="cpu", runner_python="3.11")
+        if isinstance(t, SmokeTarget)
+    )
+    assert (own.window, other.window) == (False, True)
+    assert torch_matches(own, _torch("2.13.0+cpu"))
+    assert not torch_matches(own, _torch("2.13.0+cu130", cuda="13.0"))
+    assert torch_matches(other, _torch("2.14.1+cpu"))
+    assert torch_matches(other, _torch("2.14.1+cu130", cuda="13.0"))
+    assert not torch_matches(other, _torch("2.14.0+cu130", cuda="13.0"))
+    assert not torch_matches(other, None)

@@ -92,3 +92,26 @@ def test_nothing_outside_backends_constructs_a_backend() -> None:
 def test_no_package_is_named_like_build_output() -> None:
     assert not (PACKAGE / "build").exists()
     assert not (PACKAGE / "dist").exists()
+
+
+def _ci_verbs() -> dict[str, object]:
+    """`buildtools ci`'s verbs as the command line registers them: name → handler."""
+    import argparse
+
+    from buildtools.cli.main import _extra_verbs, build_parser
+
+    def sub_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        return dict(action.choices)
+
+    ci = sub_actions(build_parser(_extra_verbs()))["ci"]
+    return {name: p.get_default("handler") for name, p in sub_actions(ci).items()}
+
+
+def test_each_ci_verb_lives_in_its_own_module() -> None:
+    verbs = _ci_verbs()
+    assert {"github", "matrix", "status", "restore-site", "backfill"} <= set(verbs)
+    where = {name: getattr(handler, "__module__", None) for name, handler in verbs.items()}
+    assert where == {n: f"buildtools.cli.ci.{n.replace('-', '_')}" for n in verbs}
+    modules = {p.stem for p in (PACKAGE / "cli" / "ci").glob("*.py")} - {"__init__"}
+    assert modules == {n.replace("-", "_") for n in verbs}, "one module per verb, no other"

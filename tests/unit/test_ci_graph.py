@@ -105,7 +105,7 @@ def reference() -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _ci_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr("buildtools.cli.ci.host_python", lambda: "3.12")
+    monkeypatch.setattr("buildtools.cli.ci.matrix.host_python", lambda: "3.12")
     monkeypatch.setattr("buildtools.planning.host_python", lambda: "3.12")
 
 

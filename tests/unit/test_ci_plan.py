@@ -58,7 +58,7 @@ def _entries(p: Plan, full: Plan | None = None, **kw: Any) -> list[MatrixEntry]:
 @pytest.fixture(autouse=True)
 def _ci_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("buildtools.planning.host_python", lambda: "3.12")
-    monkeypatch.setattr("buildtools.cli.ci.host_python", lambda: "3.12")
+    monkeypatch.setattr("buildtools.cli.ci.matrix.host_python", lambda: "3.12")
 
 
 # -- entries ----------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ def test_published_jobs_are_not_built_again(tmp_path: Path) -> None:
 
 
 def test_cmd_matrix_for_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildtools.cli.ci import cmd_matrix
+    from buildtools.cli.ci.matrix import cmd_matrix
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("GITHUB_REPOSITORY", "example/bt-scatter")

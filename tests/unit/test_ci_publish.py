@@ -321,7 +321,8 @@ def test_compare_record() -> None:
 
 
 def test_restore_and_record_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildtools.cli.ci_release import cmd_record, cmd_restore_site
+    from buildtools.cli.ci.record import cmd_record
+    from buildtools.cli.ci.restore_site import cmd_restore_site
 
     monkeypatch.setenv("GITHUB_REPOSITORY", "example/bt-scatter")
     monkeypatch.setenv("BT_DEFAULT_BRANCH", "main")

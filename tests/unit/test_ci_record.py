@@ -26,6 +26,7 @@ from buildtools.cisteps.provenance import (
 )
 from buildtools.cisteps.record import latest_record
 from buildtools.cli.main import _extra_verbs, build_parser
+from buildtools.context import RunContext
 from buildtools.errors import ExitCode, PublishError, UntrustedRecordError
 from buildtools.index.publish import publish
 from buildtools.index.settings import IndexSettings
@@ -59,7 +60,7 @@ def _site(tmp_path: Path, name: str, url: str) -> Path:
 
 
 def _policy(runner: AttestedRunner, wheel_url: str | None = None):  # type: ignore[no-untyped-def]
-    return record_policy(ENV, runner=runner, wheel_url=wheel_url)
+    return record_policy(RunContext(processes=runner, env=ENV), wheel_url=wheel_url)
 
 
 # -- which record is adopted -----------------------------------------------------------------
@@ -224,7 +225,9 @@ def test_verify_files_runs_gh_per_file_and_reports_each(tmp_path: Path) -> None:
         predicate=predicate,
         cert=certificate(),
     )
-    failures = verify_files([good, bad], signer=SIGNER, expect=EXPECT, runner=runner, env=ENV)
+    failures = verify_files(
+        [good, bad], signer=SIGNER, expect=EXPECT, ctx=RunContext(processes=runner, env=ENV)
+    )
     assert list(failures) == [bad]
     assert failures[bad].startswith("gh attestation verify failed (exit 1)")
     assert [c.argv[:4] for c in runner.calls] == [
@@ -237,7 +240,8 @@ def test_verify_files_runs_gh_per_file_and_reports_each(tmp_path: Path) -> None:
 def test_release_subjects_and_verify_provenance_commands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from buildtools.cli.ci_release import cmd_release_subjects, cmd_verify_provenance
+    from buildtools.cli.ci.release_subjects import cmd_release_subjects
+    from buildtools.cli.ci.verify_provenance import cmd_verify_provenance
 
     for key, value in {**ENV, "GITHUB_RUN_ID": "1001", "GITHUB_SHA": "5" * 40}.items():
         monkeypatch.setenv(key, value)

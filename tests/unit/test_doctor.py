@@ -24,6 +24,7 @@ from fixtures.crafted import (
 from fixtures.fakes import Call, FakeRunner
 
 from buildtools.cli.doctor import cmd_doctor
+from buildtools.context import RunContext
 from buildtools.doctor.devices import device_code_runs
 from buildtools.doctor.diagnose import diagnose
 from buildtools.doctor.doctor_report import DOCTOR_SCHEMA
@@ -609,7 +610,7 @@ def test_probe_is_parsed_and_import_crash_reported(tmp_path: Path) -> None:
     env = torch_env(tmp_path)
     env.install("ext_x", "0.1.0+pt213cpu", files={SO: ext_so()}, record=record())
     fake = FakeProbe(static_probe(env), import_rc=-6)
-    snap = probe_environment(Path("/env/bin/python"), runner=fake)
+    snap = probe_environment(Path("/env/bin/python"), ctx=RunContext(processes=fake))
     assert [c[1] for c in fake.argvs] == ["-c", "-c"]
     assert fake.argvs[1][-1] == "--import-torch"
     assert snap.torch is not None

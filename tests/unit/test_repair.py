@@ -9,6 +9,7 @@ import pytest
 from fixtures.crafted import make_site_packages, make_so, make_wheel
 from fixtures.fakes import Call, FakeRunner
 
+from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError, ToolchainError
 from buildtools.wheel.repair import (
     Grafting,
@@ -303,7 +304,10 @@ WHEEL = Path("/w/ext_ok-0.1.0-cp311-cp311-linux_x86_64.whl")
 def test_best_platform_tag_weaker_than_promised() -> None:
     runner = FakeRunner().on(*AUDITWHEEL, "show", output=SHOW_OUTPUT)
     report = best_platform_tag(
-        WHEEL, runner=runner, promised="manylinux_2_28_x86_64", python=PY, env=BASE_ENV
+        WHEEL,
+        ctx=RunContext(processes=runner, env=BASE_ENV),
+        promised="manylinux_2_28_x86_64",
+        python=PY,
     )
     assert [(c.argv, c.env) for c in runner.calls] == [
         ((*AUDITWHEEL, "show", "--json", str(WHEEL)), BASE_ENV)
@@ -318,7 +322,9 @@ def test_best_platform_tag_weaker_than_promised() -> None:
 
 def test_best_platform_tag_meets_promise() -> None:
     runner = FakeRunner().on(*AUDITWHEEL, "show", output=SHOW_OUTPUT)
-    report = best_platform_tag(WHEEL, runner=runner, promised="manylinux_2_35_x86_64", python=PY)
+    report = best_platform_tag(
+        WHEEL, ctx=RunContext(processes=runner), promised="manylinux_2_35_x86_64", python=PY
+    )
     assert report == PlatformTagReport(
         best="manylinux_2_34_x86_64",
         promised="manylinux_2_35_x86_64",
@@ -334,7 +340,9 @@ def test_best_platform_tag_meets_promise() -> None:
 def test_best_platform_tag_isa_forces_linux() -> None:
     output = SHOW_OUTPUT.replace('"unsupported_isa": false', '"unsupported_isa": true')
     runner = FakeRunner().on(*AUDITWHEEL, "show", output=output)
-    assert best_platform_tag(WHEEL, runner=runner, python=PY).best == "linux_x86_64"
+    assert (
+        best_platform_tag(WHEEL, ctx=RunContext(processes=runner), python=PY).best == "linux_x86_64"
+    )
 
 
 @pytest.mark.parametrize(
@@ -347,4 +355,4 @@ def test_best_platform_tag_isa_forces_linux() -> None:
 def test_best_platform_tag_errors(output: str, match: str) -> None:
     runner = FakeRunner().on(*AUDITWHEEL, "show", returncode=1, output=output)
     with pytest.raises(ToolchainError, match=match):
-        best_platform_tag(WHEEL, runner=runner, python=PY)
+        best_platform_tag(WHEEL, ctx=RunContext(processes=runner), python=PY)

@@ -602,3 +602,22 @@ def test_torch_is_imported_once_per_identical_install(home: Path) -> None:
     assert not second.reused and second.root != created.root and second.torch.cxx11_abi is True
     assert torch_probes() == [False]
     assert "already imported here" in log
+
+
+def test_a_window_check_environment_needs_the_release_not_the_build() -> None:
+    """A CPU wheel's other ABI-window releases are checked against any build of the release
+    (every build carries the CPU libraries it uses); a device wheel's need their own build,
+    and the release itself is never relaxed."""
+    cuda_build = probe_of("2.11.0+cu130", cuda="13.0")
+    check_torch(job211("cpu"), cuda_build, env_root=Path("/e"), release_only=True)
+    with pytest.raises(ToolchainError, match="CPU-only torch"):
+        check_torch(job211("cpu"), cuda_build, env_root=Path("/e"))
+    with pytest.raises(ToolchainError, match=re.escape("need torch==2.11.0")):
+        check_torch(
+            job211("cpu"),
+            probe_of("2.12.0+cu130", cuda="13.0"),
+            env_root=Path("/e"),
+            release_only=True,
+        )
+    with pytest.raises(ToolchainError, match="CPU only"):
+        check_torch(job211("cu130"), probe_of("2.11.0+cpu"), env_root=Path("/e"), release_only=True)

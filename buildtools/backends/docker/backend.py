@@ -277,7 +277,9 @@ class DockerBackend:
         return env
 
     def _torch_index(self, job: BuildJob, runner: ProcessRunner, log: IO[str]) -> str | None:
-        return job_index(job, Path(self.python), runner=runner, log=log, env=self.env)
+        return job_index(
+            job, Path(self.python), ctx=RunContext(processes=runner, env=self.env, log=log)
+        )
 
     def prefetch(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> Path:
         """Download every wheel the job's container installs into the shared prefetch dir."""

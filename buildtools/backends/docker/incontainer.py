@@ -84,11 +84,12 @@ def _verify_torch(python: str, requirement: str, kind: str, cuda: str | None) ->
     from packaging.requirements import Requirement
     from packaging.version import Version
 
+    from ...context import RunContext
     from ...probe.hostenv import probe_environment
 
     snapshot = probe_environment(
         Path(python),
-        runner=SubprocessRunner(),
+        ctx=RunContext.of(processes=SubprocessRunner()),
         separate_import=False,
         devices=False,
         files=False,

@@ -10,7 +10,7 @@ cell ids `release.yml` is started with).
 
 from __future__ import annotations
 
-__all__ = ["add_backfill_parser", "cmd_backfill", "latest_release_tag"]
+__all__ = ["add_parser", "cmd_backfill", "latest_release_tag"]
 
 import argparse
 import os
@@ -20,18 +20,19 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 
-from ..ciplan import layout
-from ..ciplan.shapes import append_to, write_outputs
-from ..cisteps.github_api import GitHubApi, RestApi
-from ..cisteps.provenance import record_policy
-from ..cisteps.record import RecordPolicy, latest_record
-from ..cisteps.tagcheck import check_tag, project_version
-from ..errors import PlanError
-from ..http import Http
-from ..index.published import published_cells
-from ..matrix.config import load_matrix
-from ..planning import PlanRequest, default_matrix_path, load_plan
-from ..process import SubprocessRunner
+from ...ciplan import layout
+from ...ciplan.shapes import append_to, write_outputs
+from ...cisteps.github_api import GitHubApi, RestApi
+from ...cisteps.provenance import record_policy
+from ...cisteps.record import RecordPolicy, latest_record
+from ...cisteps.tagcheck import check_tag, project_version
+from ...context import RunContext
+from ...errors import PlanError
+from ...http import Http
+from ...index.published import published_cells
+from ...matrix.config import load_matrix
+from ...planning import PlanRequest, default_matrix_path, load_plan
+from ...process import SubprocessRunner
 
 _TAG_RE = re.compile(r"^v[0-9][0-9A-Za-z.+!_-]*$")
 
@@ -102,7 +103,7 @@ def cmd_backfill(
     # the same authentication as a release's plan job: a record it cannot authenticate stops
     # the backfill (exit 19) instead of choosing what to build
     policy = policy or record_policy(
-        env, runner=SubprocessRunner(), wheel_url=mf.matrix.index.wheel_url
+        RunContext(processes=SubprocessRunner(), env=env), wheel_url=mf.matrix.index.wheel_url
     )
     record = latest_record(api, policy)
     wheels = record.manifest.wheels if record is not None else ()
@@ -141,7 +142,7 @@ def cmd_backfill(
     return 0
 
 
-def add_backfill_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "backfill",
         help="backfill.yml's step: the latest release tag, and the cells its record lacks",
