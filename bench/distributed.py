@@ -180,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
         mf, kb, host_python=host_python(), selection=Selection(profile="release", only=[CELL])
     ).jobs
     runner = SubprocessRunner()
-    ident = toolchain_identity(job, job.build_python, runner=runner, log=io.StringIO(), env=env)
+    ident = toolchain_identity(
+        job, job.build_python, ctx=RunContext(processes=runner, env=env, log=io.StringIO())
+    )
     found = list((cache / "envs" / "toolchains").glob(f"*-{ident.key[:12]}"))
     why = _missing(env)
     if not any((p / toolchain_module.MARKER).is_file() for p in found):
