@@ -26,7 +26,17 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-NAMES = ("plan", "index", "repair", "overhead", "incremental", "device", "estimate", "containers")
+NAMES = (
+    "plan",
+    "index",
+    "repair",
+    "overhead",
+    "incremental",
+    "device",
+    "estimate",
+    "containers",
+    "distributed",
+)
 
 
 @dataclass(frozen=True)
@@ -270,6 +280,7 @@ def rows_for(raw: dict[str, Any]) -> list[Row]:
                 )
             )
     rows += device_rows(raw)
+    rows += distributed_rows(raw)
     pl = raw.get("plan")
     if pl:
         add(
@@ -283,6 +294,32 @@ def rows_for(raw: dict[str, Any]) -> list[Row]:
             )
         )
     return rows
+
+
+def distributed_rows(raw: dict[str, Any]) -> list[Row]:
+    """The CUDA cell through a loopback sccache-dist cluster (bench/distributed.py)."""
+    dist = raw.get("distributed")
+    if not dist or "ratio_2x1_vs_1x1" not in dist:
+        return []
+    runs = dist["runs"]
+    return [
+        Row(
+            f"CUDA cell cold through sccache-dist: 2 servers x 1 core / 1 x 1 ({dist['cell']})",
+            _s(runs["2x1"]["wall_s"]),
+            _s(runs["1x1"]["wall_s"]),
+            dist["ratio_2x1_vs_1x1"],
+            "≤ 0.6",
+            dist["ratio_2x1_vs_1x1"] <= 0.6,
+        ),
+        Row(
+            "the same: wheels of local, 1x1 and 2x1 builds byte-identical",
+            "identical" if dist["identical_wheels"] else "DIFFER",
+            "-",
+            None,
+            "identical",
+            bool(dist["identical_wheels"]),
+        ),
+    ]
 
 
 def device_rows(raw: dict[str, Any]) -> list[Row]:
@@ -403,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": ["--runs", "1"],
         "estimate": [],
         "containers": ["--runs", "1"],
+        "distributed": [],
     }
     started = time.perf_counter()
     raw: dict[str, Any] = {}

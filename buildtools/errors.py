@@ -8,6 +8,7 @@ __all__ = [
     "CheckFailedError",
     "CiDriftError",
     "ConfigError",
+    "DistError",
     "ExitCode",
     "ImmutableWheelError",
     "KnowledgeError",
@@ -53,6 +54,7 @@ class ExitCode(enum.IntEnum):
     # uploaded by someone else than the release workflow, not attested, or linking elsewhere
     UNTRUSTED_RECORD = 19
     NETWORK = 20  # the package index or a published site did not answer (or answered nonsense)
+    DIST = 21  # `buildtools dist`: the loopback sccache-dist cluster cannot start, is up already, or is not up
     INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as a shell reports it
     TERMINATED = 143  # SIGTERM (a CI cancel, `timeout`): 128 + 15
 
@@ -85,6 +87,13 @@ class NetworkError(BuildtoolsError):
     """A URL could not be read (unreachable, HTTP error, too large, a range ignored)."""
 
     exit_code = ExitCode.NETWORK
+
+
+class DistError(BuildtoolsError):
+    """`buildtools dist`: the cluster cannot start (its log's last lines say why), is up
+    already, or is not up."""
+
+    exit_code = ExitCode.DIST
 
 
 class ToolMissingError(BuildtoolsError):

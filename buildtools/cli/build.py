@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
 from ..cachedir import default_cache_dir
+from ..distcompile.config import parse_scheduler_url
 from ..errors import (
     BuildFailedError,
     BuildtoolsError,
@@ -102,6 +103,15 @@ def add_build_parser(sub: Any) -> None:
         help="no compiler cache (default: ccache when installed; matrix build.ccache: false)",
     )
     p.add_argument(
+        "--distribute",
+        default=None,
+        metavar="SCHEDULER_URL",
+        help="compile the units of each job on this sccache-dist scheduler's build servers, "
+        "falling back to local compiles where it fails (token: $BUILDTOOLS_DIST_TOKEN, or the "
+        "cluster of `buildtools dist up`; default: matrix build.distribute; `--distribute "
+        "none` turns it off)",
+    )
+    p.add_argument(
         "--cuda-home",
         type=Path,
         default=None,
@@ -136,7 +146,7 @@ def reproduce_command(
     # what changes where the run reads and writes, or whether it rebuilds
     if getattr(args, "wheelhouse", None) and args.wheelhouse != Path("wheelhouse"):
         argv += ["--wheelhouse", str(args.wheelhouse)]
-    for option in ("cache_dir", "index_site", "cuda_home"):
+    for option in ("cache_dir", "index_site", "cuda_home", "distribute"):
         if getattr(args, option, None):
             argv += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     for flag in ("force", "no_ccache"):
@@ -160,6 +170,13 @@ def _failure_class(failed: list[CellResult]) -> type[BuildtoolsError]:
     the cell's build: 7), else `build failed` (8)."""
     kinds = {c.failure for c in failed}
     return _FAILURES.get(kinds.pop(), BuildFailedError) if len(kinds) == 1 else BuildFailedError
+
+
+def _distribute(flag: str | None, setting: str | None) -> str | None:
+    """The scheduler URL of the run: --distribute (`none`: off), else build.distribute."""
+    if flag is not None:
+        return None if flag.lower() == "none" else parse_scheduler_url(flag)
+    return parse_scheduler_url(setting, what="matrix.yaml build.distribute") if setting else None
 
 
 def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
@@ -191,6 +208,8 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         jobs=args.jobs,
         size_warning=settings.size_warning,
         size_error=settings.size_error,
+        distribute=_distribute(args.distribute, settings.distribute),
+        distribute_by_default=args.distribute is None,
     )
     kb = load_knowledge()
     current = [j.id for j in result.jobs if j.torch_source == "current"]

@@ -28,6 +28,7 @@ from .build import add_build_parser
 from .check import add_check_parser
 from .ci import add_ci_parser
 from .common import add_plan_args, plan_from_args
+from .dist import add_dist_parser
 from .doctor import add_doctor_parser
 from .estimate import estimate_for, nvcc_threads_of, print_estimate
 from .index import add_index_parser
@@ -204,6 +205,7 @@ def _extra_verbs() -> list[Callable[[Any], None]]:
         add_build_parser,
         add_check_parser,
         add_ci_parser,
+        add_dist_parser,
         add_doctor_parser,
         add_index_parser,
         add_init_parser,

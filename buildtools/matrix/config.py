@@ -277,6 +277,9 @@ class BuildSettings(Strict):
     size_error: ByteSize = None
     # nvcc --compress-mode for the fatbins of CUDA >= 12.8 jobs (None: nvcc's default)
     cuda_compress: Literal["default", "size", "speed", "balance", "none"] | None = None
+    # an sccache-dist scheduler URL: compile units on its build servers (--distribute; the
+    # client token comes from $BUILDTOOLS_DIST_TOKEN, never from this file)
+    distribute: str | None = Field(default=None, pattern=r"^https?://[^\s/?#@]+/?$")
 
 
 class ProjectConfig(Strict):

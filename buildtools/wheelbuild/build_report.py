@@ -45,6 +45,8 @@ class CellResult:
     # durations hold the stages that finished)
     elapsed: float | None = None
     findings: list[Finding] = field(default_factory=list)
+    # with --distribute: where the job's compile units ran (dist.client.UnitCounts.to_json)
+    compiles: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -60,6 +62,7 @@ class CellResult:
             "failure": self.failure,
             "durations": {k: round(v, 3) for k, v in sorted(self.durations.items())},
             **({"elapsed": round(self.elapsed, 3)} if self.elapsed is not None else {}),
+            **({"compiles": self.compiles} if self.compiles is not None else {}),
             "findings": [
                 {
                     "code": f.code,

@@ -35,6 +35,10 @@ class BuildOptions:
     nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)
     size_warning: int | None = None  # wheel-size thresholds (matrix.yaml build.size_*)
     size_error: int | None = None
+    distribute: str | None = None  # an sccache-dist scheduler URL (--distribute)
+    # the URL is matrix.yaml's build.distribute, not --distribute: a run with no client token
+    # (a pull request from a fork gets no secrets) builds locally with a note
+    distribute_by_default: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

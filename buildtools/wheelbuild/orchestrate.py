@@ -48,6 +48,7 @@ from .ccache import (
     find_ccache,
     make_masquerade,
 )
+from .distribute import DistributingBackend, plan_distribution
 from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
@@ -471,9 +472,12 @@ def build_plan(
             todo.append(job)
     if todo:
         backend.preflight(runner)
+    note = report.notes.append
+    dist = plan_distribution(opts, runner=runner, note=note) if todo else None
+    host = opts.host or host_resources()
     slots = plan_slots(
         todo,
-        opts.host or host_resources(),
+        dist.sized(host) if dist else host,
         max_jobs=_requested_max_jobs(plan, opts),
         concurrent=opts.jobs,
     )
@@ -484,11 +488,11 @@ def build_plan(
     for job_id, n in threads.items():
         if n > 1:
             report.notes.append(f"scheduler: {job_id}: nvcc --threads {n}")
-    compiler_cache = _compiler_cache(opts, todo, report.notes.append)
+    compiler_cache = None if dist else _compiler_cache(opts, todo, report.notes.append)
     session = BuildSession(
         kb=kb,
         opts=replace(opts, max_jobs=slots.max_jobs),
-        backend=backend,
+        backend=DistributingBackend(backend, dist, opts=opts) if dist else backend,
         runner=runner,
         compiler_cache=compiler_cache,
     )
@@ -506,6 +510,8 @@ def build_plan(
     )
     for job in plan.jobs:
         report.cells.extend(results.get(job.id, []))
+    if dist:
+        dist.report(report.cells, note)
     report.finished = time.time()
     report.write(opts.wheelhouse / "report.json")
     return report

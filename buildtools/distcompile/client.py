@@ -1,0 +1,319 @@
+"""The client side of a distributed build: one job's compile units sent to a scheduler.
+
+A job that distributes compiles through its own sccache server (a Unix socket in a private
+directory, its own config and compile cache), so that its counts are its own and no other
+build or helper on the machine shares it:
+
+- the host compiler: a directory of compiler-named links to sccache first on PATH (sccache
+  >= 0.8 runs as the compiler its link is named after, the next one on PATH);
+- nvcc: `PYTORCH_NVCC="sccache nvcc --threads N -ccbin <host c++>"`. sccache (>= 0.9) runs
+  `nvcc --dryrun` and then each step itself; cicc and ptxas of every arch, and the host
+  compile, are units it can send to a build server, and `--threads N` on the command line
+  (where sccache reads it) runs N archs' steps at once. The host compiler is named by path
+  because nvcc would otherwise find the sccache link on PATH and call it from inside the
+  sccache server, which refuses to act as a compiler there. `--threads` and `--keep` are
+  taken out of NVCC_APPEND_FLAGS (sccache reads only the command line, and runs the dry run
+  with its own `--keep`, so intermediate files are named after the source either way).
+
+sccache falls back to a local compile for a unit whose server cannot be reached or dies
+(`dist_errors` in its counts); an answer 4xx from the cluster (a wrong token) fails the
+compile instead, so the build asks the scheduler first (`probe`) and distributes only when it
+answers. The counts of where each unit ran come from the job's sccache server
+(`--show-stats --stats-format json`: `dist_compiles` per server address, `dist_errors`,
+`compilations`, cache hits), read before it is stopped.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DIST_TOKEN_ENV",
+    "MASQUERADE",
+    "DistTarget",
+    "DistributedJob",
+    "UnitCounts",
+    "client_env",
+    "make_masquerade",
+    "nvcc_command",
+    "parse_stats",
+    "resolve_target",
+    "strip_nvcc_flags",
+]
+
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..context import RunContext
+from ..errors import ConfigError, ToolMissingError
+from ..jsonfields import decode_json
+from .config import check_token, client_config, parse_scheduler_url
+from .scheduler import SchedulerStatus, scheduler_status
+
+DIST_TOKEN_ENV = "BUILDTOOLS_DIST_TOKEN"
+MASQUERADE = ("cc", "c++", "gcc", "g++", "clang", "clang++")
+IDLE_SECONDS = 900  # a job's sccache server left behind (a crash) exits after this idle time
+SERVER_SECONDS = 60.0  # starting, asking and stopping the job's sccache server
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistTarget:
+    """A scheduler to send compile units to, and the client token it accepts."""
+
+    url: str
+    token: str
+
+
+def resolve_target(
+    url: str, env: Mapping[str, str], *, local: tuple[str, str] | None = None
+) -> DistTarget:
+    """The target of `--distribute URL`: the token from $BUILDTOOLS_DIST_TOKEN, else from the
+    loopback cluster `dist up` recorded (`local`: its URL and token) when it is that URL;
+    ConfigError naming both ways otherwise."""
+    normal = parse_scheduler_url(url)
+    token = env.get(DIST_TOKEN_ENV, "")
+    if token:
+        return DistTarget(url=normal, token=check_token(token, what=f"${DIST_TOKEN_ENV}"))
+    if local is not None and parse_scheduler_url(local[0], what="the cluster record") == normal:
+        return DistTarget(url=normal, token=check_token(local[1], what="the cluster record"))
+    raise ConfigError(
+        f"--distribute {normal}: no client token; set ${DIST_TOKEN_ENV} to the token of the "
+        "scheduler's [client_auth] (a secret of the workflow), or start a loopback cluster "
+        "with `buildtools dist up`, whose URL carries its own"
+    )
+
+
+def probe(target: DistTarget, env: Mapping[str, str]) -> SchedulerStatus | str:
+    """The scheduler's status, or why it cannot be used (unreachable, token refused)."""
+    return scheduler_status(target.url, target.token, env=env)
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitCounts:
+    """Where one job's compile units ran (sccache's counts of its server)."""
+
+    remote: Mapping[str, int] = field(default_factory=dict)  # server address → units
+    local: int = 0  # compiled here (not distributable, fallen back, or no cluster)
+    fell_back: int = 0  # sent to the cluster, failed there, compiled here instead
+    cache_hits: int = 0
+    failed: int = 0  # compiles that failed (the build says which)
+
+    @property
+    def remote_total(self) -> int:
+        return sum(self.remote.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "remote": dict(sorted(self.remote.items())),
+            "remote_total": self.remote_total,
+            "local": self.local,
+            "fell_back": self.fell_back,
+            "cache_hits": self.cache_hits,
+            "failed": self.failed,
+        }
+
+    def describe(self) -> str:
+        where = ", ".join(f"{n} on {addr}" for addr, n in sorted(self.remote.items())) or "none"
+        text = f"{self.remote_total} unit(s) remote ({where}), {self.local} local"
+        if self.fell_back:
+            text += f" ({self.fell_back} fell back to local after the cluster failed them)"
+        if self.cache_hits:
+            text += f", {self.cache_hits} from the cache"
+        return text
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def parse_stats(text: str) -> UnitCounts:
+    """UnitCounts from `sccache --show-stats --stats-format json`; ValueError if not that."""
+    # the JSON is one line; a client's log lines may come around it on the same output
+    line = next((x for x in text.splitlines() if x.startswith("{")), text)
+    data = decode_json(line, what="sccache --show-stats", max_bytes=1 << 20)
+    stats = data.get("stats") if isinstance(data, dict) else None
+    if not isinstance(stats, dict):
+        raise ValueError("sccache --show-stats: no `stats` object")
+    dist = stats.get("dist_compiles", {})
+    if not isinstance(dist, dict):
+        raise ValueError("sccache --show-stats: dist_compiles is not an object")
+    remote = {str(k)[:100]: _count(v) for k, v in dist.items()}
+    hits = stats.get("cache_hits", {})
+    counts = hits.get("counts", {}) if isinstance(hits, dict) else {}
+    compilations = _count(stats.get("compilations"))
+    return UnitCounts(
+        remote=remote,
+        local=max(0, compilations - sum(remote.values())),
+        fell_back=_count(stats.get("dist_errors")),
+        cache_hits=sum(_count(v) for v in counts.values()) if isinstance(counts, dict) else 0,
+        failed=_count(stats.get("compile_fails")),
+    )
+
+
+def strip_nvcc_flags(value: str) -> tuple[str, int]:
+    """NVCC_APPEND_FLAGS without `--threads N`/`-t N` and `--keep`/`--keep-dir D`, and the
+    threads it asked for (1 when none)."""
+    words = shlex.split(value)
+    kept: list[str] = []
+    threads = 1
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, inline = word.partition("=")
+        if name in ("--threads", "-t", "--keep-dir", "-keep-dir"):
+            arg = inline if eq else (words[i + 1] if i + 1 < len(words) else "")
+            if name in ("--threads", "-t") and arg.isdigit():
+                threads = max(1, int(arg))
+            i += 1 if eq else 2
+            continue
+        if word in ("--keep", "-keep"):
+            i += 1
+            continue
+        kept.append(word)
+        i += 1
+    return shlex.join(kept), threads
+
+
+def nvcc_command(sccache: Path, nvcc: Path, *, threads: int, host_compiler: Path) -> str:
+    """PYTORCH_NVCC of a distributing CUDA job."""
+    argv = [str(sccache), str(nvcc)]
+    if threads > 1:
+        argv += ["--threads", str(threads)]
+    return shlex.join([*argv, "-ccbin", str(host_compiler)])
+
+
+def make_masquerade(directory: Path, sccache: Path) -> Path:
+    """The directory of compiler-named links to sccache (idempotent, atomic per link)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in MASQUERADE:
+        link = directory / name
+        if link.is_symlink() and link.readlink() == sccache:
+            continue
+        tmp = directory / f".{name}.tmp{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(sccache)
+        tmp.replace(link)
+    return directory
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientPaths:
+    """One job's sccache server: its config, socket, cache and log."""
+
+    masquerade: Path
+    conf: Path
+    socket: Path
+    cache: Path
+    log: Path
+    toolchains: Path
+
+
+def client_env(
+    env: Mapping[str, str],
+    paths: ClientPaths,
+    *,
+    sccache: Path,
+    cuda_home: Path | None,
+) -> dict[str, str]:
+    """The variables that send `env`'s compiles through the job's sccache server (pure):
+    what to set over `env`, which is the job's environment without a compiler cache."""
+    path = env.get("PATH", os.defpath)
+    out = {
+        "PATH": os.pathsep.join((str(paths.masquerade), path)),
+        "SCCACHE_CONF": str(paths.conf),
+        "SCCACHE_CACHED_CONF": str(paths.conf.with_name("cached-config")),
+        "SCCACHE_SERVER_UDS": str(paths.socket),
+        "SCCACHE_DIR": str(paths.cache),
+        "SCCACHE_IDLE_TIMEOUT": str(IDLE_SECONDS),
+        "SCCACHE_ERROR_LOG": str(paths.log),
+        "SCCACHE_LOG": env.get("SCCACHE_LOG", "warn"),
+        "TORCH_NO_COMPILER_WRAPPER": "1",
+        "CCACHE_DISABLE": "1",
+    }
+    if cuda_home is not None:
+        host = shutil.which("c++", path=path) or shutil.which("g++", path=path)
+        if host is None:
+            raise ToolMissingError("c++: no host compiler on PATH for nvcc (-ccbin)")
+        remaining, threads = strip_nvcc_flags(env.get("NVCC_APPEND_FLAGS", ""))
+        out["NVCC_APPEND_FLAGS"] = remaining
+        out["PYTORCH_NVCC"] = nvcc_command(
+            sccache, cuda_home / "bin" / "nvcc", threads=threads, host_compiler=Path(host)
+        )
+    return out
+
+
+class DistributedJob:
+    """One job's sccache server: `env(...)` while it builds, `counts` after."""
+
+    def __init__(self, sccache: Path, paths: ClientPaths, env: dict[str, str]) -> None:
+        self.sccache = sccache
+        self.paths = paths
+        self.env = env
+        self.counts: UnitCounts | None = None
+        self.problem: str | None = None  # why the counts could not be read
+
+
+@contextmanager
+def distributed_job(
+    target: DistTarget | None,
+    base_env: Mapping[str, str],
+    *,
+    sccache: Path,
+    work: Path,
+    cache: Path | None,
+    cuda_home: Path | None,
+    ctx: RunContext,
+) -> Iterator[DistributedJob]:
+    """Start the job's sccache server (its config in `work`, its compile cache in `cache`,
+    or a throwaway one in `work` when None; no cluster when `target` is None: every unit
+    compiles here), yield it, read its counts, stop it."""
+    # a private directory (0700) for the socket (its path must be short) and the config,
+    # which holds the token: removed when the job ends, never left in a cache directory
+    # that CI may save and a later run read
+    socket_dir = Path(tempfile.mkdtemp(prefix="bt-sccache-"))
+    paths = ClientPaths(
+        masquerade=make_masquerade(work / "bin", sccache),
+        conf=socket_dir / "client.toml",
+        socket=socket_dir / "server.sock",
+        cache=cache if cache is not None else socket_dir / "cache",  # throwaway
+        log=work / "sccache.log",
+        toolchains=work.parent / "toolchains",
+    )
+    config = client_config(
+        target.url if target else None,
+        target.token if target else "",
+        toolchain_cache=paths.toolchains,
+    )
+    fd = os.open(paths.conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(config)
+    # sccache sends a unit's environment to the build server: never the token (it is in
+    # the 0600 config)
+    base = {k: v for k, v in base_env.items() if k != DIST_TOKEN_ENV}
+    env = {**base, **client_env(base, paths, sccache=sccache, cuda_home=cuda_home)}
+    job = DistributedJob(sccache, paths, env)
+    runner, log = ctx.processes, ctx.stream
+    started = runner.run([str(sccache), "--start-server"], env=env, log=log, timeout=SERVER_SECONDS)
+    if not started.ok:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        raise ToolMissingError(f"{sccache} --start-server failed (see {log.name})")
+    try:
+        yield job
+        stats = runner.run(
+            [str(sccache), "--show-stats", "--stats-format", "json"],
+            env=env,
+            capture=True,
+            timeout=SERVER_SECONDS,
+        )
+        try:
+            job.counts = parse_stats(stats.output)
+        except ValueError as exc:
+            job.problem = str(exc)
+    finally:
+        runner.run([str(sccache), "--stop-server"], env=env, log=log, timeout=SERVER_SECONDS)
+        shutil.rmtree(socket_dir, ignore_errors=True)

@@ -1,0 +1,158 @@
+"""Distributed compiles, for real: `buildtools dist up --servers 2 --cores 1` on loopback
+(sccache-dist 0.16 scheduler + two bubblewrap-sandboxed build servers), the default CPU cell
+built through it and locally into byte-identical wheels, the report counting remote units,
+a build server killed while it compiles (the build still ends in the same wheel, the report
+says what fell back), `dist up` refusing a second cluster, `dist down` ending every daemon.
+
+Opt-in (minutes, root, bubblewrap, sccache 0.16 beside the interpreter or on PATH):
+`BUILDTOOLS_TEST_DIST=1`. The CUDA cell goes through the same path in
+`bench/distributed.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fixtures.cli import HOST_CELL, REPO, buildtools
+from fixtures.envs import cache_dir
+
+from buildtools.distcompile.cluster import kill_server, read_state
+from buildtools.distcompile.scheduler import SchedulerStatus, scheduler_status
+from buildtools.distcompile.tools import tool_path
+
+pytestmark = [pytest.mark.dist]
+
+
+def _needs() -> str | None:
+    if os.environ.get("BUILDTOOLS_TEST_DIST") != "1":
+        return "opt-in: BUILDTOOLS_TEST_DIST=1 (or -m dist)"
+    if os.geteuid() != 0:
+        return "sccache-dist build servers run as root"
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed (apt-get install -y bubblewrap)"
+    if shutil.which("sccache-dist", path=tool_path(os.environ)) is None:
+        return "sccache 0.16.0 is not installed (buildtools/data/dist-requirements.txt)"
+    return None
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):  # type: ignore[no-untyped-def]
+    why = _needs()
+    if why:
+        pytest.skip(why)
+    state_dir = tmp_path / "dist"
+    proc = buildtools("dist", "up", "--servers", "2", "--cores", "1", "--state-dir", str(state_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        yield state_dir
+    finally:
+        buildtools("dist", "down", "--state-dir", str(state_dir))
+
+
+def _copy(dest: Path) -> Path:
+    shutil.copytree(
+        REPO / "examples" / "scatter", dest, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    return dest
+
+
+def _argv(src: Path, wheelhouse: Path, *extra: str) -> list[str]:
+    return [
+        "build",
+        "--matrix",
+        str(REPO / "matrix.yaml"),
+        "--only",
+        HOST_CELL,
+        "--project",
+        str(src),
+        "--wheelhouse",
+        str(wheelhouse),
+        "--no-ccache",  # every unit compiles (the job's sccache cache is a throwaway one)
+        "--no-live",
+        *extra,
+    ]
+
+
+def _env(token: str) -> dict[str, str]:
+    return {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir()), "BUILDTOOLS_DIST_TOKEN": token}
+
+
+def _wheel(wheelhouse: Path) -> tuple[bytes, dict[str, object]]:
+    (wheel,) = wheelhouse.glob("bt_scatter-*.whl")
+    report = json.loads((wheelhouse / "report.json").read_text())
+    (cell,) = [c for c in report["cells"] if c["cell"] == HOST_CELL]
+    return wheel.read_bytes(), cell
+
+
+def test_cluster_builds_the_same_wheel_and_survives_a_dead_server(
+    cluster: Path, tmp_path: Path
+) -> None:
+    state = read_state(cluster)
+    assert state is not None and len(state.servers) == 2
+    said = scheduler_status(state.scheduler_url, state.client_token, env=os.environ)
+    assert isinstance(said, SchedulerStatus) and (said.num_servers, said.num_cpus) == (2, 2)
+    again = buildtools("dist", "up", "--state-dir", str(cluster))
+    assert again.returncode == 21 and "a cluster is up already" in again.stderr
+
+    env = _env(state.client_token)
+    local = buildtools(*_argv(_copy(tmp_path / "a"), tmp_path / "wh-local"), env=env)
+    assert local.returncode == 0, local.stdout + local.stderr
+    local_bytes, local_cell = _wheel(tmp_path / "wh-local")
+    assert "compiles" not in local_cell
+
+    dist = buildtools(
+        *_argv(_copy(tmp_path / "b"), tmp_path / "wh-dist", "--distribute", state.scheduler_url),
+        env=env,
+    )
+    assert dist.returncode == 0, dist.stdout + dist.stderr
+    dist_bytes, dist_cell = _wheel(tmp_path / "wh-dist")
+    assert dist_bytes == local_bytes
+    compiles = dist_cell["compiles"]
+    assert isinstance(compiles, dict)
+    assert compiles["remote_total"] >= 1 and compiles["fell_back"] == 0, compiles
+    assert set(compiles["remote"]) <= {p.addr for p in state.servers}
+
+    # a server dies while it compiles: kill every server as soon as the scheduler has a job
+    # in progress (which one got it is the scheduler's choice); sccache compiles it here
+    argv = _argv(_copy(tmp_path / "c"), tmp_path / "wh-killed", "--distribute", state.scheduler_url)
+    with subprocess.Popen(
+        [sys.executable, "-m", "buildtools", *argv],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as child:
+        deadline = time.monotonic() + 600
+        killed = False
+        while child.poll() is None and time.monotonic() < deadline and not killed:
+            now = scheduler_status(state.scheduler_url, state.client_token, env=os.environ)
+            if isinstance(now, SchedulerStatus) and now.in_progress > 0:
+                for index in range(len(state.servers)):
+                    kill_server(state, index)
+                killed = True
+            time.sleep(0.1)
+        out, _ = child.communicate(timeout=900)
+    assert killed, "no job reached the cluster: " + out[-2000:]
+    assert child.returncode == 0, out[-3000:]
+    killed_bytes, killed_cell = _wheel(tmp_path / "wh-killed")
+    assert killed_bytes == local_bytes
+    compiles = killed_cell["compiles"]
+    assert isinstance(compiles, dict)
+    assert compiles["fell_back"] >= 1 and compiles["local"] >= 1, compiles
+    report = json.loads((tmp_path / "wh-killed" / "report.json").read_text())
+    assert any("fell back to local" in n for n in report["notes"]), report["notes"]
+
+    down = buildtools("dist", "down", "--state-dir", str(cluster))
+    assert down.returncode == 0, down.stderr
+    for proc in state.processes:
+        assert not Path(f"/proc/{proc.pid}").exists() or (
+            Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+        )
