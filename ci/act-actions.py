@@ -39,7 +39,9 @@ def git(*args: str, cwd: Path | None = None) -> str:
         ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )
     if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed")
+        raise RuntimeError(
+            done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed"
+        )
     return done.stdout
 
 

@@ -164,6 +164,26 @@ def download_artifact() -> int:
     return 0
 
 
+def _certificate() -> dict[str, str]:
+    """What the Sigstore certificate of this job's OIDC identity would say (Fulcio's
+    GitHub extensions), from the job's own context. The runner is a hosted one: the run
+    maps only GitHub-hosted labels onto this machine (BT_ACT_RUNNER_ENVIRONMENT)."""
+    server, repo = _env("GITHUB_SERVER_URL", "https://github.com"), _env("GITHUB_REPOSITORY")
+    workflow_ref = (
+        _env("GITHUB_WORKFLOW_REF") or f"{repo}/{_env('BT_ACT_WORKFLOW_FILE')}@{_env('GITHUB_REF')}"
+    )
+    return {
+        "buildSignerURI": f"{server}/{workflow_ref}",
+        "subjectAlternativeName": f"{server}/{workflow_ref}",
+        "sourceRepositoryURI": f"{server}/{repo}",
+        "sourceRepositoryRef": _env("GITHUB_REF"),
+        "sourceRepositoryDigest": _env("GITHUB_SHA"),
+        "runnerEnvironment": _env("BT_ACT_RUNNER_ENVIRONMENT", "self-hosted"),
+        "runInvocationURI": f"{server}/{repo}/actions/runs/{_env('GITHUB_RUN_ID')}/attempts/"
+        f"{_env('GITHUB_RUN_ATTEMPT', '1')}",
+    }
+
+
 def attest_build_provenance() -> int:
     subjects: list[str] = []
     checksums = _env("IN_SUBJECT_CHECKSUMS")
@@ -171,16 +191,17 @@ def attest_build_provenance() -> int:
         subjects = [x.strip() for x in Path(checksums).read_text().splitlines() if x.strip()]
     if not subjects and not _env("IN_SUBJECT_PATH"):
         return _fail("attest-build-provenance: one of subject-path, subject-checksums is required")
-    predicate = _env("IN_PREDICATE_PATH")
-    predicate_sha = hashlib.sha256(Path(predicate).read_bytes()).hexdigest() if predicate else ""
-    bundle = Path(os.environ["RUNNER_TEMP"]) / f"attestation-{os.getpid()}.json"
+    predicate_path = _env("IN_PREDICATE_PATH")
+    predicate = json.loads(Path(predicate_path).read_text()) if predicate_path else {}
+    bundle = Path(_env("RUNNER_TEMP") or "/tmp") / f"attestation-{os.getpid()}.json"
     bundle.write_text(json.dumps({"standin": True, "subjects": subjects}))
     _record(
         "actions/attest-build-provenance",
         subjects=subjects,
         subject_path=_env("IN_SUBJECT_PATH"),
         predicate_type=_env("IN_PREDICATE_TYPE") or "https://slsa.dev/provenance/v1",
-        predicate_sha256=predicate_sha,
+        predicate=predicate,
+        certificate=_certificate(),
         signed=False,
     )
     _output("bundle-path", str(bundle))
@@ -206,7 +227,16 @@ def deploy_pages() -> int:
     artifact = _store() / _env("IN_NAME", "github-pages")
     if not artifact.is_dir():
         return _fail(f"deploy-pages: no artifact {artifact.name!r} in this run")
-    _record("actions/deploy-pages", artifact=artifact.name, digest=_digest(artifact), deployed=False)
+    pages = _env("BT_ACT_PAGES_DIR")
+    if pages:  # what the Pages host serves from now on (ci/act/fakegithub.py)
+        shutil.rmtree(pages, ignore_errors=True)
+        shutil.copytree(artifact, pages)
+    _record(
+        "actions/deploy-pages",
+        artifact=artifact.name,
+        digest=_digest(artifact),
+        deployed=bool(pages),
+    )
     _output("page_url", "https://pages.invalid/")
     return 0
 
