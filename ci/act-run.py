@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -225,7 +226,10 @@ def base_image(repo: Path, cell: str, given: str | None, work: Path) -> tuple[st
             f"ci-run: {name}: pinned by digest in docker/pins.yaml; a local image "
             "cannot stand in for it (run with the digest removed)"
         )
-    python = f"{cell.split('-cp')[1][0]}.{cell.split('-cp')[1][1:].split('-')[0]}"
+    tag = re.search(r"-cp(\d)(\d+)", cell)
+    if tag is None:
+        raise SystemExit(f"ci-run: --cell {cell}: no cpXY in the id")
+    python = f"{tag.group(1)}.{tag.group(2)}"
     local = (
         given
         or capture(
@@ -347,7 +351,7 @@ def act(
 
 def repository_of(repo: Path) -> str:
     """OWNER/REPO the index's base_url implies (a github.io project site), else local/…"""
-    from ruamel.yaml import YAML  # noqa: PLC0415
+    from ruamel.yaml import YAML
 
     data = YAML(typ="safe").load((repo / "matrix.yaml").read_text(encoding="utf-8")) or {}
     base = str((data.get("index") or {}).get("base_url") or "")
@@ -364,7 +368,7 @@ def pr_event(repository: str) -> dict[str, object]:
     repo = {
         "full_name": repository,
         "name": repository.split("/")[1],
-        "owner": {"login": repository.split("/")[0]},
+        "owner": {"login": repository.split("/", maxsplit=1)[0]},
         "default_branch": "main",
     }
     return {
@@ -460,6 +464,8 @@ class FakeGitHub:
     def env(self) -> dict[str, str]:
         return {
             "GITHUB_API_URL": self.ports["api"],
+            # actions/checkout fetches a `ref:` from here; wheels link to its releases
+            "GITHUB_SERVER_URL": self.ports["api"],
             "https_proxy": self.ports["proxy"],
             "HTTPS_PROXY": self.ports["proxy"],
             "SSL_CERT_FILE": self.ports["ca_bundle"],
@@ -489,7 +495,7 @@ def release_event(repository: str, tag: str, cell: str) -> dict[str, object]:
     repo = {
         "full_name": repository,
         "name": repository.split("/")[1],
-        "owner": {"login": repository.split("/")[0]},
+        "owner": {"login": repository.split("/", maxsplit=1)[0]},
         "default_branch": "main",
     }
     return {
@@ -499,7 +505,9 @@ def release_event(repository: str, tag: str, cell: str) -> dict[str, object]:
     }
 
 
-def compare_index(outcome: Outcome, work: Path, repo: Path, tag: str, repository: str) -> None:
+def compare_index(
+    outcome: Outcome, work: Path, repo: Path, tag: str, repository: str, server: str
+) -> None:
     """The site the run published against `buildtools index` on the same wheels, here."""
     site = outcome.run / "artifacts" / "site"
     wheels = sorted((outcome.run / "artifacts").glob("wheels-*/*.whl"))
@@ -519,7 +527,7 @@ def compare_index(outcome: Outcome, work: Path, repo: Path, tag: str, repository
         "--site",
         str(local / "site"),
         "--wheel-url",
-        f"https://github.com/{repository}/releases/download/{tag}/{{filename}}",
+        f"{server}/{repository}/releases/download/{tag}/{{filename}}",
     ]
     for report in reports:
         argv += ["--require-smoke", str(report)]
@@ -589,7 +597,7 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
             print(f"- {key} (x{count})")
 
 
-def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--target",
@@ -637,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915
             check_pr(o, args.cell)
             outcomes.append(o)
         if targets & {"release", "bad-tag"}:
-            from ruamel.yaml import YAML  # noqa: PLC0415
+            from ruamel.yaml import YAML
 
             data = YAML(typ="safe").load((repo / "matrix.yaml").read_text()) or {}
             fake = FakeGitHub(
@@ -708,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901, PLR0912, PLR0915
                     "status",
                 ):
                     o.require(o.job(job) == "succeeded", f"job {job!r}: {o.job(job)}")
-                compare_index(o, work, repo, tag, repository)
+                compare_index(o, work, repo, tag, repository, fake.ports["api"])
                 outcomes.append(o)
             if "bad-record" in targets:
                 tampered = tamper_record(work / "github")

@@ -9,6 +9,9 @@ Two listeners on 127.0.0.1, their ports written to DIR/ports.json:
          tag is vetted), and releases with their assets (buildtools.cisteps.github_api):
          create a draft, list, look one up by tag (drafts are not found that way, as on
          GitHub), upload to upload_url, delete and download assets, publish;
+         It is also GITHUB_SERVER_URL: `git fetch` of OWNER/NAME (what actions/checkout runs
+         for a `ref:` other than the run's own) is served by `git http-backend` from the
+         run's repository, smart HTTP, read-only;
   proxy  an HTTP proxy (https_proxy): CONNECT to HOST:443, the Pages host of index.base_url,
          is answered with TLS under a certificate of this run's own CA (SSL_CERT_FILE
          trusts it) and serves DIR/pages/ (what the deploy-pages stand-in deployed; 404
@@ -93,7 +96,7 @@ def _git(repo: Path, *args: str) -> str | None:
 class Api(BaseHTTPRequestHandler):
     state: State
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def _record(self, status: int) -> None:
@@ -130,7 +133,7 @@ class Api(BaseHTTPRequestHandler):
             return [], {}
         return segs[3:], parse_qs(parts.query)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         if not self._authorized():
             return
         segs, query = self._route()
@@ -192,7 +195,7 @@ class Api(BaseHTTPRequestHandler):
     def _body(self) -> bytes:
         return self.rfile.read(int(self.headers.get("Content-Length", "0")))
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         if not self._authorized():
             return
         segs, query = self._route()
@@ -237,7 +240,7 @@ class Api(BaseHTTPRequestHandler):
                 return self._send(201, st.asset_json(rel, asset))
         return self._send(404, {"message": "Not Found"})
 
-    def do_PATCH(self) -> None:  # noqa: N802
+    def do_PATCH(self) -> None:
         if not self._authorized():
             return
         segs, _ = self._route()
@@ -253,7 +256,7 @@ class Api(BaseHTTPRequestHandler):
             self.state.save(data)
             return self._send(200, self.state.release_json(rel))
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         if not self._authorized():
             return
         segs, _ = self._route()
@@ -274,10 +277,10 @@ class Pages(BaseHTTPRequestHandler):
     root: Path
     prefix: str  # a project site (OWNER.github.io/REPO) serves its artifact under /REPO/
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         path = unquote(urlsplit(self.path).path)
         if self.prefix and not (path + "/").startswith(self.prefix + "/"):
             path = "/\0"  # outside the site
@@ -321,10 +324,10 @@ class Proxy(BaseHTTPRequestHandler):
     context: ssl.SSLContext
     pages: type[Pages]
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
-    def do_CONNECT(self) -> None:  # noqa: N802
+    def do_CONNECT(self) -> None:
         host, _, port = self.path.rpartition(":")
         if host == self.pages_host:
             self.send_response(200, "Connection established")

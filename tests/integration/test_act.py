@@ -48,8 +48,9 @@ def _row(output: str, run: str) -> str:
     return rows[0]
 
 
-@pytest.mark.parametrize("run", ["pr", "pr-fail", "release", "bad-tag release-1",
-                                 "bad-tag v99.0.0", "bad-record"])
+@pytest.mark.parametrize(
+    "run", ["pr", "pr-fail", "release", "bad-tag release-1", "bad-tag v99.0.0", "bad-record"]
+)
 def test_run_ends_as_expected(ci_run: tuple[int, str], run: str) -> None:
     row = _row(ci_run[1], run)
     assert row.rstrip().endswith("| ok |"), row
@@ -57,7 +58,11 @@ def test_run_ends_as_expected(ci_run: tuple[int, str], run: str) -> None:
 
 def test_every_stand_in_is_listed(ci_run: tuple[int, str]) -> None:
     out = ci_run[1]
-    for name in ("actions/upload-artifact", "actions/attest-build-provenance",
-                 "actions/deploy-pages", "gh (api, attestation verify)"):
+    for name in (
+        "actions/upload-artifact",
+        "actions/attest-build-provenance",
+        "actions/deploy-pages",
+        "gh (api, attestation verify)",
+    ):
         assert f"- {name}" in out
     assert ci_run[0] == 0, out[-4000:]
