@@ -133,8 +133,58 @@ class Api(BaseHTTPRequestHandler):
             return [], {}
         return segs[3:], parse_qs(parts.query)
 
+    def _git_http(self) -> bool:
+        """Smart HTTP for OWNER/NAME(.git): `git http-backend` over the run's repository."""
+        parts = urlsplit(self.path)
+        base = f"/{self.state.repository}"
+        rest = None
+        for prefix in (base + ".git/", base + "/"):
+            if parts.path.startswith(prefix):
+                rest = parts.path[len(prefix) :]
+        if rest not in {"info/refs", "git-upload-pack"}:
+            return False
+        repo = self.state.repo_dir
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0") or 0))
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "GIT_PROJECT_ROOT": str(repo.parent),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": f"/{repo.name}/.git/{rest}",
+            "QUERY_STRING": parts.query,
+            "REQUEST_METHOD": self.command,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+        }
+        done = subprocess.run(
+            ["git", "http-backend"],
+            input=body,
+            env=env,
+            capture_output=True,
+            timeout=600,
+            check=False,
+        )
+        head, _, payload = done.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+        self._record(status)
+        return True
+
     def do_GET(self) -> None:
-        if not self._authorized():
+        if self._git_http() or not self._authorized():
             return
         segs, query = self._route()
         st = self.state
@@ -196,7 +246,7 @@ class Api(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length", "0")))
 
     def do_POST(self) -> None:
-        if not self._authorized():
+        if self._git_http() or not self._authorized():
             return
         segs, query = self._route()
         body = self._body()
