@@ -270,6 +270,9 @@ def narrow_pr_profile(repo: Path, work: Path, cell: str) -> str:
         "platform": entry["platform"],
     }
     yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 4096
     path = repo / "matrix.yaml"
     data = yaml.load(path.read_text(encoding="utf-8"))
     data["profiles"]["pr"]["select"] = [select]
