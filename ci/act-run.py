@@ -126,6 +126,8 @@ def version_of(repo: Path) -> str:
 
 
 def release_event(repository: str, tag: str, cell: str) -> dict[str, object]:
+    """A workflow_dispatch payload: its inputs are strings, as GitHub sends them (act 0.2.89
+    reads a JSON boolean there as false for `inputs.X`: `publish: true` became --no-publish)."""
     repo = {
         "full_name": repository,
         "name": repository.split("/")[1],
@@ -133,7 +135,7 @@ def release_event(repository: str, tag: str, cell: str) -> dict[str, object]:
         "default_branch": "main",
     }
     return {
-        "inputs": {"tag": tag, "only": cell, "unsmoked": False, "publish": True},
+        "inputs": {"tag": tag, "only": cell, "unsmoked": "false", "publish": "true"},
         "ref": "refs/heads/main",
         "repository": repo,
     }
