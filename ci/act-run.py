@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,21 +142,33 @@ def release_event(repository: str, tag: str, cell: str) -> dict[str, object]:
     }
 
 
-def stand_in_job_index(repo: Path, workflow: str) -> int:
-    """`${{ strategy.job-index }}` written as 0 in the snapshot's `workflow`.
+def stand_in_act_gaps(repo: Path, workflow: str) -> dict[str, int]:
+    """Two of GitHub's semantics act 0.2.89 lacks, written into the snapshot's `workflow`.
 
-    act 0.2.89 leaves `strategy.job-index` empty, so a build job reports its wheels as
-    `wheels_` instead of `wheels_<leg>` and the publish job's selection refuses them. The
-    release runs here have one leg per matrix (`only:` one cell), whose index on GitHub is
-    0: that value is written in, committed, and listed as a stand-in.
+    - `${{ strategy.job-index }}` is empty under act, so a build job reports its wheels as
+      `wheels_` instead of `wheels_<leg>`; the release runs here have one leg per matrix
+      (`only:` one cell), whose index on GitHub is 0: that value is written in.
+    - a skipped job's outputs are its raw `${{ … }}` templates under act (on GitHub: none),
+      so the publish job read `${{` as a wheel of the skipped CUDA build; each
+      `toJSON(needs.X.outputs)` becomes `needs.X.result == 'skipped' && '{}' || …`,
+      which is what GitHub gives.
+    Both are committed in the snapshot and listed as stand-ins; nothing else is changed.
     """
     path = repo / ".github" / "workflows" / workflow
     text = path.read_text(encoding="utf-8")
-    count = text.count("${{ strategy.job-index }}")
-    path.write_text(text.replace("${{ strategy.job-index }}", "'0'"), encoding="utf-8")
+    counts = {"strategy.job-index": text.count("${{ strategy.job-index }}")}
+    text = text.replace("${{ strategy.job-index }}", "'0'")
+    pattern = re.compile(r"\$\{\{ toJSON\(needs\.([A-Za-z0-9_-]+)\.outputs\) \}\}")
+    text, counts["skipped job outputs"] = pattern.subn(
+        lambda m: (
+            f"${{{{ needs.{m[1]}.result == 'skipped' && '{{}}' || toJSON(needs.{m[1]}.outputs) }}}}"
+        ),
+        text,
+    )
+    path.write_text(text, encoding="utf-8")
     ident = ["-c", "user.name=ci-run", "-c", "user.email=ci-run@localhost"]
-    capture(["git", *ident, "commit", "-q", "-am", "ci-run: strategy.job-index is 0"], cwd=repo)
-    return count
+    capture(["git", *ident, "commit", "-q", "-am", f"ci-run: act's gaps in {workflow}"], cwd=repo)
+    return counts
 
 
 def compare_index(
@@ -316,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             tag = f"v{version_of(repo)}"
             if "release" in targets:
-                count = stand_in_job_index(repo, "release.yml")
-                log(f"release.yml: strategy.job-index written as 0 ({count} place(s))")
+                counts = stand_in_act_gaps(repo, "release.yml")
+                log(f"release.yml: act's gaps stood in for: {counts}")
             capture(
                 [
                     "git",
