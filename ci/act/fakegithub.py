@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-LOCK = threading.Lock()
+LOCK = threading.RLock()  # held while answering; _record takes it again
 
 
 class State:
