@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -266,7 +267,11 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
             print(f"- {key} (x{count})")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--target",
@@ -279,7 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mirror", default=os.environ.get("BT_ACT_MIRROR", DEFAULT_MIRROR))
     parser.add_argument("--base-image", help="local image standing in for the manylinux builder")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # SIGTERM ends the run like Ctrl-C: the running act (its own process group) is
+    # killed with its group, and the fake GitHub is stopped (finally below)
+    signal.signal(signal.SIGTERM, _interrupted)
     targets = set(args.target or ["all"])
     if "all" in targets:
         targets = {"pr", "pr-fail", "release", "bad-tag", "bad-record"}

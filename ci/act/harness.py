@@ -56,11 +56,15 @@ def run(
         )
         try:
             return proc.wait(timeout=timeout)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             log(f"{argv[0]}: killed after {timeout:.0f} s")
             return 124
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the child's group goes too
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
     finally:
         if stdout:
             stdout.close()
