@@ -172,6 +172,18 @@ def stand_in_act_gaps(repo: Path, workflow: str) -> dict[str, int]:
     return counts
 
 
+def check_bad_record(o: Outcome, fake: FakeGitHub, uploads_before: int) -> None:
+    """The run stops where the record is authenticated (the plan reads it for
+    --published-from-releases, publish restores from it): nothing uploaded, no Pages."""
+    text = o.log_file.read_text(errors="replace")
+    stopped = [j for j in ("plan", "publish the release") if o.job(j) == "failed"]
+    o.require(bool(stopped), "neither plan nor publish stopped")
+    o.require("gh attestation verify failed" in text, "no failed authentication in the log")
+    o.require(len(fake.uploads()) == uploads_before, "an asset was uploaded after the tamper")
+    o.require(o.job("deploy to GitHub Pages") == "not run", "pages deployed")
+    o.require(o.job("status") == "failed", f"status: {o.job('status')}")
+
+
 def site_subpath(base_url: str) -> str:
     """Where the site lies in the Pages artifact: the URL's path, less a project site's
     repository (https://OWNER.github.io/REPO/whl: `whl`)."""
@@ -439,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
                 missing.append("bad-record")
             elif "bad-record" in targets:
                 tampered = tamper_record(work / "github")
+                uploads_before = len(fake.uploads())
                 o = act(
                     "bad-record",
                     work,
@@ -449,14 +462,9 @@ def main(argv: list[str] | None = None) -> int:
                     payload=release_event(repository, tag, args.cell),
                     extra=secret,
                     env=env,
-                    expect=f"publish stops: the record of {tampered} is not authenticated",
+                    expect=f"stops: the record of {tampered} is not authenticated",
                 )
-                o.require(
-                    o.job("publish the release") == "failed",
-                    f"publish: {o.job('publish the release')}",
-                )
-                o.require(o.job("deploy to GitHub Pages") == "not run", "pages deployed")
-                o.require(o.job("status") == "failed", f"status: {o.job('status')}")
+                check_bad_record(o, fake, uploads_before)
                 outcomes.append(o)
             # the pull-request runs see the workflows as generated (their drift check)
             capture(["git", "reset", "-q", "--hard", before_gaps], cwd=repo)

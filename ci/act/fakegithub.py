@@ -80,6 +80,8 @@ class State:
             "digest": f"sha256:{asset['sha256']}",
             "content_type": "application/octet-stream",
             "updated_at": asset["updated_at"],
+            # an upload with the workflow's token is github-actions[bot]'s, as on GitHub
+            "uploader": {"login": asset.get("uploader", "github-actions[bot]"), "type": "Bot"},
             "url": f"{self.api_url}/repos/{self.repository}/releases/assets/{asset['id']}",
             "browser_download_url": f"{self.server_url}/{self.repository}/releases/download/"
             f"{rel['tag_name']}/{asset['name']}",

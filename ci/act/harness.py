@@ -436,6 +436,9 @@ class FakeGitHub:
             return []
         return [json.loads(x) for x in log_file.read_text().splitlines() if x.strip()]
 
+    def uploads(self) -> list[dict[str, object]]:
+        return [r for r in self.requests() if str(r.get("path", "")).startswith("/uploads")]
+
     def stop(self) -> None:
         os.killpg(self.proc.pid, signal.SIGTERM)
         self.proc.wait(timeout=30)
