@@ -1,9 +1,10 @@
 """The generated workflows executed by act on this machine (`nox -s ci-run`, docs/ci.md).
 
-Opt-in (`-m act` or BUILDTOOLS_TEST_ACT=1): tens of minutes on the project's
-2-core machine (docs/ci.md, "The pipeline run locally", has the measured figures). Needs a Docker engine, the act binary
-(`pip install -e .[act]`) and the actions' repositories (BT_ACT_MIRROR, default the local
-mirror; a URL template such as https://github.com/{owner}/{name} where GitHub is reachable).
+Opt-in (`-m act` or BUILDTOOLS_TEST_ACT=1): its runs add up to about 20 min on the
+project's 2-core machine (docs/ci.md, "The pipeline run locally", has each figure).
+Needs a Docker engine, the act binary (`pip install -e .[act]`) and the actions'
+repositories (BT_ACT_MIRROR, default the local mirror; a URL template such as
+https://github.com/{owner}/{name} where GitHub is reachable).
 """
 
 from __future__ import annotations
