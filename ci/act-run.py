@@ -280,9 +280,8 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
     print("- gh (api, attestation verify): no GitHub CLI here (ci/act/bin/gh)")
     print("- GitHub's REST API and the Pages host: ci/act/fakegithub.py")
     print("- the manylinux builder base image: the local base (docker/local-base.sh)")
-    print(
-        "- `strategy.job-index` (release.yml, one leg per matrix): 0, written in; act leaves it empty"
-    )
+    print("- act's gaps in release.yml, GitHub's values written into the snapshot:")
+    print("  `strategy.job-index` = 0 (one leg per matrix), a skipped job's outputs = {}")
     print("\n### Stand-in calls per run\n")
     for o in outcomes:
         seen: dict[str, int] = {}
