@@ -100,6 +100,20 @@ def ci(session: nox.Session) -> None:
     session.run("buildtools", "ci", *args)
 
 
+@nox.session(name="ci-run")
+def ci_run(session: nox.Session) -> None:
+    """The generated workflows executed by act on this machine, offline (docs/ci.md).
+
+    The pull-request workflow for one CPU cell of the `pr` profile, the release workflow for
+    a test tag through the index with stand-ins for what only GitHub does, and the
+    release gates with a bad tag and a bad record. `-- --target pr` for one of them;
+    `-- --mirror URL` where the actions' repositories are reachable (default: the local
+    mirror). Needs Docker and the act binary (the `act` extra installs it).
+    """
+    session.install("-e", ".[act]")
+    session.run("python", "ci/act-run.py", *session.posargs)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (pytest options after --)."""

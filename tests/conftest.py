@@ -43,7 +43,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         os.environ.get("BUILDTOOLS_TEST_REALWORLD") == "1"
     )
     skip = pytest.mark.skip(reason="real-world corpus: opt in with -m realworld (nox -s realworld)")
+    # the workflows run by act (tests/integration/test_act.py, tens of minutes): opt-in too
+    act = "act" in (config.getoption("markexpr") or "") or (
+        os.environ.get("BUILDTOOLS_TEST_ACT") == "1"
+    )
+    skip_act = pytest.mark.skip(reason="workflows under act: opt in with -m act (nox -s ci-run)")
     for item in items:
+        if item.get_closest_marker("act") is not None and not act:
+            item.add_marker(skip_act)
         if "integration" in Path(str(item.fspath)).parts:
             item.add_marker(pytest.mark.integration)
         if item.get_closest_marker("realworld") is not None and not realworld:

@@ -30,12 +30,21 @@ def build_image(
     save: Path | None = None,
     push: str | None = None,
 ) -> str:
-    """Build (or find) the builder image of `job`; `docker save` it or push it; its tag."""
+    """Build (or find) the builder image of `job`; `docker save` it or push it; its tag.
+
+    The tag is the one the plan named (the builder tag of a fresh runner, which has no
+    local base): a runner that holds the base already (a persistent self-hosted runner, a
+    second run on one machine) builds under a tag that also covers the base's local ID,
+    and that image is tagged with the plan's name too, so the archive and the images job's
+    `docker image inspect "$IMAGE"` name what the builds of this run load (they check
+    its ID against the images job's output).
+    """
     runner, log, env = ctx.processes, ctx.stream, ctx.env
     setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
     backend = docker_backend(setting, BackendOptions())
-    tag = backend.ensure_image(job, runner=runner, log=log)
-    commands: list[list[str]] = []
+    built = backend.ensure_image(job, runner=runner, log=log)
+    tag = backend.image_for(job).tag
+    commands: list[list[str]] = [] if built == tag else [["docker", "tag", built, tag]]
     if save is not None:
         save.parent.mkdir(parents=True, exist_ok=True)
         commands.append(["docker", "save", "--output", str(save), tag])

@@ -54,9 +54,13 @@ def _load(text: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Callable[[Any
     """The noxfile's sessions by name (the noxfile imported against a fake `nox`)."""
     sessions: dict[str, Callable[[Any], None]] = {}
 
-    def session(func: Callable[[Any], None]) -> Callable[[Any], None]:
-        sessions[func.__name__] = func
-        return func
+    def session(func: Any = None, *, name: str | None = None) -> Any:
+        # `@nox.session` and `@nox.session(name=...)`, as nox accepts both
+        def register(f: Callable[[Any], None]) -> Callable[[Any], None]:
+            sessions[name or f.__name__] = f
+            return f
+
+        return register(func) if func is not None else register
 
     fake = types.ModuleType("nox")
     fake.session = session  # type: ignore[attr-defined]

@@ -34,6 +34,7 @@ SESSION_VERB: dict[str, str | None] = {
     "lint": None,
     "bench": None,
     "realworld": None,
+    "ci-run": None,
 }
 EXPENSIVE = {
     "build": "compiles (minutes; the integration tests build the example)",
@@ -47,6 +48,7 @@ EXPENSIVE = {
     "lint": "ruff, mypy, import-linter (CI runs them)",
     "bench": "benchmarks take many minutes",
     "realworld": "builds third-party extensions from PyPI (minutes each)",
+    "ci-run": "runs the workflows under act (tens of minutes; tests/integration/test_act.py)",
 }
 
 
@@ -68,12 +70,21 @@ def readme_commands() -> list[str]:
 
 def nox_sessions() -> set[str]:
     tree = ast.parse((REPO / "noxfile.py").read_text(encoding="utf-8"))
-    return {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef)
-        and any("nox.session" in ast.unparse(d) for d in node.decorator_list)
-    }
+    names = set()
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if "nox.session" not in ast.unparse(deco):
+                continue
+            # `@nox.session(name="ci-run")` names the session; else the function does
+            named = [
+                k.value.value
+                for k in (deco.keywords if isinstance(deco, ast.Call) else [])
+                if k.arg == "name" and isinstance(k.value, ast.Constant)
+            ]
+            names.add(str(named[0]) if named else node.name)
+    return names
 
 
 def as_buildtools(command: str) -> tuple[list[str], str | None] | None:
