@@ -123,8 +123,8 @@ def build_keys(job: BuildJob, *, group_pythons: Iterable[str], image: str) -> Bu
     return BuildKeys(
         prefetch=group + _short(sorted(set(group_pythons)), 8),
         prefetch_restore=group,
-        ccache=f"ccache-{job.id}-{_short(toolchain, 10)}" if job.ccache else "",
-        ccache_path=f"{layout.CACHE_DIR}/ccache/{job.id}" if job.ccache else "",
+        ccache=f"ccache-{job.id}-{_short(toolchain, 10)}" if job.compiler_cache == "ccache" else "",
+        ccache_path=f"{layout.CACHE_DIR}/ccache/{job.id}" if job.compiler_cache == "ccache" else "",
         image=image,
         image_key=f"{RELEASE_NAMESPACE}image-{family_of(job)}-{suffix}" if image else "",
         image_file=f"builder-{suffix}.tar" if image else "",

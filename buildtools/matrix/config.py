@@ -269,8 +269,19 @@ class Profile(Strict):
 
 class BuildSettings(Strict):
     max_jobs: int | None = Field(default=None, ge=1)
-    # ccache for the host compiler and nvcc (when ccache is installed); false turns it off
+    # the compiler cache in front of the host compiler and nvcc (when it is installed):
+    # sccache (the default, measured in docs/performance.md), ccache, or none
+    compiler_cache: Literal["sccache", "ccache", "none"] = "sccache"
+    # false: no compiler cache at all (kept from before `compiler_cache`; wins over it)
     ccache: bool = True
+
+    @property
+    def cache_tool(self) -> Literal["sccache", "ccache"] | None:
+        """The tool that wraps the compilers, None for no compiler cache."""
+        if not self.ccache or self.compiler_cache == "none":
+            return None
+        return self.compiler_cache
+
     # wheel-size check: warning and error thresholds (default: PyPI's 100 MiB upload limit,
     # GitHub's 2 GiB release-asset limit, data/ecosystem.json)
     size_warning: ByteSize = None

@@ -7,7 +7,13 @@ whose checks passed is moved (atomically) into the wheelhouse.
 
 from __future__ import annotations
 
-from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend, nvcc_keep_env
+from ..backends.base import (
+    JOB_CACHE_TOOL_VAR,
+    JOB_CCACHE_VAR,
+    NVCC_THREADS_VAR,
+    Backend,
+    nvcc_keep_env,
+)
 from ..context import RunContext
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions, BuildSession
@@ -21,7 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,13 +47,7 @@ from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_tar
 from ..wheel.meta import relabel_wheel
 from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
-from .ccache import (
-    CCACHE_INSTALL_HINT,
-    CompilerCache,
-    ccache_root,
-    find_ccache,
-    make_masquerade,
-)
+from .compilercache import CompilerCache, job_tool, sccache_server, select_compiler_cache
 from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
@@ -325,20 +325,30 @@ def _compile(
             directory = compiler_cache.dir_for(job)
             directory.mkdir(parents=True, exist_ok=True)
             env[JOB_CCACHE_VAR] = str(directory)
+            env[JOB_CACHE_TOOL_VAR] = compiler_cache.tool
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )
     log.writelines(f"# {note}\n" for note in notes)
     if compiler_cache is not None:
         log.write(
-            f"# compiler cache: ccache {compiler_cache.program}, "
-            f"CCACHE_DIR={compiler_cache.dir_for(job)}\n"
+            f"# compiler cache: {compiler_cache.tool} {compiler_cache.program}, "
+            f"cache {compiler_cache.dir_for(job)}\n"
         )
     build_dir = build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir)
     # two runs building the same job share its build tree: ninja must not run twice in it
-    with file_lock(
-        build_dir.with_name(build_dir.name + ".lock"),
-        waiting=f"{job.id}: another build uses {build_dir}; waiting for it to finish",
+    with (
+        file_lock(
+            build_dir.with_name(build_dir.name + ".lock"),
+            waiting=f"{job.id}: another build uses {build_dir}; waiting for it to finish",
+        ),
+        sccache_server(
+            compiler_cache if backend.needs_host_toolkit else None,
+            job,
+            env=env,
+            ctx=ctx,
+            report=lambda line: _log_line(log, line),
+        ),
     ):
         return backend.build_raw(
             job,
@@ -348,6 +358,10 @@ def _compile(
             build_dir=build_dir,
             ctx=ctx.with_env(env),
         )
+
+
+def _log_line(log: IO[str], line: str) -> None:
+    log.write(f"# {line}\n")
 
 
 def _repair(
@@ -395,24 +409,6 @@ def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:
         if value and value.isdigit() and int(value) > 0:
             return int(value)
     return None
-
-
-def _compiler_cache(
-    opts: BuildOptions, todo: Sequence[BuildJob], report_note: Callable[[str], None]
-) -> CompilerCache | None:
-    """ccache when wanted and installed (a note says so when it is wanted but missing).
-
-    Only the jobs that will compile count: a run whose jobs were all unchanged gets no note.
-    """
-    if not opts.ccache or not any(j.ccache for j in todo):
-        return None
-    program = find_ccache(opts.env)
-    if program is None:
-        report_note(f"ccache is not installed, so compiles are not cached; {CCACHE_INSTALL_HINT}")
-        return None
-    cache = CompilerCache(program=program, root=ccache_root(opts.cache_dir, opts.env))
-    make_masquerade(cache)
-    return cache
 
 
 def build_plan(
@@ -484,13 +480,19 @@ def build_plan(
     for job_id, n in threads.items():
         if n > 1:
             report.notes.append(f"scheduler: {job_id}: nvcc --threads {n}")
-    compiler_cache = _compiler_cache(opts, todo, report.notes.append)
+    # the compiler caches the jobs that will compile want (none when all are unchanged)
+    caches = {
+        tool: select_compiler_cache(
+            tool, cache_dir=opts.cache_dir, env=opts.env, note=report.notes.append
+        )
+        for tool in sorted({t for t in (job_tool(j, opts.compiler_cache) for j in todo) if t})
+    }
     session = BuildSession(
         kb=kb,
         opts=replace(opts, max_jobs=slots.max_jobs),
         backend=backend,
         runner=runner,
-        compiler_cache=compiler_cache,
+        compiler_caches={t: c for t, c in caches.items() if c is not None},
     )
     skipped = [j.id for j in plan.jobs if j.id in results]
     results.update(
@@ -553,7 +555,7 @@ def _run_jobs(
                 replace(
                     session,
                     opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
-                    compiler_cache=session.compiler_cache if job.ccache else None,
+                    compiler_cache=session.cache_for(job),
                 ),
                 stage=progress.stage,
                 fingerprint=fingerprints.get(job.id),

@@ -77,10 +77,27 @@ CONTAINER_PREFIX_MAPS = (
     f"{posixpath.relpath(CONTAINER_PROJECT, CONTAINER_BUILD_TEMP)}=.",
 )
 CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
-# ccache in every builder image (docker/install-tools.sh): the program, and a directory of
-# compiler-named links to it that goes first on the build's PATH (as on the host)
+# ccache and sccache in every builder image (docker/install-tools.sh): the programs, and for
+# each a directory of compiler-named links to it that goes first on the build's PATH (as on
+# the host)
 CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
 CONTAINER_CCACHE_MASQUERADE = "/opt/buildtools/ccache"
+CONTAINER_SCCACHE = "/opt/buildtools/venv/bin/sccache"
+CONTAINER_SCCACHE_MASQUERADE = "/opt/buildtools/sccache"
+CONTAINER_SCCACHE_UDS = "/tmp/buildtools/sccache.sock"
+# What sccache's GitHub Actions cache backend reads (docs/ci.md): passed into the container
+# by name (never by value, so the runtime token is not printed with cibuildwheel's options)
+# when the host has SCCACHE_GHA_ENABLED; the container then has a network (the backend is
+# a web service), and pip still installs only the prefetched wheels.
+GHA_CACHE_VARS = (
+    "SCCACHE_GHA_ENABLED",
+    "SCCACHE_GHA_VERSION",
+    "SCCACHE_GHA_RW_MODE",
+    "ACTIONS_RESULTS_URL",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_CACHE_URL",
+    "ACTIONS_CACHE_SERVICE_V2",
+)
 
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}t?$")  # 3.14t: free-threaded
@@ -365,6 +382,14 @@ def job_files(job: BuildJob, *, never_bundle: Sequence[str]) -> dict[str, str]:
     }
 
 
+def _stop_sccache(sccache: bool) -> str:
+    """The shell words that stop the container's sccache server (its statistics go to the
+    log) before the repair; nothing without sccache."""
+    if not sccache:
+        return ""
+    return f"{CONTAINER_SCCACHE} --stop-server || true; "
+
+
 def _incontainer(verb: str, *args: str) -> list[str]:
     return [TOOLS_PYTHON, "-m", "buildtools.backends.docker.incontainer", verb, *args]
 
@@ -385,6 +410,10 @@ class CibwInputs:
     torch_index: str | None = None
     host_python: str = "python"
     ccache_dir: Path | None = None
+    # the tool that wraps the compilers with ccache_dir's cache (sccache or ccache)
+    cache_tool: str = "ccache"
+    # sccache's GitHub Actions backend instead of ccache_dir (the host's SCCACHE_GHA_ENABLED)
+    gha_cache: bool = False
     nvcc_threads: int = 1
     cross_toolchain: Path | None = None
     uv_dir: Path | None = None
@@ -426,9 +455,12 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         Mount(source=job_dir, target=CONTAINER_JOB_DIR),
     ]
     create_args: list[str] = []
+    sccache = ccache_dir is not None and inputs.cache_tool == "sccache"
+    gha = sccache and inputs.gha_cache
     if offline:
         assert wheels_dir is not None
-        create_args.append("--network=none")
+        if not gha:
+            create_args.append("--network=none")
         mounts.append(Mount(source=wheels_dir, target=CONTAINER_WHEELS_DIR))
     elif pip is not None:
         mounts += pip.mounts
@@ -467,11 +499,23 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     # container that is thrown away. pip reads a `no-` option's variable inverted:
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
     container_env.append(("PIP_NO_COMPILE", "0"))
-    if ccache_dir is not None:
+    if sccache:
+        # as ccache below; sccache's server starts with the first compile, on a socket of
+        # the container, and is stopped before the repair (so its last writes are flushed)
+        container_env += [
+            ("SCCACHE_DIR", CONTAINER_CCACHE_DIR),
+            ("SCCACHE_BASEDIRS", CONTAINER_PROJECT),
+            ("SCCACHE_SERVER_UDS", CONTAINER_SCCACHE_UDS),
+            ("TORCH_NO_COMPILER_WRAPPER", "1"),
+            ("CCACHE_DISABLE", "1"),
+        ]
+        if accel.kind == "cuda":
+            container_env.append(("PYTORCH_NVCC", f"{CONTAINER_SCCACHE} {CUDA_LINK}/bin/nvcc"))
+    elif ccache_dir is not None:
         # the image's ccache in front of every compiler, the same way for every torch
-        # version (buildtools.wheelbuild.ccache): masquerade links first on PATH (set below),
-        # nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is the
-        # job's, mounted from the host, so a container rebuild hits like a local one
+        # version (buildtools.wheelbuild.compilercache): masquerade links first on PATH (set
+        # below), nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is
+        # the job's, mounted from the host, so a container rebuild hits like a local one
         container_env += [
             ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
             ("CCACHE_BASEDIR", "/project"),
@@ -501,7 +545,11 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
 
     environment = quote_environment(container_env)
     # the one expanded value: the container's own PATH, behind the masquerade links and uv
-    front = [CONTAINER_CCACHE_MASQUERADE] if ccache_dir is not None else []
+    front = (
+        [CONTAINER_SCCACHE_MASQUERADE if sccache else CONTAINER_CCACHE_MASQUERADE]
+        if ccache_dir is not None
+        else []
+    )
     front += [CROSS_BIN if cross_toolchain is not None else UV_BIN] if uv else []
     if front:
         environment += f' PATH="{":".join(front)}:$PATH"'
@@ -545,13 +593,18 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         ("CIBW_BUILD_FRONTEND", f"build{'[uv]' if uv else ''}; args: --no-isolation"),
         ("CIBW_BEFORE_BUILD", shlex.join(_incontainer("before-build", *before))),
         ("CIBW_ENVIRONMENT", environment),
-        ("CIBW_REPAIR_WHEEL_COMMAND", shlex.join(_incontainer("repair", *repair))),
+        (
+            "CIBW_REPAIR_WHEEL_COMMAND",
+            _stop_sccache(sccache) + shlex.join(_incontainer("repair", *repair)),
+        ),
         (
             "CIBW_TEST_COMMAND",
             shlex.join(_incontainer("import-test", "--python", BUILD_PYTHON, "{wheel}")),
         ),
         ("CIBW_BUILD_VERBOSITY", "1"),
     ]
+    if gha:
+        options.append(("CIBW_ENVIRONMENT_PASS_LINUX", " ".join(GHA_CACHE_VARS)))
     if any(python.endswith("t") for python in job.pythons):
         # free-threaded CPython (cp314t): cibuildwheel builds it only when enabled
         options.append(("CIBW_ENABLE", "cpython-freethreading"))
