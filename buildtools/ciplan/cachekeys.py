@@ -11,9 +11,12 @@ under another key can be picked instead.
   accelerator, toolkit pins and torch index, then the Pythons of that group. A release
   build re-checks every restored file against the sha256 its index publishes (pip
   re-downloads one that differs) before it builds offline.
-- The compiler cache is keyed by the job and its toolchain (`ccache-<job>-<hash>`), the
-  namespace prefixed by the workflow: `bt-rel-` (release, exact), `bt-pr<N>-…-<run>`
-  (pull requests, their own newest).
+- The compiler cache: with ccache, the job's directory keyed by the job and its toolchain
+  (`ccache-<job>-<hash>`), the namespace prefixed by the workflow: `bt-rel-` (release,
+  exact), `bt-pr<N>-…-<run>` (pull requests, their own newest). With sccache (the
+  default), sccache's own GitHub Actions backend, one entry per compile keyed by sccache's
+  hash of it, under SCCACHE_GHA_VERSION `bt-rel-sccache-1`: written by release builds (the
+  default branch's scope), read read-only by pull requests.
 - A builder image is one recipe (Dockerfile, its files, the base image by digest): the tag
   `torch-buildtools/builder:<kind>-<hash>` the docker backend computes. A release builds
   it in its own images job and hands it to the builds by artifact, checked by image ID;
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 __all__ = [
     "RELEASE_NAMESPACE",
+    "SCCACHE_GHA_NAMESPACE",
     "BuildKeys",
     "build_keys",
     "image_recipe",
@@ -47,6 +51,9 @@ from .labels import family_of
 
 # what the trusted workflows save (release, caches), on the default branch
 RELEASE_NAMESPACE = "bt-rel-"
+# sccache's GitHub Actions cache (SCCACHE_GHA_VERSION): every entry a release writes sits
+# under this version, in the default branch's scope; pull requests read it, read-only
+SCCACHE_GHA_NAMESPACE = f"{RELEASE_NAMESPACE}sccache-1"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,6 +19,7 @@ from ..ciplan.labels import is_hosted
 from ..model import BuildJob
 from ..planner import Plan
 from ..toolchain.envs import MARKER
+from ..wheelbuild.compilercache import cache_holds_entries, cache_root
 from ..wheelbuild.estimate import (
     HOSTED_RUNNER,
     HereFacts,
@@ -61,6 +62,12 @@ def estimate_for(
     here = host or host_resources()
     cached = _env_cached(cache)
 
+    def warm(job: BuildJob) -> bool:
+        tool = job.compiler_cache
+        return tool is not None and cache_holds_entries(
+            cache_root(cache, os.environ, tool) / job.id
+        )
+
     hosted = load_pins().hosted_runners.labels
 
     def ci_machine(job: BuildJob) -> HostResources:
@@ -70,7 +77,7 @@ def estimate_for(
         plan.jobs,
         cells=len(plan.cells),
         shape=project_shape(scan_sources(project_dir).files),
-        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached),
+        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached, cache_warm=warm),
         ci_machine=ci_machine,
     )
 

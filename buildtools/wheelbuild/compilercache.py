@@ -46,6 +46,7 @@ __all__ = [
     "MASQUERADE_NAMES",
     "CompilerCache",
     "SccacheStats",
+    "cache_holds_entries",
     "cache_root",
     "compiler_cache_env",
     "find_tool",
@@ -117,6 +118,29 @@ def cache_root(cache_dir: Path, env: Mapping[str, str], tool: CompilerCacheTool)
     if env.get("BUILDTOOLS_CCACHE_DIR"):
         return Path(env["BUILDTOOLS_CCACHE_DIR"])
     return cache_dir / tool
+
+
+def cache_holds_entries(directory: Path, *, limit: int = 2000) -> bool:
+    """Whether a job's cache directory holds a cached object (a file two or more levels
+    down: both tools shard entries into subdirectories). At most `limit` entries are
+    looked at: a huge cache answers as fast as a small one."""
+    seen = 0
+    stack = [(directory, 0)]
+    while stack:
+        current, depth = stack.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > limit:
+                return False
+            if entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), depth + 1))
+            elif depth >= 1 and entry.is_file(follow_symlinks=False):
+                return True
+    return False
 
 
 def find_tool(tool: CompilerCacheTool, env: Mapping[str, str]) -> Path | None:

@@ -9,6 +9,11 @@ torch extension's build measured on the example (docs/performance.md):
 
 where a C++ file costs `cpp_tu_s`, a `.cu` file `cu_host_s` plus `cu_target_s` per arch
 target (`scheduler.device_targets`), its targets compiled `nvcc --threads` at a time.
+When the job's compiler cache holds entries here (`HereFacts.cache_warm`: a build of the
+job ran with this cache directory), every unit is taken as a hit: a C++ file costs
+`cpp_hit_s` (preprocessing torch's headers, the lookup), a `.cu` file `cu_hit_s` (nvcc's
+preprocessing passes, one lookup per step), and a recorded build's compile is replaced by
+that (its other stages, measured here, are kept).
 Locally, jobs run as `buildtools build` runs them (`scheduler.plan_slots`); in CI each job
 has a runner of its own (the workflow's matrix fans out), starts cold (its environment is
 created, `ci_job_s` of checkout, setup and upload around it) and is billed by the started
@@ -66,6 +71,10 @@ class CostModel:
     cpp_tu_s: float = 20.0  # one C++ file including torch/extension.h
     cu_host_s: float = 20.0  # a .cu file's host side: cudafe, the host compile of torch headers
     cu_target_s: float = 10.5  # one arch target of a .cu file (cicc + ptxas, or one gfx arch)
+    # served from a warm compiler cache (sccache or ccache; docs/performance.md, measured on
+    # the example's warm rebuilds: build tree removed, compiler cache kept)
+    cpp_hit_s: float = 3.0  # preprocessing torch/extension.h, hashing, the lookup
+    cu_hit_s: float = 6.0  # nvcc's preprocessing passes of the .cu, and the lookups
     fixed_s: float = 8.0  # setup.py importing torch, the link, repair, relabel, checks
     ci_job_s: float = 60.0  # a CI job around its build: runner start, checkout, nox, upload
     control_job_s: float = 60.0  # the plan job, the index job (each)
@@ -95,6 +104,8 @@ class HereFacts:
     host: HostResources
     timings: Mapping[str, JobTiming]
     env_cached: Callable[[BuildJob], bool]  # whether the job's environment exists here
+    # whether the job's compiler cache holds entries here (a build of it ran before)
+    cache_warm: Callable[[BuildJob], bool] = field(default=lambda job: False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +117,7 @@ class JobEstimate:
     env_cached: bool
     max_jobs: int
     nvcc_threads: int
+    cache_warm: bool = False  # compiles taken as compiler-cache hits
 
     @property
     def ci_minutes(self) -> int:
@@ -142,6 +154,7 @@ class PlanEstimate:
                     "source": j.source,
                     "max_jobs": j.max_jobs,
                     "nvcc_threads": j.nvcc_threads,
+                    "cache_warm": j.cache_warm,
                 }
                 for j in self.jobs
             },
@@ -162,6 +175,16 @@ def _compile_s(
         per_cu = model.cu_host_s + math.ceil(targets / max(1, threads)) * model.cu_target_s
         longest = max(longest, per_cu)
     return max(longest, work / max(1, max_jobs))
+
+
+def _warm_compile_s(
+    job: BuildJob, shape: ProjectShape, model: CostModel, *, max_jobs: int
+) -> float:
+    """Wall time of the job's compiles when every unit hits the compiler cache."""
+    hits = [model.cpp_hit_s] * shape.cpp_sources
+    if job.accelerator.kind != "cpu" and job.toolkit is not None:
+        hits += [model.cu_hit_s] * shape.cu_sources
+    return max(max(hits, default=0.0), sum(hits) / max(1, max_jobs))
 
 
 def _lanes(durations: Sequence[float], lanes: int) -> float:
@@ -201,7 +224,12 @@ def estimate_plan(
     for job in jobs:
         kind = job.accelerator.kind
         threads = nvcc_threads(job, slots, device_sources=shape.cu_sources)
-        here_s = _compile_s(job, shape, model, max_jobs=slots.max_jobs, threads=threads)
+        warm = here.cache_warm(job)
+        here_s = (
+            _warm_compile_s(job, shape, model, max_jobs=slots.max_jobs)
+            if warm
+            else _compile_s(job, shape, model, max_jobs=slots.max_jobs, threads=threads)
+        )
         ci_slots = _one_job_slots(job, ci_machine(job))
         ci_threads = nvcc_threads(job, ci_slots, device_sources=shape.cu_sources)
         there = _compile_s(job, shape, model, max_jobs=ci_slots.max_jobs, threads=ci_threads)
@@ -216,6 +244,9 @@ def estimate_plan(
             else:
                 env_part = min(env_then, model.env_reused_s) if cached else max(env_then, env_now)
                 seconds = recorded.seconds - env_then + env_part
+            if warm and built is not None:
+                # the recorded compile may have been cold: the hits replace it
+                seconds = seconds - built + here_s
             # CI: the recorded compile, scaled by what the model says the runner's share
             # changes; the rest as recorded; the environment from cold
             if built is not None and env_then is not None:
@@ -245,6 +276,7 @@ def estimate_plan(
                 env_cached=cached,
                 max_jobs=slots.max_jobs,
                 nvcc_threads=threads,
+                cache_warm=warm,
             )
         )
     local = _lanes([j.seconds for j in out], slots.concurrent)

@@ -39,6 +39,7 @@ def job(accelerator: str = "cpu", python: str = "3.12", cells: int = 1, **kw: An
 
 def estimate(jobs: list[BuildJob], **kw: Any) -> Any:
     facts: dict[str, Any] = {"host": TWO_CORES, "timings": {}, "env_cached": lambda j: True}
+    facts["cache_warm"] = lambda j: False
     facts.update({k: kw.pop(k) for k in list(kw) if k in facts})
     args: dict[str, Any] = {
         "cells": sum(len(j.cells) for j in jobs),
@@ -95,6 +96,37 @@ def test_ci_concurrency_limits_the_fan_out() -> None:
     assert narrow.ci_wall_s - 2 * MODEL.control_job_s == pytest.approx(
         2 * (wide.ci_wall_s - 2 * MODEL.control_job_s)
     )
+
+
+def test_a_warm_compiler_cache_takes_every_unit_as_a_hit() -> None:
+    warm = {"cache_warm": lambda j: True}
+    (cpu,) = estimate([job()], **warm).jobs
+    assert cpu.cache_warm and cpu.source == "model"
+    assert cpu.seconds == MODEL.env_reused_s + MODEL.fixed_s + MODEL.cpp_hit_s
+    (cuda,) = estimate([job("cu130")], **warm).jobs
+    # two processes: the .cu's and the C++ file's hits side by side
+    assert cuda.seconds == MODEL.env_reused_s + MODEL.fixed_s + max(
+        MODEL.cu_hit_s, (MODEL.cpp_hit_s + MODEL.cu_hit_s) / 2
+    )
+    (cold,) = estimate([job("cu130")]).jobs
+    assert not cold.cache_warm and cold.seconds > 2 * cuda.seconds
+    # CI starts with no compiler cache of this machine: its figure does not change
+    assert cuda.ci_seconds == cold.ci_seconds
+
+
+def test_a_warm_cache_replaces_a_recorded_cold_compile_only() -> None:
+    """The stages measured here stay (env, repair, checks); the compile becomes hits."""
+    recorded = JobTiming(
+        seconds=300.0, stages={"env": 200.0, "build": 90.0, "repair": 6.0}, max_jobs=2
+    )
+    the_job = job("cu130")
+    timings = {the_job.id: recorded}
+    (cold,) = estimate([the_job], timings=timings).jobs
+    (warm,) = estimate([the_job], timings=timings, cache_warm=lambda j: True).jobs
+    hits = max(MODEL.cu_hit_s, (MODEL.cpp_hit_s + MODEL.cu_hit_s) / 2)
+    assert warm.seconds == pytest.approx(cold.seconds - 90.0 + hits)
+    report = estimate([the_job], timings=timings, cache_warm=lambda j: True).to_json()
+    assert report["jobs"][the_job.id]["cache_warm"] is True
 
 
 def test_recorded_timings_replace_the_model() -> None:
