@@ -426,10 +426,10 @@ def test_sccache_actions_cache_is_written_by_releases_and_read_only_for_pull_req
             for var in ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"):
                 assert f"exportVariable('{var}', process.env.{var} || '')" in script
     assert modes == {layout.RELEASE_WORKFLOW: {"READ_WRITE"}, layout.PR_WORKFLOW: {"READ_ONLY"}}
-    for path in reference:
+    for path, doc in reference.items():
         if path not in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
             assert not _sccache_steps(reference, path), path
-            text = str(reference[path])
+            text = str(doc)
             assert "SCCACHE_GHA" not in text and "ccache_path" not in text, path
     # the build step runs after the export (GITHUB_ENV reaches later steps only)
     build = jobs(reference, layout.RELEASE_WORKFLOW)["build-cuda"]["steps"]
