@@ -204,11 +204,14 @@ def compiler_cache_env(
     cuda_home: Path | None,
     path: str,
     site_packages: Path | None = None,
+    own_ccbin: bool = False,
 ) -> dict[str, str]:
-    """The variables that put the cache in front of every compiler of `job` (pure).
+    """The variables that put the cache in front of every compiler of `job` (pure but for
+    looking up nvcc's host compiler on `path`).
 
     `path` is the build's PATH before the masquerade directory is put in front of it;
-    `site_packages` the job's torch (its headers' paths are stripped by sccache too).
+    `site_packages` the job's torch (its headers' paths are stripped by sccache too);
+    `own_ccbin`: the build sets NVCC_CCBIN itself (kept).
     """
     env = {
         "PATH": os.pathsep.join(p for p in (str(cache.masquerade), path) if p),
@@ -239,6 +242,14 @@ def compiler_cache_env(
         )
     if job.accelerator.kind == "cuda" and cuda_home is not None:
         env["PYTORCH_NVCC"] = shlex.join([str(cache.program), str(cuda_home / "bin" / "nvcc")])
+        if cache.tool == "sccache":
+            # nvcc's host compiler must not be the masquerade: sccache runs nvcc's
+            # preprocessing passes itself, and an sccache reached again as `gcc` from
+            # there refuses the call ("unexpected argument '-E'"). The compiler it
+            # would have found on PATH, by name (nvcc reads NVCC_CCBIN; -ccbin wins).
+            host = shutil.which("gcc", path=path)
+            if host is not None and not own_ccbin:
+                env["NVCC_CCBIN"] = host
     return env
 
 

@@ -108,6 +108,7 @@ def job_environment(
                 cuda_home=toolchain.cuda_home,
                 path=env.get("PATH", ""),
                 site_packages=toolchain.site_packages,
+                own_ccbin="NVCC_CCBIN" in env,
             )
         )
     else:

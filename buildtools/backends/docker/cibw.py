@@ -551,6 +551,11 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         else []
     )
     front += [CROSS_BIN if cross_toolchain is not None else UV_BIN] if uv else []
+    if sccache and accel.kind == "cuda" and "NVCC_CCBIN" not in build_env:
+        # nvcc's host compiler is the image's gcc, not the masquerade link (sccache runs
+        # nvcc's preprocessing passes itself; see buildtools.wheelbuild.compilercache):
+        # looked up before the PATH below puts the links first
+        environment += ' NVCC_CCBIN="$(command -v gcc)"'
     if front:
         environment += f' PATH="{":".join(front)}:$PATH"'
 
