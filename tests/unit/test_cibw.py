@@ -513,9 +513,17 @@ def test_the_job_cache_with_sccache_wraps_every_compiler_and_is_flushed_before_r
     args = replace(args, platform="linux", output_dir=OUT, package_dir=PROJECT)
     options = cibw_options.compute_options("linux", args, env=run.options_dict)
     build = options.build_options("cp312-manylinux_x86_64")
-    got = build.environment.as_dictionary(
-        prev_environment={"PATH": "/usr/bin"}, executor=no_commands
-    )
+    asked: list[tuple[str, ...]] = []
+
+    def lookup(command: Sequence[str], env: Any) -> str:
+        # nvcc's host compiler: the image's gcc, looked up before the links lead PATH
+        asked.append(tuple(command))
+        assert env["PATH"] == "/usr/bin"
+        return "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
+
+    got = build.environment.as_dictionary(prev_environment={"PATH": "/usr/bin"}, executor=lookup)
+    assert asked == [("sh", "-c", "command -v gcc")]
+    assert got["NVCC_CCBIN"] == "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
     assert got["PATH"] == "/opt/buildtools/sccache:/usr/bin"
     assert "CIBW_ENVIRONMENT_PASS_LINUX" not in run.options_dict
 

@@ -21,6 +21,7 @@ from buildtools.toolchain.installer import select_installer, uv_install_argv, uv
 from buildtools.wheelbuild.compilercache import (
     CompilerCache,
     cache_holds_entries,
+    compiler_cache_env,
     job_tool,
     make_masquerade,
     parse_sccache_stats,
@@ -522,3 +523,27 @@ def test_a_cache_directory_is_warm_once_it_holds_an_entry(tmp_path: Path) -> Non
     (directory / "a" / "b" / "0123abcd").write_bytes(b"object")
     assert cache_holds_entries(directory)
     assert not cache_holds_entries(directory, limit=1)  # bounded: gives up, says cold
+
+
+def test_nvcc_under_sccache_gets_the_real_host_compiler(tmp_path: Path) -> None:
+    """sccache runs nvcc's preprocessing passes itself: nvcc must not reach the masquerade
+    link as its `gcc` (sccache refuses that call), so NVCC_CCBIN names the gcc on PATH."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    gcc = tools / "gcc"
+    gcc.write_text("#!/bin/sh\n")
+    gcc.chmod(0o755)
+    cuda = make_job(accelerator="cu130")
+    args: dict[str, Any] = {
+        "project_dir": tmp_path / "src",
+        "cuda_home": tmp_path / "cu13",
+        "path": str(tools),
+    }
+    env = compiler_cache_env(cuda, _sccache(tmp_path / "c"), **args)
+    assert env["NVCC_CCBIN"] == str(gcc)
+    assert "NVCC_CCBIN" not in compiler_cache_env(
+        cuda, _sccache(tmp_path / "c"), **args, own_ccbin=True
+    )
+    ccache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path)
+    assert "NVCC_CCBIN" not in compiler_cache_env(cuda, ccache, **args)  # ccache copes
+    assert "NVCC_CCBIN" not in compiler_cache_env(make_job(), _sccache(tmp_path / "c"), **args)

