@@ -365,7 +365,7 @@ def _compiler_cache(r: Fields) -> CompilerCacheTool | None:
     value = r.data.get("compiler_cache", "sccache")
     if value is None:
         return None
-    return r.choice("compiler_cache", COMPILER_CACHES)
+    return r.choice("compiler_cache", COMPILER_CACHES, "sccache")
 
 
 def _label_json(label: str | tuple[str, ...] | None) -> str | list[str] | None:

@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 import hashlib
-import json
 import os
 import shlex
 import shutil
@@ -71,6 +70,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..context import RunContext
+from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob, CompilerCacheTool
 
@@ -289,7 +289,7 @@ def _count(value: object) -> int:
 def parse_sccache_stats(text: str) -> SccacheStats | None:
     """`sccache --show-stats --stats-format json`'s answer; None when it is not that."""
     try:
-        data = json.loads(text)
+        data = decode_json(text, what="sccache --show-stats")
     except ValueError:
         return None
     stats = data.get("stats") if isinstance(data, dict) else None
