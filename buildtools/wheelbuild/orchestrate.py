@@ -47,7 +47,13 @@ from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_tar
 from ..wheel.meta import relabel_wheel
 from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
-from .compilercache import CompilerCache, job_tool, sccache_server, select_compiler_cache
+from .compilercache import (
+    CompilerCache,
+    cache_holds_entries,
+    job_tool,
+    sccache_server,
+    select_compiler_cache,
+)
 from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
@@ -550,12 +556,14 @@ def _run_jobs(
                 progress.finish(job.id, "not started (--fail-fast)", counted=False)
                 return
             started = time.monotonic()
+            cache = session.cache_for(job)
+            warm = cache is not None and cache_holds_entries(cache.dir_for(job))
             cells = build_job(
                 job,
                 replace(
                     session,
                     opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
-                    compiler_cache=session.cache_for(job),
+                    compiler_cache=cache,
                 ),
                 stage=progress.stage,
                 fingerprint=fingerprints.get(job.id),
@@ -569,6 +577,7 @@ def _run_jobs(
                         stages=cells[0].durations,
                         max_jobs=opts.max_jobs,
                         nvcc_threads=threads.get(job.id) if job.toolkit else None,
+                        warm=warm if cache is not None else None,
                     )
             status = cells[0].status.value
             progress.finish(

@@ -54,6 +54,14 @@ from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
 from ..base import nvcc_flags_env, nvcc_keep_env, prefix_maps_env
+from .compilercache import (
+    CONTAINER_CCACHE_DIR,
+    GHA_CACHE_VARS,
+    cache_env,
+    ccbin_assignment,
+    masquerade,
+    stop_words,
+)
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -76,31 +84,6 @@ CONTAINER_PREFIX_MAPS = (
     f"{CONTAINER_PROJECT}=.",
     f"{posixpath.relpath(CONTAINER_PROJECT, CONTAINER_BUILD_TEMP)}=.",
 )
-CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
-# ccache and sccache in every builder image (docker/install-tools.sh): the programs, and for
-# each a directory of compiler-named links to it that goes first on the build's PATH (as on
-# the host)
-CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
-CONTAINER_CCACHE_MASQUERADE = "/opt/buildtools/ccache"
-CONTAINER_SCCACHE = "/opt/buildtools/venv/bin/sccache"
-CONTAINER_SCCACHE_MASQUERADE = "/opt/buildtools/sccache"
-CONTAINER_SCCACHE_UDS = "/tmp/buildtools/sccache.sock"
-# cibuildwheel runs a $(…) of CIBW_ENVIRONMENT as an argv: the shell's lookup of gcc
-_GCC_LOOKUP = "sh -c 'command -v gcc'"
-# What sccache's GitHub Actions cache backend reads (docs/ci.md): passed into the container
-# by name (never by value, so the runtime token is not printed with cibuildwheel's options)
-# when the host has SCCACHE_GHA_ENABLED; the container then has a network (the backend is
-# a web service), and pip still installs only the prefetched wheels.
-GHA_CACHE_VARS = (
-    "SCCACHE_GHA_ENABLED",
-    "SCCACHE_GHA_VERSION",
-    "SCCACHE_GHA_RW_MODE",
-    "ACTIONS_RESULTS_URL",
-    "ACTIONS_RUNTIME_TOKEN",
-    "ACTIONS_CACHE_URL",
-    "ACTIONS_CACHE_SERVICE_V2",
-)
-
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}t?$")  # 3.14t: free-threaded
 _TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
@@ -384,14 +367,6 @@ def job_files(job: BuildJob, *, never_bundle: Sequence[str]) -> dict[str, str]:
     }
 
 
-def _stop_sccache(sccache: bool) -> str:
-    """The shell words that stop the container's sccache server (its statistics go to the
-    log) before the repair; nothing without sccache."""
-    if not sccache:
-        return ""
-    return f"{CONTAINER_SCCACHE} --stop-server || true; "
-
-
 def _incontainer(verb: str, *args: str) -> list[str]:
     return [TOOLS_PYTHON, "-m", "buildtools.backends.docker.incontainer", verb, *args]
 
@@ -501,31 +476,12 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     # container that is thrown away. pip reads a `no-` option's variable inverted:
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
     container_env.append(("PIP_NO_COMPILE", "0"))
-    if sccache:
-        # as ccache below; sccache's server starts with the first compile, on a socket of
-        # the container, and is stopped before the repair (so its last writes are flushed)
-        container_env += [
-            ("SCCACHE_DIR", CONTAINER_CCACHE_DIR),
-            ("SCCACHE_BASEDIRS", CONTAINER_PROJECT),
-            ("SCCACHE_SERVER_UDS", CONTAINER_SCCACHE_UDS),
-            ("TORCH_NO_COMPILER_WRAPPER", "1"),
-            ("CCACHE_DISABLE", "1"),
-        ]
-        if accel.kind == "cuda":
-            container_env.append(("PYTORCH_NVCC", f"{CONTAINER_SCCACHE} {CUDA_LINK}/bin/nvcc"))
-    elif ccache_dir is not None:
-        # the image's ccache in front of every compiler, the same way for every torch
-        # version (buildtools.wheelbuild.compilercache): masquerade links first on PATH (set
-        # below), nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is
-        # the job's, mounted from the host, so a container rebuild hits like a local one
-        container_env += [
-            ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
-            ("CCACHE_BASEDIR", "/project"),
-            ("CCACHE_NOHASHDIR", "1"),
-            ("TORCH_NO_COMPILER_WRAPPER", "1"),
-        ]
-        if accel.kind == "cuda":
-            container_env.append(("PYTORCH_NVCC", f"{CONTAINER_CCACHE} {CUDA_LINK}/bin/nvcc"))
+    if ccache_dir is not None:
+        container_env += cache_env(
+            inputs.cache_tool,
+            project=CONTAINER_PROJECT,
+            nvcc=f"{CUDA_LINK}/bin/nvcc" if accel.kind == "cuda" else None,
+        )
     # the job's build_env, with the path maps appended to its CFLAGS/CXXFLAGS/NVCC flags
     build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
     build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
@@ -547,17 +503,10 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
 
     environment = quote_environment(container_env)
     # the one expanded value: the container's own PATH, behind the masquerade links and uv
-    front = (
-        [CONTAINER_SCCACHE_MASQUERADE if sccache else CONTAINER_CCACHE_MASQUERADE]
-        if ccache_dir is not None
-        else []
-    )
+    front = [masquerade(inputs.cache_tool)] if ccache_dir is not None else []
     front += [CROSS_BIN if cross_toolchain is not None else UV_BIN] if uv else []
     if sccache and accel.kind == "cuda" and "NVCC_CCBIN" not in build_env:
-        # nvcc's host compiler is the image's gcc, not the masquerade link (sccache runs
-        # nvcc's preprocessing passes itself; see buildtools.wheelbuild.compilercache):
-        # looked up before the PATH below puts the links first
-        environment += f' NVCC_CCBIN="$({_GCC_LOOKUP})"'
+        environment += ccbin_assignment()  # before the PATH below puts the links first
     if front:
         environment += f' PATH="{":".join(front)}:$PATH"'
 
@@ -602,7 +551,8 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         ("CIBW_ENVIRONMENT", environment),
         (
             "CIBW_REPAIR_WHEEL_COMMAND",
-            _stop_sccache(sccache) + shlex.join(_incontainer("repair", *repair)),
+            stop_words(inputs.cache_tool if sccache else None)
+            + shlex.join(_incontainer("repair", *repair)),
         ),
         (
             "CIBW_TEST_COMMAND",
