@@ -5,14 +5,16 @@ from __future__ import annotations
 import io
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures.factories import make_job
 
-from buildtools.cli.estimate import print_estimate
+from buildtools.cli.estimate import cache_warm_in, env_cached_in, print_estimate
 from buildtools.model import BuildJob
+from buildtools.toolchain.envs import MARKER
 from buildtools.wheelbuild.estimate import (
     HOSTED_RUNNER,
     CostModel,
@@ -198,3 +200,25 @@ def test_plan_estimate_through_the_cli(tmp_path: Path) -> None:
     table = io.StringIO()
     assert main(argv, out=table) == 0
     assert "runner-minute(s) billed" in table.getvalue()
+
+
+def test_the_facts_of_a_cache_directory(tmp_path: Path) -> None:
+    """An environment is found by its accelerator's name (a repr in the glob never matched:
+    every estimate added the environment's download, 280 s for a CUDA cell); a compiler
+    cache is warm once the job's directory holds an entry."""
+    cuda = job("cu130", torch="2.11.0")
+    cached = env_cached_in(tmp_path)
+    assert not cached(cuda)
+    env = tmp_path / "envs" / "toolchains" / "py3.12.1-torch2.11.0-cu130-c80e6c760b02"
+    env.mkdir(parents=True)
+    assert not cached(cuda)  # not complete yet
+    (env / MARKER).write_text("{}")
+    assert cached(cuda) and not cached(job("cu126", torch="2.11.0"))
+    warm = cache_warm_in(tmp_path, {})
+    assert not warm(cuda)
+    entry = tmp_path / "sccache" / cuda.id / "a" / "b" / "0123"
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"object")
+    assert warm(cuda)
+    assert not cache_warm_in(tmp_path, {"BUILDTOOLS_CCACHE_DIR": str(tmp_path / "x")})(cuda)
+    assert not warm(replace(cuda, compiler_cache=None))
