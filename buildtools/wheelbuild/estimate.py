@@ -13,8 +13,8 @@ When the job's compiler cache holds entries here (`HereFacts.cache_warm`: a buil
 job ran with this cache directory), every unit is taken as a hit: a C++ file costs
 `cpp_hit_s` (preprocessing torch's headers, the lookup), a `.cu` file `cu_hit_s` plus
 `cu_hit_target_s` per arch target (sccache preprocesses the source once per target), and a recorded build's compile is replaced by
-that, scaled by how fast this machine compiled against the model's cold compile (its other
-stages, measured here, are kept; a recorded build that was itself warm is kept whole).
+that (its other stages, measured here, are kept; a recorded build that was itself warm is
+kept whole).
 Locally, jobs run as `buildtools build` runs them (`scheduler.plan_slots`); in CI each job
 has a runner of its own (the workflow's matrix fans out), starts cold (its environment is
 created, `ci_job_s` of checkout, setup and upload around it) and is billed by the started
@@ -251,17 +251,9 @@ def estimate_plan(
                 env_part = min(env_then, model.env_reused_s) if cached else max(env_then, env_now)
                 seconds = recorded.seconds - env_then + env_part
             if warm and built is not None and not recorded.warm:
-                # the recorded compile was cold: the hits replace it, at the speed this
-                # machine showed against the model's cold compile
-                cold_then = _compile_s(
-                    job,
-                    shape,
-                    model,
-                    max_jobs=recorded.max_jobs or slots.max_jobs,
-                    threads=recorded.nvcc_threads or 1,
-                )
-                speed = built / cold_then if cold_then else 1.0
-                seconds = seconds - built + here_s * speed
+                # the recorded compile was cold: the model's hits replace it (not scaled by
+                # how slow that compile was: the load it ran under says nothing of now)
+                seconds = seconds - built + here_s
             # CI: the recorded compile, scaled by what the model says the runner's share
             # changes; the rest as recorded; the environment from cold
             if built is not None and env_then is not None:

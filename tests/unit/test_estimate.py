@@ -127,10 +127,7 @@ def test_a_warm_cache_replaces_a_recorded_cold_compile_only() -> None:
     (warm,) = estimate([the_job], timings=timings, cache_warm=lambda j: True).jobs
     cu = MODEL.cu_hit_s + 7 * MODEL.cu_hit_target_s
     hits = max(cu, (MODEL.cpp_hit_s + cu) / 2)
-    # this machine compiled at 90 s what the model puts at 93.5 s (the .cu's 7 targets one
-    # after another, beside the C++ file): its hits are that much faster too
-    speed = 90.0 / (MODEL.cu_host_s + 7 * MODEL.cu_target_s)
-    assert warm.seconds == pytest.approx(cold.seconds - 90.0 + hits * speed)
+    assert warm.seconds == pytest.approx(cold.seconds - 90.0 + hits)
     # a recorded build that was itself warm is what a warm build costs: kept whole
     was_warm = {the_job.id: JobTiming(**{**recorded.__dict__, "warm": True})}
     (kept,) = estimate([the_job], timings=was_warm, cache_warm=lambda j: True).jobs
