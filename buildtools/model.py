@@ -38,9 +38,10 @@ from .jsonfields import MISSING, Fields, json_type
 
 AbiMode = Literal["per-python", "abi3", "stable"]
 ABI_MODES: tuple[AbiMode, ...] = ("per-python", "abi3", "stable")
-# the programs that can wrap a job's compilers as its compiler cache (the first: the default)
-CompilerCacheTool = Literal["sccache", "ccache"]
-COMPILER_CACHES: tuple[CompilerCacheTool, ...] = ("sccache", "ccache")
+# the programs that can wrap a job's compilers as its compiler cache (the first: the default,
+# measured in docs/performance.md)
+CompilerCacheTool = Literal["ccache", "sccache"]
+COMPILER_CACHES: tuple[CompilerCacheTool, ...] = ("ccache", "sccache")
 PLATFORMS: tuple[str, ...] = ("linux_x86_64", "linux_aarch64")
 DEFAULT_PLATFORM = "linux_x86_64"
 
@@ -221,7 +222,7 @@ class BuildJob:
     current_python: str | None = None
     # the compiler cache that wraps this job's compilers (matrix `build.compiler_cache`);
     # None: no compiler cache
-    compiler_cache: CompilerCacheTool | None = "sccache"
+    compiler_cache: CompilerCacheTool | None = "ccache"
 
     def __post_init__(self) -> None:
         # a name left where the value belongs fails here, not deep inside a backend
@@ -362,10 +363,10 @@ def _compiler_cache(r: Fields) -> CompilerCacheTool | None:
     """`compiler_cache` of a job's JSON (a writer before it had `ccache`: true/false)."""
     if "compiler_cache" not in r.data and "ccache" in r.data:
         return "ccache" if r.flag("ccache") else None
-    value = r.data.get("compiler_cache", "sccache")
+    value = r.data.get("compiler_cache", "ccache")
     if value is None:
         return None
-    return r.choice("compiler_cache", COMPILER_CACHES, "sccache")
+    return r.choice("compiler_cache", COMPILER_CACHES, "ccache")
 
 
 def _label_json(label: str | tuple[str, ...] | None) -> str | list[str] | None:

@@ -13,8 +13,8 @@ under another key can be picked instead.
   re-downloads one that differs) before it builds offline.
 - The compiler cache: with ccache, the job's directory keyed by the job and its toolchain
   (`ccache-<job>-<hash>`), the namespace prefixed by the workflow: `bt-rel-` (release,
-  exact), `bt-pr<N>-…-<run>` (pull requests, their own newest). With sccache (the
-  default), sccache's own GitHub Actions backend, one entry per compile keyed by sccache's
+  exact), `bt-pr<N>-…-<run>` (pull requests, their own newest). With sccache
+  (`build.compiler_cache: sccache`), sccache's own GitHub Actions backend, one entry per compile keyed by sccache's
   hash of it, under SCCACHE_GHA_VERSION `bt-rel-sccache-1`: written by release builds (the
   default branch's scope), read read-only by pull requests.
 - A builder image is one recipe (Dockerfile, its files, the base image by digest): the tag

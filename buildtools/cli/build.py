@@ -102,7 +102,7 @@ def add_build_parser(sub: Any) -> None:
         choices=(*COMPILER_CACHES, "none"),
         default=None,
         help="the compiler cache that wraps the compilers (default: matrix "
-        "build.compiler_cache, itself sccache by default); none: no compiler cache",
+        "build.compiler_cache, itself ccache by default); none: no compiler cache",
     )
     p.add_argument(
         "--no-ccache",

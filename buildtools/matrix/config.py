@@ -270,13 +270,14 @@ class Profile(Strict):
 class BuildSettings(Strict):
     max_jobs: int | None = Field(default=None, ge=1)
     # the compiler cache in front of the host compiler and nvcc (when it is installed):
-    # sccache (the default, measured in docs/performance.md), ccache, or none
-    compiler_cache: Literal["sccache", "ccache", "none"] = "sccache"
+    # ccache (the default: it measured better here, docs/performance.md), sccache (its
+    # GitHub Actions backend in the generated workflows; sccache-dist), or none
+    compiler_cache: Literal["ccache", "sccache", "none"] = "ccache"
     # false: no compiler cache at all (kept from before `compiler_cache`; wins over it)
     ccache: bool = True
 
     @property
-    def cache_tool(self) -> Literal["sccache", "ccache"] | None:
+    def cache_tool(self) -> Literal["ccache", "sccache"] | None:
         """The tool that wraps the compilers, None for no compiler cache."""
         if not self.ccache or self.compiler_cache == "none":
             return None

@@ -1,4 +1,4 @@
-"""The compiler cache: sccache (the default) or ccache in front of the host compiler and nvcc.
+"""The compiler cache: ccache (the default) or sccache in front of the host compiler and nvcc.
 
 What torch's cpp_extension honours (read in torch 2.11 and 2.13):
 

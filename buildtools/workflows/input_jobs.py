@@ -183,7 +183,7 @@ def _sccache_gha(ctx: Context) -> list[Any]:
 
 
 def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
-    """sccache (the matrix's build.compiler_cache): its Actions backend (`_sccache_gha`).
+    """With sccache (the matrix's build.compiler_cache): its Actions backend (`_sccache_gha`).
     ccache: release: exact key in the trusted namespace, saved when missing. Pull request:
     its own namespace and scope, the newest entry of this pull request. Others: none."""
     tool = ctx.mf.matrix.build.cache_tool

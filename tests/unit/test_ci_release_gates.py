@@ -200,10 +200,10 @@ def test_release_builds_restore_by_exact_key_and_check_their_image(
             continue
         restores = [s for s in job["steps"] if "actions/cache/restore@" in str(s.get("uses"))]
         assert restores and all("restore-keys" not in s["with"] for s in restores), name
-        # the compiler cache is sccache's Actions backend (no key to restore): read-write
-        assert {s["with"]["key"] for s in restores} == {"${{ matrix.prefetch_key }}"}
-        sccache = next(s for s in job["steps"] if "github-script@" in str(s.get("uses")))
-        assert "'SCCACHE_GHA_RW_MODE', 'READ_WRITE'" in sccache["with"]["script"]
+        assert {s["with"]["key"] for s in restores} == {
+            "${{ matrix.prefetch_key }}",
+            "bt-rel-${{ matrix.ccache_key }}",
+        }
         check = _step(job, "Load the builder image and check its ID")
         assert check["env"]["BT_IMAGES"] == expected
         assert check["env"]["BT_SLOT"] == "${{ matrix.image_slot }}"
@@ -223,7 +223,7 @@ def test_branch_code_never_shares_a_key_a_release_reads(tmp_path: Path) -> None:
         "build: {cpu: ubuntu-24.04, cuda: ubuntu-24.04, rocm: ubuntu-24.04}",
         "build: {cpu: ubuntu-24.04, cuda: [self-hosted, linux, x64, big], rocm: ubuntu-24.04}",
     )
-    files = _files(tmp_path, text=text, extra="\nbuild:\n  compiler_cache: ccache\n")
+    files = _files(tmp_path, text=text)
     # self-hosted.yml runs a branch's code in the default branch's cache scope: it has no
     # compiler cache, and saves nothing
     for name, job in files[layout.SELF_HOSTED_WORKFLOW]["jobs"].items():
@@ -243,10 +243,14 @@ def test_branch_code_never_shares_a_key_a_release_reads(tmp_path: Path) -> None:
             for step in job["steps"]:
                 if "actions/cache/save@" in str(step.get("uses")):
                     assert not step["with"]["key"].startswith("bt-rel-"), path
-    # with sccache (the default): the pull request reads the release's version, read-only;
+    # with sccache: the release writes its version, the pull request reads it read-only,
     # self-hosted.yml gets no Actions cache at all
     (tmp_path / "sccache").mkdir()
-    default = _files(tmp_path / "sccache", text=text)
+    default = _files(tmp_path / "sccache", text=text, extra="\nbuild:\n  compiler_cache: sccache\n")
+    release = _step(
+        default[layout.RELEASE_WORKFLOW]["jobs"]["build-cpu"], "Compiler cache: sccache"
+    )
+    assert "'SCCACHE_GHA_RW_MODE', 'READ_WRITE'" in release["with"]["script"]
     for name, job in default[layout.SELF_HOSTED_WORKFLOW]["jobs"].items():
         assert "SCCACHE" not in str(job["steps"]), name
     script = _step(default[layout.PR_WORKFLOW]["jobs"]["build-cpu"], "Compiler cache: sccache")

@@ -100,17 +100,26 @@ def test_ci_concurrency_limits_the_fan_out() -> None:
     )
 
 
-def test_a_warm_compiler_cache_takes_every_unit_as_a_hit() -> None:
+def test_a_warm_ccache_takes_every_unit_as_a_direct_hit() -> None:
     warm = {"cache_warm": lambda j: True}
+    hit = MODEL.env_reused_s + MODEL.fixed_s + MODEL.ccache_hit_s
     (cpu,) = estimate([job()], **warm).jobs
+    assert cpu.cache_warm and cpu.seconds == hit
+    (cuda,) = estimate([job("cu130")], **warm).jobs
+    assert cuda.max_jobs == 2 and cuda.seconds == hit  # the two files' hits side by side
+
+
+def test_a_warm_sccache_takes_every_unit_as_a_hit() -> None:
+    warm = {"cache_warm": lambda j: True}
+    (cpu,) = estimate([job(compiler_cache="sccache")], **warm).jobs
     assert cpu.cache_warm and cpu.source == "model"
     assert cpu.seconds == MODEL.env_reused_s + MODEL.fixed_s + MODEL.cpp_hit_s
-    (cuda,) = estimate([job("cu130")], **warm).jobs
+    (cuda,) = estimate([job("cu130", compiler_cache="sccache")], **warm).jobs
     # two processes: the .cu's and the C++ file's hits side by side; the .cu is looked up
     # once for its host side and once per arch target (7)
     cu = MODEL.cu_hit_s + 7 * MODEL.cu_hit_target_s
     assert cuda.seconds == MODEL.env_reused_s + MODEL.fixed_s + max(cu, (MODEL.cpp_hit_s + cu) / 2)
-    (cold,) = estimate([job("cu130")]).jobs
+    (cold,) = estimate([job("cu130", compiler_cache="sccache")]).jobs
     assert not cold.cache_warm and cold.seconds > cuda.seconds
     # CI starts with no compiler cache of this machine: its figure does not change
     assert cuda.ci_seconds == cold.ci_seconds
@@ -121,7 +130,7 @@ def test_a_warm_cache_replaces_a_recorded_cold_compile_only() -> None:
     recorded = JobTiming(
         seconds=300.0, stages={"env": 200.0, "build": 90.0, "repair": 6.0}, max_jobs=2
     )
-    the_job = job("cu130")
+    the_job = job("cu130", compiler_cache="sccache")
     timings = {the_job.id: recorded}
     (cold,) = estimate([the_job], timings=timings).jobs
     (warm,) = estimate([the_job], timings=timings, cache_warm=lambda j: True).jobs
@@ -214,7 +223,7 @@ def test_the_facts_of_a_cache_directory(tmp_path: Path) -> None:
     assert cached(cuda) and not cached(job("cu126", torch="2.11.0"))
     warm = cache_warm_in(tmp_path, {})
     assert not warm(cuda)
-    entry = tmp_path / "sccache" / cuda.id / "a" / "b" / "0123"
+    entry = tmp_path / "ccache" / cuda.id / "a" / "b" / "0123"  # the default tool
     entry.parent.mkdir(parents=True)
     entry.write_bytes(b"object")
     assert warm(cuda)

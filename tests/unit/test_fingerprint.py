@@ -100,7 +100,7 @@ ONLY_WHERE_OR_HOW_FAST = [
         {"job": cuda_job(env=(*cuda_job().env, ("MAX_JOBS", "7")))},
     ),
     ("no compiler cache", {"job": cuda_job(compiler_cache=None)}),
-    ("ccache, not sccache", {"job": cuda_job(compiler_cache="ccache")}),
+    ("sccache, not ccache", {"job": cuda_job(compiler_cache="sccache")}),
     (
         "unrelated host variables",
         {"host_env": {"TERM": "xterm", "MAX_JOBS": "3", "HOME": "/x"}},

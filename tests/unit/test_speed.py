@@ -461,9 +461,9 @@ def test_a_long_cache_path_gets_a_short_socket(tmp_path: Path) -> None:
 
 def test_the_command_line_picks_the_tool_unless_the_job_has_none() -> None:
     job = make_job()
-    assert job.compiler_cache == "sccache"
-    assert job_tool(job, None) == "sccache"
-    assert job_tool(job, "ccache") == "ccache"
+    assert job.compiler_cache == "ccache"
+    assert job_tool(job, None) == "ccache"
+    assert job_tool(job, "sccache") == "sccache"
     assert job_tool(job, "none") is None
     off = make_job(compiler_cache=None)  # matrix build.compiler_cache: none
     assert job_tool(off, "sccache") is None and job_tool(off, None) is None
