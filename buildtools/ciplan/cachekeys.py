@@ -11,9 +11,12 @@ under another key can be picked instead.
   accelerator, toolkit pins and torch index, then the Pythons of that group. A release
   build re-checks every restored file against the sha256 its index publishes (pip
   re-downloads one that differs) before it builds offline.
-- The compiler cache is keyed by the job and its toolchain (`ccache-<job>-<hash>`), the
-  namespace prefixed by the workflow: `bt-rel-` (release, exact), `bt-pr<N>-…-<run>`
-  (pull requests, their own newest).
+- The compiler cache: with ccache, the job's directory keyed by the job and its toolchain
+  (`ccache-<job>-<hash>`), the namespace prefixed by the workflow: `bt-rel-` (release,
+  exact), `bt-pr<N>-…-<run>` (pull requests, their own newest). With sccache
+  (`build.compiler_cache: sccache`), sccache's own GitHub Actions backend, one entry per compile keyed by sccache's
+  hash of it, under SCCACHE_GHA_VERSION `bt-rel-sccache-1`: written by release builds (the
+  default branch's scope), read read-only by pull requests.
 - A builder image is one recipe (Dockerfile, its files, the base image by digest): the tag
   `torch-buildtools/builder:<kind>-<hash>` the docker backend computes. A release builds
   it in its own images job and hands it to the builds by artifact, checked by image ID;
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 __all__ = [
     "RELEASE_NAMESPACE",
+    "SCCACHE_GHA_NAMESPACE",
     "BuildKeys",
     "build_keys",
     "image_recipe",
@@ -47,6 +51,9 @@ from .labels import family_of
 
 # what the trusted workflows save (release, caches), on the default branch
 RELEASE_NAMESPACE = "bt-rel-"
+# sccache's GitHub Actions cache (SCCACHE_GHA_VERSION): every entry a release writes sits
+# under this version, in the default branch's scope; pull requests read it, read-only
+SCCACHE_GHA_NAMESPACE = f"{RELEASE_NAMESPACE}sccache-1"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,8 +130,8 @@ def build_keys(job: BuildJob, *, group_pythons: Iterable[str], image: str) -> Bu
     return BuildKeys(
         prefetch=group + _short(sorted(set(group_pythons)), 8),
         prefetch_restore=group,
-        ccache=f"ccache-{job.id}-{_short(toolchain, 10)}" if job.ccache else "",
-        ccache_path=f"{layout.CACHE_DIR}/ccache/{job.id}" if job.ccache else "",
+        ccache=f"ccache-{job.id}-{_short(toolchain, 10)}" if job.compiler_cache == "ccache" else "",
+        ccache_path=f"{layout.CACHE_DIR}/ccache/{job.id}" if job.compiler_cache == "ccache" else "",
         image=image,
         image_key=f"{RELEASE_NAMESPACE}image-{family_of(job)}-{suffix}" if image else "",
         image_file=f"builder-{suffix}.tar" if image else "",

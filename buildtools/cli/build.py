@@ -24,6 +24,7 @@ from ..errors import (
 )
 from ..knowledge import load_knowledge
 from ..matrix.config import load_matrix
+from ..model import COMPILER_CACHES
 from ..planning import default_matrix_path
 from ..wheelbuild.build_report import CellResult
 from ..wheelbuild.options import BuildOptions
@@ -98,9 +99,16 @@ def add_build_parser(sub: Any) -> None:
         help="a published site (with index.json): a job whose fingerprint it lists is skipped",
     )
     p.add_argument(
+        "--compiler-cache",
+        choices=(*COMPILER_CACHES, "none"),
+        default=None,
+        help="the compiler cache that wraps the compilers (default: matrix "
+        "build.compiler_cache, itself ccache by default); none: no compiler cache",
+    )
+    p.add_argument(
         "--no-ccache",
         action="store_true",
-        help="no compiler cache (default: ccache when installed; matrix build.ccache: false)",
+        help="no compiler cache at all (the same as --compiler-cache none)",
     )
     p.add_argument(
         "--distribute",
@@ -152,6 +160,8 @@ def reproduce_command(
     for flag in ("force", "no_ccache"):
         if getattr(args, flag, False):
             argv.append(f"--{flag.replace('_', '-')}")
+    if getattr(args, "compiler_cache", None):
+        argv += ["--compiler-cache", args.compiler_cache]
     if via_nox and len(argv) == head:
         argv = argv[:3]
     return shlex.join(argv)
@@ -204,7 +214,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         matrix=str(args.matrix or "matrix.yaml"),
         force=args.force,
         index_site=args.index_site.resolve() if args.index_site else None,
-        ccache=not args.no_ccache,
+        compiler_cache="none" if args.no_ccache else args.compiler_cache,
         jobs=args.jobs,
         size_warning=settings.size_warning,
         size_error=settings.size_error,

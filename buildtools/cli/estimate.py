@@ -7,10 +7,10 @@ environments exist there, the project's sources, and each job's CI runner.
 
 from __future__ import annotations
 
-__all__ = ["estimate_for", "nvcc_threads_of", "print_estimate"]
+__all__ = ["cache_warm_in", "env_cached_in", "estimate_for", "nvcc_threads_of", "print_estimate"]
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -19,6 +19,7 @@ from ..ciplan.labels import is_hosted
 from ..model import BuildJob
 from ..planner import Plan
 from ..toolchain.envs import MARKER
+from ..wheelbuild.compilercache import cache_holds_entries, cache_root
 from ..wheelbuild.estimate import (
     HOSTED_RUNNER,
     HereFacts,
@@ -38,15 +39,28 @@ from ..wheelbuild.timings import read_timings
 from ..workflows.pins import load_pins
 
 
-def _env_cached(cache_dir: Path) -> Callable[[BuildJob], bool]:
+def env_cached_in(cache_dir: Path) -> Callable[[BuildJob], bool]:
+    """Whether a job's toolchain environment exists in `cache_dir` (named by its Python,
+    torch and accelerator name; complete when its marker is there)."""
     toolchains = cache_dir / "envs" / "toolchains"
 
     def cached(job: BuildJob) -> bool:
         # the environment's directory is named py<X.Y.Z>-torch<version>-<accelerator>-<key>
-        pattern = f"py{job.build_python}.*-torch{job.torch}-{job.accelerator}-*"
+        pattern = f"py{job.build_python}.*-torch{job.torch}-{job.accelerator.name}-*"
         return any((d / MARKER).is_file() for d in toolchains.glob(pattern))
 
     return cached
+
+
+def cache_warm_in(cache_dir: Path, env: Mapping[str, str]) -> Callable[[BuildJob], bool]:
+    """Whether a job's compiler cache (its tool's, under `cache_dir` or
+    BUILDTOOLS_CCACHE_DIR) holds entries: a build of the job ran with it."""
+
+    def warm(job: BuildJob) -> bool:
+        tool = job.compiler_cache
+        return tool is not None and cache_holds_entries(cache_root(cache_dir, env, tool) / job.id)
+
+    return warm
 
 
 def estimate_for(
@@ -59,7 +73,8 @@ def estimate_for(
     """The plan's estimate on this machine (or `host`) with this cache directory's facts."""
     cache = cache_dir or default_cache_dir(os.environ)
     here = host or host_resources()
-    cached = _env_cached(cache)
+    cached = env_cached_in(cache)
+    warm = cache_warm_in(cache, os.environ)
 
     hosted = load_pins().hosted_runners.labels
 
@@ -70,7 +85,7 @@ def estimate_for(
         plan.jobs,
         cells=len(plan.cells),
         shape=project_shape(scan_sources(project_dir).files),
-        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached),
+        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached, cache_warm=warm),
         ci_machine=ci_machine,
     )
 

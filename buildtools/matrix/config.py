@@ -269,8 +269,20 @@ class Profile(Strict):
 
 class BuildSettings(Strict):
     max_jobs: int | None = Field(default=None, ge=1)
-    # ccache for the host compiler and nvcc (when ccache is installed); false turns it off
+    # the compiler cache in front of the host compiler and nvcc (when it is installed):
+    # ccache (the default: it measured better here, docs/performance.md), sccache (its
+    # GitHub Actions backend in the generated workflows; sccache-dist), or none
+    compiler_cache: Literal["ccache", "sccache", "none"] = "ccache"
+    # false: no compiler cache at all (kept from before `compiler_cache`; wins over it)
     ccache: bool = True
+
+    @property
+    def cache_tool(self) -> Literal["ccache", "sccache"] | None:
+        """The tool that wraps the compilers, None for no compiler cache."""
+        if not self.ccache or self.compiler_cache == "none":
+            return None
+        return self.compiler_cache
+
     # wheel-size check: warning and error thresholds (default: PyPI's 100 MiB upload limit,
     # GitHub's 2 GiB release-asset limit, data/ecosystem.json)
     size_warning: ByteSize = None

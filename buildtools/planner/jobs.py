@@ -318,7 +318,7 @@ def _make_job(
         smoke=m.project.smoke,
         torch_source=built.torch_source,
         current_python=built.current_python,
-        ccache=m.build.ccache,
+        compiler_cache=m.build.cache_tool,
     )
 
 

@@ -40,6 +40,7 @@ from ..model import BuildJob
 from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
 from .build_report import CellResult
+from .compilercache import job_tool
 from .options import BuildOptions
 from .scheduler import HostResources
 
@@ -152,7 +153,7 @@ class DistributingBackend:
         self.needs_host_toolkit = inner.needs_host_toolkit
         self.repairs_inside = inner.repairs_inside
         self.cache_dir = opts.cache_dir
-        self.cache = opts.ccache  # --no-ccache: a throwaway compile cache per job
+        self.asked = opts.compiler_cache  # "none" (--no-ccache): a throwaway cache per job
 
     def preflight(self, runner: ProcessRunner) -> None:
         self.inner.preflight(runner)
@@ -175,7 +176,8 @@ class DistributingBackend:
             ctx.env,
             sccache=self.plan.sccache,
             work=work,
-            cache=work / "cache" if self.cache else None,
+            # a job without a compiler cache (command line or matrix) gets a throwaway one
+            cache=work / "cache" if job_tool(job, self.asked) else None,
             cuda_home=toolchain.cuda_home if job.accelerator.kind == "cuda" else None,
             ctx=ctx,
         ) as dj:

@@ -12,7 +12,7 @@ from ..backends.local import object_dir
 from ..model import BuildJob
 from ..toolchain.blind import hide_device_toolchain
 from ..toolchain.envs import Toolchain
-from .ccache import CompilerCache, ccache_env, no_ccache_env
+from .compilercache import CompilerCache, compiler_cache_env, no_cache_env
 from .options import BuildOptions
 
 __all__ = [
@@ -101,16 +101,18 @@ def job_environment(
     env.update(nvcc_flags_env(opts.nvcc_threads if job.toolkit else 1, env))
     if compiler_cache is not None:
         env.update(
-            ccache_env(
+            compiler_cache_env(
                 job,
                 compiler_cache,
                 project_dir=opts.project_dir,
                 cuda_home=toolchain.cuda_home,
                 path=env.get("PATH", ""),
+                site_packages=toolchain.site_packages,
+                own_ccbin="NVCC_CCBIN" in env,
             )
         )
     else:
-        env.update(no_ccache_env())
+        env.update(no_cache_env())
     return env
 
 

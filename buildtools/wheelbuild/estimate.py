@@ -9,6 +9,13 @@ torch extension's build measured on the example (docs/performance.md):
 
 where a C++ file costs `cpp_tu_s`, a `.cu` file `cu_host_s` plus `cu_target_s` per arch
 target (`scheduler.device_targets`), its targets compiled `nvcc --threads` at a time.
+When the job's compiler cache holds entries here (`HereFacts.cache_warm`: a build of the
+job ran with this cache directory), every unit is taken as a hit: with ccache
+`ccache_hit_s` each (its direct mode does not preprocess); with sccache a C++ file costs
+`cpp_hit_s` (preprocessing torch's headers, the lookup), a `.cu` file `cu_hit_s` plus
+`cu_hit_target_s` per arch target (sccache preprocesses the source once per target), and a recorded build's compile is replaced by
+that (its other stages, measured here, are kept; a recorded build that was itself warm is
+kept whole).
 Locally, jobs run as `buildtools build` runs them (`scheduler.plan_slots`); in CI each job
 has a runner of its own (the workflow's matrix fans out), starts cold (its environment is
 created, `ci_job_s` of checkout, setup and upload around it) and is billed by the started
@@ -66,7 +73,23 @@ class CostModel:
     cpp_tu_s: float = 20.0  # one C++ file including torch/extension.h
     cu_host_s: float = 20.0  # a .cu file's host side: cudafe, the host compile of torch headers
     cu_target_s: float = 10.5  # one arch target of a .cu file (cicc + ptxas, or one gfx arch)
-    fixed_s: float = 8.0  # setup.py importing torch, the link, repair, relabel, checks
+    # served from a warm compiler cache (sccache or ccache; docs/performance.md, measured on
+    # the example's warm rebuilds: build tree removed, compiler cache kept)
+    # measured 2026-11-26 (load ~1.5): the CPU cell's warm build 5.5 s (build stage 4.5 s),
+    # the CUDA cell's 33.9 s (build stage 32.2 s: sccache preprocesses the .cu once for the
+    # host and once per arch target, each with torch's headers, before its lookups)
+    cpp_hit_s: float = 2.0  # preprocessing torch/extension.h, hashing, the lookup
+    cu_hit_s: float = 3.0  # a .cu file's host side: preprocessing, the lookup
+    cu_hit_target_s: float = 3.5  # one arch target of a .cu file: its preprocessing, lookup
+    # ccache's direct mode: a hit hashes the source and the include files it recorded, no
+    # preprocessing (measured: the CUDA cell's warm build 7.9 s, the CPU cell's 5.5 s)
+    ccache_hit_s: float = 0.5
+    # setup.py importing torch, the link, repair, relabel, checks: 5 s fits the CPU cell cold
+    # (~26 s) and warm (5.5 s, one ccache hit) alike; it was 8 s, fitted to cold builds only
+    fixed_s: float = 5.0
+    # of that, what the build stage holds besides compiles (setup.py importing torch, the
+    # link): kept when a recorded cold compile is replaced by hits
+    build_overhead_s: float = 3.0
     ci_job_s: float = 60.0  # a CI job around its build: runner start, checkout, nox, upload
     control_job_s: float = 60.0  # the plan job, the index job (each)
     ci_concurrency: int = 20  # jobs GitHub runs at once (GitHub Free; Team: 60)
@@ -95,6 +118,8 @@ class HereFacts:
     host: HostResources
     timings: Mapping[str, JobTiming]
     env_cached: Callable[[BuildJob], bool]  # whether the job's environment exists here
+    # whether the job's compiler cache holds entries here (a build of it ran before)
+    cache_warm: Callable[[BuildJob], bool] = field(default=lambda job: False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +131,7 @@ class JobEstimate:
     env_cached: bool
     max_jobs: int
     nvcc_threads: int
+    cache_warm: bool = False  # compiles taken as compiler-cache hits
 
     @property
     def ci_minutes(self) -> int:
@@ -142,6 +168,7 @@ class PlanEstimate:
                     "source": j.source,
                     "max_jobs": j.max_jobs,
                     "nvcc_threads": j.nvcc_threads,
+                    "cache_warm": j.cache_warm,
                 }
                 for j in self.jobs
             },
@@ -162,6 +189,23 @@ def _compile_s(
         per_cu = model.cu_host_s + math.ceil(targets / max(1, threads)) * model.cu_target_s
         longest = max(longest, per_cu)
     return max(longest, work / max(1, max_jobs))
+
+
+def _warm_compile_s(
+    job: BuildJob, shape: ProjectShape, model: CostModel, *, max_jobs: int
+) -> float:
+    """Wall time of the job's compiles when every unit hits the compiler cache (its tool's
+    hits: ccache's direct mode, or sccache's preprocessing per target)."""
+    device = job.accelerator.kind != "cpu" and job.toolkit is not None
+    if job.compiler_cache == "ccache":
+        units = shape.cpp_sources + (shape.cu_sources if device else 0)
+        hits = [model.ccache_hit_s] * units
+    else:
+        hits = [model.cpp_hit_s] * shape.cpp_sources
+        if device and job.toolkit is not None:
+            targets = device_targets(job.toolkit.arch_list)
+            hits += [model.cu_hit_s + targets * model.cu_hit_target_s] * shape.cu_sources
+    return max(max(hits, default=0.0), sum(hits) / max(1, max_jobs))
 
 
 def _lanes(durations: Sequence[float], lanes: int) -> float:
@@ -201,7 +245,12 @@ def estimate_plan(
     for job in jobs:
         kind = job.accelerator.kind
         threads = nvcc_threads(job, slots, device_sources=shape.cu_sources)
-        here_s = _compile_s(job, shape, model, max_jobs=slots.max_jobs, threads=threads)
+        warm = here.cache_warm(job)
+        here_s = (
+            _warm_compile_s(job, shape, model, max_jobs=slots.max_jobs)
+            if warm
+            else _compile_s(job, shape, model, max_jobs=slots.max_jobs, threads=threads)
+        )
         ci_slots = _one_job_slots(job, ci_machine(job))
         ci_threads = nvcc_threads(job, ci_slots, device_sources=shape.cu_sources)
         there = _compile_s(job, shape, model, max_jobs=ci_slots.max_jobs, threads=ci_threads)
@@ -216,6 +265,10 @@ def estimate_plan(
             else:
                 env_part = min(env_then, model.env_reused_s) if cached else max(env_then, env_now)
                 seconds = recorded.seconds - env_then + env_part
+            if warm and built is not None and not recorded.warm:
+                # the recorded compile was cold: the model's hits replace it (not scaled by
+                # how slow that compile was: the load it ran under says nothing of now)
+                seconds = seconds - built + min(built, model.build_overhead_s + here_s)
             # CI: the recorded compile, scaled by what the model says the runner's share
             # changes; the rest as recorded; the environment from cold
             if built is not None and env_then is not None:
@@ -245,6 +298,7 @@ def estimate_plan(
                 env_cached=cached,
                 max_jobs=slots.max_jobs,
                 nvcc_threads=threads,
+                cache_warm=warm,
             )
         )
     local = _lanes([j.seconds for j in out], slots.concurrent)

@@ -215,7 +215,7 @@ BUILD_VARS = frozenset(
 )
 BUILD_VAR_PREFIXES = ("TORCH_", "PYTORCH_", "FORCE_", "CUDA", "NVCC", "ROCM", "HIP", "USE_")
 # Job fields that say where a build or test runs or how fast, not what it produces.
-_NOT_IN_FINGERPRINT = frozenset({"runner", "smoke_runner", "smoke", "ccache"})
+_NOT_IN_FINGERPRINT = frozenset({"runner", "smoke_runner", "smoke", "compiler_cache"})
 # Variables of the job that change how fast it builds, not what it builds.
 _SPEED_VARS = frozenset({"MAX_JOBS"})
 

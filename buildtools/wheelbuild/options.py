@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ..backends.base import Backend
 from ..knowledge import Knowledge
+from ..model import BuildJob, CompilerCacheTool
 from ..process import ProcessRunner
-from .ccache import CompilerCache
+from .compilercache import CompilerCache, job_tool
 from .scheduler import HostResources
 
 __all__ = ["BuildOptions"]
@@ -29,7 +31,9 @@ class BuildOptions:
     matrix: str = "matrix.yaml"
     force: bool = False  # rebuild even when a wheel with the job's fingerprint exists
     index_site: Path | None = None  # a published site whose wheels count as built
-    ccache: bool = True  # False: --no-ccache (each job's matrix build.ccache also counts)
+    # the compiler cache asked for on the command line (--compiler-cache): "none" for no
+    # cache, None for each job's own (matrix build.compiler_cache)
+    compiler_cache: CompilerCacheTool | Literal["none"] | None = None
     jobs: int | None = None  # jobs compiling at once (default: as the machine allows)
     host: HostResources | None = None  # cores and memory (default: this machine's)
     nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)
@@ -50,4 +54,11 @@ class BuildSession:
     opts: BuildOptions
     backend: Backend
     runner: ProcessRunner
-    compiler_cache: CompilerCache | None = None
+    compiler_cache: CompilerCache | None = None  # the job's (build_job), None: no cache
+    # every compiler cache the run's jobs use, by tool (build_plan finds them once)
+    compiler_caches: Mapping[str, CompilerCache] = field(default_factory=dict)
+
+    def cache_for(self, job: BuildJob) -> CompilerCache | None:
+        """The compiler cache that wraps `job`'s compilers (None: none)."""
+        tool = job_tool(job, self.opts.compiler_cache)
+        return self.compiler_caches.get(tool) if tool else None

@@ -7,7 +7,13 @@ whose checks passed is moved (atomically) into the wheelhouse.
 
 from __future__ import annotations
 
-from ..backends.base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, Backend, nvcc_keep_env
+from ..backends.base import (
+    JOB_CACHE_TOOL_VAR,
+    JOB_CCACHE_VAR,
+    NVCC_THREADS_VAR,
+    Backend,
+    nvcc_keep_env,
+)
 from ..context import RunContext
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions, BuildSession
@@ -21,7 +27,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,16 +43,16 @@ from ..planner import Plan
 from ..process import ProcessRunner, SubprocessRunner
 from ..toolchain.envs import Toolchain
 from ..toolchain.prepare import prepare_toolchain
-from ..wheel.checks import Expectation, TorchTarget, check_wheel, load_torch_target
+from ..wheel.checks import Expectation, check_wheel
 from ..wheel.meta import relabel_wheel
 from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
-from .ccache import (
-    CCACHE_INSTALL_HINT,
+from .compilercache import (
     CompilerCache,
-    ccache_root,
-    find_ccache,
-    make_masquerade,
+    cache_holds_entries,
+    job_tool,
+    sccache_server,
+    select_compiler_cache,
 )
 from .distribute import DistributingBackend, plan_distribution
 from .fingerprint import scan_sources, source_fingerprint
@@ -54,6 +60,7 @@ from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
 from .scheduler import Slots, device_sources, host_resources, nvcc_threads, plan_slots
 from .timings import JobTiming, read_timings, update_timings
+from .window import window_targets
 
 # A local host's glibc decides the best tag; a weaker one than promised is reported, not
 # fatal (the docker backend builds in the promised image).
@@ -70,29 +77,6 @@ class _JobRun:
 
 def _timed(run: _JobRun, stage: str, started: float) -> None:
     run.durations[stage] = run.durations.get(stage, 0.0) + time.monotonic() - started
-
-
-def _targets(
-    job: BuildJob, toolchain: Toolchain, opts: BuildOptions, runner: ProcessRunner, log: IO[str]
-) -> list[TorchTarget]:
-    """The torch installations the wheel must work with (several for a stable-ABI job)."""
-    targets = [load_torch_target(toolchain.site_packages)]
-    for other in job.torch_versions:
-        if other == job.torch:
-            continue
-        from dataclasses import replace
-
-        sibling = replace(job, torch=other, torch_requirement=f"torch=={other}")
-        tc = prepare_toolchain(
-            sibling,
-            job.build_python,
-            cache_dir=opts.cache_dir / "envs",
-            cuda_home=opts.cuda_home,
-            with_toolkit=False,
-            ctx=RunContext(processes=runner, env=opts.env, log=log),
-        )
-        targets.append(load_torch_target(tc.site_packages))
-    return targets
 
 
 def build_job(
@@ -230,7 +214,7 @@ def _build_job_locked(
 
                 started = time.monotonic()
                 stage(job.id, "check")
-                targets = _targets(job, toolchain, opts, runner, log)
+                targets = window_targets(job, toolchain, opts, runner, log)
                 run.findings.extend(
                     check_wheel(
                         final,
@@ -326,20 +310,30 @@ def _compile(
             directory = compiler_cache.dir_for(job)
             directory.mkdir(parents=True, exist_ok=True)
             env[JOB_CCACHE_VAR] = str(directory)
+            env[JOB_CACHE_TOOL_VAR] = compiler_cache.tool
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )
     log.writelines(f"# {note}\n" for note in notes)
     if compiler_cache is not None:
         log.write(
-            f"# compiler cache: ccache {compiler_cache.program}, "
-            f"CCACHE_DIR={compiler_cache.dir_for(job)}\n"
+            f"# compiler cache: {compiler_cache.tool} {compiler_cache.program}, "
+            f"cache {compiler_cache.dir_for(job)}\n"
         )
     build_dir = build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir)
     # two runs building the same job share its build tree: ninja must not run twice in it
-    with file_lock(
-        build_dir.with_name(build_dir.name + ".lock"),
-        waiting=f"{job.id}: another build uses {build_dir}; waiting for it to finish",
+    with (
+        file_lock(
+            build_dir.with_name(build_dir.name + ".lock"),
+            waiting=f"{job.id}: another build uses {build_dir}; waiting for it to finish",
+        ),
+        sccache_server(
+            compiler_cache if backend.needs_host_toolkit else None,
+            job,
+            env=env,
+            ctx=ctx,
+            report=lambda line: _log_line(log, line),
+        ),
     ):
         return backend.build_raw(
             job,
@@ -349,6 +343,10 @@ def _compile(
             build_dir=build_dir,
             ctx=ctx.with_env(env),
         )
+
+
+def _log_line(log: IO[str], line: str) -> None:
+    log.write(f"# {line}\n")
 
 
 def _repair(
@@ -396,24 +394,6 @@ def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:
         if value and value.isdigit() and int(value) > 0:
             return int(value)
     return None
-
-
-def _compiler_cache(
-    opts: BuildOptions, todo: Sequence[BuildJob], report_note: Callable[[str], None]
-) -> CompilerCache | None:
-    """ccache when wanted and installed (a note says so when it is wanted but missing).
-
-    Only the jobs that will compile count: a run whose jobs were all unchanged gets no note.
-    """
-    if not opts.ccache or not any(j.ccache for j in todo):
-        return None
-    program = find_ccache(opts.env)
-    if program is None:
-        report_note(f"ccache is not installed, so compiles are not cached; {CCACHE_INSTALL_HINT}")
-        return None
-    cache = CompilerCache(program=program, root=ccache_root(opts.cache_dir, opts.env))
-    make_masquerade(cache)
-    return cache
 
 
 def build_plan(
@@ -488,13 +468,21 @@ def build_plan(
     for job_id, n in threads.items():
         if n > 1:
             report.notes.append(f"scheduler: {job_id}: nvcc --threads {n}")
-    compiler_cache = None if dist else _compiler_cache(opts, todo, report.notes.append)
+    # the compiler caches the jobs that will compile want (none when all are unchanged; a
+    # distributed build compiles through each job's own sccache instead)
+    caches = {
+        tool: select_compiler_cache(
+            tool, cache_dir=opts.cache_dir, env=opts.env, note=report.notes.append
+        )
+        for tool in sorted({t for t in (job_tool(j, opts.compiler_cache) for j in todo) if t})
+        if not dist
+    }
     session = BuildSession(
         kb=kb,
         opts=replace(opts, max_jobs=slots.max_jobs),
         backend=DistributingBackend(backend, dist, opts=opts) if dist else backend,
         runner=runner,
-        compiler_cache=compiler_cache,
+        compiler_caches={t: c for t, c in caches.items() if c is not None},
     )
     skipped = [j.id for j in plan.jobs if j.id in results]
     results.update(
@@ -554,12 +542,14 @@ def _run_jobs(
                 progress.finish(job.id, "not started (--fail-fast)", counted=False)
                 return
             started = time.monotonic()
+            cache = session.cache_for(job)
+            warm = cache is not None and cache_holds_entries(cache.dir_for(job))
             cells = build_job(
                 job,
                 replace(
                     session,
                     opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
-                    compiler_cache=session.compiler_cache if job.ccache else None,
+                    compiler_cache=cache,
                 ),
                 stage=progress.stage,
                 fingerprint=fingerprints.get(job.id),
@@ -573,6 +563,7 @@ def _run_jobs(
                         stages=cells[0].durations,
                         max_jobs=opts.max_jobs,
                         nvcc_threads=threads.get(job.id) if job.toolkit else None,
+                        warm=warm if cache is not None else None,
                     )
             status = cells[0].status.value
             progress.finish(

@@ -34,6 +34,9 @@ class JobTiming:
     stages: Mapping[str, float] = field(default_factory=dict)
     max_jobs: int | None = None
     nvcc_threads: int | None = None
+    # whether its compiler cache held entries when it started (its compile was then mostly
+    # hits); None: not known (no cache, or written before this was recorded)
+    warm: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -44,6 +47,8 @@ class JobTiming:
             data["max_jobs"] = self.max_jobs
         if self.nvcc_threads is not None:
             data["nvcc_threads"] = self.nvcc_threads
+        if self.warm is not None:
+            data["warm"] = self.warm
         return data
 
     @classmethod
@@ -79,6 +84,7 @@ class JobTiming:
             stages=clean,
             max_jobs=count("max_jobs"),
             nvcc_threads=count("nvcc_threads"),
+            warm=raw["warm"] if isinstance(raw.get("warm"), bool) else None,
         )
 
 

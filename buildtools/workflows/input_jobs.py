@@ -5,9 +5,11 @@ compiler cache; and the jobs that make them (images, prefetch). Per workflow, by
   registry by digest), checked against the image ID that job output (`image_<slot>`);
   without one (the job failed) the build makes its own from the tag's Dockerfiles. The
   downloads are restored by exact key and re-checked against their index's sha256; the
-  compiler cache by exact key (`bt-rel-…`), saved when missing.
+  compiler cache is sccache's Actions backend (`SCCACHE_GHA_VERSION=bt-rel-sccache-1`,
+  read-write), or with ccache its directory by exact key (`bt-rel-…`), saved when missing.
 - pull requests: the images and downloads the scheduled `caches.yml` saved (read only),
-  and their own compiler cache (`bt-pr<number>-…`, in the pull request's scope).
+  and the compiler cache: sccache's Actions backend under the release's version, read
+  only; with ccache their own (`bt-pr<number>-…`, in the pull request's scope).
 - self-hosted.yml (a branch's code, run with the default branch's cache scope): images and
   downloads read only, no compiler cache at all: nothing it could write is ever read by a
   release, and it reads nothing a release wrote for its compiles.
@@ -21,7 +23,7 @@ __all__ = ["build_inputs", "image_outputs", "images_job", "prefetch_job", "regis
 from typing import Any
 
 from ..ciplan import layout
-from ..ciplan.cachekeys import RELEASE_NAMESPACE
+from ..ciplan.cachekeys import RELEASE_NAMESPACE, SCCACHE_GHA_NAMESPACE
 from .common import Context
 from .scripts import (
     free_disk_script,
@@ -38,6 +40,9 @@ _IMAGE_PATH = f"{layout.IMAGES_DIR}/${{{{ matrix.image_file }}}}"
 RUN_IMAGES = "builder-image"
 RUN_ID = "${{ github.run_id }}"
 _PR_NAMESPACE = "bt-pr${{ github.event.pull_request.number }}-"
+# the Actions cache service, as the runner gives it to JavaScript actions (sccache 0.16's
+# backend reads the results service's URL and the runtime token)
+SERVICE_VARS = ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_CACHE_URL")
 
 
 def _flag(job: str) -> str:
@@ -147,9 +152,45 @@ def _downloads(*, exact: bool, save: bool, ctx: Context) -> tuple[list[Any], lis
     return restore, saves if save else []
 
 
+def _sccache_gha(ctx: Context) -> list[Any]:
+    """sccache's GitHub Actions backend for this workflow's builds (by trust): a release
+    reads and writes `bt-rel-sccache-…` (the default branch's scope: release.yml runs on
+    workflow_run), a pull request reads it only (READ_ONLY; its token could write only its
+    own scope, which no release reads), anything else gets none."""
+    if ctx.kind == layout.RELEASE_NAME:
+        mode = "READ_WRITE"
+    elif ctx.kind == layout.PR_NAME:
+        mode = "READ_ONLY"
+    else:
+        return []
+    # the cache service's URL and token reach JavaScript actions only; sccache (in the
+    # build, and in its container: the docker backend passes these by name) needs them
+    script = "\n".join(
+        [
+            *(f"core.exportVariable('{name}', process.env.{name} || '');" for name in SERVICE_VARS),
+            "core.exportVariable('SCCACHE_GHA_ENABLED', 'on');",
+            f"core.exportVariable('SCCACHE_GHA_VERSION', '{SCCACHE_GHA_NAMESPACE}');",
+            f"core.exportVariable('SCCACHE_GHA_RW_MODE', '{mode}');",
+        ]
+    )
+    return [
+        {
+            "name": f"Compiler cache: sccache on the Actions cache ({mode.lower().replace('_', '-')})",
+            "uses": ctx.pins.uses("actions/github-script"),
+            "with": {"script": script + "\n"},
+        }
+    ]
+
+
 def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
-    """Release: exact key in the trusted namespace, saved when missing. Pull request: its
-    own namespace and scope, the newest entry of this pull request. Others: none."""
+    """With sccache (the matrix's build.compiler_cache): its Actions backend (`_sccache_gha`).
+    ccache: release: exact key in the trusted namespace, saved when missing. Pull request:
+    its own namespace and scope, the newest entry of this pull request. Others: none."""
+    tool = ctx.mf.matrix.build.cache_tool
+    if tool is None:
+        return [], []
+    if tool == "sccache":
+        return _sccache_gha(ctx), []
     if ctx.kind == layout.RELEASE_NAME:
         key = f"{RELEASE_NAMESPACE}${{{{ matrix.ccache_key }}}}"
         restore_with: dict[str, Any] = {"path": "${{ matrix.ccache_path }}", "key": key}

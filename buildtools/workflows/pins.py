@@ -52,6 +52,7 @@ REQUIRED = (
     "actions/upload-pages-artifact",
     "actions/deploy-pages",
     "actions/attest-build-provenance",
+    "actions/github-script",
 )
 _HASHED_RE = re.compile(
     r"^([A-Za-z0-9_.-]+)==(\S+)((?: \\\n    --hash=sha256:[0-9a-f]{64})+)$", re.M

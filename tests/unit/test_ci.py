@@ -258,7 +258,10 @@ def test_every_action_is_pinned_by_sha_with_its_version(
         if "uses" in step:
             assert SHA_USES.match(step["uses"]), (path, job, step["uses"])
             seen.add("/".join(step["uses"].split("@")[0].split("/")[:2]))
-    assert seen == set(PINS.actions) - {"pypa/gh-action-pypi-publish"}  # that one: ci.pypi
+    # pypa/gh-action-pypi-publish: only with ci.pypi; actions/github-script: only with
+    # build.compiler_cache: sccache (test_sccache_actions_cache_is_written_by_releases…)
+    optional = {"pypa/gh-action-pypi-publish", "actions/github-script"}
+    assert seen == set(PINS.actions) - optional
     source = generate(REPO / "matrix.yaml")
     for gen in source.files:
         for line in gen.text.splitlines():
@@ -394,6 +397,64 @@ def test_caches_are_saved_only_in_their_own_namespace(reference: dict[str, Any])
     assert restore["Restore the compiler cache"]["path"] == "${{ matrix.ccache_path }}"
     caches = jobs(reference, layout.CACHES_WORKFLOW)
     assert set(caches) == {"plan", "images", "prefetch", "status"}
+
+
+def _sccache_steps(files: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    return [
+        step
+        for _, name, step in steps({path: files[path]})
+        if name.startswith("build") and "actions/github-script@" in str(step.get("uses", ""))
+    ]
+
+
+def _with(tmp_path: Path, tool: str) -> dict[str, Any]:
+    text = (REPO / "matrix.yaml").read_text(encoding="utf-8")
+    assert "\nbuild:" not in text
+    return workflows(
+        project(tmp_path, REPO / "matrix.yaml", text=f"{text}\nbuild:\n  compiler_cache: {tool}\n")
+    )
+
+
+def test_sccache_actions_cache_is_written_by_releases_and_read_only_for_pull_requests(
+    tmp_path: Path,
+) -> None:
+    """Trust: the release (vetted tag; release.yml runs on workflow_run, in the default
+    branch's cache scope) reads and writes one version; a pull request reads the same
+    version and cannot write it; self-hosted.yml (a branch's code in the default branch's
+    scope) and the cache workflow get no compiler cache at all."""
+    reference = _with(tmp_path, "sccache")
+    modes = {}
+    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
+        found = _sccache_steps(reference, path)
+        assert found, path
+        for step in found:
+            script = step["with"]["script"]
+            assert "${{" not in script  # nothing of the run's context in the script
+            exported = dict(re.findall(r"exportVariable\('(\w+)', '([^']*)'\)", script))
+            assert exported["SCCACHE_GHA_ENABLED"] == "on"
+            assert exported["SCCACHE_GHA_VERSION"] == "bt-rel-sccache-1"
+            modes.setdefault(path, set()).add(exported["SCCACHE_GHA_RW_MODE"])
+            for var in ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"):
+                assert f"exportVariable('{var}', process.env.{var} || '')" in script
+    assert modes == {layout.RELEASE_WORKFLOW: {"READ_WRITE"}, layout.PR_WORKFLOW: {"READ_ONLY"}}
+    for path, doc in reference.items():
+        if path not in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
+            assert not _sccache_steps(reference, path), path
+            text = str(doc)
+            assert "SCCACHE_GHA" not in text and "ccache_path" not in text, path
+    # the build step runs after the export (GITHUB_ENV reaches later steps only)
+    build = jobs(reference, layout.RELEASE_WORKFLOW)["build-cuda"]["steps"]
+    names = [s.get("name", "") for s in build]
+    assert names.index("Build (nox -s build)") > next(
+        i for i, n in enumerate(names) if n.startswith("Compiler cache: sccache")
+    )
+
+
+def test_the_reference_ccache_keeps_its_directory_cache(reference: dict[str, Any]) -> None:
+    """ccache (the default): no Actions backend, its directory restored per job."""
+    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
+        assert not _sccache_steps(reference, path)
+        assert "SCCACHE" not in str(reference[path])
 
 
 # -- determinism and drift ------------------------------------------------------------------

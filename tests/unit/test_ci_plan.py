@@ -100,10 +100,16 @@ def test_download_keys_follow_torch_accelerator_and_toolkit_pins(tmp_path: Path)
     # the release namespace: what the trusted workflows save on the default branch
     assert a.prefetch_restore.startswith("bt-rel-dl-linux_x86_64-torch2.11.0-cu130-")
     assert entries["torch2.11.0-cu126-cp310"].prefetch_key != a.prefetch_key
-    # the compiler cache: the job and its toolchain; each workflow adds its namespace
+    # ccache (the default): the job and its toolchain; each workflow adds its namespace
     assert re.fullmatch(r"ccache-torch2\.11\.0-cu130-cp310-[0-9a-f]{10}", a.ccache_key)
     assert a.ccache_key != entries["torch2.11.0-cu130-cp312"].ccache_key
     assert a.ccache_path == "~/.cache/torch-buildtools/ccache/torch2.11.0-cu130-cp310"
+    # sccache keys each compile itself, on the Actions cache: no directory
+    sccache = tmp_path / "sccache" / "matrix.yaml"
+    sccache.parent.mkdir()
+    sccache.write_text((REPO / "matrix.yaml").read_text() + "\nbuild:\n  compiler_cache: sccache\n")
+    s = {e.id: e for e in _entries(_plan(sccache, "release"))}["torch2.11.0-cu130-cp310"]
+    assert s.ccache_key == s.ccache_path == ""
     assert a.image == "" and a.image_key == ""  # no Dockerfiles given: no shared image
     # the arch list is not a download input; another torch index is
     text = (REPO / "matrix.yaml").read_text()

@@ -243,6 +243,18 @@ def test_branch_code_never_shares_a_key_a_release_reads(tmp_path: Path) -> None:
             for step in job["steps"]:
                 if "actions/cache/save@" in str(step.get("uses")):
                     assert not step["with"]["key"].startswith("bt-rel-"), path
+    # with sccache: the release writes its version, the pull request reads it read-only,
+    # self-hosted.yml gets no Actions cache at all
+    (tmp_path / "sccache").mkdir()
+    default = _files(tmp_path / "sccache", text=text, extra="\nbuild:\n  compiler_cache: sccache\n")
+    release = _step(
+        default[layout.RELEASE_WORKFLOW]["jobs"]["build-cpu"], "Compiler cache: sccache"
+    )
+    assert "'SCCACHE_GHA_RW_MODE', 'READ_WRITE'" in release["with"]["script"]
+    for name, job in default[layout.SELF_HOSTED_WORKFLOW]["jobs"].items():
+        assert "SCCACHE" not in str(job["steps"]), name
+    script = _step(default[layout.PR_WORKFLOW]["jobs"]["build-cpu"], "Compiler cache: sccache")
+    assert "'SCCACHE_GHA_RW_MODE', 'READ_ONLY'" in script["with"]["script"]
 
 
 def test_the_publish_takes_only_the_bytes_the_build_legs_reported(release: dict[str, Any]) -> None:

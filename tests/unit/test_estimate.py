@@ -5,14 +5,16 @@ from __future__ import annotations
 import io
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures.factories import make_job
 
-from buildtools.cli.estimate import print_estimate
+from buildtools.cli.estimate import cache_warm_in, env_cached_in, print_estimate
 from buildtools.model import BuildJob
+from buildtools.toolchain.envs import MARKER
 from buildtools.wheelbuild.estimate import (
     HOSTED_RUNNER,
     CostModel,
@@ -39,6 +41,7 @@ def job(accelerator: str = "cpu", python: str = "3.12", cells: int = 1, **kw: An
 
 def estimate(jobs: list[BuildJob], **kw: Any) -> Any:
     facts: dict[str, Any] = {"host": TWO_CORES, "timings": {}, "env_cached": lambda j: True}
+    facts["cache_warm"] = lambda j: False
     facts.update({k: kw.pop(k) for k in list(kw) if k in facts})
     args: dict[str, Any] = {
         "cells": sum(len(j.cells) for j in jobs),
@@ -95,6 +98,53 @@ def test_ci_concurrency_limits_the_fan_out() -> None:
     assert narrow.ci_wall_s - 2 * MODEL.control_job_s == pytest.approx(
         2 * (wide.ci_wall_s - 2 * MODEL.control_job_s)
     )
+
+
+def test_a_warm_ccache_takes_every_unit_as_a_direct_hit() -> None:
+    warm = {"cache_warm": lambda j: True}
+    hit = MODEL.env_reused_s + MODEL.fixed_s + MODEL.ccache_hit_s
+    (cpu,) = estimate([job()], **warm).jobs
+    assert cpu.cache_warm and cpu.seconds == hit
+    (cuda,) = estimate([job("cu130")], **warm).jobs
+    assert cuda.max_jobs == 2 and cuda.seconds == hit  # the two files' hits side by side
+
+
+def test_a_warm_sccache_takes_every_unit_as_a_hit() -> None:
+    warm = {"cache_warm": lambda j: True}
+    (cpu,) = estimate([job(compiler_cache="sccache")], **warm).jobs
+    assert cpu.cache_warm and cpu.source == "model"
+    assert cpu.seconds == MODEL.env_reused_s + MODEL.fixed_s + MODEL.cpp_hit_s
+    (cuda,) = estimate([job("cu130", compiler_cache="sccache")], **warm).jobs
+    # two processes: the .cu's and the C++ file's hits side by side; the .cu is looked up
+    # once for its host side and once per arch target (7)
+    cu = MODEL.cu_hit_s + 7 * MODEL.cu_hit_target_s
+    assert cuda.seconds == MODEL.env_reused_s + MODEL.fixed_s + max(cu, (MODEL.cpp_hit_s + cu) / 2)
+    (cold,) = estimate([job("cu130", compiler_cache="sccache")]).jobs
+    assert not cold.cache_warm and cold.seconds > cuda.seconds
+    # CI starts with no compiler cache of this machine: its figure does not change
+    assert cuda.ci_seconds == cold.ci_seconds
+
+
+def test_a_warm_cache_replaces_a_recorded_cold_compile_only() -> None:
+    """The stages measured here stay (env, repair, checks); the compile becomes hits."""
+    recorded = JobTiming(
+        seconds=300.0, stages={"env": 200.0, "build": 90.0, "repair": 6.0}, max_jobs=2
+    )
+    the_job = job("cu130", compiler_cache="sccache")
+    timings = {the_job.id: recorded}
+    (cold,) = estimate([the_job], timings=timings).jobs
+    (warm,) = estimate([the_job], timings=timings, cache_warm=lambda j: True).jobs
+    cu = MODEL.cu_hit_s + 7 * MODEL.cu_hit_target_s
+    hits = max(cu, (MODEL.cpp_hit_s + cu) / 2)
+    assert warm.seconds == pytest.approx(cold.seconds - 90.0 + MODEL.build_overhead_s + hits)
+    # a recorded build that was itself warm is what a warm build costs: kept whole
+    was_warm = {the_job.id: JobTiming(**{**recorded.__dict__, "warm": True})}
+    (kept,) = estimate([the_job], timings=was_warm, cache_warm=lambda j: True).jobs
+    assert kept.seconds == pytest.approx(cold.seconds)
+    assert JobTiming.from_json(was_warm[the_job.id].to_json()) == was_warm[the_job.id]
+    assert JobTiming.from_json({"seconds": 1.0, "warm": "yes"}) == JobTiming(seconds=1.0)
+    report = estimate([the_job], timings=timings, cache_warm=lambda j: True).to_json()
+    assert report["jobs"][the_job.id]["cache_warm"] is True
 
 
 def test_recorded_timings_replace_the_model() -> None:
@@ -157,3 +207,25 @@ def test_plan_estimate_through_the_cli(tmp_path: Path) -> None:
     table = io.StringIO()
     assert main(argv, out=table) == 0
     assert "runner-minute(s) billed" in table.getvalue()
+
+
+def test_the_facts_of_a_cache_directory(tmp_path: Path) -> None:
+    """An environment is found by its accelerator's name (a repr in the glob never matched:
+    every estimate added the environment's download, 280 s for a CUDA cell); a compiler
+    cache is warm once the job's directory holds an entry."""
+    cuda = job("cu130", torch="2.11.0")
+    cached = env_cached_in(tmp_path)
+    assert not cached(cuda)
+    env = tmp_path / "envs" / "toolchains" / "py3.12.1-torch2.11.0-cu130-c80e6c760b02"
+    env.mkdir(parents=True)
+    assert not cached(cuda)  # not complete yet
+    (env / MARKER).write_text("{}")
+    assert cached(cuda) and not cached(job("cu126", torch="2.11.0"))
+    warm = cache_warm_in(tmp_path, {})
+    assert not warm(cuda)
+    entry = tmp_path / "ccache" / cuda.id / "a" / "b" / "0123"  # the default tool
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"object")
+    assert warm(cuda)
+    assert not cache_warm_in(tmp_path, {"BUILDTOOLS_CCACHE_DIR": str(tmp_path / "x")})(cuda)
+    assert not warm(replace(cuda, compiler_cache=None))

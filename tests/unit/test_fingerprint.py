@@ -99,7 +99,8 @@ ONLY_WHERE_OR_HOW_FAST = [
         "MAX_JOBS of the job",
         {"job": cuda_job(env=(*cuda_job().env, ("MAX_JOBS", "7")))},
     ),
-    ("ccache off", {"job": cuda_job(ccache=False)}),
+    ("no compiler cache", {"job": cuda_job(compiler_cache=None)}),
+    ("sccache, not ccache", {"job": cuda_job(compiler_cache="sccache")}),
     (
         "unrelated host variables",
         {"host_env": {"TERM": "xterm", "MAX_JOBS": "3", "HOME": "/x"}},

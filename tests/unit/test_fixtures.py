@@ -33,7 +33,7 @@ DERIVED = (
     "smoke_runner",
     "repair",
     "torch_source",
-    "ccache",
+    "compiler_cache",
 )
 
 

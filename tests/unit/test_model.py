@@ -87,7 +87,7 @@ def test_fingerprinted_configuration_is_unchanged() -> None:
     assert config["accelerator"] == "cu130" and config["repair"] == "command"
     assert config["repair_excludes"] == ["libfoo.so*"]
     assert ["MAX_JOBS", "4"] not in config["env"]
-    assert not {"runner", "smoke_runner", "smoke", "ccache"} & set(config)
+    assert not {"runner", "smoke_runner", "smoke", "compiler_cache"} & set(config)
 
 
 def test_job_json_round_trips() -> None:
@@ -103,7 +103,19 @@ def test_plan_json_is_the_flat_view() -> None:
     assert data["accelerator"] == "cu130" and data["python"] == "3.10"
     assert data["toolkit"] == ["cuda-toolkit[nvcc]==13.0.*"] and data["arch_list"] == "8.0;9.0+PTX"
     assert data["runner"] == ["self-hosted", "linux"]
+    assert data["compiler_cache"] == "ccache"
     assert data["ccache_key"] == "torch2.11.0-cu130-cp310-abi3"
+    sccache = replace(pinned_job(), compiler_cache="sccache").to_plan_json()
+    assert sccache["ccache_key"] is None
+
+
+def test_job_json_of_an_older_writer_names_its_compiler_cache() -> None:
+    data = pinned_job().to_json()
+    del data["compiler_cache"]
+    assert BuildJob.from_json({**data, "ccache": True}).compiler_cache == "ccache"
+    assert BuildJob.from_json({**data, "ccache": False}).compiler_cache is None
+    assert BuildJob.from_json(data).compiler_cache == "ccache"
+    assert BuildJob.from_json({**data, "compiler_cache": None}).compiler_cache is None
 
 
 def _broken(**changes: Any) -> dict[str, Any]:
@@ -132,7 +144,10 @@ def _broken(**changes: Any) -> dict[str, Any]:
         (_broken(runner=None), "job.runner: missing"),
         (_broken(smoke_runner=7), "job.smoke_runner: expected a string or a list of strings"),
         (_broken(repair="auto"), "job.repair_command: a repair command is given exactly when"),
-        (_broken(ccache="yes"), "job.ccache: expected true or false, got a string"),
+        (
+            _broken(compiler_cache="distcc"),
+            "job.compiler_cache: 'distcc' is not one of 'ccache', 'sccache'",
+        ),
     ],
 )
 def test_bad_job_json_names_the_key(data: Any, message: str) -> None:

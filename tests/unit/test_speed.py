@@ -18,7 +18,15 @@ from buildtools.context import RunContext
 from buildtools.model import BuildJob, Toolkit
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
-from buildtools.wheelbuild.ccache import CompilerCache, ccache_dir, make_masquerade
+from buildtools.wheelbuild.compilercache import (
+    CompilerCache,
+    cache_holds_entries,
+    compiler_cache_env,
+    job_tool,
+    make_masquerade,
+    parse_sccache_stats,
+    sccache_server,
+)
 from buildtools.wheelbuild.environment import job_environment
 from buildtools.wheelbuild.options import BuildOptions
 from buildtools.wheelbuild.progress import Progress, estimate_remaining, format_seconds
@@ -114,7 +122,7 @@ def build_env_of(
 
 
 def test_ccache_env_of_a_cpu_build(tmp_path: Path) -> None:
-    cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
+    cache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
     the_job = make_job()
     env = build_env_of(tmp_path, the_job, make_toolchain(tmp_path / "venv"), cache)
     assert env["CCACHE_DIR"] == str(tmp_path / "ccache" / the_job.id)
@@ -129,7 +137,7 @@ def test_ccache_env_of_a_cpu_build(tmp_path: Path) -> None:
 
 
 def test_ccache_env_of_a_cuda_build_wraps_nvcc(tmp_path: Path) -> None:
-    cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
+    cache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path / "ccache")
     cuda = tmp_path / "cu13"
     env = build_env_of(
         tmp_path,
@@ -158,14 +166,14 @@ def test_no_ccache_means_no_cache_at_all(tmp_path: Path) -> None:
 
 
 def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
-    cache = CompilerCache(program=Path("/usr/bin/ccache"), root=tmp_path)
+    cache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path)
     directory = make_masquerade(cache)
     make_masquerade(cache)  # idempotent
     assert sorted(p.name for p in directory.iterdir()) == sorted(
         ["cc", "c++", "gcc", "g++", "clang", "clang++"]
     )
     assert all(p.readlink() == Path("/usr/bin/ccache") for p in directory.iterdir())
-    assert ccache_dir(tmp_path, make_job()) != ccache_dir(tmp_path, make_job(accelerator="cu130"))
+    assert cache.dir_for(make_job()) != cache.dir_for(make_job(accelerator="cu130"))
 
 
 # ---------------------------------------------------------------------------- nvcc threads
@@ -390,11 +398,8 @@ def test_installer_choice(tmp_path: Path) -> None:
 
 
 def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> None:
-    from buildtools.backends.docker.cibw import (
-        CONTAINER_CCACHE_DIR,
-        CibwInputs,
-        compose_cibuildwheel,
-    )
+    from buildtools.backends.docker.cibw import CibwInputs, compose_cibuildwheel
+    from buildtools.backends.docker.compilercache import CONTAINER_CCACHE_DIR
 
     def run(ccache: Path | None) -> Any:
         return compose_cibuildwheel(
@@ -418,3 +423,124 @@ def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> Non
     without = run(None)
     assert not any("ccache" in a for a in without.create_args)
     assert "CCACHE_DIR" not in dict(without.container_env)
+
+
+# ------------------------------------------------------------------ sccache at the boundary
+
+
+def _sccache(root: Path) -> CompilerCache:
+    return CompilerCache(tool="sccache", program=Path("/opt/bin/sccache"), root=root)
+
+
+def test_sccache_env_of_a_cuda_build(tmp_path: Path) -> None:
+    """The same masquerade as ccache, nvcc through sccache, the job's own server and
+    directory, the project and torch's site-packages as base directories, ccache off."""
+    cache = _sccache(tmp_path / "sccache")
+    cuda = tmp_path / "cu13"
+    the_job = make_job(accelerator="cu130")
+    toolchain = make_toolchain(tmp_path / "venv", cuda_home=cuda)
+    env = build_env_of(tmp_path, the_job, toolchain, cache)
+    assert env["SCCACHE_DIR"] == str(tmp_path / "sccache" / the_job.id)
+    assert env["SCCACHE_SERVER_UDS"] == str(tmp_path / "sccache" / f"{the_job.id}.sock")
+    assert env["SCCACHE_BASEDIRS"].split(os.pathsep) == [
+        str(tmp_path / "src"),
+        str(toolchain.site_packages.resolve()),
+    ]
+    assert env["PYTORCH_NVCC"] == f"/opt/bin/sccache {cuda / 'bin' / 'nvcc'}"
+    assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "sccache" / "bin")
+    assert env["TORCH_NO_COMPILER_WRAPPER"] == "1" and env["CCACHE_DISABLE"] == "1"
+    assert "CCACHE_DIR" not in env and "SCCACHE_DISABLE" not in env
+
+
+def test_a_long_cache_path_gets_a_short_socket(tmp_path: Path) -> None:
+    cache = _sccache(tmp_path / ("d" * 120))
+    sock = cache.socket_for(make_job())
+    assert len(str(sock)) <= 100 and sock.name.startswith("bt-sccache-")
+    assert sock == cache.socket_for(make_job())  # stable: start and stop find it
+
+
+def test_the_command_line_picks_the_tool_unless_the_job_has_none() -> None:
+    job = make_job()
+    assert job.compiler_cache == "ccache"
+    assert job_tool(job, None) == "ccache"
+    assert job_tool(job, "sccache") == "sccache"
+    assert job_tool(job, "none") is None
+    off = make_job(compiler_cache=None)  # matrix build.compiler_cache: none
+    assert job_tool(off, "sccache") is None and job_tool(off, None) is None
+
+
+def test_the_job_server_is_started_with_its_env_and_stopped_after_a_failure(
+    tmp_path: Path,
+) -> None:
+    cache = _sccache(tmp_path / "sccache")
+    job = make_job()
+    env = {"SCCACHE_SERVER_UDS": str(cache.socket_for(job)), "SCCACHE_DIR": "x"}
+    stats = '{"stats": {"compile_requests": 7, "cache_hits": {"counts": {"C/C++": 2, "CUDA": 3}},'
+    stats += ' "cache_misses": {"counts": {"C/C++": 1}}, "requests_not_cacheable": 0}}'
+    runner = FakeRunner().on("/opt/bin/sccache", "--show-stats", output=stats)
+    lines: list[str] = []
+    ctx = RunContext(processes=runner, env={}, log=io.StringIO())
+    with (
+        pytest.raises(RuntimeError),
+        sccache_server(cache, job, env=env, ctx=ctx, report=lines.append),
+    ):
+        raise RuntimeError("the compile failed")
+    argvs = [c.argv[1:] for c in runner.calls]
+    assert argvs == [
+        ("--start-server",),
+        ("--show-stats", "--stats-format", "json"),
+        ("--stop-server",),
+    ]
+    assert all(c.env == env and c.timeout for c in runner.calls)
+    assert lines == [f"sccache: 7 compile requests, 5 hits, 1 misses ({cache.dir_for(job)})"]
+
+
+def test_no_server_for_ccache_or_no_cache(tmp_path: Path) -> None:
+    runner = FakeRunner()
+    ctx = RunContext(processes=runner, env={}, log=io.StringIO())
+    ccache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path)
+    for cache in (ccache, None):
+        with sccache_server(cache, make_job(), env={}, ctx=ctx, report=print):
+            pass
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize("text", ["", "not json", "[]", '{"stats": 3}'])
+def test_unreadable_sccache_stats_are_none(text: str) -> None:
+    assert parse_sccache_stats(text) is None
+
+
+def test_a_cache_directory_is_warm_once_it_holds_an_entry(tmp_path: Path) -> None:
+    directory = tmp_path / "job"
+    assert not cache_holds_entries(directory)  # missing
+    directory.mkdir()
+    (directory / "stats").write_text("0")  # top-level bookkeeping is not an entry
+    (directory / "a" / "b").mkdir(parents=True)
+    assert not cache_holds_entries(directory)
+    (directory / "a" / "b" / "0123abcd").write_bytes(b"object")
+    assert cache_holds_entries(directory)
+    assert not cache_holds_entries(directory, limit=1)  # bounded: gives up, says cold
+
+
+def test_nvcc_under_sccache_gets_the_real_host_compiler(tmp_path: Path) -> None:
+    """sccache runs nvcc's preprocessing passes itself: nvcc must not reach the masquerade
+    link as its `gcc` (sccache refuses that call), so NVCC_CCBIN names the gcc on PATH."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    gcc = tools / "gcc"
+    gcc.write_text("#!/bin/sh\n")
+    gcc.chmod(0o755)
+    cuda = make_job(accelerator="cu130")
+    args: dict[str, Any] = {
+        "project_dir": tmp_path / "src",
+        "cuda_home": tmp_path / "cu13",
+        "path": str(tools),
+    }
+    env = compiler_cache_env(cuda, _sccache(tmp_path / "c"), **args)
+    assert env["NVCC_CCBIN"] == str(gcc)
+    assert "NVCC_CCBIN" not in compiler_cache_env(
+        cuda, _sccache(tmp_path / "c"), **args, own_ccbin=True
+    )
+    ccache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path)
+    assert "NVCC_CCBIN" not in compiler_cache_env(cuda, ccache, **args)  # ccache copes
+    assert "NVCC_CCBIN" not in compiler_cache_env(make_job(), _sccache(tmp_path / "c"), **args)

@@ -36,7 +36,13 @@ from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
 from ...process import ProcessRunner, which
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
-from ..base import JOB_CCACHE_VAR, NVCC_THREADS_VAR, BackendOptions, BackendSetting
+from ..base import (
+    JOB_CACHE_TOOL_VAR,
+    JOB_CCACHE_VAR,
+    NVCC_THREADS_VAR,
+    BackendOptions,
+    BackendSetting,
+)
 from .cibw import (
     CibwInputs,
     CibwRun,
@@ -406,13 +412,17 @@ class DockerBackend:
                 torch_index=index,
                 # build_job names the job's compiler cache (absent: --no-ccache, no ccache)
                 ccache_dir=Path(env[JOB_CCACHE_VAR]) if env.get(JOB_CCACHE_VAR) else None,
+                cache_tool=env.get(JOB_CACHE_TOOL_VAR) or "ccache",
+                gha_cache=env.get("SCCACHE_GHA_ENABLED", "").lower() in {"on", "true", "1"},
                 nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
                 cross_toolchain=cross.path if cross is not None else None,
                 uv_dir=uv_dir,
             ),
         )
         cibw_env = {
-            k: v for k, v in env.items() if not k.startswith("CIBW_") and k != NVCC_THREADS_VAR
+            k: v
+            for k, v in env.items()
+            if not k.startswith("CIBW_") and k not in {NVCC_THREADS_VAR, JOB_CACHE_TOOL_VAR}
         }
         ignored = sorted(k for k in env if k.startswith("CIBW_"))
         if ignored:

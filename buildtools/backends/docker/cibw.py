@@ -54,6 +54,14 @@ from ...model import PLATFORMS, BuildJob, python_tag
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
 from ..base import nvcc_flags_env, nvcc_keep_env, prefix_maps_env
+from .compilercache import (
+    CONTAINER_CCACHE_DIR,
+    GHA_CACHE_VARS,
+    cache_env,
+    ccbin_assignment,
+    masquerade,
+    stop_words,
+)
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -76,12 +84,6 @@ CONTAINER_PREFIX_MAPS = (
     f"{CONTAINER_PROJECT}=.",
     f"{posixpath.relpath(CONTAINER_PROJECT, CONTAINER_BUILD_TEMP)}=.",
 )
-CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
-# ccache in every builder image (docker/install-tools.sh): the program, and a directory of
-# compiler-named links to it that goes first on the build's PATH (as on the host)
-CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
-CONTAINER_CCACHE_MASQUERADE = "/opt/buildtools/ccache"
-
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTHON_RE = re.compile(r"^3\.\d{1,2}t?$")  # 3.14t: free-threaded
 _TAG_RE = re.compile(r"^manylinux_(\d+)_(\d+)_(x86_64|aarch64)$")
@@ -385,6 +387,10 @@ class CibwInputs:
     torch_index: str | None = None
     host_python: str = "python"
     ccache_dir: Path | None = None
+    # the tool that wraps the compilers with ccache_dir's cache (sccache or ccache)
+    cache_tool: str = "ccache"
+    # sccache's GitHub Actions backend instead of ccache_dir (the host's SCCACHE_GHA_ENABLED)
+    gha_cache: bool = False
     nvcc_threads: int = 1
     cross_toolchain: Path | None = None
     uv_dir: Path | None = None
@@ -426,9 +432,12 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         Mount(source=job_dir, target=CONTAINER_JOB_DIR),
     ]
     create_args: list[str] = []
+    sccache = ccache_dir is not None and inputs.cache_tool == "sccache"
+    gha = sccache and inputs.gha_cache
     if offline:
         assert wheels_dir is not None
-        create_args.append("--network=none")
+        if not gha:
+            create_args.append("--network=none")
         mounts.append(Mount(source=wheels_dir, target=CONTAINER_WHEELS_DIR))
     elif pip is not None:
         mounts += pip.mounts
@@ -468,18 +477,11 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     # PIP_NO_COMPILE=0 is what turns compiling off (=1 compiles; checked with pip 23 and 26).
     container_env.append(("PIP_NO_COMPILE", "0"))
     if ccache_dir is not None:
-        # the image's ccache in front of every compiler, the same way for every torch
-        # version (buildtools.wheelbuild.ccache): masquerade links first on PATH (set below),
-        # nvcc through PYTORCH_NVCC, torch >= 2.13's own wrapper off; the cache is the
-        # job's, mounted from the host, so a container rebuild hits like a local one
-        container_env += [
-            ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
-            ("CCACHE_BASEDIR", "/project"),
-            ("CCACHE_NOHASHDIR", "1"),
-            ("TORCH_NO_COMPILER_WRAPPER", "1"),
-        ]
-        if accel.kind == "cuda":
-            container_env.append(("PYTORCH_NVCC", f"{CONTAINER_CCACHE} {CUDA_LINK}/bin/nvcc"))
+        container_env += cache_env(
+            inputs.cache_tool,
+            project=CONTAINER_PROJECT,
+            nvcc=f"{CUDA_LINK}/bin/nvcc" if accel.kind == "cuda" else None,
+        )
     # the job's build_env, with the path maps appended to its CFLAGS/CXXFLAGS/NVCC flags
     build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
     build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
@@ -501,8 +503,10 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
 
     environment = quote_environment(container_env)
     # the one expanded value: the container's own PATH, behind the masquerade links and uv
-    front = [CONTAINER_CCACHE_MASQUERADE] if ccache_dir is not None else []
+    front = [masquerade(inputs.cache_tool)] if ccache_dir is not None else []
     front += [CROSS_BIN if cross_toolchain is not None else UV_BIN] if uv else []
+    if sccache and accel.kind == "cuda" and "NVCC_CCBIN" not in build_env:
+        environment += ccbin_assignment()  # before the PATH below puts the links first
     if front:
         environment += f' PATH="{":".join(front)}:$PATH"'
 
@@ -545,13 +549,19 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         ("CIBW_BUILD_FRONTEND", f"build{'[uv]' if uv else ''}; args: --no-isolation"),
         ("CIBW_BEFORE_BUILD", shlex.join(_incontainer("before-build", *before))),
         ("CIBW_ENVIRONMENT", environment),
-        ("CIBW_REPAIR_WHEEL_COMMAND", shlex.join(_incontainer("repair", *repair))),
+        (
+            "CIBW_REPAIR_WHEEL_COMMAND",
+            stop_words(inputs.cache_tool if sccache else None)
+            + shlex.join(_incontainer("repair", *repair)),
+        ),
         (
             "CIBW_TEST_COMMAND",
             shlex.join(_incontainer("import-test", "--python", BUILD_PYTHON, "{wheel}")),
         ),
         ("CIBW_BUILD_VERBOSITY", "1"),
     ]
+    if gha:
+        options.append(("CIBW_ENVIRONMENT_PASS_LINUX", " ".join(GHA_CACHE_VARS)))
     if any(python.endswith("t") for python in job.pythons):
         # free-threaded CPython (cp314t): cibuildwheel builds it only when enabled
         options.append(("CIBW_ENABLE", "cpython-freethreading"))

