@@ -36,6 +36,7 @@ from buildtools.cachedir import default_cache_dir
 from buildtools.context import RunContext
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import load_matrix
+from buildtools.model import BuildJob
 from buildtools.planner import Selection, plan
 from buildtools.planning import host_python
 from buildtools.process import SubprocessRunner
@@ -47,6 +48,20 @@ from buildtools.wheelbuild.options import BuildOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "torch2.11.0-cu130-cp312"
+
+
+def cached_cuda_job(env: dict[str, str]) -> tuple[BuildJob, bool]:
+    """The job of the reference matrix's CUDA cell (CELL), and whether its environment is in
+    the cache already (also bench/distributed.py's)."""
+    kb = load_knowledge()
+    mf = load_matrix(ROOT / "matrix.yaml", knowledge=kb)
+    (job,) = plan(
+        mf, kb, host_python=host_python(), selection=Selection(profile="release", only=[CELL])
+    ).jobs
+    ctx = RunContext(processes=SubprocessRunner(), env=env, log=io.StringIO())
+    ident = toolchain_identity(job, job.build_python, ctx=ctx)
+    found = (default_cache_dir(env) / "envs" / "toolchains").glob(f"*-{ident.key[:12]}")
+    return job, any((p / toolchain_module.MARKER).is_file() for p in found)
 
 
 def _copy(dest: Path) -> Path:
@@ -62,17 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k != "BUILDTOOLS_CCACHE_DIR"}
     cache = default_cache_dir(env)
-    kb = load_knowledge()
-    mf = load_matrix(ROOT / "matrix.yaml", knowledge=kb)
-    (job,) = plan(
-        mf, kb, host_python=host_python(), selection=Selection(profile="release", only=[CELL])
-    ).jobs
+    job, cached = cached_cuda_job(env)
     runner = SubprocessRunner()
-    ident = toolchain_identity(
-        job, job.build_python, ctx=RunContext(processes=runner, env=env, log=io.StringIO())
-    )
-    found = list((cache / "envs" / "toolchains").glob(f"*-{ident.key[:12]}"))
-    if not any((p / toolchain_module.MARKER).is_file() for p in found):
+    if not cached:
         skipped = {"skipped": f"no cached environment for {CELL} (see the docstring)"}
         print(skipped["skipped"])
         if args.json:

@@ -42,24 +42,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from device import CELL, cached_cuda_job  # bench/device.py, beside this script
+
 from buildtools.cachedir import default_cache_dir
 from buildtools.context import RunContext
 from buildtools.distcompile.client import DistTarget, distributed_job
 from buildtools.distcompile.cluster import UpRequest, cluster_down, cluster_up
 from buildtools.distcompile.tools import find_tool, tool_path
-from buildtools.knowledge import load_knowledge
-from buildtools.matrix.config import load_matrix
-from buildtools.planner import Selection, plan
-from buildtools.planning import host_python
 from buildtools.process import SubprocessRunner
-from buildtools.toolchain import envs as toolchain_module
-from buildtools.toolchain.prepare import prepare_toolchain, toolchain_identity
+from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.wheelbuild.environment import job_environment
 from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
 from buildtools.wheelbuild.options import BuildOptions
 
 ROOT = Path(__file__).resolve().parents[1]
-CELL = "torch2.11.0-cu130-cp312"
 # one compile unit's time in the job's sccache log (SCCACHE_LOG=debug); the nvcc driver's
 # own line (it spans its steps) ends "but not cacheable"
 UNIT = re.compile(r"\[([^\]]+)\]: Compiled in ([0-9.]+) s(.*)")
@@ -174,18 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k not in ("BUILDTOOLS_CCACHE_DIR", "MAX_JOBS")}
     cache = default_cache_dir(env)
-    kb = load_knowledge()
-    mf = load_matrix(ROOT / "matrix.yaml", knowledge=kb)
-    (job,) = plan(
-        mf, kb, host_python=host_python(), selection=Selection(profile="release", only=[CELL])
-    ).jobs
+    job, cached = cached_cuda_job(env)
     runner = SubprocessRunner()
-    ident = toolchain_identity(
-        job, job.build_python, ctx=RunContext(processes=runner, env=env, log=io.StringIO())
-    )
-    found = list((cache / "envs" / "toolchains").glob(f"*-{ident.key[:12]}"))
     why = _missing(env)
-    if not any((p / toolchain_module.MARKER).is_file() for p in found):
+    if not cached:
         why = why or f"no cached environment for {CELL} (see the docstring)"
     if why:
         print(why)
