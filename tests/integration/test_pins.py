@@ -41,7 +41,10 @@ def _dry_run(
     requirements: Path, tmp_path: Path, *, python: str, machine: str | None, no_deps: bool = False
 ) -> dict[str, str]:
     """name → the wheel pip would install from `requirements` (hash-checking mode)."""
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", "-"]
+    # the report to a file: on stdout, pip colours it where the environment forces colour
+    report_file = tmp_path / "report.json"
+    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet"]
+    argv += ["--report", str(report_file)]
     argv += ["--require-hashes", "--only-binary=:all:", "--target", str(tmp_path / "t")]
     argv += ["--index-url", "https://pypi.org/simple", "--python-version", python]
     if machine:
@@ -60,7 +63,7 @@ def _dry_run(
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads(proc.stdout)
+    report = json.loads(report_file.read_text())
     return {
         canonicalize_name(item["metadata"]["name"]): item["download_info"]["url"]
         for item in report["install"]
