@@ -234,9 +234,9 @@ def site_packages(venv: Path, python_xy: str) -> Path:
 
 def index_torch_env(
     target: SmokeTarget, opts: SmokeOptions, runner: ProcessRunner, log: StageLog
-) -> tuple[Path, Path, Path, str] | Stage:
-    """(base Python, torch site-packages, its Python, its torch's version) of a cached
-    torch-only env from an index."""
+) -> tuple[Path, Path, Path, str | None] | Stage:
+    """(base Python, torch site-packages, its Python, its torch's version as its marker
+    recorded it) of a cached torch-only env from an index."""
     home = Path(opts.env["HOME"]) if opts.env.get("HOME") else Path.home()
     index = opts.torch_index or f"{load_ecosystem().pytorch_index}/{target.accelerator.name}"
     key = hashlib.sha256(
@@ -252,11 +252,12 @@ def index_torch_env(
         ready = root / ".buildtools-ready"
         if ready.is_file():
             log.note(f"reusing the torch env {root}")
+            version: str | None
             try:
                 marker = decode_json(ready.read_bytes(), what=str(ready), max_bytes=1 << 20)
                 version = str(marker["version"])
             except (OSError, ValueError, KeyError, TypeError):
-                version = public_version(target.torch)  # a marker of an older buildtools
+                version = None  # unreadable (an older marker): not recorded, never guessed
             return base, site_packages(root, target.python), python, version
         if root.exists():
             shutil.rmtree(root)
