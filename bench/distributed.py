@@ -22,7 +22,13 @@ The environment (~5 GB) must exist already (`python -m buildtools build --profil
 --only torch2.11.0-cu130-cp312` makes it); without it, root, bubblewrap or sccache 0.16 the
 benchmark says which and stops.
 
+`--torch current` builds the one cell of the running environment's torch instead (`torch:
+current`, docs/matrix.md) with the CUDA toolkit of CUDA_HOME: how it runs on a machine that
+has a CUDA torch and nvcc but no package index, such as a GPU runner with more cores than
+this one (docs/distributed-proof-run.sh).
+
     python bench/distributed.py --json bench/distributed.json
+    CUDA_HOME=/usr/local/cuda python bench/distributed.py --torch current --json out.json
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +56,8 @@ from buildtools.context import RunContext
 from buildtools.distcompile.client import DistTarget, distributed_job
 from buildtools.distcompile.cluster import UpRequest, cluster_down, cluster_up
 from buildtools.distcompile.tools import find_tool, tool_path
+from buildtools.model import BuildJob
+from buildtools.planning import PlanRequest, load_plan
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.wheelbuild.environment import job_environment
@@ -79,40 +88,81 @@ def _missing(env: dict[str, str]) -> str | None:
     return None
 
 
-def _build(
-    scratch: Path, name: str, cache: Path, env: dict[str, str], url: str, keep: Path | None
-) -> dict[str, Any]:
+def _select(current: bool) -> list[str]:
+    """The build's selection: the reference CUDA cell, or the running torch's one cell."""
+    if current:
+        return ["--torch", "current"]
+    return ["--profile", "release", "--only", CELL]
+
+
+def _job(env: dict[str, str], current: bool) -> tuple[BuildJob, bool]:
+    """The job the benchmark builds, and whether its environment can be had without a
+    download (a `torch: current` one is made from the running torch)."""
+    if not current:
+        return cached_cuda_job(env)
+    plan, _project = load_plan(
+        PlanRequest(matrix=ROOT / "matrix.yaml", torch_axis=("current",)), env=env
+    )
+    (job,) = plan.jobs
+    if job.accelerator.kind != "cuda":
+        raise SystemExit(f"--torch current: the running torch is {job.accelerator.name}, not CUDA")
+    return job, True
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every timed build of one benchmark run shares."""
+
+    scratch: Path
+    cache: Path
+    select: list[str]  # the cell: the reference one, or the running torch's
+    keep: Path | None = None  # copy each wheel here
+    cpus: tuple[int, ...] = ()  # the client's CPUs (empty: any)
+
+
+def _build(setup: Setup, name: str, env: dict[str, str], url: str) -> dict[str, Any]:
     # the same path for every build: nvcc's module id (the anonymous namespace's symbol
     # names) hashes the source's path, with or without sccache; a fresh copy and no build
     # tree, so that every unit compiles
+    scratch, cache, cpus = setup.scratch, setup.cache, setup.cpus
     src = scratch / "src"
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(cache / "build", ignore_errors=True)
     _copy(src)
     wheelhouse = scratch / f"wh-{name}"
     argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(ROOT / "matrix.yaml")]
-    argv += ["--profile", "release", "--only", CELL, "--project", str(src)]
+    argv += [*setup.select, "--project", str(src)]
     argv += ["--wheelhouse", str(wheelhouse), "--cache-dir", str(cache), "--no-live"]
     argv += ["--no-ccache", "--distribute", url]
     started = time.perf_counter()
-    run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, timeout=5400)
+    run = subprocess.run(
+        argv,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=5400,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+    )
     wall = time.perf_counter() - started
     if run.returncode != 0:
-        raise RuntimeError(f"{name} build failed:\n{run.stdout[-3000:]}{run.stderr}")
+        logs = "".join(p.read_text()[-4000:] for p in (wheelhouse / "logs").glob("*.log"))
+        raise RuntimeError(f"{name} build failed:\n{run.stdout[-3000:]}{run.stderr}\n{logs}")
     (wheel,) = wheelhouse.glob("*.whl")
-    if keep is not None:
-        (keep / name).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, keep / name / wheel.name)
+    if setup.keep is not None:
+        (setup.keep / name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, setup.keep / name / wheel.name)
     report = json.loads((wheelhouse / "report.json").read_text())
-    (cell,) = [c for c in report["cells"] if c["cell"] == CELL]
+    (cell,) = [c for c in report["cells"] if c["status"] != "excluded-by-compat"]
     units: list[float] = []
-    log = cache / "dist-client" / CELL / "sccache.log"
+    log = cache / "dist-client" / cell["job"] / "sccache.log"
     if log.is_file():
         text = log.read_text(errors="replace")
         units = [float(m.group(2)) for m in UNIT.finditer(text) if "not cacheable" not in m[3]]
         log.unlink()
     print(f"  {name}: {wall:.1f} s; compiles: {cell.get('compiles')}")
     return {
+        "cell": cell["cell"],
         "wall_s": wall,
         "durations": cell["durations"],
         "compiles": cell.get("compiles"),
@@ -167,10 +217,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-wheels", type=Path, default=None, metavar="DIR", help="copy each wheel here"
     )
+    parser.add_argument(
+        "--torch",
+        choices=("reference", "current"),
+        default="reference",
+        help="reference: the reference matrix's CUDA cell from its cached environment; "
+        "current: the running environment's CUDA torch, with CUDA_HOME's nvcc",
+    )
+    parser.add_argument(
+        "--client-cpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the builds (the client) on N CPUs of their own, after the two the servers "
+        "are pinned to: a runner of N cores beside a cluster of other machines (needs N + 2 "
+        "CPUs); 0 (default): the builds may use every CPU, the servers' too",
+    )
     args = parser.parse_args(argv)
     env = {k: v for k, v in os.environ.items() if k not in ("BUILDTOOLS_CCACHE_DIR", "MAX_JOBS")}
+    allowed = sorted(os.sched_getaffinity(0))
+    client: tuple[int, ...] = ()
+    if args.client_cpus:
+        if args.client_cpus < 0 or len(allowed) < args.client_cpus + 2:
+            parser.error(
+                f"--client-cpus {args.client_cpus}: needs that many + 2 CPUs, here {len(allowed)}"
+            )
+        # `dist up` pins server i to the i-th allowed CPU; the client gets the next N
+        client = tuple(allowed[2 : 2 + args.client_cpus])
     cache = default_cache_dir(env)
-    job, cached = cached_cuda_job(env)
+    current = args.torch == "current"
+    select = _select(current)
+    job, cached = _job(env, current)
     runner = SubprocessRunner()
     why = _missing(env)
     if not cached:
@@ -180,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             args.json.write_text(json.dumps({"skipped": why}) + "\n")
         return 0
+    (cache / "envs").mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-dist-", dir=cache))
     bench_cache = scratch / "cache"
     bench_cache.mkdir()
@@ -203,14 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         with socket.socket() as s:  # a port nothing listens on: the cluster is down
             s.bind(("127.0.0.1", 0))
             closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-        runs["here"] = _build(
-            scratch,
-            "here",
-            bench_cache,
-            {**env, "BUILDTOOLS_DIST_TOKEN": "down"},
-            closed,
-            args.keep_wheels,
-        )
+        setup = Setup(scratch, bench_cache, select, args.keep_wheels, client)
+        runs["here"] = _build(setup, "here", {**env, "BUILDTOOLS_DIST_TOKEN": "down"}, closed)
         for servers in (1, 2):
             name = f"{servers}x1"
             state_dir = scratch / f"dist-{name}"
@@ -233,17 +305,16 @@ def main(argv: list[str] | None = None) -> int:
                     toolchain.cuda_home,
                     bench_cache / "dist-client" / "warm",
                 )
-                runs[name] = _build(
-                    scratch, name, bench_cache, run_env, state.scheduler_url, args.keep_wheels
-                )
+                runs[name] = _build(setup, name, run_env, state.scheduler_url)
             finally:
                 cluster_down(state_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]
     result: dict[str, Any] = {
-        "cell": CELL,
-        "cores_here": len(os.sched_getaffinity(0)),
+        "cell": runs["here"]["cell"],
+        "cores_here": len(allowed),
+        "client_cpus": list(client) or "all (shared with the servers)",
         "runs": runs,
         "identical_wheels": len({r["sha256"] for r in runs.values()}) == 1,
         "ratio_2x1_vs_1x1": t2 / t1,

@@ -34,8 +34,8 @@ from .cuda import (
     system_cuda,
 )
 from .envs import (
-    BUILD_REQUIREMENTS,
     Toolchain,
+    build_requirements_for,
     cached_toolchain,
     env_name,
     find_rocm,
@@ -176,7 +176,7 @@ def _create(
         # what is missing, into the venv's own site-packages
         install(
             venv_python,
-            BUILD_REQUIREMENTS,
+            build_requirements_for(torch, snap.python_version),
             cache_dir=cache_dir,
             extra_index=job_index(job, venv_python, ctx=ctx),
             ctx=ctx,

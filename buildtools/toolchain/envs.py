@@ -15,6 +15,7 @@ __all__ = [
     "MARKER",
     "SCHEMA_VERSION",
     "Toolchain",
+    "build_requirements_for",
     "cached_toolchain",
     "env_name",
     "find_rocm",
@@ -33,6 +34,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from ..context import RunContext
 from ..errors import ToolMissingError
 from ..jsonfields import decode_json
@@ -46,6 +50,30 @@ from .verify import probe_venv
 SCHEMA_VERSION = 1
 BUILD_REQUIREMENTS: tuple[str, ...] = ("setuptools", "wheel", "ninja", "build")
 MARKER = "buildtools-toolchain.json"
+
+
+def build_requirements_for(torch: TorchInstall, python_version: str) -> tuple[str, ...]:
+    """BUILD_REQUIREMENTS with the bounds torch's own metadata sets on them for this Python.
+
+    An environment torch is installed into gets those bounds from the resolver; one that
+    imports a torch installed elsewhere (`torch: current`) must name them, or the newest
+    release comes (setuptools 84 beside torch 2.11's `setuptools<82` on Python 3.12, and
+    `python -m build --no-isolation` refuses the unmet dependency).
+    """
+    wanted = {canonicalize_name(n) for n in BUILD_REQUIREMENTS}
+    xy = ".".join(python_version.split(".")[:2])
+    where = {"python_version": xy, "python_full_version": python_version, "extra": ""}
+    bounds: list[str] = []
+    for line in torch.requires:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue  # not ours to judge: pip reads torch's metadata as it is
+        if canonicalize_name(req.name) not in wanted or not req.specifier:
+            continue
+        if req.marker is None or req.marker.evaluate(where):
+            bounds.append(f"{canonicalize_name(req.name)}{req.specifier}")
+    return (*BUILD_REQUIREMENTS, *sorted(set(bounds)))
 
 
 @dataclass(frozen=True, kw_only=True)

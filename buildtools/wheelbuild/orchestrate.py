@@ -207,7 +207,9 @@ def _build_job_locked(
                     out_dir=staging / "final",
                     local_version=job.local_version,
                     requires_dist_torch=job.requires_dist,
-                    build_record=_with_threads(record.to_json(), job, opts),
+                    # how fast it compiled (nvcc --threads, MAX_JOBS) follows the machine's
+                    # cores and stays out of the wheel: timings.json and the report keep it
+                    build_record=record.to_json(),
                     source_date_epoch=source_date_epoch(opts.env),
                 )
                 _timed(run, "repair", started)
@@ -374,16 +376,6 @@ def _repair(
         repair=job.repair,
         ctx=ctx,
     )
-
-
-def _with_threads(
-    record: dict[str, object], job: BuildJob, opts: BuildOptions
-) -> dict[str, object]:
-    """The build record with the nvcc threads a CUDA job compiled with (how fast, not what:
-    the fingerprint does not include them; readers of the record ignore the key)."""
-    if job.toolkit is not None and job.toolkit.kind == "cuda":
-        return {**record, "nvcc_threads": opts.nvcc_threads}
-    return record
 
 
 def _requested_max_jobs(plan: Plan, opts: BuildOptions) -> int | None:

@@ -10,13 +10,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 import zipfile
 from pathlib import Path
 
 import pytest
 from fixtures.cli import HOST, HOST_CELL, REPO, buildtools
-from fixtures.envs import fresh_venv
+from fixtures.envs import cache_dir, fresh_venv
 
 
 def test_default_build_produces_checked_wheel(example_wheelhouse: Path) -> None:
@@ -179,6 +180,39 @@ def test_cuda_cell_builds_device_code_for_every_promised_arch(
     cuda = inspect_elf(tmp_path / so).cuda
     assert cuda is not None
     assert {"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"} <= cuda.archs
+
+
+@pytest.mark.cuda_toolchain
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to compare with 1")
+def test_cuda_wheel_is_the_same_bytes_on_a_machine_with_fewer_cores(
+    cuda_build: Path, tmp_path: Path
+) -> None:
+    # MAX_JOBS and nvcc --threads follow the cores; they must not reach the wheel (its
+    # build record carried nvcc_threads: a 1-core and a 2-core machine made other bytes)
+    wheelhouse = tmp_path / "one-core"
+    argv = [sys.executable, "-m", "buildtools", "build", "--profile", "release"]
+    argv += ["--only", CUDA_CELL, "--wheelhouse", str(wheelhouse), "--no-live"]
+    proc = subprocess.run(
+        argv,
+        cwd=REPO,
+        env={**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache_dir())},
+        text=True,
+        capture_output=True,
+        check=False,
+        timeout=1800,
+        preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "MAX_JOBS=1" in proc.stdout + proc.stderr  # the scheduler saw one core
+    (one,) = wheelhouse.glob("bt_scatter-*.whl")
+    (two,) = cuda_build.glob("bt_scatter-*.whl")
+    assert one.name == two.name
+    assert one.read_bytes() == two.read_bytes(), _differing_members(one, two)
+
+
+def _differing_members(a: Path, b: Path) -> list[str]:
+    with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+        return [n for n in za.namelist() if za.read(n) != zb.read(n)]
 
 
 @pytest.mark.cuda_toolchain

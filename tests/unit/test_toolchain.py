@@ -26,7 +26,12 @@ from buildtools.toolchain.cuda import (
     locate_cuda_wheels,
     parse_nvcc_version,
 )
-from buildtools.toolchain.envs import MARKER, toolchain_key
+from buildtools.toolchain.envs import (
+    BUILD_REQUIREMENTS,
+    MARKER,
+    build_requirements_for,
+    toolchain_key,
+)
 from buildtools.toolchain.prepare import prepare_toolchain
 from buildtools.toolchain.verify import check_torch
 from buildtools.torchinstall import TorchInstall
@@ -621,3 +626,28 @@ def test_a_window_check_environment_needs_the_release_not_the_build() -> None:
         )
     with pytest.raises(ToolchainError, match="CPU only"):
         check_torch(job211("cu130"), probe_of("2.11.0+cpu"), env_root=Path("/e"), release_only=True)
+
+
+# torch 2.11.0's own Requires-Dist lines about the build requirements (its METADATA)
+TORCH_211_BUILD_REQUIRES = (
+    "filelock",
+    'setuptools<82; python_version >= "3.12"',
+    "sympy>=1.13.3",
+    'triton==3.6.0; platform_system == "Linux"',
+    "not a requirement (",
+)
+
+
+@pytest.mark.parametrize(
+    ("python", "bound"),
+    [("3.12.3", ("setuptools<82",)), ("3.11.7", ())],
+)
+def test_build_requirements_keep_the_running_torchs_bounds(
+    python: str, bound: tuple[str, ...]
+) -> None:
+    # a torch: current venv gets its build tools from pip alone: without torch's bound the
+    # newest setuptools came (84), and `python -m build --no-isolation` refused it
+    torch = TorchInstall(
+        version="2.11.0+cu130", package_dir=Path("/t/torch"), requires=TORCH_211_BUILD_REQUIRES
+    )
+    assert build_requirements_for(torch, python) == (*BUILD_REQUIREMENTS, *bound)
