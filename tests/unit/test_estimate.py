@@ -162,6 +162,17 @@ def test_recorded_timings_replace_the_model() -> None:
     assert bare.seconds == 123.0
 
 
+def test_a_recorded_run_adds_the_run_around_its_jobs_once() -> None:
+    # a timing is one job's, start to end: the run's own start (imports, plan, fingerprints,
+    # report) came on top of it in the measured wall (warm: 6.1 s estimated, 8.7 s measured)
+    one, two = job("cpu"), job("cu130")
+    timings = {j.id: JobTiming(seconds=5.0) for j in (one, two)}
+    both = estimate([one, two], timings=timings)
+    assert both.local_s == pytest.approx(max(5.0, 5.0) + MODEL.run_s)  # two lanes, one run
+    model_only = estimate([one, two])
+    assert model_only.local_s == max(j.seconds for j in model_only.jobs)  # fixed_s holds it
+
+
 def test_the_abi_mode_and_skip_unchanged_savings() -> None:
     grouped = job(cells=4)
     est = estimate([grouped])
