@@ -63,16 +63,20 @@ def _env_defaults() -> dict[str, float]:
 class CostModel:
     """Seconds of the parts of a build, on one core of a quiet 2-core x86-64 machine.
 
-    Fitted to the example's cold builds (docs/performance.md): the CUDA cell on 2 cores
-    took 100 s with torch's defaults (the .cu's seven targets one after another) and 69 s
-    with MAX_JOBS=2 and `nvcc --threads 2`; the CPU cell ~26 s.
+    Fitted to the example's cold builds in two `nox -s bench` runs of 2026-11-26 on the
+    2-core build machine, one under load and one quiet (docs/performance.md): the CPU cell
+    15.2 s and 14.1 s; the CUDA cell alone (MAX_JOBS=2, `nvcc --threads 2`) 60.3 s and
+    53.8 s; the `pr` profile's two cells at once, each on one core (the CUDA job's .cu
+    compiling its seven targets one after another) 101.9 s and 86.9 s. The constants sit
+    between the two runs (16, 58 and 95 s by the model). The earlier fit (cpp 20 s, cu host
+    20 s, 10.5 s a target: 2026-11-23, under heavier load) estimated 119.5 s for the last.
     """
 
     env_s: Mapping[str, float] = field(default_factory=_env_defaults)
     env_reused_s: float = 1.0  # an environment that exists: probe and reuse it
-    cpp_tu_s: float = 20.0  # one C++ file including torch/extension.h
-    cu_host_s: float = 20.0  # a .cu file's host side: cudafe, the host compile of torch headers
-    cu_target_s: float = 10.5  # one arch target of a .cu file (cicc + ptxas, or one gfx arch)
+    cpp_tu_s: float = 10.0  # one C++ file including torch/extension.h
+    cu_host_s: float = 16.0  # a .cu file's host side: cudafe, the host compile of torch headers
+    cu_target_s: float = 9.0  # one arch target of a .cu file (cicc + ptxas, or one gfx arch)
     # served from a warm compiler cache (sccache or ccache; docs/performance.md, measured on
     # the example's warm rebuilds: build tree removed, compiler cache kept)
     # measured 2026-11-26 (load ~1.5): the CPU cell's warm build 5.5 s (build stage 4.5 s),
