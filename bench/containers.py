@@ -15,6 +15,15 @@ empty; the prefetched wheels, the shared environments and the builder image are 
 
     python bench/containers.py --cell torch2.13.0-cpu-cp311 --json bench/containers.json
 
+Another extension (the issue's many-`.cu` case): `--project DIR --edit FILE` (FILE relative
+to DIR, the file the edit step changes), with `--abi`, `--arch-list` and `--build-env K=V` as
+its matrix needs them; the image and the prefetch are made once with the example's build of
+the same cell, so the other project's cold build is a build, not an image build:
+
+    python bench/containers.py --cell torch2.11.0-cu130-cp312 --steps noop,edit \
+        --project xformers-0.0.33.post2 --edit xformers/csrc/attention/cuda/matmul.cu \
+        --abi abi3 --arch-list 9.0 --build-env XFORMERS_DISABLE_FLASH_ATTN=1
+
 Needs a running Docker engine, root and debootstrap (for the local base); without them the
 benchmark says why and stops.
 """
@@ -30,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +67,37 @@ def docker_unavailable() -> str | None:
     return None
 
 
-def _matrix(path: Path, project: Path, cell: str, base: str) -> None:
+SIX_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    """What is built: the example by default, or another extension's source tree."""
+
+    path: Path = ROOT / "examples" / "scatter"
+    edit: str | None = None  # the file the edit step changes (default: the example's)
+    abi: str = "per-python"
+    arch_list: str = SIX_ARCHS
+    build_env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_example(self) -> bool:
+        return self.path == ROOT / "examples" / "scatter"
+
+    def edited(self, device: bool) -> str:
+        if self.edit is not None:
+            return self.edit
+        return "csrc/scatter_cuda.cu" if device else "csrc/scatter.cpp"
+
+
+def _matrix(path: Path, project: Path, cell: str, base: str, spec: Project = Project()) -> None:
     torch, accelerator, tag = cell.removeprefix("torch").split("-")[:3]
     python = f"{tag[2]}.{tag[3:]}"
-    extra = '    arch_list: "7.5;8.0;8.6;9.0;10.0;12.0+PTX"\n' if accelerator == "cu130" else ""
+    extra = f'    arch_list: "{spec.arch_list}"\n' if accelerator == "cu130" else ""
+    env = ", ".join(f"{k}: {json.dumps(v)}" for k, v in spec.build_env)
+    build_env = f", build_env: {{{env}}}" if env else ""
     path.write_text(
-        f"project: {{path: {project}, abi: per-python}}\n"
+        f"project: {{path: {project}, abi: {spec.abi}{build_env}}}\n"
         f'axes:\n  torch: ["{torch}"]\n  accelerator: [{accelerator}]\n'
         f'  python: ["{python}"]\n'
         "accelerators:\n"
@@ -95,7 +130,9 @@ def _edit(path: Path, text: str) -> None:
     path.write_text(path.read_text() + text)
 
 
-def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
+def run(
+    cell: str, runs: int, steps: tuple[str, ...] = STEPS, spec: Project = Project()
+) -> dict[str, Any]:
     python = f"{cell.split('-')[2][2]}.{cell.split('-')[2][3:]}"
     base = subprocess.run(
         ["bash", str(ROOT / "docker" / "local-base.sh"), "--python", python],
@@ -109,7 +146,9 @@ def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
     # the cold build always runs first (a "cold" in `steps` ran it twice: the second, skipped
     # as unchanged, went into the cold median); the comment-only edit is of scatter.cpp, the
     # CPU cell's file
-    steps = tuple(s for s in steps if s != "cold" and not (device and s == "comment"))
+    steps = tuple(
+        s for s in steps if s != "cold" and not (device and s == "comment" and spec.is_example)
+    )
     times: dict[str, list[float]] = {step: [] for step in ("cold", *steps)}
     status: dict[str, str] = {}
     ccache: dict[str, str] = {}
@@ -118,7 +157,7 @@ def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
         try:
             src = scratch / "src"
             ignore = shutil.ignore_patterns(*IGNORED_DIRS, "*.egg-info")
-            shutil.copytree(ROOT / "examples" / "scatter", src, ignore=ignore)
+            shutil.copytree(spec.path, src, ignore=ignore)
             cache = scratch / "cache"
             cache.mkdir()
             for name in SHARED:
@@ -127,23 +166,29 @@ def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
             env = {**os.environ, "BUILDTOOLS_CACHE_DIR": str(cache)}
             env.pop("BUILDTOOLS_CCACHE_DIR", None)
             matrix = scratch / "matrix.yaml"
-            _matrix(matrix, src, cell, base)
+            _matrix(matrix, src, cell, base, spec)
             wheelhouse = scratch / "wheelhouse"
             if i == 0:  # the builder image and the prefetch, once: not part of a build
                 started = time.perf_counter()
-                _build(matrix, scratch / "warm", env)
+                warm = matrix
+                if not spec.is_example:  # the example's build of the cell makes them
+                    warm = scratch / "warm.yaml"
+                    example = scratch / "example"
+                    shutil.copytree(Project().path, example, ignore=ignore)
+                    _matrix(warm, example, cell, base)
+                _build(warm, scratch / "warm", env)
                 times["setup"] = [time.perf_counter() - started]
                 shutil.rmtree(cache / "ccache", ignore_errors=True)
                 shutil.rmtree(cache / "build", ignore_errors=True)
             for step in ("cold", *steps):
+                edited = src / spec.edited(device)
                 if step == "edit":
-                    edited = src / "csrc" / ("scatter_cuda.cu" if device else "scatter.cpp")
                     _edit(
                         edited,
                         f"\nnamespace {{ [[maybe_unused]] int bench_edit_{i}() {{ return {i}; }} }}\n",
                     )
                 elif step == "comment":
-                    _edit(src / "csrc" / "scatter.cpp", f"\n// bench: a comment-only edit {i}\n")
+                    _edit(edited, f"\n// bench: a comment-only edit {i}\n")
                 took, status[step] = _build(matrix, wheelhouse, env)
                 times[step].append(took)
                 stats = subprocess.run(
@@ -166,6 +211,9 @@ def run(cell: str, runs: int, steps: tuple[str, ...] = STEPS) -> dict[str, Any]:
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "cell": cell,
+        "project": str(spec.path) if not spec.is_example else "examples/scatter",
+        "edited": spec.edited(device),
+        "arch_list": spec.arch_list if device else None,
         "base": base,
         "runs": runs,
         "times_s": times,
@@ -186,15 +234,35 @@ def main(argv: list[str] | None = None) -> int:
         help="which builds after the cold one (a CUDA cell's build is long): "
         "comma-separated of noop, edit, comment (default: all)",
     )
+    parser.add_argument("--project", type=Path, default=None, help="an extension's source tree")
+    parser.add_argument("--edit", default=None, help="the file (in --project) the edit changes")
+    parser.add_argument("--abi", default="per-python", choices=("per-python", "abi3", "stable"))
+    parser.add_argument("--arch-list", default=SIX_ARCHS, help="the CUDA cell's arch list")
+    parser.add_argument("--build-env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     steps = tuple(s for s in args.steps.split(",") if s)
     if not set(steps) <= set(STEPS):
         parser.error(f"--steps: one of {', '.join(STEPS)}")
+    if args.project is not None and args.edit is None:
+        parser.error("--project needs --edit (the file the edit step changes)")
+    if any("=" not in kv for kv in args.build_env):
+        parser.error("--build-env: KEY=VALUE")
+    spec = Project(
+        path=args.project.resolve() if args.project else Project().path,
+        edit=args.edit,
+        abi=args.abi,
+        arch_list=args.arch_list,
+        build_env=tuple(tuple(kv.split("=", 1)) for kv in args.build_env),
+    )
+    if args.edit is not None and not (spec.path / args.edit).is_file():
+        parser.error(f"--edit: {spec.path / args.edit} is not a file")
     cells = args.cell or [f"torch2.13.0-cpu-cp{host_python().replace('.', '')}"]
     reason = docker_unavailable()
     result: dict[str, Any] = (
-        {"skipped": reason} if reason else {"cells": [run(c, args.runs, steps) for c in cells]}
+        {"skipped": reason}
+        if reason
+        else {"cells": [run(c, args.runs, steps, spec) for c in cells]}
     )
     print(json.dumps(result, indent=1))
     if args.json:

@@ -62,9 +62,11 @@ if [ "$FOREIGN" = 1 ] && [ ${#PYTHONS[@]} -eq 0 ]; then
 fi
 [ ${#PYTHONS[@]} -gt 0 ] || PYTHONS=(3.10 3.11 3.12 3.13)
 
-# Debian packages: the compiler, and the shared libraries the copied CPython modules link
-# (ssl, ctypes, sqlite3, curses, uuid, nis, bz2, lzma, zlib).
-PACKAGES=gcc,g++,make,libc6-dev,binutils,libssl3,libffi8,libsqlite3-0,libncursesw6,libnsl2,libuuid1,libbz2-1.0,liblzma5,zlib1g
+# Debian packages: the compiler, the shared libraries the copied CPython modules link
+# (ssl, ctypes, sqlite3, curses, uuid, nis, bz2, lzma, zlib), and git, which manylinux images
+# have and setup.py files run for version stamps (xformers 0.0.33's calls `git describe` even
+# in an sdist, and fails without the program).
+PACKAGES=gcc,g++,make,libc6-dev,binutils,git,libssl3,libffi8,libsqlite3-0,libncursesw6,libnsl2,libuuid1,libbz2-1.0,liblzma5,zlib1g
 
 die() { echo "local-base.sh: $*" >&2; exit 1; }
 
