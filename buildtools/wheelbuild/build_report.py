@@ -122,7 +122,9 @@ class RunReport:
     def print_table(self, out: TextIO) -> None:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
+        # every value is text, never rich markup: a reason or a path may hold "[/…]"
         console = Console(file=out, width=160, highlight=False)
         table = Table(title="build report")
         for col in ("cell", "status", "wheel", "size", "time", "findings"):
@@ -131,19 +133,26 @@ class RunReport:
             errors = sum(1 for f in c.findings if f.severity is Severity.ERROR)
             warnings = sum(1 for f in c.findings if f.severity is Severity.WARNING)
             table.add_row(
-                c.cell,
-                c.status.value,
-                Path(c.wheel).name if c.wheel else (c.reason or "-"),
-                f"{c.size / 1e6:.2f} MB" if c.size else "-",
-                _seconds(c),
-                f"{errors} error(s), {warnings} warning(s)" if c.findings else "-",
+                *map(
+                    Text,
+                    (
+                        c.cell,
+                        c.status.value,
+                        Path(c.wheel).name if c.wheel else (c.reason or "-"),
+                        f"{c.size / 1e6:.2f} MB" if c.size else "-",
+                        _seconds(c),
+                        f"{errors} error(s), {warnings} warning(s)" if c.findings else "-",
+                    ),
+                )
             )
         console.print(table)
         for note in self.notes:
-            console.print(f"  note: {note}")
+            console.print(f"  note: {note}", markup=False)
         for c in self.cells:
             for f in c.findings:
                 if f.severity is not Severity.INFO:
-                    console.print(f"  {c.cell}: {f.severity.value} [{f.code}] {f.message}")
+                    console.print(
+                        f"  {c.cell}: {f.severity.value} [{f.code}] {f.message}", markup=False
+                    )
             if c.status is Status.FAILED and c.log:
-                console.print(f"  {c.cell}: failed: {c.reason or ''} (log: {c.log})")
+                console.print(f"  {c.cell}: failed: {c.reason or ''} (log: {c.log})", markup=False)

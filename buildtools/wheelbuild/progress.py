@@ -18,6 +18,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -137,7 +138,8 @@ class Progress:
             for job, (stage, since) in self._rows.items():
                 elapsed = f"{now - since:.0f} s" if since and job not in self._done else ""
                 known = self._expected.get(job)
-                table.add_row(job, stage, elapsed, format_seconds(known) if known else "")
+                cells = (job, stage, elapsed, format_seconds(known) if known else "")
+                table.add_row(*map(Text, cells))  # text, not markup: a status holds a path
             table.caption = self._caption()
             return table
 
@@ -150,7 +152,7 @@ class Progress:
             if self._live is not None:
                 self._live.update(self._render())
             else:
-                self._console.print(f"[{now - self._started:6.1f}s] {job}: {stage}")
+                self._console.print(f"[{now - self._started:6.1f}s] {job}: {stage}", markup=False)
 
     def finish(self, job: str, status: str, *, counted: bool = True) -> None:
         """Job `job` ended with `status`; `counted`: its duration informs the ETA."""
@@ -166,7 +168,9 @@ class Progress:
                 eta = ""
                 if len(self._done) < len(self._rows):
                     eta = f" ({len(self._done)}/{len(self._rows)} done, ETA {format_seconds(self.eta())})"
-                self._console.print(f"[{now - self._started:6.1f}s] {job}: {status}{eta}")
+                self._console.print(
+                    f"[{now - self._started:6.1f}s] {job}: {status}{eta}", markup=False
+                )
 
 
 def make_progress(

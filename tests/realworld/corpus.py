@@ -39,8 +39,8 @@ CUDA_CELL = "torch2.11.0-cu130-cp312"
 # compile of every .cu file; on a 2-core machine six of them took torchlpc 1510 s.
 CUDA_EDITS: tuple[tuple[str, str, str], ...] = (
     (
-        "\ndefault_profile:",
-        '\naccelerators:\n  cu130: {arch_list: "9.0"}\n\ndefault_profile:',
+        "\naccelerators:\n",
+        '\naccelerators:\n  cu130: {arch_list: "9.0"}\n',
         "arch list reduced to sm_90 (the H100 the wheels are tested on): compile time on 2 cores",
     ),
 )

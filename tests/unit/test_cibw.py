@@ -131,7 +131,10 @@ def test_cpu_cell_offline_exact_options() -> None:
         "CIBW_REPAIR_WHEEL_COMMAND",
         "CIBW_TEST_COMMAND",
         "CIBW_BUILD_VERBOSITY",
+        "CIBW_AUDIT_COMMAND",
     ]
+    # cibuildwheel's abi3audit step would install from the index: off offline
+    assert opts["CIBW_AUDIT_COMMAND"] == ""
     assert opts["CIBW_BUILD"] == "cp311-manylinux_x86_64"
     assert opts["CIBW_ARCHS_LINUX"] == "x86_64"
     assert opts["CIBW_MANYLINUX_X86_64_IMAGE"] == "torch-buildtools/builder:cpu-0123456789ab"
@@ -459,6 +462,8 @@ def test_pip_configuration_passes_through_with_its_files() -> None:
     env = dict(run.container_env)
     assert env["PIP_CERT"] == "/buildtools/pip/0/ca-certificates.crt"
     assert "PIP_NO_INDEX" not in env and "PIP_CACHE_DIR" not in env and "PIP_USER" not in env
+    # online, cibuildwheel's own audit (abi3audit for abi3 wheels) runs as it would
+    assert "CIBW_AUDIT_COMMAND" not in run.options_dict
 
 
 # ------------------------------------------------------------- compiler cache, nvcc threads

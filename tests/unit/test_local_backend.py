@@ -42,3 +42,49 @@ def test_nvcc_names_its_files_after_the_source_unless_two_share_a_name(tmp_path:
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "k.cu").write_text("")  # two kernels named k.cu: their files would collide
     assert nvcc_keep_env(tmp_path / "keep", env, project_dir=tmp_path) == {}
+
+
+def _dist(site: Path, name: str, version: str) -> None:
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_provided_build_requirements_are_checked_against_the_environment(tmp_path: Path) -> None:
+    from buildtools.backends.local import unmet_build_requirements
+
+    site = tmp_path / "site-packages"
+    _dist(site, "torch", "2.11.0+cu130")
+    _dist(site, "setuptools", "80.9.0")
+    (tmp_path / "pyproject.toml").write_text(
+        "[build-system]\n"
+        'requires = ["setuptools>=64", "torch>=2.7", "numpy>=2", "wheel"]\n'
+        'build-backend = "setuptools.build_meta"\n'
+    )
+    # numpy is installed from its own specifier (extra_build_requirements): not checked here
+    assert unmet_build_requirements(tmp_path, site) == ["wheel (wheel is not installed here)"]
+    (tmp_path / "pyproject.toml").write_text(
+        "[build-system]\nrequires = ['setuptools>=81', 'torch>=2.12', 'ninja; python_version < \"3\"']\n"
+    )
+    assert unmet_build_requirements(tmp_path, site) == [
+        "setuptools>=81 (setuptools 80.9.0 here)",
+        "torch>=2.12 (torch 2.11.0+cu130 here)",
+    ]
+
+
+def test_only_setuptools_projects_skip_builds_own_dependency_check(tmp_path: Path) -> None:
+    from buildtools.backends.local import skips_dependency_check
+
+    assert skips_dependency_check(tmp_path)  # a setup.py project: no pyproject.toml
+    for backend, skips in (
+        ("setuptools.build_meta", True),
+        ("setuptools.build_meta:__legacy__", True),
+        ("scikit_build_core.build", False),
+        ("mesonpy", False),
+    ):
+        (tmp_path / "pyproject.toml").write_text(
+            f"[build-system]\nrequires = ['x']\nbuild-backend = '{backend}'\n"
+        )
+        assert skips_dependency_check(tmp_path) is skips, backend
+    (tmp_path / "pyproject.toml").write_text("[build-system]\nrequires = ['setuptools']\n")
+    assert skips_dependency_check(tmp_path)

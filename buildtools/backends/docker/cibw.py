@@ -562,6 +562,10 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     ]
     if gha:
         options.append(("CIBW_ENVIRONMENT_PASS_LINUX", " ".join(GHA_CACHE_VARS)))
+    if offline:
+        # cibuildwheel (4.x) installs abi3audit on the host for abi3 wheels, from the index
+        # (with its own pins): offline there is none, so that step is off, as in local builds
+        options.append(("CIBW_AUDIT_COMMAND", ""))
     if any(python.endswith("t") for python in job.pythons):
         # free-threaded CPython (cp314t): cibuildwheel builds it only when enabled
         options.append(("CIBW_ENABLE", "cpython-freethreading"))
