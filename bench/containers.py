@@ -22,7 +22,7 @@ the same cell, so the other project's cold build is a build, not an image build:
 
     python bench/containers.py --cell torch2.11.0-cu130-cp312 --steps noop,edit \
         --project xformers-0.0.33.post2 --edit xformers/csrc/attention/cuda/matmul.cu \
-        --abi abi3 --arch-list 9.0 --build-env XFORMERS_DISABLE_FLASH_ATTN=1
+        --abi abi3 --arch-list 9.0 --build-env XFORMERS_DISABLE_FLASH_ATTN=1 --prefetch numpy
 
 Needs a running Docker engine, root and debootstrap (for the local base); without them the
 benchmark says why and stops.
@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from buildtools.backends.docker.cibw import prefetch_platforms
 from buildtools.cachedir import default_cache_dir
 from buildtools.planning import host_python
 from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
@@ -79,6 +80,9 @@ class Project:
     abi: str = "per-python"
     arch_list: str = SIX_ARCHS
     build_env: tuple[tuple[str, str], ...] = ()
+    # what the wheel needs at its import test besides torch (an offline build's container
+    # finds only the prefetch: torch, the toolkit and the build tools)
+    prefetch: tuple[str, ...] = ()
 
     @property
     def is_example(self) -> bool:
@@ -105,6 +109,18 @@ def _matrix(path: Path, project: Path, cell: str, base: str, spec: Project = Pro
         f"    torch_index: https://download.pytorch.org/whl/{accelerator}\n"
         f"    image: {base}\n" + extra
     )
+
+
+def _prefetch_extra(spec: Project, cell: str, dest: Path) -> None:
+    """`spec.prefetch` for the cell's Python into the shared prefetch directory (untimed)."""
+    if not spec.prefetch:
+        return
+    tag = cell.split("-")[2]
+    argv = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:"]
+    argv += ["--python-version", f"{tag[2]}.{tag[3:]}", "--implementation", "cp", "--abi", tag]
+    for plat in prefetch_platforms("manylinux_2_28_x86_64"):
+        argv += ["--platform", plat]
+    subprocess.run([*argv, *spec.prefetch], check=True, timeout=1800)
 
 
 def _build(matrix: Path, wheelhouse: Path, env: dict[str, str]) -> tuple[float, str]:
@@ -170,6 +186,7 @@ def run(
             wheelhouse = scratch / "wheelhouse"
             if i == 0:  # the builder image and the prefetch, once: not part of a build
                 started = time.perf_counter()
+                _prefetch_extra(spec, cell, shared / "prefetch")
                 warm = matrix
                 if not spec.is_example:  # the example's build of the cell makes them
                     warm = scratch / "warm.yaml"
@@ -239,6 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--abi", default="per-python", choices=("per-python", "abi3", "stable"))
     parser.add_argument("--arch-list", default=SIX_ARCHS, help="the CUDA cell's arch list")
     parser.add_argument("--build-env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--prefetch",
+        action="append",
+        default=[],
+        metavar="REQ",
+        help="a requirement the wheel's import test needs besides torch (offline builds see "
+        "only the prefetch), downloaded into it once",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     steps = tuple(s for s in args.steps.split(",") if s)
@@ -254,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         abi=args.abi,
         arch_list=args.arch_list,
         build_env=tuple(tuple(kv.split("=", 1)) for kv in args.build_env),
+        prefetch=tuple(args.prefetch),
     )
     if args.edit is not None and not (spec.path / args.edit).is_file():
         parser.error(f"--edit: {spec.path / args.edit} is not a file")
