@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         "repair": ["--runs", runs or "2"],
         "overhead": ["--runs", runs or "2"],
         "incremental": ["--runs", runs or "2", *(["--cuda", "no"] if args.quick else [])],
-        "device": ["--runs", "1"],
+        "device": ["--runs", runs or "2"],
         "estimate": [],
         # the CPU cell every step; the CUDA cell no-op and a .cu edit (a comment-only edit
         # is of scatter.cpp): cold ~2 min with six archs
