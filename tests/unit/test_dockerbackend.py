@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.crafted import make_wheel
+from fixtures.crafted import make_so, make_wheel
 from fixtures.factories import make_toolchain, planned_job
 from fixtures.fakes import ANY, Call, FakeRunner
 
 from buildtools.backends.docker.backend import DockerBackend
+from buildtools.backends.docker.incontainer import torch_libraries, wheel_modules
 from buildtools.backends.registry import BackendOptions, BackendSetting
 from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError, ConfigError, ToolMissingError, UnsafeArtefactError
 from buildtools.knowledge import load_knowledge
+from buildtools.wheel.archive import open_wheel
 
 parse_environment = pytest.importorskip("cibuildwheel.environment").parse_environment
 KB = load_knowledge()
@@ -350,3 +352,25 @@ def cibw_options(runner: FakeRunner) -> list[tuple[str, str]]:
     call = [c for c in runner.calls if c.argv[1:3] == ("-m", "cibuildwheel")][-1]
     assert call.env is not None
     return [(k, v) for k, v in call.env.items() if k.startswith("CIBW_")]
+
+
+def test_the_import_test_loads_torch_op_libraries_instead_of_importing_them(
+    tmp_path: Path,
+) -> None:
+    """xformers' `_C.so` registers torch ops and has no PyInit__C: importing it by name
+    fails although the wheel is fine; the container's import test loads it with
+    torch.ops.load_library, and imports the Python extension modules by name."""
+    wheel = make_wheel(
+        tmp_path,
+        name="xf",
+        files={
+            "xf/__init__.py": b"",
+            "xf/_C.so": make_so(exports=["_ZN2xf3fooEv"]),
+            "xf/ops/_fast.abi3.so": make_so(exports=["PyInit__fast"]),
+            "xf.libs/libgomp-1234.so.1": make_so(soname="libgomp-1234.so.1"),
+            "xf/not_elf.so": b"not an ELF file",
+        },
+    )
+    with open_wheel(wheel) as archive:
+        assert torch_libraries(archive) == [("xf", "_C.so")]
+        assert wheel_modules(archive.names) == ["xf", "xf._C", "xf.not_elf", "xf.ops._fast"]

@@ -20,14 +20,17 @@ Every argument is composed by `buildtools.backends.docker.cibw` from the plan; n
            [--never-bundle-file FILE] [--exclude P]… -w DIR WHEEL
         `repair_against_torch` with the torch installed in the build interpreter.
     import-test --python python WHEEL
-        import torch, then every package and extension module the wheel holds.
+        import torch, then every package and extension module the wheel holds, then load
+        each shared object of a package that is no extension module (a torch op library)
+        with torch.ops.load_library.
 """
 
 from __future__ import annotations
 
-__all__ = ["CUDA_LINK", "LIB_LINK_DIR", "main", "wheel_modules"]
+__all__ = ["CUDA_LINK", "LIB_LINK_DIR", "main", "torch_libraries", "wheel_modules"]
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -38,7 +41,8 @@ from ...errors import BuildtoolsError, ToolchainError, ToolMissingError
 from ...jsonfields import decode_json
 from ...model import RepairPolicy
 from ...process import SubprocessRunner
-from ...wheel.archive import open_wheel
+from ...wheel.archive import WheelArchive, open_wheel
+from ...wheel.elf import inspect_elf_file
 
 # The job's CUDA_HOME inside the container: a link to the toolkit before-build chose.
 CUDA_LINK = Path("/tmp/buildtools/cuda")
@@ -306,22 +310,58 @@ def wheel_modules(names: Sequence[str]) -> list[str]:
     return sorted(packages) + sorted(extensions - packages)
 
 
+def torch_libraries(archive: WheelArchive) -> list[tuple[str, str]]:
+    """(package, file) of the wheel's shared objects inside a package that are not Python
+    extension modules (no `PyInit_<stem>`: a torch op library the package loads with
+    `torch.ops.load_library`, such as xformers' `_C.so`), from their ELF symbols."""
+    out: list[tuple[str, str]] = []
+    for name in archive.names:
+        parts = PurePosixPath(name).parts
+        if (
+            len(parts) < 2
+            or not parts[-1].endswith(".so")
+            or parts[0].endswith((".libs", ".dist-info", ".data"))
+        ):
+            continue
+        if not all(p.isidentifier() for p in parts[:-1]):
+            continue
+        with tempfile.TemporaryFile() as f:
+            archive.copy(name, f)
+            try:
+                exported = inspect_elf_file(f, path=Path(name)).exported
+            except ValueError:
+                continue  # not ELF: the repair's checks say so
+        if f"PyInit_{parts[-1].split('.', 1)[0]}" not in exported:
+            out.append((".".join(parts[:-1]), parts[-1]))
+    return out
+
+
+# the child: import the packages and extension modules, then load the torch op libraries
+# from where the packages were installed (argv: a JSON list of names, a JSON list of pairs)
+_IMPORT_CODE = """import importlib, importlib.util, json, os, sys, torch
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+    print(f'[buildtools] import {name}: ok (torch {torch.__version__})')
+for package, file in json.loads(sys.argv[2]):
+    spec = importlib.util.find_spec(package)
+    path = os.path.join(list(spec.submodule_search_locations)[0], file)
+    torch.ops.load_library(path)
+    print(f'[buildtools] torch.ops.load_library {package}/{file}: ok')
+"""
+
+
 def _import_test(args: argparse.Namespace) -> None:
     python = _interpreter(args.python)
     with open_wheel(Path(args.wheel)) as archive:
-        modules = wheel_modules(archive.names)
-    code = (
-        "import importlib, sys, torch\n"
-        "for name in sys.argv[1:]:\n"
-        "    importlib.import_module(name)\n"
-        "    print(f'[buildtools] import {name}: ok (torch {torch.__version__})')\n"
-    )
+        libraries = torch_libraries(archive)
+        skip = {f"{package}.{file.split('.', 1)[0]}" for package, file in libraries}
+        modules = [m for m in wheel_modules(archive.names) if m not in skip]
+    argv = [python, "-c", _IMPORT_CODE, json.dumps(modules), json.dumps(libraries)]
     with tempfile.TemporaryDirectory() as cwd:  # not the project dir: import the installed wheel
-        result = SubprocessRunner().run(
-            [python, "-c", code, *modules], cwd=Path(cwd), log=sys.stdout
-        )
+        result = SubprocessRunner().run(argv, cwd=Path(cwd), log=sys.stdout)
     if not result.ok:
-        raise ToolchainError(f"importing {', '.join(modules)} failed (exit {result.returncode})")
+        loaded = modules + [f"{package}/{file}" for package, file in libraries]
+        raise ToolchainError(f"importing {', '.join(loaded)} failed (exit {result.returncode})")
 
 
 def _parser() -> argparse.ArgumentParser:
