@@ -208,9 +208,11 @@ def run(
                     _edit(edited, f"\n// bench: a comment-only edit {i}\n")
                 took, status[step] = _build(matrix, wheelhouse, env)
                 times[step].append(took)
+                # the job's own directory (an abi3 job's id is not the cell's)
+                jobs = sorted((cache / "ccache").glob(f"{cell}*"))
                 stats = subprocess.run(
                     ["ccache", "--print-stats"],
-                    env={**env, "CCACHE_DIR": str(cache / "ccache" / cell)},
+                    env={**env, "CCACHE_DIR": str(jobs[0] if jobs else cache / "ccache" / cell)},
                     capture_output=True,
                     text=True,
                     check=False,
