@@ -32,7 +32,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..wheel.checks.elves import WheelElf
-from ..wheel.elf import demangle
+from ..wheel.elf import demangle, python_init_symbol
 
 if TYPE_CHECKING:  # child imports report, which imports this module
     from .child import ChildReport
@@ -107,7 +107,7 @@ def compiled_modules(elves: Sequence[WheelElf], *, python: str) -> list[Compiled
                 )
             )
             continue
-        if f"PyInit_{stem}" not in elf.info.exported:
+        if python_init_symbol(base) not in elf.info.exported:
             out.append(
                 CompiledModule(
                     arcname=arc,

@@ -31,6 +31,7 @@ __all__ = [
     "is_elf",
     "parse_fatbin",
     "parse_offload_bundles",
+    "python_init_symbol",
     "strip_graft_hash",
 ]
 
@@ -183,6 +184,13 @@ def _cxa_demangle() -> tuple[Any, Any] | None:
 
 
 @functools.lru_cache(maxsize=65536)
+def python_init_symbol(basename: str) -> str:
+    """The symbol a shared object exports when it is the Python extension module its file
+    names (`_C.cpython-312-x86_64-linux-gnu.so` → `PyInit__C`); one without it is a library
+    (a torch op library, a dependency), not importable by name."""
+    return f"PyInit_{basename.split('.', 1)[0]}"
+
+
 def demangle(name: str) -> str:
     """Demangle an Itanium C++ symbol ('_ZN3c10…' → 'c10::…'); other names come back as is."""
     if not name.startswith("_Z"):

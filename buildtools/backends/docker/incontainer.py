@@ -42,7 +42,7 @@ from ...jsonfields import decode_json
 from ...model import RepairPolicy
 from ...process import SubprocessRunner
 from ...wheel.archive import WheelArchive, open_wheel
-from ...wheel.elf import inspect_elf_file
+from ...wheel.elf import inspect_elf_file, python_init_symbol
 
 # The job's CUDA_HOME inside the container: a link to the toolkit before-build chose.
 CUDA_LINK = Path("/tmp/buildtools/cuda")
@@ -331,7 +331,7 @@ def torch_libraries(archive: WheelArchive) -> list[tuple[str, str]]:
                 exported = inspect_elf_file(f, path=Path(name)).exported
             except ValueError:
                 continue  # not ELF: the repair's checks say so
-        if f"PyInit_{parts[-1].split('.', 1)[0]}" not in exported:
+        if python_init_symbol(parts[-1]) not in exported:
             out.append((".".join(parts[:-1]), parts[-1]))
     return out
 
