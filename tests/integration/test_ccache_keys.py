@@ -1,0 +1,75 @@
+"""ccache keyed as buildtools keys it (`toolchain.ccachekeys`), with the real ccache and g++.
+
+A container build installs nvcc afresh each time: the same bytes with a new mtime. With
+ccache's default compiler check (mtime and size) every such unit missed; keyed by the
+compiler's content it hits. The same is shown here with a copy of g++ "reinstalled".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from buildtools.backends.docker.compilercache import cache_env
+from buildtools.toolchain.ccachekeys import CCACHE_KEYING
+
+CCACHE = shutil.which("ccache")
+GXX = shutil.which("g++")
+pytestmark = pytest.mark.skipif(
+    CCACHE is None or GXX is None, reason="needs ccache and g++ on PATH"
+)
+
+
+def _stats(env: dict[str, str]) -> dict[str, int]:
+    assert CCACHE is not None
+    out = subprocess.run(
+        [CCACHE, "--print-stats"], env=env, capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    fields = (line.split("\t") for line in out.splitlines())
+    return {f[0]: int(f[1]) for f in fields if len(f) == 2 and f[1].isdigit()}
+
+
+def _install(compiler: Path, when: float) -> None:
+    """A fresh install of a compiler driver (what a container's toolkit install gives): the
+    same bytes, a new mtime. A driver script, as a copied g++ binary cannot find cc1plus."""
+    assert GXX is not None
+    compiler.unlink(missing_ok=True)
+    compiler.write_text(f'#!/bin/sh\nexec {GXX} "$@"\n')
+    compiler.chmod(0o755)
+    os.utime(compiler, (when, when))
+
+
+@pytest.mark.parametrize(("keying", "hits"), [(CCACHE_KEYING, 1), ((), 0)], ids=["ours", "default"])
+def test_a_reinstalled_compiler_hits_the_cache(
+    tmp_path: Path, keying: tuple[tuple[str, str], ...], hits: int
+) -> None:
+    assert CCACHE is not None
+    compiler = tmp_path / "bin" / "g++"
+    compiler.parent.mkdir()
+    (tmp_path / "a.cpp").write_text("int answer() { return 42; }\n")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CCACHE_DIR": str(tmp_path / "cache"),
+        "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf"),  # not the machine's settings
+        **dict(keying),
+    }
+    for when in (1_700_000_000, 1_700_100_000):
+        _install(compiler, when)
+        subprocess.run(
+            [CCACHE, str(compiler), "-c", "a.cpp", "-o", "a.o"],
+            cwd=tmp_path, env=env, check=True, timeout=120,
+        )  # fmt: skip
+    stats = _stats(env)
+    assert stats["direct_cache_hit"] + stats["preprocessed_cache_hit"] == hits, stats
+    assert stats["cache_miss"] == 2 - hits, stats
+
+
+def test_container_and_local_builds_key_ccache_alike() -> None:
+    container = dict(cache_env("ccache", project="/project", nvcc="/tmp/nvcc"))
+    assert all(container[k] == v for k, v in CCACHE_KEYING)
+    assert ("CCACHE_COMPILERCHECK", "content") in CCACHE_KEYING
