@@ -24,6 +24,9 @@ the same cell, so the other project's cold build is a build, not an image build:
         --project xformers-0.0.33.post2 --edit xformers/csrc/attention/cuda/matmul.cu \
         --abi abi3 --arch-list 9.0 --build-env XFORMERS_DISABLE_FLASH_ATTN=1 --prefetch numpy
 
+`--corpus xformers` instead of `--project DIR`: the corpus extension's pinned sdist
+(bench/corpus.py), unpacked; `nox -s bench` measures it so (its `containers_corpus` row).
+
 Needs a running Docker engine, root and debootstrap (for the local base); without them the
 benchmark says why and stops.
 """
@@ -31,6 +34,7 @@ benchmark says why and stops.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -230,7 +234,7 @@ def run(
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "cell": cell,
-        "project": str(spec.path) if not spec.is_example else "examples/scatter",
+        "project": spec.path.name if not spec.is_example else "examples/scatter",
         "edited": spec.edited(device),
         "arch_list": spec.arch_list if device else None,
         "base": base,
@@ -254,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
         "comma-separated of noop, edit, comment (default: all)",
     )
     parser.add_argument("--project", type=Path, default=None, help="an extension's source tree")
+    parser.add_argument(
+        "--corpus",
+        default=None,
+        metavar="NAME",
+        help="a corpus extension's pinned sdist (tests/realworld/corpus.py), unpacked, as --project",
+    )
     parser.add_argument("--edit", default=None, help="the file (in --project) the edit changes")
     parser.add_argument("--abi", default="per-python", choices=("per-python", "abi3", "stable"))
     parser.add_argument("--arch-list", default=SIX_ARCHS, help="the CUDA cell's arch list")
@@ -271,8 +281,16 @@ def main(argv: list[str] | None = None) -> int:
     steps = tuple(s for s in args.steps.split(",") if s)
     if not set(steps) <= set(STEPS):
         parser.error(f"--steps: one of {', '.join(STEPS)}")
-    if args.project is not None and args.edit is None:
-        parser.error("--project needs --edit (the file the edit step changes)")
+    if args.project is not None and args.corpus is not None:
+        parser.error("--project or --corpus, not both")
+    if (args.project or args.corpus) is not None and args.edit is None:
+        parser.error("--project and --corpus need --edit (the file the edit step changes)")
+    if args.corpus is not None:
+        from corpus import extension, unpacked  # bench/corpus.py, beside this script
+
+        unpack = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
+        atexit.register(shutil.rmtree, unpack, ignore_errors=True)
+        args.project = unpacked(extension(args.corpus), unpack)
     if any("=" not in kv for kv in args.build_env):
         parser.error("--build-env: KEY=VALUE")
     spec = Project(
