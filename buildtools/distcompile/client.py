@@ -20,7 +20,8 @@ sccache falls back to a local compile for a unit whose server cannot be reached 
 compile instead, so the build asks the scheduler first (`probe`) and distributes only when it
 answers. The counts of where each unit ran come from the job's sccache server
 (`--show-stats --stats-format json`: `dist_compiles` per server address, `dist_errors`,
-`compilations`, cache hits), read before it is stopped.
+`compilations`, cache hits), read before it is stopped; for units that fell back, the
+reasons sccache logged (its WARN lines in the job's log) go with the counts into the note.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "DistributedJob",
     "UnitCounts",
     "client_env",
+    "fallback_reasons",
     "make_masquerade",
     "nvcc_command",
     "parse_stats",
@@ -39,10 +41,12 @@ __all__ = [
     "strip_nvcc_flags",
 ]
 
+import dataclasses
 import os
 import shlex
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -102,6 +106,8 @@ class UnitCounts:
     fell_back: int = 0  # sent to the cluster, failed there, compiled here instead
     cache_hits: int = 0
     failed: int = 0  # compiles that failed (the build says which)
+    # why units fell back, as sccache logged it (`fallback_reasons`): "reason (n×)"
+    fallback_reasons: tuple[str, ...] = ()
 
     @property
     def remote_total(self) -> int:
@@ -115,13 +121,15 @@ class UnitCounts:
             "fell_back": self.fell_back,
             "cache_hits": self.cache_hits,
             "failed": self.failed,
+            "fallback_reasons": list(self.fallback_reasons),
         }
 
     def describe(self) -> str:
         where = ", ".join(f"{n} on {addr}" for addr, n in sorted(self.remote.items())) or "none"
         text = f"{self.remote_total} unit(s) remote ({where}), {self.local} local"
         if self.fell_back:
-            text += f" ({self.fell_back} fell back to local after the cluster failed them)"
+            text += f" ({self.fell_back} fell back to local after the cluster failed them"
+            text += f": {'; '.join(self.fallback_reasons)})" if self.fallback_reasons else ")"
         if self.cache_hits:
             text += f", {self.cache_hits} from the cache"
         return text
@@ -153,6 +161,33 @@ def parse_stats(text: str) -> UnitCounts:
         cache_hits=sum(_count(v) for v in counts.values()) if isinstance(counts, dict) else 0,
         failed=_count(stats.get("compile_fails")),
     )
+
+
+# sccache's WARN line for a unit it compiled here after the cluster could not:
+# "[x.o]: Could not perform distributed compile, falling back to local: <reason>"
+_FALLBACK_MARK = "falling back to local: "
+_LOG_TAIL_BYTES = 4 << 20
+_REASON_CHARS = 300
+
+
+def fallback_reasons(log: Path, *, start: int = 0, limit: int = 3) -> tuple[str, ...]:
+    """The distinct reasons sccache's log (from byte `start`: this job's part) gives for
+    units that fell back, the most frequent first, each as "reason (n×)"; at most `limit`,
+    each cut to a line of printable text. () when the log is missing or says none."""
+    try:
+        with log.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(start, size - _LOG_TAIL_BYTES))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ()
+    seen: Counter[str] = Counter()
+    for line in text.splitlines():
+        if _FALLBACK_MARK in line:
+            reason = line.split(_FALLBACK_MARK, 1)[1]
+            reason = "".join(c if c.isprintable() else "?" for c in reason).strip()
+            seen[reason[:_REASON_CHARS]] += 1
+    return tuple(f"{reason} ({n}×)" for reason, n in seen.most_common(limit))
 
 
 def strip_nvcc_flags(value: str) -> tuple[str, int]:
@@ -298,6 +333,8 @@ def distributed_job(
     env = {**base, **client_env(base, paths, sccache=sccache, cuda_home=cuda_home)}
     job = DistributedJob(sccache, paths, env)
     runner, log = ctx.processes, ctx.stream
+    # the log is the job directory's, kept between builds: this build's part starts here
+    log_start = paths.log.stat().st_size if paths.log.is_file() else 0
     started = runner.run([str(sccache), "--start-server"], env=env, log=log, timeout=SERVER_SECONDS)
     if not started.ok:
         shutil.rmtree(socket_dir, ignore_errors=True)
@@ -314,6 +351,9 @@ def distributed_job(
             job.counts = parse_stats(stats.output)
         except ValueError as exc:
             job.problem = str(exc)
+        if job.counts is not None and job.counts.fell_back:
+            reasons = fallback_reasons(paths.log, start=log_start)
+            job.counts = dataclasses.replace(job.counts, fallback_reasons=reasons)
     finally:
         runner.run([str(sccache), "--stop-server"], env=env, log=log, timeout=SERVER_SECONDS)
         shutil.rmtree(socket_dir, ignore_errors=True)

@@ -155,6 +155,7 @@ def test_cluster_builds_the_same_wheel_and_survives_a_dead_server(
     compiles = killed_cell["compiles"]
     assert isinstance(compiles, dict)
     assert compiles["fell_back"] >= 1 and compiles["local"] >= 1, compiles
+    assert compiles["fallback_reasons"], compiles  # the note says why, as sccache logged it
     report = json.loads((tmp_path / "wh-killed" / "report.json").read_text())
     assert any("fell back to local" in n for n in report["notes"]), report["notes"]
 

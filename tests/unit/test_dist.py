@@ -3,6 +3,7 @@ distributing job, sccache's counts, and the command line's refusals (no process 
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import sys
@@ -21,6 +22,7 @@ from buildtools.distcompile.client import (
     ClientPaths,
     DistTarget,
     client_env,
+    fallback_reasons,
     nvcc_command,
     parse_stats,
     resolve_target,
@@ -216,6 +218,27 @@ def test_counts_come_from_sccaches_stats() -> None:
     for bad in ("", "[]", '{"stats": []}', '{"stats": {"dist_compiles": []}}'):
         with pytest.raises(ValueError):
             parse_stats(bad)
+
+
+def test_the_note_says_why_units_fell_back(tmp_path: Path) -> None:
+    log = tmp_path / "sccache.log"
+    earlier = "[a.o]: Could not perform distributed compile, falling back to local: old build\n"
+    warn = "[2026-11-26T11:41:05Z WARN  sccache::compiler::compiler] [{}]: Could not perform "
+    package = "Could not package toolchain: Failed to analyse /opt/gcc/bin/gcc with ldd: Elf"
+    lines = [warn.format(f"x{i}.o") + "distributed compile, falling back to local: " + package
+             for i in range(2)]  # fmt: skip
+    lines.append(warn.format("y.o") + "distributed compile, falling back to local: \x1b[2Jgone")
+    log.write_text(earlier + "\n".join(lines) + "\nDEBUG other\n")
+    reasons = fallback_reasons(log, start=len(earlier))  # this build's part of the log only
+    assert reasons == (f"{package} (2×)", "?[2Jgone (1×)")  # no terminal control reaches a note
+    counts = dataclasses.replace(parse_stats(json.dumps(STATS)), fallback_reasons=reasons)
+    assert counts.describe().endswith(
+        f"(1 fell back to local after the cluster failed them: {package} (2×); ?[2Jgone (1×)), "
+        "3 from the cache"
+    )
+    assert counts.to_json()["fallback_reasons"] == list(reasons)
+    assert fallback_reasons(tmp_path / "missing.log") == ()
+    assert fallback_reasons(log, start=log.stat().st_size) == ()
 
 
 def test_report_carries_each_cells_counts() -> None:
