@@ -46,6 +46,7 @@ __all__ = [
     "MASQUERADE_NAMES",
     "CompilerCache",
     "SccacheStats",
+    "bypassing_compilers",
     "cache_holds_entries",
     "cache_root",
     "compiler_cache_env",
@@ -180,6 +181,33 @@ def select_compiler_cache(
     cache = CompilerCache(tool=wanted, program=program, root=cache_root(cache_dir, env, wanted))
     make_masquerade(cache)
     return cache
+
+
+# What torch's build reads to name the host compiler itself: ninja's `cxx = $CXX`, nvcc's
+# `-ccbin $CC` (torch 2.11 and 2.13)
+_COMPILER_VARIABLES = ("CC", "CXX")
+
+
+def bypassing_compilers(env: Mapping[str, str]) -> str | None:
+    """A note when CC/CXX name a compiler by path: torch then calls it directly, so the
+    masquerade links that put the compiler cache (or a cluster) in front never see those
+    compiles. None when they are unset or bare names (looked up on PATH: the links)."""
+    named = []
+    for name in _COMPILER_VARIABLES:
+        value = env.get(name, "")
+        try:
+            words = shlex.split(value)
+        except ValueError:  # an unbalanced quote: the words as the shell would not see them
+            words = value.split()
+        if words and "/" in words[0]:
+            named.append(f"{name}={words[0]}")
+    if not named:
+        return None
+    return (
+        f"{', '.join(named)}: torch compiles host C++ with these by path, so those compiles "
+        "bypass the compiler cache and a --distribute cluster; unset them (or name the "
+        "compiler without a path) to cache and distribute host compiles"
+    )
 
 
 def make_masquerade(cache: CompilerCache) -> Path:

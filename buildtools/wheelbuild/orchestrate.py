@@ -49,6 +49,7 @@ from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
 from .compilercache import (
     CompilerCache,
+    bypassing_compilers,
     cache_holds_entries,
     job_tool,
     sccache_server,
@@ -469,6 +470,9 @@ def build_plan(
         for tool in sorted({t for t in (job_tool(j, opts.compiler_cache) for j in todo) if t})
         if not dist
     }
+    bypass = bypassing_compilers(opts.env) if backend.needs_host_toolkit else None
+    if bypass and (dist or any(caches.values())):
+        note(bypass)
     session = BuildSession(
         kb=kb,
         opts=replace(opts, max_jobs=slots.max_jobs),

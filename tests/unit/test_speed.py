@@ -20,6 +20,7 @@ from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
 from buildtools.wheelbuild.compilercache import (
     CompilerCache,
+    bypassing_compilers,
     cache_holds_entries,
     compiler_cache_env,
     job_tool,
@@ -544,3 +545,14 @@ def test_nvcc_under_sccache_gets_the_real_host_compiler(tmp_path: Path) -> None:
     ccache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path)
     assert "NVCC_CCBIN" not in compiler_cache_env(cuda, ccache, **args)  # ccache copes
     assert "NVCC_CCBIN" not in compiler_cache_env(make_job(), _sccache(tmp_path / "c"), **args)
+
+
+def test_compilers_named_by_path_bypass_the_cache_and_say_so() -> None:
+    assert bypassing_compilers({}) is None
+    assert bypassing_compilers({"CC": "gcc", "CXX": "g++"}) is None  # on PATH: the links
+    assert bypassing_compilers({"CXX": "ccache g++"}) is None  # wrapped by the user
+    note = bypassing_compilers({"CC": "/opt/gcc/bin/gcc", "CXX": "/opt/gcc/bin/g++ -m64"})
+    assert note is not None
+    assert note.startswith("CC=/opt/gcc/bin/gcc, CXX=/opt/gcc/bin/g++: ")
+    assert "bypass the compiler cache" in note
+    assert bypassing_compilers({"CXX": "'/x/g++"}) is not None  # a broken quote: still one line
