@@ -39,3 +39,8 @@ def test_the_corpus_edit_row_holds_the_many_cu_target() -> None:
 
 def test_a_skipped_corpus_run_gives_no_rows() -> None:
     assert suite.device_rows({"containers_corpus": {"skipped": "no Docker engine"}}) == []
+
+
+def test_every_benchmark_has_its_script() -> None:
+    for name in suite.NAMES:
+        assert (BENCH / f"{suite.SCRIPT.get(name, name)}.py").is_file(), name
