@@ -44,6 +44,13 @@ from .compilercache import job_tool
 from .options import BuildOptions
 from .scheduler import HostResources
 
+# Units in flight per server core. Each unit spends part of its life on the client
+# (preprocessing, the nvcc driver, sending and receiving), so one unit per server core leaves
+# the servers idle meanwhile; sccache-dist's scheduler places up to two per core (0.16) and
+# the client compiles any it refuses. Measured (docs/distributed.md): xformers through 2 × 1
+# with a 2-CPU client, MAX_JOBS=2: 168.9 s, 0.649 of 1 × 1.
+UNITS_PER_SERVER_CORE = 2
+
 
 @dataclass(kw_only=True)
 class DistPlan:
@@ -60,9 +67,10 @@ class DistPlan:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sized(self, host: HostResources) -> HostResources:
-        """The compile budget: this machine's cores or the cluster's, whichever is more."""
+        """The compile budget: this machine's cores, or UNITS_PER_SERVER_CORE units per core
+        of the cluster, whichever is more (memory still caps it: `plan_slots`)."""
         cpus = self.status.num_cpus if self.status and self.target else 0
-        return replace(host, cores=max(host.cores, cpus))
+        return replace(host, cores=max(host.cores, UNITS_PER_SERVER_CORE * cpus))
 
     def record(self, job_id: str, counts: UnitCounts | None, problem: str | None) -> None:
         with self.lock:

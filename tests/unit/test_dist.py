@@ -44,6 +44,7 @@ from buildtools.distcompile.scheduler import decode_status
 from buildtools.errors import ConfigError, DistError
 from buildtools.wheelbuild.build_report import CellResult, Status
 from buildtools.wheelbuild.distribute import DistPlan
+from buildtools.wheelbuild.scheduler import HostResources
 
 # made by sccache-dist 0.16.0 itself: `auth generate-jwt-hs256-key`, then
 # `auth generate-jwt-hs256-server-token --secret-key KEY --server 127.0.0.1:10611`
@@ -347,3 +348,15 @@ def test_distribute_needs_the_host_compilers(tmp_path: Path) -> None:
     opts = BuildOptions(project_dir=tmp_path, wheelhouse=tmp_path, cache_dir=tmp_path, env={})
     with pytest.raises(ConfigError, match="distribute with --backend local"):
         DistributingBackend(InContainer(), plan, opts=opts)  # type: ignore[arg-type]
+
+
+def test_the_budget_keeps_two_units_in_flight_per_server_core() -> None:
+    # a scheduler status of 1 server with 2 CPUs (sccache-dist's bincode: servers, cpus, jobs)
+    status = decode_status((1).to_bytes(8, "little") + (2).to_bytes(8, "little") + bytes(8))
+    target = DistTarget(url="http://h:1", token="t")
+    plan = DistPlan(url="http://h:1", target=target, sccache=Path("s"), status=status)
+    two_cores = HostResources(cores=2, memory_gb=24.0)
+    assert plan.sized(two_cores).cores == 4  # the servers' 2 cores, two units each
+    assert plan.sized(HostResources(cores=16, memory_gb=24.0)).cores == 16  # the client's
+    down = DistPlan(url="http://h:1", sccache=Path("s"))  # no cluster: this machine only
+    assert down.sized(two_cores).cores == 2
