@@ -192,7 +192,7 @@ def bypassing_compilers(env: Mapping[str, str]) -> str | None:
     """A note when CC/CXX name a compiler by path: torch then calls it directly, so the
     masquerade links that put the compiler cache (or a cluster) in front never see those
     compiles. None when they are unset or bare names (looked up on PATH: the links)."""
-    named = []
+    named: dict[str, str] = {}
     for name in _COMPILER_VARIABLES:
         value = env.get(name, "")
         try:
@@ -200,13 +200,23 @@ def bypassing_compilers(env: Mapping[str, str]) -> str | None:
         except ValueError:  # an unbalanced quote: the words as the shell would not see them
             words = value.split()
         if words and "/" in words[0]:
-            named.append(f"{name}={words[0]}")
+            named[name] = words[0]
     if not named:
         return None
+    effects = []
+    if "CXX" in named:
+        effects.append(
+            "torch compiles the C++ files with $CXX by path, past the compiler cache and "
+            "a --distribute cluster"
+        )
+    if "CC" in named:
+        effects.append(
+            "nvcc's host compiler is $CC by path (-ccbin), which a --distribute cluster "
+            "must package: an ELF executable, not a wrapper script"
+        )
     return (
-        f"{', '.join(named)}: torch compiles host C++ with these by path, so those compiles "
-        "bypass the compiler cache and a --distribute cluster; unset them (or name the "
-        "compiler without a path) to cache and distribute host compiles"
+        f"{', '.join(f'{k}={v}' for k, v in named.items())}: {'; '.join(effects)}; unset "
+        "them (or name the compiler without a path) to cache and distribute host compiles"
     )
 
 

@@ -554,5 +554,8 @@ def test_compilers_named_by_path_bypass_the_cache_and_say_so() -> None:
     note = bypassing_compilers({"CC": "/opt/gcc/bin/gcc", "CXX": "/opt/gcc/bin/g++ -m64"})
     assert note is not None
     assert note.startswith("CC=/opt/gcc/bin/gcc, CXX=/opt/gcc/bin/g++: ")
-    assert "bypass the compiler cache" in note
+    assert "C++ files with $CXX by path, past the compiler cache" in note
+    assert "an ELF executable, not a wrapper script" in note  # CC: nvcc's -ccbin
+    only_cc = bypassing_compilers({"CC": "/opt/gcc/bin/gcc"})
+    assert only_cc is not None and "$CXX" not in only_cc
     assert bypassing_compilers({"CXX": "'/x/g++"}) is not None  # a broken quote: still one line
