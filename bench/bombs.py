@@ -41,12 +41,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from fixtures.crafted import (  # type: ignore[import-not-found]  # noqa: E402
+from fixtures.crafted import (  # noqa: E402
     make_site_packages,
     make_so,
     offload_bundle,
 )
-from fixtures.hostile import Member, wheel_members, zip_bytes  # type: ignore[import-not-found]  # noqa: E402
+from fixtures.hostile import Member, wheel_members, zip_bytes  # noqa: E402
 
 TAG = "cp312-cp312-manylinux_2_28_x86_64"
 NAME = f"hostile-1.0+pt213cpu-{TAG}.whl"
