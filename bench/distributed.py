@@ -37,6 +37,14 @@ through 2 servers (the identity of the wheels, where a 1-server build is too lon
 
     python bench/distributed.py --torch current --project xformers-0.0.33.post2 \
         --cores 4 --servers 2 --client-cpus 8
+
+Here, on the reference cell's cached environment, a corpus extension's CUDA cell from the
+`pr` profile of its `buildtools init` matrix (arch list edited to 9.0 as the corpus does),
+with the cluster down, through 2 × 1, and again through 2 × 1 with a server killed
+mid-build (`--kill`): three wheels that must be the same bytes. Where they differ, the JSON's
+`differences` names the members and the ELF sections:
+
+    python bench/distributed.py --project torchlpc-0.7.2 --profile pr --servers 2 --kill
 """
 
 from __future__ import annotations
@@ -53,16 +61,27 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from device import CELL, cached_cuda_job  # bench/device.py, beside this script
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
 
 from buildtools.cachedir import default_cache_dir
 from buildtools.context import RunContext
 from buildtools.distcompile.client import DistTarget, distributed_job
-from buildtools.distcompile.cluster import UpRequest, cluster_down, cluster_up
+from buildtools.distcompile.cluster import (
+    ClusterState,
+    UpRequest,
+    cluster_down,
+    cluster_up,
+    kill_server,
+)
+from buildtools.distcompile.scheduler import SchedulerStatus, scheduler_status
 from buildtools.distcompile.tools import find_tool, tool_path
 from buildtools.model import BuildJob
 from buildtools.planning import PlanRequest, load_plan
@@ -99,11 +118,12 @@ def _missing(env: dict[str, str]) -> str | None:
     return None
 
 
-def _select(current: bool) -> list[str]:
-    """The build's selection: the reference CUDA cell, or the running torch's one cell."""
+def _select(current: bool, profile: str) -> list[str]:
+    """The build's selection: the reference CUDA cell (of `profile`), or the running
+    torch's one cell."""
     if current:
         return ["--torch", "current"]
-    return ["--profile", "release", "--only", CELL]
+    return ["--profile", profile, "--only", CELL]
 
 
 def _job(env: dict[str, str], current: bool, matrix: Path) -> tuple[BuildJob, bool]:
@@ -131,7 +151,15 @@ class Setup:
     matrix: Path = ROOT / "matrix.yaml"
 
 
-def _build(setup: Setup, name: str, env: dict[str, str], url: str) -> dict[str, Any]:
+def _build(
+    setup: Setup,
+    name: str,
+    env: dict[str, str],
+    url: str,
+    during: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """One timed build. `during`, if given, is called every 0.1 s while the build runs,
+    until it returns True (what it did is then in the record: `during_done`)."""
     # the same path for every build: nvcc's module id (the anonymous namespace's symbol
     # names) hashes the source's path, with or without sccache; a fresh copy and no build
     # tree, so that every unit compiles
@@ -146,19 +174,29 @@ def _build(setup: Setup, name: str, env: dict[str, str], url: str) -> dict[str, 
     argv += ["--wheelhouse", str(wheelhouse), "--cache-dir", str(cache), "--no-live"]
     argv += ["--no-ccache", "--distribute", url]
     started = time.perf_counter()
-    run = subprocess.run(
+    done = during is None
+    with subprocess.Popen(
         argv,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        check=False,
-        timeout=5400,
-        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
-    )
+        start_new_session=True,
+    ) as child:
+        if cpus:  # before the build starts a compiler (they inherit it)
+            os.sched_setaffinity(child.pid, cpus)
+        while not done and child.poll() is None and time.perf_counter() - started < 5400:
+            done = during() if during is not None else True
+            time.sleep(0.1)
+        try:
+            out, err = child.communicate(timeout=max(1.0, 5400 - (time.perf_counter() - started)))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, 9)
+            raise
     wall = time.perf_counter() - started
-    if run.returncode != 0:
+    if child.returncode != 0:
         logs = "".join(p.read_text()[-4000:] for p in (wheelhouse / "logs").glob("*.log"))
-        raise RuntimeError(f"{name} build failed:\n{run.stdout[-3000:]}{run.stderr}\n{logs}")
+        raise RuntimeError(f"{name} build failed:\n{out[-3000:]}{err}\n{logs}")
     (wheel,) = wheelhouse.glob("*.whl")
     if setup.keep is not None:
         (setup.keep / name).mkdir(parents=True, exist_ok=True)
@@ -178,9 +216,64 @@ def _build(setup: Setup, name: str, env: dict[str, str], url: str) -> dict[str, 
         "durations": cell["durations"],
         "compiles": cell.get("compiles"),
         "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+        "digests": digests(wheel),
         "unit_s": sorted(units, reverse=True),
         "notes": report["notes"],
+        **({"during_done": done} if during is not None else {}),
     }
+
+
+def digests(wheel: Path) -> dict[str, str]:
+    """sha256 of each member of a wheel, and of each section of a member that is an ELF
+    file (key `member[section]`): where two wheels differ, the keys that differ say where."""
+    out: dict[str, str] = {}
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            data = zf.read(info)
+            out[info.filename] = hashlib.sha256(data).hexdigest()
+            if not data.startswith(b"\x7fELF"):
+                continue
+            try:
+                elf = ELFFile(io.BytesIO(data))
+                for section in elf.iter_sections():
+                    if section.header["sh_type"] != "SHT_NOBITS":
+                        key = f"{info.filename}[{section.name}]"
+                        out[key] = hashlib.sha256(section.data()).hexdigest()
+            except ELFError as err:
+                out[f"{info.filename}[unreadable]"] = str(err)
+    return out
+
+
+def differences(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    """The keys of `digests` that differ between two wheels, or are in one only."""
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def _differences(runs: dict[str, Any]) -> dict[str, Any]:
+    """Where each run's wheel differs from the first's: members, and sections of ELF members
+    (`member[section]`); the digests leave the runs' records."""
+    first, *others = runs
+    differ = {
+        f"{first} vs {other}": differences(runs[first]["digests"], runs[other]["digests"])
+        for other in others
+        if runs[other]["sha256"] != runs[first]["sha256"]
+    }
+    for run in runs.values():
+        del run["digests"]
+    return {"differences": differ} if differ else {}
+
+
+def _killer(state: ClusterState, env: dict[str, str]) -> Callable[[], bool]:
+    """SIGKILL the cluster's first server once the scheduler has a unit in progress."""
+
+    def kill() -> bool:
+        now = scheduler_status(state.scheduler_url, state.client_token, env=env, seconds=2.0)
+        if isinstance(now, SchedulerStatus) and now.in_progress > 0:
+            kill_server(state, 0)
+            return True
+        return False
+
+    return kill
 
 
 def _warm(url: str, token: str, job_env: dict[str, str], cuda_home: Path, work: Path) -> None:
@@ -242,6 +335,18 @@ def _parser() -> argparse.ArgumentParser:
         help="the extension to build, with its own matrix.yaml (default: the example, with "
         "the reference matrix)",
     )
+    parser.add_argument(
+        "--profile",
+        default="release",
+        help="the profile whose reference CUDA cell is built (default release; the matrix "
+        "`buildtools init` writes has it in `pr`)",
+    )
+    parser.add_argument(
+        "--kill",
+        action="store_true",
+        help="then build once more through the largest cluster and SIGKILL its first server "
+        "once the scheduler has a unit in progress: the build must end in the same wheel",
+    )
     parser.add_argument("--cores", type=int, default=1, help="each server's cores (default 1)")
     parser.add_argument(
         "--no-here",
@@ -291,9 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         client = tuple(allowed[taken : taken + args.client_cpus])
     cache = default_cache_dir(env)
     current = args.torch == "current"
-    if project != EXAMPLE and not current:
-        parser.error("--project: with --torch current (the reference cell is the example's)")
-    select = _select(current)
+    select = _select(current, args.profile)
     job, cached = _job(env, current, matrix)
     runner = SubprocessRunner()
     why = _missing(env)
@@ -356,6 +459,11 @@ def main(argv: list[str] | None = None) -> int:
                     bench_cache / "dist-client" / "warm",
                 )
                 runs[name] = _build(setup, name, run_env, state.scheduler_url)
+                if args.kill and servers == counts[-1]:
+                    killer = _killer(state, env)
+                    runs[f"{name}-killed"] = _build(
+                        setup, f"{name}-killed", run_env, state.scheduler_url, during=killer
+                    )
             finally:
                 cluster_down(state_dir)
     finally:
@@ -368,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         "client_cpus": list(client) or "all (shared with the servers)",
         "runs": runs,
         "identical_wheels": len({r["sha256"] for r in runs.values()}) == 1,
+        **_differences(runs),
     }
     if {"1x1", "2x1"} <= set(runs):
         t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]

@@ -220,20 +220,17 @@ def _toml_key(key: str) -> str:
 
 
 def toml_document(table: Mapping[str, TomlValue], _prefix: str = "") -> str:
-    """A TOML document of strings, integers, booleans and tables (nothing in a value can end
-    its string or start a new key)."""
+    """A TOML document of strings, integers and tables (nothing in a value can end its
+    string or start a new key)."""
     lines: list[str] = []
     nested: list[tuple[str, Mapping[str, TomlValue]]] = []
     for key, value in table.items():
         if isinstance(value, Mapping):
             nested.append((key, value))
-        elif not isinstance(value, (str, int)):
+        elif isinstance(value, bool) or not isinstance(value, (str, int)):
             raise TypeError(f"{key}: {type(value).__name__} is not written")
         else:
-            if isinstance(value, bool):
-                shown = "true" if value else "false"
-            else:
-                shown = _toml_string(value) if isinstance(value, str) else str(value)
+            shown = _toml_string(value) if isinstance(value, str) else str(value)
             lines.append(f"{_toml_key(key)} = {shown}")
     for key, sub in nested:
         name = f"{_prefix}{_toml_key(key)}"
@@ -276,14 +273,7 @@ def server_config(layout: ClusterLayout, server: ServerSpec, *, bwrap: Path) -> 
 def client_config(scheduler_url: str | None, token: str, *, toolchain_cache: Path) -> str:
     """The $SCCACHE_CONF of a build that distributes: Linux toolchains are packaged by
     sccache itself (no `toolchains` entries). With no `scheduler_url` sccache compiles every
-    unit here.
-
-    `rewrite_includes_only`: a unit sent to a server is preprocessed with gcc's
-    `-fdirectives-only` (includes expanded, macros left for the server's compile) instead of
-    `-E`. A fully expanded text compiles to other bytes than the source does where the
-    compile keeps source locations: unoptimized host code (nvcc's default host -O0) got a
-    `nop` more in a function. With it, a unit's object is the same bytes wherever it compiles
-    (tests/integration/test_distributed.py, `host_O0`)."""
+    unit here."""
     if scheduler_url is None:
         return toml_document({"dist": {"cache_dir": str(toolchain_cache)}})
     return toml_document(
@@ -291,7 +281,6 @@ def client_config(scheduler_url: str | None, token: str, *, toolchain_cache: Pat
             "dist": {
                 "scheduler_url": scheduler_url,
                 "cache_dir": str(toolchain_cache),
-                "rewrite_includes_only": True,
                 "auth": {"type": "token", "token": token},
             }
         }
