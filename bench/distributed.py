@@ -40,7 +40,7 @@ through 2 servers (the identity of the wheels, where a 1-server build is too lon
 
 Here, on the reference cell's cached environment, a corpus extension's CUDA cell from the
 `pr` profile of its `buildtools init` matrix (arch list edited to 9.0 as the corpus does),
-with the cluster down, through 2 × 1, and again through 2 × 1 with a server killed
+with the cluster down, through 2 × 1, and again through 2 × 1 with its servers killed
 mid-build (`--kill`): three wheels that must be the same bytes. Where they differ, the JSON's
 `differences` names the members and the ELF sections:
 
@@ -264,12 +264,15 @@ def _differences(runs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _killer(state: ClusterState, env: dict[str, str]) -> Callable[[], bool]:
-    """SIGKILL the cluster's first server once the scheduler has a unit in progress."""
+    """SIGKILL every server of the cluster once the scheduler has a unit in progress (which
+    server has it is the scheduler's choice, and a serial build keeps to one): the unit in
+    flight fails on its server and the rest find none, so they compile here."""
 
     def kill() -> bool:
         now = scheduler_status(state.scheduler_url, state.client_token, env=env, seconds=2.0)
         if isinstance(now, SchedulerStatus) and now.in_progress > 0:
-            kill_server(state, 0)
+            for index in range(len(state.servers)):
+                kill_server(state, index)
             return True
         return False
 
@@ -344,8 +347,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--kill",
         action="store_true",
-        help="then build once more through the largest cluster and SIGKILL its first server "
-        "once the scheduler has a unit in progress: the build must end in the same wheel",
+        help="then build once more through the largest cluster and SIGKILL its servers once "
+        "the scheduler has a unit in progress: the build must end in the same wheel",
     )
     parser.add_argument("--cores", type=int, default=1, help="each server's cores (default 1)")
     parser.add_argument(

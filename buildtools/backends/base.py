@@ -21,6 +21,7 @@ __all__ = [
     "Backend",
     "nvcc_flags_env",
     "nvcc_keep_env",
+    "nvcc_seed_env",
     "prefix_maps_env",
 ]
 
@@ -94,6 +95,32 @@ def prefix_maps_env(maps: Sequence[str], env: Mapping[str, str], *, device: bool
         current = env.get("NVCC_APPEND_FLAGS", "")
         out["NVCC_APPEND_FLAGS"] = f"{current} {host}".strip() if host not in current else current
     return out
+
+
+# nvcc's -frandom-seed (CUDA >= 11.x), the same for every file: see nvcc_seed_env
+NVCC_RANDOM_SEED = "torch-buildtools"
+
+
+def nvcc_seed_env(env: Mapping[str, str]) -> dict[str, str]:
+    """NVCC_APPEND_FLAGS with `-frandom-seed=torch-buildtools` added (pure); {} when the flags
+    name a seed already.
+
+    nvcc's module id names a `.cu` file's anonymous-namespace symbols in the host object and
+    in the device code (`_GLOBAL__N__<path hash>_<len>_<name>_<suffix>`). For a file that
+    defines no external function (all its kernels and functions in an anonymous namespace,
+    registered through a static initialiser, as xformers' `matmul.cu`) cudafe++ ends the
+    suffix with its own process id, so every build of the file differed (found on the GPU
+    machine: two builds of xformers, `bench/distributed.py`'s `differences`). With a seed
+    nvcc uses it instead ("to generate deterministically identical ptx and object files",
+    `nvcc --help`). The module id still starts with the hash of the file's directory and its
+    name, so two files of a build keep distinct ids with one seed. nvcc passes the seed to
+    gcc/clang as well, where it replaces the random part of the names the host compiler
+    must make unique.
+    """
+    current = env.get("NVCC_APPEND_FLAGS", "")
+    if re.search(r"(^|\s)--?frandom-seed", current):
+        return {}
+    return {"NVCC_APPEND_FLAGS": f"{current} -frandom-seed={NVCC_RANDOM_SEED}".strip()}
 
 
 def _cu_basenames_unique(project_dir: Path) -> bool:

@@ -11,13 +11,67 @@
 
 sccache needs neither: it hashes the compiler's content, and its base directories stand
 for the working directory (`SCCACHE_BASEDIRS`).
+
+- `CCACHE_NAMESPACE` (`nvcc_flags_namespace`): nvcc reads NVCC_PREPEND_FLAGS and
+  NVCC_APPEND_FLAGS itself, and ccache (4.7) does not hash them. Measured: a `.cu` file
+  whose code depends on a macro, compiled again with `-DXYZ=1` in NVCC_APPEND_FLAGS, hit
+  the first compile's object. buildtools puts flags there (prefix maps, the random seed)
+  and a matrix's `build_env` may too, so a changed flag must not find an old object: the
+  namespace is a hash of the flags that reach the output. Left out: `--threads N` and
+  `--keep`/`--keep-dir D` (how fast, and where intermediate files go), and the old path of a
+  prefix map (another checkout must hit; only the new path reaches the output). sccache
+  (0.16) folds both variables into its own key.
 """
 
 from __future__ import annotations
 
-__all__ = ["CCACHE_KEYING"]
+import hashlib
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+
+__all__ = ["CCACHE_KEYING", "NVCC_ENV_FLAGS", "nvcc_flags_namespace"]
+
+NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+_NEUTRAL_WITH_VALUE = {"--threads", "-t", "--keep-dir", "-keep-dir"}
+_NEUTRAL = re.compile(r"^(--?keep|--threads=.*|-t\d+|--?keep-dir=.*)$")
+_PREFIX_MAP = re.compile(r"^(-f(?:file|debug|macro)-prefix-map=)[^=]*=(.*)$")
 
 CCACHE_KEYING: tuple[tuple[str, str], ...] = (
     ("CCACHE_NOHASHDIR", "1"),
     ("CCACHE_COMPILERCHECK", "content"),
 )
+
+
+def _keyed(words: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in _NEUTRAL_WITH_VALUE:
+            skip = True
+        elif not _NEUTRAL.match(word):
+            mapped = _PREFIX_MAP.match(word)
+            out.append(mapped[1] + mapped[2] if mapped else word)
+    return out
+
+
+def nvcc_flags_namespace(env: Mapping[str, str]) -> dict[str, str]:
+    """CCACHE_NAMESPACE for the nvcc flags `env` passes through the environment (appended
+    to a namespace `env` sets); {} when there are none that reach the output."""
+    parts = []
+    for name in NVCC_ENV_FLAGS:
+        value = env.get(name, "")
+        try:
+            words = shlex.split(value)
+        except ValueError:  # an unbalanced quote: nvcc would fail on it anyway
+            words = value.split()
+        keyed = _keyed(words)
+        if keyed:
+            parts.append(f"{name}={chr(0).join(keyed)}")
+    if not parts:
+        return {}
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    base = env.get("CCACHE_NAMESPACE", "")
+    return {"CCACHE_NAMESPACE": f"{base}-nvcc-{digest}" if base else f"nvcc-{digest}"}

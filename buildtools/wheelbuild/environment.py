@@ -7,10 +7,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..backends.base import nvcc_flags_env, prefix_maps_env
+from ..backends.base import nvcc_flags_env, nvcc_seed_env, prefix_maps_env
 from ..backends.local import object_dir
 from ..model import BuildJob
 from ..toolchain.blind import hide_device_toolchain
+from ..toolchain.ccachekeys import nvcc_flags_namespace
 from ..toolchain.envs import Toolchain
 from .compilercache import CompilerCache, compiler_cache_env, no_cache_env
 from .options import BuildOptions
@@ -111,6 +112,8 @@ def job_environment(
                 own_ccbin="NVCC_CCBIN" in env,
             )
         )
+        if compiler_cache.tool == "ccache":  # ccache does not hash nvcc's env flags
+            env.update(nvcc_flags_namespace(env))
     else:
         env.update(no_cache_env())
     return env
@@ -154,9 +157,11 @@ def reproducible_env(
     to `/site-packages` (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map`
     for the debug info of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags
     still apply; for a `device` (CUDA) job the same maps reach nvcc's host compiler through
-    NVCC_APPEND_FLAGS (`-Xcompiler`). The linker's build id is a hash of the output, equal
-    when the rest is.
+    NVCC_APPEND_FLAGS (`-Xcompiler`), with nvcc's random seed fixed (`nvcc_seed_env`). The
+    linker's build id is a hash of the output, equal when the rest is.
     """
     out = {"SOURCE_DATE_EPOCH": str(source_date_epoch(env))}
     out.update(prefix_maps_env(_maps(project_dir, site_packages), env, device=device))
+    if device:
+        out.update(nvcc_seed_env({**env, **out}))
     return out

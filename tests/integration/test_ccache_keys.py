@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from buildtools.backends.docker.compilercache import cache_env
-from buildtools.toolchain.ccachekeys import CCACHE_KEYING
+from buildtools.toolchain.ccachekeys import CCACHE_KEYING, nvcc_flags_namespace
 
 CCACHE = shutil.which("ccache")
 GXX = shutil.which("g++")
@@ -73,3 +73,38 @@ def test_container_and_local_builds_key_ccache_alike() -> None:
     container = dict(cache_env("ccache", project="/project", nvcc="/tmp/nvcc"))
     assert all(container[k] == v for k, v in CCACHE_KEYING)
     assert ("CCACHE_COMPILERCHECK", "content") in CCACHE_KEYING
+
+
+NVCC = shutil.which("nvcc")
+# code that depends on a macro NVCC_APPEND_FLAGS may set
+MACRO_CU = "__global__ void k(int* x) {\n#ifdef XYZ\n  x[0] = 7;\n#else\n  x[0] = 5;\n#endif\n}\n"
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc on PATH (no GPU needed)")
+@pytest.mark.parametrize(("namespaced", "hits"), [(True, 0), (False, 1)], ids=["ours", "default"])
+def test_a_changed_nvcc_env_flag_misses_the_cache(
+    tmp_path: Path, namespaced: bool, hits: int
+) -> None:
+    """ccache does not hash NVCC_APPEND_FLAGS (nvcc reads it): without the namespace a
+    compile with `-DXYZ=1` there gets the object compiled without it."""
+    assert CCACHE is not None and NVCC is not None
+    (tmp_path / "k.cu").write_text(MACRO_CU)
+    base = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CCACHE_DIR": str(tmp_path / "cache"),
+        "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf"),
+        **dict(CCACHE_KEYING),
+    }
+    for n, flags in enumerate(("--threads 2", "--threads 1 -DXYZ=1")):
+        env = {**base, "NVCC_APPEND_FLAGS": flags}
+        if namespaced:
+            env.update(nvcc_flags_namespace(env))
+        subprocess.run(
+            [CCACHE, NVCC, "-c", "k.cu", "-o", f"k{n}.o", "-gencode", "arch=compute_90,code=sm_90"],
+            cwd=tmp_path, env=env, check=True, timeout=300,
+        )  # fmt: skip
+    stats = _stats(base)
+    assert stats["direct_cache_hit"] + stats["preprocessed_cache_hit"] == hits, stats
+    same = (tmp_path / "k0.o").read_bytes() == (tmp_path / "k1.o").read_bytes()
+    assert same is (hits == 1)  # a hit is the stale object

@@ -74,6 +74,7 @@ NVCC_MAPS = (
 
 # nvcc's intermediate files named after the source, not its pid (reproducible wheels)
 NVCC_KEEP = "--keep --keep-dir /tmp/buildtools/build/temp"
+NVCC_SEED = "-frandom-seed=torch-buildtools"  # module ids without cudafe++'s pid
 
 
 def incontainer(verb: str, *args: str) -> list[str]:
@@ -477,7 +478,11 @@ def test_the_job_cache_puts_the_images_ccache_in_front_of_every_compiler() -> No
     assert env["CCACHE_DIR"] == "/buildtools/ccache"
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"
     assert env["PYTORCH_NVCC"] == "/opt/buildtools/venv/bin/ccache /tmp/buildtools/cuda/bin/nvcc"
-    assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} --threads 3 {NVCC_KEEP}"
+    assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} {NVCC_SEED} --threads 3 {NVCC_KEEP}"
+    # ccache does not hash NVCC_APPEND_FLAGS: the namespace does, less the thread count
+    one = dict(compose(job, ccache_dir=Path("/cache/ccache/job"), nvcc_threads=1).container_env)
+    assert env["CCACHE_NAMESPACE"].startswith("nvcc-")
+    assert one["CCACHE_NAMESPACE"] == env["CCACHE_NAMESPACE"]
     assert "--volume=/cache/ccache/job:/buildtools/ccache" in run.create_args
     # cibuildwheel expands the one PATH value against the container's own PATH
     args = cibw_options.CommandLineArguments.defaults()
@@ -495,7 +500,7 @@ def test_without_a_cache_or_threads_the_container_build_is_as_before() -> None:
     run = compose(planned_job("torch2.11.0-cu130-cp312"), nvcc_threads=1)
     env = dict(run.container_env)
     assert not any(k in env for k in ("CCACHE_DIR", "PYTORCH_NVCC", "PATH"))
-    assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} {NVCC_KEEP}"  # no --threads
+    assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} {NVCC_SEED} {NVCC_KEEP}"  # no --threads
     assert "$PATH" not in run.options_dict["CIBW_ENVIRONMENT"]
     cpu = dict(compose(planned_job("torch2.13.0-cpu-cp311"), nvcc_threads=4).container_env)
     assert "NVCC_APPEND_FLAGS" not in cpu  # no device code, no nvcc

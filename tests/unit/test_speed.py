@@ -12,10 +12,11 @@ import pytest
 from fixtures.factories import make_job, make_toolchain
 from fixtures.fakes import FakeRunner
 
-from buildtools.backends.base import nvcc_flags_env
+from buildtools.backends.base import nvcc_flags_env, nvcc_seed_env
 from buildtools.backends.local import LocalBackend
 from buildtools.context import RunContext
 from buildtools.model import BuildJob, Toolkit
+from buildtools.toolchain.ccachekeys import nvcc_flags_namespace
 from buildtools.toolchain.envs import Toolchain
 from buildtools.toolchain.installer import select_installer, uv_install_argv, uv_options
 from buildtools.wheelbuild.compilercache import (
@@ -559,3 +560,33 @@ def test_compilers_named_by_path_bypass_the_cache_and_say_so() -> None:
     only_cc = bypassing_compilers({"CC": "/opt/gcc/bin/gcc"})
     assert only_cc is not None and "$CXX" not in only_cc
     assert bypassing_compilers({"CXX": "'/x/g++"}) is not None  # a broken quote: still one line
+
+
+def test_the_ccache_namespace_hashes_the_nvcc_flags_that_reach_the_output() -> None:
+    def ns(flags: str, **more: str) -> str | None:
+        return nvcc_flags_namespace({"NVCC_APPEND_FLAGS": flags, **more}).get("CCACHE_NAMESPACE")
+
+    # how fast and where intermediate files go: no namespace of their own
+    assert ns("--threads 4 -t 2 --threads=3 -t8 --keep --keep-dir /tmp/a -keep-dir=/b") is None
+    seed = ns("-frandom-seed=x -Xcompiler -ffile-prefix-map=/one/checkout=.")
+    assert seed is not None and seed.startswith("nvcc-")
+    # another checkout (the old path of a map) and another thread count: the same
+    assert ns("--threads 2 -frandom-seed=x -Xcompiler -ffile-prefix-map=/other=.") == seed
+    # a macro, another seed, another new path, the same flag prepended instead: not the same
+    assert ns("-frandom-seed=x -Xcompiler -ffile-prefix-map=/one/checkout=. -DXYZ") != seed
+    assert ns("-frandom-seed=y -Xcompiler -ffile-prefix-map=/one/checkout=.") != seed
+    assert ns("-frandom-seed=x -Xcompiler -ffile-prefix-map=/one/checkout=/src") != seed
+    prepended = nvcc_flags_namespace({"NVCC_PREPEND_FLAGS": "-DXYZ"})["CCACHE_NAMESPACE"]
+    assert prepended != ns("-DXYZ")
+    # a namespace the caller set stays, with ours after it; a bad quote is not a traceback
+    assert ns("-DXYZ", CCACHE_NAMESPACE="team") == f"team-{ns('-DXYZ')}"
+    assert ns("-DA='b") is not None
+
+
+def test_nvcc_gets_a_fixed_random_seed_unless_the_project_names_one() -> None:
+    assert nvcc_seed_env({}) == {"NVCC_APPEND_FLAGS": "-frandom-seed=torch-buildtools"}
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-O3"}) == {
+        "NVCC_APPEND_FLAGS": "-O3 -frandom-seed=torch-buildtools"
+    }
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-frandom-seed=1"}) == {}
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "--frandom-seed 1"}) == {}

@@ -51,9 +51,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from ...ecosystem import load_ecosystem
 from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
+from ...toolchain.ccachekeys import nvcc_flags_namespace
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
-from ..base import nvcc_flags_env, nvcc_keep_env, prefix_maps_env
+from ..base import nvcc_flags_env, nvcc_keep_env, nvcc_seed_env, prefix_maps_env
 from .compilercache import (
     CONTAINER_CCACHE_DIR,
     GHA_CACHE_VARS,
@@ -486,6 +487,7 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
     build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
     if accel.kind == "cuda":
+        build_env.update(nvcc_seed_env(build_env))  # module ids without cudafe++'s pid
         build_env.update(nvcc_flags_env(nvcc_threads, build_env))
         # nvcc's intermediate files named after the source, not its pid (reproducible), in
         # the object directory, which exists when ninja runs
@@ -493,6 +495,8 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
             nvcc_keep_env(PurePosixPath(CONTAINER_BUILD_TEMP), build_env, project_dir=project_dir)
         )
     container_env += list(build_env.items())
+    if ccache_dir is not None and inputs.cache_tool == "ccache":  # nvcc's env flags, hashed
+        container_env += list(nvcc_flags_namespace(build_env).items())
     if "MAX_JOBS" not in dict(job.env):
         container_env.append(("MAX_JOBS", str(max_jobs)))
     if offline:
