@@ -188,9 +188,10 @@ def test_reproducible_build_environment(tmp_path: Path) -> None:
         " -frandom-seed=torch-buildtools"  # nvcc's module ids without cudafe++'s pid
     )
     seeded = {"NVCC_APPEND_FLAGS": "--frandom-seed mine"}  # the project's own seed wins
-    assert "torch-buildtools" not in reproducible_env(seeded, project_dir=tmp_path, device=True)[
-        "NVCC_APPEND_FLAGS"
-    ]
+    assert (
+        "torch-buildtools"
+        not in reproducible_env(seeded, project_dir=tmp_path, device=True)["NVCC_APPEND_FLAGS"]
+    )
     # a path nvcc's -Xcompiler or CFLAGS would split is left unmapped, not broken
     spaced = reproducible_env({}, project_dir=tmp_path / "my project")
     assert "my project" not in spaced["CFLAGS"] and "../../..=." in spaced["CFLAGS"]
