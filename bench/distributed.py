@@ -263,6 +263,19 @@ def _differences(runs: dict[str, Any]) -> dict[str, Any]:
     return {"differences": differ} if differ else {}
 
 
+def _kills_proved(runs: dict[str, Any]) -> dict[str, bool]:
+    """`<run>_proved` for each killed run: it proves nothing unless the servers died while a
+    unit was out and a unit then fell back to this machine."""
+    out: dict[str, bool] = {}
+    for name, run in runs.items():
+        if "during_done" in run:
+            fell_back = (run.get("compiles") or {}).get("fell_back", 0)
+            out[f"{name}_proved"] = bool(run["during_done"] and fell_back)
+            if not out[f"{name}_proved"]:
+                print(f"{name}: the servers were not killed mid-unit (no unit fell back)")
+    return out
+
+
 def _killer(state: ClusterState, env: dict[str, str]) -> Callable[[], bool]:
     """SIGKILL every server of the cluster once the scheduler has a unit in progress (which
     server has it is the scheduler's choice, and a serial build keeps to one): the unit in
@@ -480,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "identical_wheels": len({r["sha256"] for r in runs.values()}) == 1,
         **_differences(runs),
+        **_kills_proved(runs),
     }
     if {"1x1", "2x1"} <= set(runs):
         t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Protocol
 
+from packaging.version import InvalidVersion, Version
+
 from ..context import RunContext
 from ..knowledge import Knowledge
 from ..model import BuildJob
@@ -97,13 +99,17 @@ def prefix_maps_env(maps: Sequence[str], env: Mapping[str, str], *, device: bool
     return out
 
 
-# nvcc's -frandom-seed (CUDA >= 11.x), the same for every file: see nvcc_seed_env
+# nvcc's -frandom-seed, the same for every file (see nvcc_seed_env). nvcc 13.0 has the
+# option; nvcc 11.8 (Debian 12's nvidia-cuda-toolkit) and 12.4 (Debian 13's) stop with
+# "nvcc fatal : Unknown option '-frandom-seed=…'" (checked 2026-11-26). 12.5-12.9 were not
+# at hand to try, so they are treated as lacking it.
 NVCC_RANDOM_SEED = "torch-buildtools"
+NVCC_RANDOM_SEED_SINCE = Version("13.0")
 
 
-def nvcc_seed_env(env: Mapping[str, str]) -> dict[str, str]:
+def nvcc_seed_env(env: Mapping[str, str], cuda_version: str | None) -> dict[str, str]:
     """NVCC_APPEND_FLAGS with `-frandom-seed=torch-buildtools` added (pure); {} when the flags
-    name a seed already.
+    name a seed already, or the CUDA version's nvcc has no such option (before 13.0).
 
     nvcc's module id names a `.cu` file's anonymous-namespace symbols in the host object and
     in the device code (`_GLOBAL__N__<path hash>_<len>_<name>_<suffix>`). For a file that
@@ -117,8 +123,12 @@ def nvcc_seed_env(env: Mapping[str, str]) -> dict[str, str]:
     gcc/clang as well, where it replaces the random part of the names the host compiler
     must make unique.
     """
+    try:
+        supported = cuda_version is not None and Version(cuda_version) >= NVCC_RANDOM_SEED_SINCE
+    except InvalidVersion:
+        supported = False
     current = env.get("NVCC_APPEND_FLAGS", "")
-    if re.search(r"(^|\s)--?frandom-seed", current):
+    if not supported or re.search(r"(^|\s)--?frandom-seed", current):
         return {}
     return {"NVCC_APPEND_FLAGS": f"{current} -frandom-seed={NVCC_RANDOM_SEED}".strip()}
 

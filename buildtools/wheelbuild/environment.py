@@ -97,6 +97,7 @@ def job_environment(
             project_dir=opts.project_dir,
             site_packages=toolchain.site_packages,
             device=job.toolkit is not None and job.toolkit.kind == "cuda",
+            cuda_version=job.toolkit.version if job.toolkit is not None else None,
         )
     )
     env.update(nvcc_flags_env(opts.nvcc_threads if job.toolkit else 1, env))
@@ -147,6 +148,7 @@ def reproducible_env(
     project_dir: Path,
     site_packages: Path | None = None,
     device: bool = False,
+    cuda_version: str | None = None,
 ) -> dict[str, str]:
     """Variables that keep the build machine out of the wheel's bytes.
 
@@ -157,11 +159,12 @@ def reproducible_env(
     to `/site-packages` (`-ffile-prefix-map`, gcc >= 8 and clang >= 10; `-fdebug-prefix-map`
     for the debug info of older ones), appended to CFLAGS/CXXFLAGS so that the caller's flags
     still apply; for a `device` (CUDA) job the same maps reach nvcc's host compiler through
-    NVCC_APPEND_FLAGS (`-Xcompiler`), with nvcc's random seed fixed (`nvcc_seed_env`). The
-    linker's build id is a hash of the output, equal when the rest is.
+    NVCC_APPEND_FLAGS (`-Xcompiler`), with nvcc's random seed fixed where its nvcc has the
+    option (`cuda_version`, `nvcc_seed_env`). The linker's build id is a hash of the
+    output, equal when the rest is.
     """
     out = {"SOURCE_DATE_EPOCH": str(source_date_epoch(env))}
     out.update(prefix_maps_env(_maps(project_dir, site_packages), env, device=device))
     if device:
-        out.update(nvcc_seed_env({**env, **out}))
+        out.update(nvcc_seed_env({**env, **out}, cuda_version))
     return out

@@ -43,3 +43,17 @@ def test_differences_name_the_member_and_its_section(tmp_path: Path) -> None:
 def test_a_member_that_only_looks_like_elf_is_named_not_raised(tmp_path: Path) -> None:
     a = distributed.digests(_wheel(tmp_path / "a.whl", b"\x7fELF garbage", "r"))
     assert "pkg/_ext.so" in a and "pkg/_ext.so[unreadable]" in a
+
+
+def test_a_killed_run_without_a_fallback_proves_nothing() -> None:
+    runs = {
+        "2x1": {"compiles": {"fell_back": 0}},
+        "2x1-killed": {"during_done": True, "compiles": {"fell_back": 1}},
+        "late-kill": {"during_done": True, "compiles": {"fell_back": 0}},
+        "no-kill": {"during_done": False, "compiles": {"fell_back": 0}},
+    }
+    assert distributed._kills_proved(runs) == {
+        "2x1-killed_proved": True,
+        "late-kill_proved": False,
+        "no-kill_proved": False,
+    }

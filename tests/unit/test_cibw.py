@@ -574,3 +574,14 @@ def test_a_free_threaded_job_enables_free_threading_in_cibuildwheel() -> None:
     assert options["CIBW_ENABLE"] == "cpython-freethreading"
     plain = compose(planned_job("torch2.13.0-cpu-cp311"), image=job.image).options_dict
     assert "CIBW_ENABLE" not in plain
+
+
+def test_a_cuda_12_container_build_gets_no_random_seed() -> None:
+    """nvcc before 13.0 stops on -frandom-seed ("Unknown option", nvcc 11.8 and 12.4)."""
+    job = planned_job("torch2.11.0-cu130-cp312")
+    assert job.toolkit is not None
+    older = replace(job, toolkit=replace(job.toolkit, version="12.6"))
+    env = dict(compose(older, ccache_dir=Path("/cache/ccache/job"), nvcc_threads=2).container_env)
+    assert "frandom-seed" not in env["NVCC_APPEND_FLAGS"]
+    env13 = dict(compose(job, ccache_dir=Path("/cache/ccache/job"), nvcc_threads=2).container_env)
+    assert NVCC_SEED in env13["NVCC_APPEND_FLAGS"].split()

@@ -584,9 +584,17 @@ def test_the_ccache_namespace_hashes_the_nvcc_flags_that_reach_the_output() -> N
 
 
 def test_nvcc_gets_a_fixed_random_seed_unless_the_project_names_one() -> None:
-    assert nvcc_seed_env({}) == {"NVCC_APPEND_FLAGS": "-frandom-seed=torch-buildtools"}
-    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-O3"}) == {
-        "NVCC_APPEND_FLAGS": "-O3 -frandom-seed=torch-buildtools"
+    seed = "-frandom-seed=torch-buildtools"
+    assert nvcc_seed_env({}, "13.0") == {"NVCC_APPEND_FLAGS": seed}
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-O3"}, "13.2") == {
+        "NVCC_APPEND_FLAGS": f"-O3 {seed}"
     }
-    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-frandom-seed=1"}) == {}
-    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "--frandom-seed 1"}) == {}
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-frandom-seed=1"}, "13.0") == {}
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "--frandom-seed 1"}, "13.0") == {}
+
+
+@pytest.mark.parametrize("version", ["11.8", "12.4", "12.9", None, "not-a-version"])
+def test_an_nvcc_without_the_seed_option_gets_none(version: str | None) -> None:
+    """nvcc 11.8 and 12.4 stop with "Unknown option '-frandom-seed=…'" (measured): a CUDA 12
+    cell must not get the flag, or every one of its builds fails."""
+    assert nvcc_seed_env({"NVCC_APPEND_FLAGS": "-O3"}, version) == {}

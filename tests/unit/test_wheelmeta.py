@@ -182,15 +182,21 @@ def test_reproducible_build_environment(tmp_path: Path) -> None:
     assert env["CFLAGS"] == f"-O2 {flags}"
     assert env["CXXFLAGS"] == flags
     assert "NVCC_APPEND_FLAGS" not in env
-    cuda = reproducible_env({"NVCC_APPEND_FLAGS": "--threads 2"}, project_dir=tmp_path, device=True)
+    cuda = reproducible_env(
+        {"NVCC_APPEND_FLAGS": "--threads 2"}, project_dir=tmp_path, device=True, cuda_version="13.0"
+    )
     assert cuda["NVCC_APPEND_FLAGS"] == (
         f"--threads 2 -Xcompiler -ffile-prefix-map={tmp_path}=. -Xcompiler -ffile-prefix-map=../../..=."
         " -frandom-seed=torch-buildtools"  # nvcc's module ids without cudafe++'s pid
     )
+    cuda12 = reproducible_env({}, project_dir=tmp_path, device=True, cuda_version="12.6")
+    assert "frandom-seed" not in cuda12["NVCC_APPEND_FLAGS"]  # nvcc 12 has no such option
     seeded = {"NVCC_APPEND_FLAGS": "--frandom-seed mine"}  # the project's own seed wins
     assert (
         "torch-buildtools"
-        not in reproducible_env(seeded, project_dir=tmp_path, device=True)["NVCC_APPEND_FLAGS"]
+        not in reproducible_env(seeded, project_dir=tmp_path, device=True, cuda_version="13.0")[
+            "NVCC_APPEND_FLAGS"
+        ]
     )
     # a path nvcc's -Xcompiler or CFLAGS would split is left unmapped, not broken
     spaced = reproducible_env({}, project_dir=tmp_path / "my project")

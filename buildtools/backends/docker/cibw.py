@@ -487,7 +487,8 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
     build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
     if accel.kind == "cuda":
-        build_env.update(nvcc_seed_env(build_env))  # module ids without cudafe++'s pid
+        # module ids without cudafe++'s pid, where the job's nvcc has -frandom-seed
+        build_env.update(nvcc_seed_env(build_env, job.toolkit.version if job.toolkit else None))
         build_env.update(nvcc_flags_env(nvcc_threads, build_env))
         # nvcc's intermediate files named after the source, not its pid (reproducible), in
         # the object directory, which exists when ninja runs
