@@ -7,6 +7,7 @@ __all__ = ["main"]
 import argparse
 import contextlib
 import errno
+import importlib
 import json
 import os
 import signal
@@ -14,28 +15,16 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode, Terminated, cleanup_notes
 from ..files import describe_os_error
-from ..index.coverage import coverage_map, render_text
-from ..index.manifest import read_manifest
-from ..knowledge import load_knowledge
-from ..matrix.config import json_schema
-from ..planner import Plan, abi_window
-from .build import add_build_parser
-from .check import add_check_parser
-from .ci import add_ci_parser
-from .common import add_plan_args, plan_from_args
-from .dist import add_dist_parser
-from .doctor import add_doctor_parser
-from .estimate import estimate_for, nvcc_threads_of, print_estimate
-from .index import add_index_parser
-from .init import add_init_parser
-from .knowledge import add_knowledge_parser
-from .missing import MissingReport, missing_plan
-from .smoke import add_smoke_parser
+from .common import add_plan_args
+
+if TYPE_CHECKING:
+    from ..planner import Plan
+    from .missing import MissingReport
 
 Handler = Callable[[argparse.Namespace, TextIO], int]
 
@@ -44,6 +33,8 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
+
+    from ..planner import abi_window
 
     # values are text, never rich markup (an image or a reason may hold "[/…]")
     console = Console(
@@ -100,6 +91,10 @@ def _print_published(report: MissingReport, out: TextIO) -> None:
 def _print_coverage(result: Plan, site: Path | None, out: TextIO) -> None:
     """The matrix as a grid: what this plan builds, what other profiles do, what cannot
     exist; with a site, what it publishes and which cells a smoke test proved."""
+    from ..index.coverage import coverage_map, render_text
+    from ..index.manifest import read_manifest
+    from ..knowledge import load_knowledge
+
     manifest = read_manifest(site) if site is not None else None
     cmap = coverage_map(
         manifest.wheels if manifest else (),
@@ -114,6 +109,10 @@ def _print_coverage(result: Plan, site: Path | None, out: TextIO) -> None:
 
 
 def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
+    from .common import plan_from_args
+    from .estimate import estimate_for, nvcc_threads_of, print_estimate
+    from .missing import missing_plan
+
     missing: MissingReport | None = None
     if args.missing:
         result, project_dir, missing = missing_plan(args)
@@ -146,6 +145,8 @@ def cmd_plan(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
+    from ..matrix.config import json_schema
+
     out.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
     return 0
 
@@ -204,18 +205,38 @@ def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.Argume
     return parser
 
 
-def _extra_verbs() -> list[Callable[[Any], None]]:
-    return [
-        add_build_parser,
-        add_check_parser,
-        add_ci_parser,
-        add_dist_parser,
-        add_doctor_parser,
-        add_index_parser,
-        add_init_parser,
-        add_knowledge_parser,
-        add_smoke_parser,
-    ]
+def _verb(module: str, add: str) -> Callable[[Any], None]:
+    """A verb's parser, its module imported only when the verb is: a command pays for the
+    imports of its own verb alone (`buildtools build` of an unchanged cell is mostly start)."""
+
+    def register(sub: Any) -> None:
+        getattr(importlib.import_module(f"{__package__}.{module}"), add)(sub)
+
+    return register
+
+
+# verb → (module of buildtools.cli, its add-parser function); `plan` and `schema` are here
+VERBS: dict[str, tuple[str, str]] = {
+    "build": ("build", "add_build_parser"),
+    "check": ("check", "add_check_parser"),
+    "ci": ("ci", "add_ci_parser"),
+    "dist": ("dist", "add_dist_parser"),
+    "doctor": ("doctor", "add_doctor_parser"),
+    "index": ("index", "add_index_parser"),
+    "init": ("init", "add_init_parser"),
+    "knowledge": ("knowledge", "add_knowledge_parser"),
+    "smoke": ("smoke", "add_smoke_parser"),
+}
+
+
+def _extra_verbs(argv: Sequence[str] | None = None) -> list[Callable[[Any], None]]:
+    """Every verb's parser; only the named verb's when `argv` starts with one (a command's
+    parse needs no other verb's parser; `--help`, a typo or no verb still lists them all)."""
+    first = argv[0] if argv else None
+    if first in ("plan", "schema"):
+        return []
+    chosen = [first] if first in VERBS else list(VERBS)
+    return [_verb(*VERBS[name]) for name in chosen]
 
 
 def _say(line: str) -> None:
@@ -268,7 +289,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             "(`> /dev/null`)"
         )
         return int(ExitCode.FILESYSTEM)
-    parser = build_parser(_extra_verbs())
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_extra_verbs(argv))
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     with _sigterm_as_interrupt():

@@ -70,17 +70,39 @@ def _problem(path: Path, raw: Any, loc: Sequence[int | str], msg: str) -> str:
     return f"{path}:{line or 1}: {where}: {msg}"
 
 
-def _read(path: Path) -> tuple[Any, Any]:
-    """(round-trip tree with line numbers, plain Python data) of one YAML file."""
+def _parse(path: Path, text: str, typ: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
-        return YAML(typ="rt").load(text), YAML(typ="safe").load(text)
-    except OSError as exc:
-        raise KnowledgeError(f"{path}: cannot read knowledge data: {exc.strerror}") from None
+        return YAML(typ=typ).load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         raise KnowledgeError(f"{path}{line}: not valid YAML: {exc}") from None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KnowledgeError(f"{path}: cannot read knowledge data: {exc.strerror}") from None
+
+
+def _read(path: Path) -> tuple[Any, Any]:
+    """(round-trip tree with line numbers, plain Python data) of one YAML file."""
+    text = _text(path)
+    return _parse(path, text, "rt"), _parse(path, text, "safe")
+
+
+class _Trees(dict[str, Any]):
+    """File name → round-trip tree (line numbers), parsed only when a problem is located:
+    the round-trip parse costs as much as the plain one, and every command start paid it."""
+
+    def __init__(self, data_dir: Path, texts: Mapping[str, str]) -> None:
+        super().__init__()
+        self._dir, self._texts = data_dir, texts
+
+    def __missing__(self, name: str) -> Any:
+        tree = self[name] = _parse(self._dir / name, self._texts[name], "rt")
+        return tree
 
 
 def _cross_check(files: Mapping[str, Any], raws: Mapping[str, Any], data_dir: Path) -> list[str]:
@@ -131,18 +153,19 @@ class DataRows:
 def load_data(data_dir: Path) -> DataRows:
     """Read and validate every file of `data_dir`; KnowledgeError lists every problem."""
     rows: dict[str, Any] = {}
-    raws: dict[str, Any] = {}
+    texts = {name: _text(data_dir / name) for name in FILES}
+    raws = _Trees(data_dir, texts)
     problems: list[str] = []
     for name, (key, adapter) in FILES.items():
         path = data_dir / name
-        raw, plain = _read(path)
-        raws[name] = raw
+        plain = _parse(path, texts[name], "safe")
         if not isinstance(plain, dict) or list(plain) != [key] or not plain[key]:
             problems.append(f"{path}:1: expected one top-level key {key!r} with a list of rows")
             continue
         try:
             rows[name] = adapter.validate_python(plain[key])
         except ValidationError as exc:
+            raw = raws[name]
             problems += [_problem(path, raw, (key, *e["loc"]), e["msg"]) for e in exc.errors()]
     if not problems:
         problems = _cross_check(rows, raws, data_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 from pathlib import Path
 
@@ -113,3 +114,18 @@ def test_backend_registry_feeds_the_cli_and_refuses_foreign_flags() -> None:
         make_backend("local", setting, BackendOptions(base_image="x/y:1"))
     assert make_backend("local", setting, BackendOptions()).name == "local"
     assert make_backend("docker", setting, BackendOptions(offline=True)).name == "docker"
+
+
+def _verbs(parser: argparse.ArgumentParser) -> set[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+def test_every_verb_is_listed_without_a_verb_and_parses_alone() -> None:
+    from buildtools.cli.main import VERBS
+
+    assert _verbs(build_parser(_extra_verbs())) == {"plan", "schema", *VERBS}
+    for verb in VERBS:
+        assert _verbs(build_parser(_extra_verbs([verb]))) == {"plan", "schema", verb}
+    assert _verbs(build_parser(_extra_verbs(["plan"]))) == {"plan", "schema"}
+    assert _verbs(build_parser(_extra_verbs(["--help"]))) == {"plan", "schema", *VERBS}
