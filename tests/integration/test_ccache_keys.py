@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from buildtools.backends.docker.compilercache import cache_env
-from buildtools.toolchain.ccachekeys import CCACHE_KEYING, nvcc_flags_namespace
+from buildtools.toolchain.ccachekeys import CCACHE_KEYING, nvcc_flags_namespace, nvcc_launcher
 
 CCACHE = shutil.which("ccache")
 GXX = shutil.which("g++")
@@ -108,3 +108,48 @@ def test_a_changed_nvcc_env_flag_misses_the_cache(
     assert stats["direct_cache_hit"] + stats["preprocessed_cache_hit"] == hits, stats
     same = (tmp_path / "k0.o").read_bytes() == (tmp_path / "k1.o").read_bytes()
     assert same is (hits == 1)  # a hit is the stale object
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc on PATH (no GPU needed)")
+@pytest.mark.parametrize("header", ["h/project.h", "sys/system.h"], ids=["project", "isystem"])
+def test_nvcc_in_depend_mode_preprocesses_once_and_sees_every_header(
+    tmp_path: Path, header: str
+) -> None:
+    """nvcc as buildtools launches it (`nvcc_launcher`: ccache's depend mode) with torch's
+    ninja flags (`$nvcc -MD -MF $out.d`, torch 2.11 and 2.13): a miss runs no second preprocessing, an unchanged unit hits, and an edited
+    header, a project's or one found through -isystem (which -MMD would leave out), misses."""
+    assert CCACHE is not None and NVCC is not None
+    for rel in ("h/project.h", "sys/system.h"):
+        (tmp_path / rel).parent.mkdir(exist_ok=True)
+        (tmp_path / rel).write_text(f"#define VALUE_{rel[0].upper()} 5\n")
+    (tmp_path / "k.cu").write_text(
+        '#include "project.h"\n#include <system.h>\n'
+        "__global__ void k(int* x) { x[0] = VALUE_H + VALUE_S; }\n"
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CCACHE_DIR": str(tmp_path / "cache"),
+        "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf"),
+        **dict(CCACHE_KEYING),
+    }
+    launcher = nvcc_launcher("ccache", CCACHE, NVCC)
+
+    def compile_(out: str = "k.o") -> bytes:  # one name: the arguments are part of the key
+        (tmp_path / f"{out}.d").unlink(missing_ok=True)  # as ninja does (deps = gcc)
+        subprocess.run(
+            [*launcher, "-MD", "-MF", f"{out}.d", "-Ih", "-isystem", "sys", "-c", "k.cu",
+             "-o", out, "-gencode", "arch=compute_90,code=sm_90"],
+            cwd=tmp_path, env=env, check=True, timeout=300,
+        )  # fmt: skip
+        return (tmp_path / out).read_bytes()
+
+    first = compile_()
+    assert _stats(env).get("preprocessed_cache_miss", 0) == 0  # depend mode: no -E run
+    assert compile_() == first
+    assert _stats(env)["direct_cache_hit"] == 1
+    (tmp_path / header).write_text((tmp_path / header).read_text().replace("5", "7"))
+    edited = compile_()
+    stats = _stats(env)
+    assert stats["direct_cache_hit"] == 1 and stats["cache_miss"] == 2, stats
+    assert edited != first  # compiled again, with the edited header

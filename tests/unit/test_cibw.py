@@ -477,7 +477,10 @@ def test_the_job_cache_puts_the_images_ccache_in_front_of_every_compiler() -> No
     env = dict(run.container_env)
     assert env["CCACHE_DIR"] == "/buildtools/ccache"
     assert env["TORCH_NO_COMPILER_WRAPPER"] == "1"
-    assert env["PYTORCH_NVCC"] == "/opt/buildtools/venv/bin/ccache /tmp/buildtools/cuda/bin/nvcc"
+    assert env["PYTORCH_NVCC"] == (
+        "env CCACHE_DEPEND=1 /opt/buildtools/venv/bin/ccache /tmp/buildtools/cuda/bin/nvcc"
+    )
+    assert "CCACHE_DEPEND" not in env
     assert env["NVCC_APPEND_FLAGS"] == f"{NVCC_MAPS} {NVCC_SEED} --threads 3 {NVCC_KEEP}"
     # ccache does not hash NVCC_APPEND_FLAGS: the namespace does, less the thread count
     one = dict(compose(job, ccache_dir=Path("/cache/ccache/job"), nvcc_threads=1).container_env)

@@ -147,7 +147,9 @@ def test_ccache_env_of_a_cuda_build_wraps_nvcc(tmp_path: Path) -> None:
         make_toolchain(tmp_path / "venv", cuda_home=cuda),
         cache,
     )
-    assert env["PYTORCH_NVCC"] == f"/usr/bin/ccache {cuda / 'bin' / 'nvcc'}"
+    # nvcc's units in ccache's depend mode (no second preprocessing on a miss)
+    assert env["PYTORCH_NVCC"] == f"env CCACHE_DEPEND=1 /usr/bin/ccache {cuda / 'bin' / 'nvcc'}"
+    assert "CCACHE_DEPEND" not in env  # C++ units: -MMD leaves system headers out
     assert env["PATH"].split(os.pathsep)[:3] == [
         str(tmp_path / "ccache" / "bin"),
         str(cuda / "bin"),

@@ -24,7 +24,9 @@ __all__ = [
     "stop_words",
 ]
 
-from ...toolchain.ccachekeys import CCACHE_KEYING
+import shlex
+
+from ...toolchain.ccachekeys import CCACHE_KEYING, nvcc_launcher
 
 CONTAINER_CCACHE_DIR = "/buildtools/ccache"  # the job's compiler cache (read-write)
 CONTAINER_CCACHE = "/opt/buildtools/venv/bin/ccache"
@@ -67,7 +69,7 @@ def cache_env(tool: str, *, project: str, nvcc: str | None) -> list[tuple[str, s
             ("TORCH_NO_COMPILER_WRAPPER", "1"),
         ]
     if nvcc is not None:
-        env.append(("PYTORCH_NVCC", f"{_PROGRAM[tool]} {nvcc}"))
+        env.append(("PYTORCH_NVCC", shlex.join(nvcc_launcher(tool, _PROGRAM[tool], nvcc))))
     return env
 
 
