@@ -153,3 +153,23 @@ def test_nvcc_in_depend_mode_preprocesses_once_and_sees_every_header(
     stats = _stats(env)
     assert stats["direct_cache_hit"] == 1 and stats["cache_miss"] == 2, stats
     assert edited != first  # compiled again, with the edited header
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc on PATH (no GPU needed)")
+def test_nvcc_without_depend_mode_preprocesses_again_on_a_miss(tmp_path: Path) -> None:
+    """What depend mode saves: ccache's default mode runs nvcc -E before it compiles."""
+    assert CCACHE is not None and NVCC is not None
+    (tmp_path / "k.cu").write_text("__global__ void k(int* x) { x[0] = 5; }\n")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "CCACHE_DIR": str(tmp_path / "cache"),
+        "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf"),
+        **dict(CCACHE_KEYING),
+    }
+    subprocess.run(
+        [CCACHE, NVCC, "-MD", "-MF", "k.o.d", "-c", "k.cu", "-o", "k.o",
+         "-gencode", "arch=compute_90,code=sm_90"],
+        cwd=tmp_path, env=env, check=True, timeout=300,
+    )  # fmt: skip
+    assert _stats(env)["preprocessed_cache_miss"] == 1
