@@ -84,11 +84,11 @@ def nvcc_launcher(tool: str, program: str, nvcc: str) -> list[str]:
     preprocessed text before it compiles: for a `.cu` file, nvcc's whole host and device
     preprocessing, seconds per unit with torch's headers, paid by every cold build. Depend
     mode (`CCACHE_DEPEND`) instead hashes the source and every header of the dependency file
-    the compile writes anyway: torch's ninja build gives nvcc `-MD -MF` (torch 2.11 and
-    2.13), whose file names every header, the system's and CUDA's included (checked with
-    nvcc 13.0), so nothing goes unhashed. Only nvcc: torch
-    compiles C++ files with `-MMD`, whose file leaves out system headers. A compile that
-    writes no dependency file (setuptools without ninja) is in ccache's default mode.
+    the compile writes anyway: torch's ninja build gives nvcc `-MD -MF` (torch 2.11, 2.13
+    and 2.14), whose file names every header, the system's and CUDA's included (checked
+    with nvcc 13.0), so nothing goes unhashed. Only nvcc: torch compiles C++ files with
+    `-MMD`, whose file leaves out system headers. A compile that writes no dependency file
+    (setuptools without ninja) is in ccache's default mode.
     """
     if tool != "ccache":
         return [program, nvcc]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,20 @@ def test_every_verb_is_listed_without_a_verb_and_parses_alone() -> None:
         assert _verbs(build_parser(_extra_verbs([verb]))) == {"plan", "schema", verb}
     assert _verbs(build_parser(_extra_verbs(["plan"]))) == {"plan", "schema"}
     assert _verbs(build_parser(_extra_verbs(["--help"]))) == {"plan", "schema", *VERBS}
+
+
+def test_every_verb_module_of_cli_is_listed() -> None:
+    """A verb module's `add_*_parser` that VERBS does not name would never be registered
+    (cli.main imports verb modules by name, only when their verb runs)."""
+    from buildtools.cli.main import VERBS
+
+    cli = REPO / "buildtools" / "cli"
+    modules = {p.stem: p for p in cli.glob("*.py")} | {
+        p.parent.name: p for p in cli.glob("*/__init__.py")
+    }
+    found = {
+        (module, name)
+        for module, path in modules.items()
+        for name in re.findall(r"^def (add_\w+_parser)\(", path.read_text(), re.MULTILINE)
+    }
+    assert found == set(VERBS.values())
