@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import re
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from ..context import RunContext
 from ..errors import BuildFailedError
@@ -22,6 +24,7 @@ __all__ = [
     "LocalBackend",
     "extra_build_requirements",
     "object_dir",
+    "resolved_pins",
     "skips_dependency_check",
     "unmet_build_requirements",
 ]
@@ -118,6 +121,87 @@ def skips_dependency_check(project_dir: Path) -> bool:
     return _build_system(project_dir)[1] in _SETUPTOOLS_BACKENDS
 
 
+def _install_overlay(
+    toolchain: Toolchain, extra: list[str], overlay: Path, ctx: RunContext
+) -> None:
+    """Install the project's other build requirements, with what they need that the job's
+    environment lacks, into `overlay` (a directory of the job's build tree, put first on
+    PYTHONPATH), never into the shared environment.
+
+    pip resolves them against the environment first (`--dry-run --report`): a dependency it
+    already satisfies stays, the rest (setuptools-scm 10's vcs-versioning, say) is installed
+    at the resolved versions with `--no-deps`. A resolution that would replace torch or one of
+    torch's own requirements is refused: the cell's torch is what the wheel is built against.
+    """
+    stamp = overlay / (".ok-" + hashlib.sha256("\n".join(extra).encode()).hexdigest()[:12])
+    if stamp.is_file():
+        return
+    env, runner, log = ctx.env, ctx.processes, ctx.stream
+    overlay.mkdir(parents=True, exist_ok=True)
+    report = overlay / ".resolve.json"
+    pip = [str(toolchain.python), "-m", "pip", "install"]
+    what = f"the project's build requirements {', '.join(extra)} (pyproject.toml [build-system])"
+    result = runner.run(
+        [*pip, "--dry-run", "--quiet", "--report", str(report), *extra], env=env, log=log
+    )
+    if not result.ok:
+        raise BuildFailedError(f"{what} did not resolve: pip exited {result.returncode}")
+    pins = resolved_pins(report, protected=_torch_family(toolchain.site_packages), what=what)
+    if pins:
+        argv = [*pip, "--no-deps", "--upgrade", "--target", str(overlay), *pins]
+        result = runner.run(argv, env=env, log=log)
+        if not result.ok:
+            raise BuildFailedError(f"{what} did not install: pip exited {result.returncode}")
+    stamp.write_text("\n".join(extra) + "\n")
+
+
+def _torch_family(site_packages: Path) -> set[str]:
+    """torch and the distributions its metadata requires (nvidia-*, triton, sympy…)."""
+    names = {"torch"}
+    for dist in importlib.metadata.distributions(path=[str(site_packages)]):
+        if canonicalize_name(dist.metadata["Name"] or "") == "torch":
+            for raw in dist.requires or ():
+                try:
+                    names.add(canonicalize_name(Requirement(raw).name))
+                except InvalidRequirement:
+                    continue
+    return names
+
+
+_DIST_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
+
+def resolved_pins(report: Path, *, protected: set[str], what: str) -> list[str]:
+    """`name==version` for each distribution pip's installation report would install.
+
+    The report is read as untrusted: a name or version that is not one is an error, as is a
+    distribution of `protected` (the job's torch and its requirements), which the build must
+    not replace.
+    """
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        items = data["install"]
+        pairs = [(str(i["metadata"]["name"]), str(i["metadata"]["version"])) for i in items]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BuildFailedError(f"{what}: pip's report {report} is unreadable: {exc}") from None
+    pins: list[str] = []
+    for name, version in pairs:
+        try:
+            parsed = Version(version)
+        except InvalidVersion:
+            parsed = None
+        if not _DIST_NAME.match(name) or parsed is None:
+            raise BuildFailedError(f"{what}: pip's report names {name!r} {version!r}")
+        if canonicalize_name(name) in protected:
+            raise BuildFailedError(
+                f"{what} need {name} {version}, which would replace the job's own {name}: "
+                "the wheel must build against the cell's torch. Loosen the requirement, or "
+                "build this cell with a torch it accepts"
+            )
+        pins.append(f"{name}=={parsed}")
+    return pins
+
+
 class LocalBackend:
     """PEP 517 build with `build --no-isolation` inside the job's torch environment."""
 
@@ -154,20 +238,8 @@ class LocalBackend:
         full_env = {**env, "DIST_EXTRA_CONFIG": str(extra_cfg)}
         extra = extra_build_requirements(project_dir)
         if extra:
-            # into the job's build tree, not the shared environment, and without their
-            # dependencies (which could bring another torch)
             overlay = build_dir / "build-requires"
-            stamp = overlay / (".ok-" + hashlib.sha256("\n".join(extra).encode()).hexdigest()[:12])
-            if not stamp.is_file():
-                pip = [str(toolchain.python), "-m", "pip", "install", "--no-deps", "--upgrade"]
-                result = runner.run([*pip, "--target", str(overlay), *extra], env=env, log=log)
-                if not result.ok:
-                    raise BuildFailedError(
-                        f"the project's build requirements {', '.join(extra)} "
-                        f"(pyproject.toml [build-system]) did not install: pip exited "
-                        f"{result.returncode}"
-                    )
-                stamp.write_text("\n".join(extra) + "\n")
+            _install_overlay(toolchain, extra, overlay, ctx)
             path = full_env.get("PYTHONPATH")
             full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(overlay), path) if p)
         argv = [str(toolchain.python), "-m", "build", "--wheel", "--no-isolation"]

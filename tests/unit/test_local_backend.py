@@ -88,3 +88,37 @@ def test_only_setuptools_projects_skip_builds_own_dependency_check(tmp_path: Pat
         assert skips_dependency_check(tmp_path) is skips, backend
     (tmp_path / "pyproject.toml").write_text("[build-system]\nrequires = ['setuptools']\n")
     assert skips_dependency_check(tmp_path)
+
+
+def _report(tmp_path: Path, items: object) -> Path:
+    import json
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"version": "1", "install": items}))
+    return path
+
+
+def test_resolved_pins_from_pips_report(tmp_path: Path) -> None:
+    import pytest
+
+    from buildtools.backends.local import resolved_pins
+    from buildtools.errors import BuildFailedError
+
+    def item(name: str, version: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "version": version}, "requested": False}
+
+    ok = _report(tmp_path, [item("setuptools-scm", "10.3.4"), item("vcs_versioning", "2.6")])
+    assert resolved_pins(ok, protected={"torch"}, what="x") == [
+        "setuptools-scm==10.3.4",
+        "vcs_versioning==2.6",
+    ]
+    # the report is untrusted: what is not a name or a version never reaches pip's argv
+    for bad in (item("--index-url=http://evil", "1"), item("x", "1; rm -rf /"), item("", "1")):
+        with pytest.raises(BuildFailedError, match="pip's report names"):
+            resolved_pins(_report(tmp_path, [bad]), protected=set(), what="x")
+    with pytest.raises(BuildFailedError, match="unreadable"):
+        resolved_pins(_report(tmp_path, [{"metadata": {}}]), protected=set(), what="x")
+    # replacing the job's torch (or what torch requires) is refused, by canonical name
+    replace = _report(tmp_path, [item("Triton", "3.6.0")])
+    with pytest.raises(BuildFailedError, match="would replace the job's own Triton"):
+        resolved_pins(replace, protected={"torch", "triton"}, what="x")
