@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import os
 import re
 from pathlib import Path
@@ -15,18 +14,21 @@ from packaging.version import InvalidVersion, Version
 
 from ..context import RunContext
 from ..errors import BuildFailedError
+from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..process import ProcessRunner
-from ..toolchain.envs import BUILD_REQUIREMENTS, Toolchain
+from ..toolchain.buildrequires import (
+    extra_build_requirements,
+    skips_dependency_check,
+    unmet_build_requirements,
+)
+from ..toolchain.envs import Toolchain
 
 __all__ = [
     "OBJECTS_DIR",
     "LocalBackend",
-    "extra_build_requirements",
     "object_dir",
     "resolved_pins",
-    "skips_dependency_check",
-    "unmet_build_requirements",
 ]
 
 # Where a job's object files are compiled, inside the project: the compiler's working
@@ -40,85 +42,6 @@ OBJECTS_DIR = ("build", "torch-buildtools")
 def object_dir(project_dir: Path, build_dir: Path) -> Path:
     """The job's object directory (setuptools' build_temp): `build_dir`'s name, in the project."""
     return project_dir.joinpath(*OBJECTS_DIR, build_dir.name)
-
-
-_BUILD_SYSTEM = re.compile(r"^\[build-system\]\s*$(.*?)(?=^\[|\Z)", re.MULTILINE | re.DOTALL)
-_REQUIRES = re.compile(r"^\s*requires\s*=\s*\[(.*?)\]", re.MULTILINE | re.DOTALL)
-_QUOTED = re.compile(r""""([^"]*)"|'([^']*)'""")
-# the job's environment provides these: its exact torch and buildtools' own build tools
-_PROVIDED = {"torch", *(canonicalize_name(r) for r in BUILD_REQUIREMENTS)}
-
-
-_BACKEND = re.compile(r"""^\s*build-backend\s*=\s*["']([^"']*)["']""", re.MULTILINE)
-# backends whose get_requires_for_build_wheel adds nothing a torch extension needs (setuptools:
-# `setup_requires`, long deprecated) but runs setup.py, torch's import included, once more
-_SETUPTOOLS_BACKENDS = {"", "setuptools.build_meta", "setuptools.build_meta:__legacy__"}
-
-
-def _build_system(project_dir: Path) -> tuple[list[tuple[str, Requirement]], str]:
-    """[build-system]'s requires (raw text, parsed; those that apply here) and build-backend
-    ("" when pyproject.toml or the key is absent). Read without a TOML parser (Python 3.10
-    has none)."""
-    try:
-        text = (project_dir / "pyproject.toml").read_text(encoding="utf-8")
-    except OSError:
-        return [], ""
-    section = _BUILD_SYSTEM.search(text)
-    requires = _REQUIRES.search(section[1]) if section else None
-    backend = _BACKEND.search(section[1]) if section else None
-    out: list[tuple[str, Requirement]] = []
-    for double, single in _QUOTED.findall(requires[1]) if requires else []:
-        raw = double or single
-        try:
-            req = Requirement(raw)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or req.marker.evaluate():
-            out.append((raw, req))
-    return out, backend[1].strip() if backend else ""
-
-
-def extra_build_requirements(project_dir: Path) -> list[str]:
-    """[build-system].requires of pyproject.toml that the job's environment lacks (numpy…).
-
-    torch is never among them: the environment has the cell's exact torch, and a build
-    requirement must not replace it.
-    """
-    requires, _ = _build_system(project_dir)
-    return [raw for raw, req in requires if canonicalize_name(req.name) not in _PROVIDED]
-
-
-def unmet_build_requirements(project_dir: Path, site_packages: Path) -> list[str]:
-    """The [build-system].requires the job's environment provides (torch, setuptools…) at a
-    version outside the project's specifier, as "<requirement> (<name> <version> here)".
-
-    `python -m build` checks the same before it builds; buildtools skips that check for
-    setuptools projects (see `LocalBackend`) and makes this one instead, from the
-    environment's metadata (no process). The others (`extra_build_requirements`) are
-    installed from their own specifiers.
-    """
-    requires, _ = _build_system(project_dir)
-    provided = [(raw, req) for raw, req in requires if canonicalize_name(req.name) in _PROVIDED]
-    if not provided:
-        return []
-    installed = {
-        canonicalize_name(d.metadata["Name"] or ""): d.version
-        for d in importlib.metadata.distributions(path=[str(site_packages)])
-    }
-    unmet: list[str] = []
-    for raw, req in provided:
-        version = installed.get(canonicalize_name(req.name))
-        if version is None:
-            unmet.append(f"{raw} ({req.name} is not installed here)")
-        elif not req.specifier.contains(version, prereleases=True):
-            unmet.append(f"{raw} ({req.name} {version} here)")
-    return unmet
-
-
-def skips_dependency_check(project_dir: Path) -> bool:
-    """Whether `python -m build` may skip its own dependency check (`-x`): setuptools
-    projects, whose check runs setup.py a second time (torch's import: ~2 s a build)."""
-    return _build_system(project_dir)[1] in _SETUPTOOLS_BACKENDS
 
 
 def _install_overlay(
@@ -179,11 +102,11 @@ def resolved_pins(report: Path, *, protected: set[str], what: str) -> list[str]:
     not replace.
     """
     try:
-        data = json.loads(report.read_text(encoding="utf-8"))
+        data = decode_json(report.read_bytes(), what=f"pip's report {report}")
         items = data["install"]
         pairs = [(str(i["metadata"]["name"]), str(i["metadata"]["version"])) for i in items]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BuildFailedError(f"{what}: pip's report {report} is unreadable: {exc}") from None
+        raise BuildFailedError(f"{what}: pip's report is unreadable: {exc}") from None
     pins: list[str] = []
     for name, version in pairs:
         try:
@@ -246,7 +169,9 @@ class LocalBackend:
         if skips_dependency_check(project_dir):
             # build's check would run setup.py (and import torch) once more only to ask it
             # for setup_requires; the [build-system] requirements are checked here instead
-            unmet = unmet_build_requirements(project_dir, toolchain.site_packages)
+            unmet = unmet_build_requirements(
+                project_dir, toolchain.site_packages, toolchain.python_version
+            )
             if unmet:
                 raise BuildFailedError(
                     "pyproject.toml [build-system] requires what this job's environment "

@@ -39,7 +39,7 @@ __all__ = [
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..backends.docker.images import builder_image, docker_dir, load_pins
@@ -74,15 +74,18 @@ def _short(payload: object, n: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
-def prefetch_group(job: BuildJob) -> str:
-    """The download group of a job: platform, torch, accelerator and a hash of the pins."""
-    pins = {
+def prefetch_group(job: BuildJob, build_requires: Sequence[str] = ()) -> str:
+    """The download group of a job: platform, torch, accelerator and a hash of the pins
+    (`build_requires`: the project's own [build-system] requirements, downloaded as well)."""
+    pins: dict[str, object] = {
         "torch": job.torch_requirement,
         "index": job.torch_index,
         "toolkit": list(job.toolkit.pip_packages) if job.toolkit else [],
         "build": list(BUILD_REQUIREMENTS),
         "platform": job.platform_tag,
     }
+    if build_requires:  # (absent otherwise: the keys of projects without any stay as they were)
+        pins["project"] = list(build_requires)
     accel = job.accelerator.name
     return f"{RELEASE_NAMESPACE}dl-{job.platform}-torch{job.torch}-{accel}-{_short(pins, 12)}-"
 
@@ -117,9 +120,11 @@ def unpinned_bases(jobs: Iterable[BuildJob], env: Mapping[str, str]) -> list[str
     return sorted(b for b in bases if "@sha256:" not in b)
 
 
-def build_keys(job: BuildJob, *, group_pythons: Iterable[str], image: str) -> BuildKeys:
+def build_keys(
+    job: BuildJob, *, group_pythons: Iterable[str], image: str, build_requires: Sequence[str] = ()
+) -> BuildKeys:
     """The cache keys of `job`; `group_pythons`: the Pythons of its download group."""
-    group = prefetch_group(job)
+    group = prefetch_group(job, build_requires)
     suffix = image.rpartition(":")[2]
     toolchain = {
         "image": image or image_recipe(job),

@@ -22,7 +22,7 @@ __all__ = [
 
 import fnmatch
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,14 +154,14 @@ def job_globs(job: BuildJob, universe: Iterable[str]) -> tuple[str, ...]:
     return ids
 
 
-def _group_pythons(full: Plan) -> dict[str, set[str]]:
+def _group_pythons(full: Plan, build_requires: Sequence[str]) -> dict[str, set[str]]:
     groups: dict[str, set[str]] = defaultdict(set)
     for job in full.jobs:
-        groups[prefetch_group(job)].update(job.pythons)
+        groups[prefetch_group(job, build_requires)].update(job.pythons)
     return groups
 
 
-def matrix_entries(
+def matrix_entries(  # noqa: PLR0913
     selected: Plan,
     full: Plan,
     *,
@@ -170,11 +170,13 @@ def matrix_entries(
     ci_python: str,
     hosted: Collection[str],
     env: Mapping[str, str] | None = None,
+    build_requires: Sequence[str] = (),
 ) -> list[MatrixEntry]:
     """One entry per job of `selected`; globs are checked against every cell of `full`.
 
     `hosted`: the GitHub-hosted runner labels; `env` locates the builder Dockerfiles (for
-    the image tags; none: no image is shared between jobs).
+    the image tags; none: no image is shared between jobs); `build_requires`: the project's
+    own build requirements (in the download groups' keys).
     """
     current = [j.id for j in selected.jobs if j.torch_source == "current"]
     if current:
@@ -183,7 +185,7 @@ def matrix_entries(
             "a CI job cannot reproduce it. Keep `current` out of the CI profiles"
         )
     universe = [c.id for c in full.cells]
-    groups = _group_pythons(full)
+    groups = _group_pythons(full, build_requires)
     entries = []
     for job in selected.jobs:
         family = family_of(job)
@@ -191,7 +193,8 @@ def matrix_entries(
         pythons = [p for p in job.pythons if p != ci_python] + [ci_python]
         smoke_runner = job.smoke_runner
         image = image_tag(job, env) if env is not None else ""
-        keys = build_keys(job, group_pythons=groups[prefetch_group(job)], image=image)
+        group = groups[prefetch_group(job, build_requires)]
+        keys = build_keys(job, group_pythons=group, image=image, build_requires=build_requires)
         entries.append(
             MatrixEntry(
                 id=job.id,

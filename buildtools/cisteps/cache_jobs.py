@@ -66,12 +66,14 @@ def prefetch(
     *,
     kb: Knowledge,
     ctx: RunContext,
+    extra: Sequence[str] = (),
 ) -> Path:
-    """Download what the jobs' containers install into the prefetch directory; its path."""
+    """Download what the jobs' containers install into the prefetch directory; its path
+    (`extra`: the project's own build requirements)."""
     runner, log, env = ctx.processes, ctx.stream, ctx.env
     setting = BackendSetting(kb=kb, cache_dir=default_cache_dir(env), env=env)
     backend = docker_backend(setting, BackendOptions(offline=True))
     dest = default_cache_dir(env) / "prefetch"
     for job in jobs:
-        dest = backend.prefetch(job, runner=runner, log=log)
+        dest = backend.prefetch(job, runner=runner, log=log, extra=extra)
     return dest

@@ -120,6 +120,11 @@ def test_download_keys_follow_torch_accelerator_and_toolkit_pins(tmp_path: Path)
     other.write_text(text.replace("whl/{accelerator}\n  rocm:", "whl/test/{accelerator}\n  rocm:"))
     again = {e.id: e for e in _entries(_plan(other, "release"))}
     assert again["torch2.11.0-cu130-cp310"].prefetch_key != a.prefetch_key
+    # the project's own build requirements are downloaded too: a new one is a new key
+    scm = {e.id: e for e in _entries(full, build_requires=["setuptools-scm>=8"])}
+    c = scm["torch2.11.0-cu130-cp310"]
+    assert c.prefetch_key != a.prefetch_key and c.prefetch_key.startswith(c.prefetch_restore)
+    assert c.prefetch_key == scm["torch2.11.0-cu130-cp312"].prefetch_key
 
 
 def test_builder_images_are_one_per_recipe() -> None:

@@ -8,6 +8,7 @@ will do, and no matrix value can become shell or docker syntax.
 from __future__ import annotations
 
 import shlex
+import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -588,3 +589,33 @@ def test_a_cuda_12_container_build_gets_no_random_seed() -> None:
     assert "frandom-seed" not in env["NVCC_APPEND_FLAGS"]
     env13 = dict(compose(job, ccache_dir=Path("/cache/ccache/job"), nvcc_threads=2).container_env)
     assert NVCC_SEED in env13["NVCC_APPEND_FLAGS"].split()
+
+
+def test_the_projects_own_build_requirements_are_installed_and_prefetched(tmp_path: Path) -> None:
+    # `build --no-isolation` checks [build-system] requires: before-build installs the
+    # project's own ones (with their dependencies; PIP_CONSTRAINT keeps the job's torch)
+    project = tmp_path / "ext"
+    shutil.copytree(PROJECT, project, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools", "torch", "setuptools-scm>=8", '
+        "\"numpy; python_version >= '3.13'\"]\n"
+    )
+    job = planned_job("torch2.13.0-cpu-cp311")
+    opts = compose(job, project_dir=project).options_dict
+    assert shlex.split(opts["CIBW_BEFORE_BUILD"])[-7:] == [
+        *("--", "setuptools", "wheel", "ninja", "build"),
+        *("setuptools-scm>=8", "numpy; python_version >= '3.13'"),
+    ]
+    (build, _) = prefetch_commands(
+        job,
+        python="/usr/bin/python3",
+        dest=WHEELS,
+        torch_index=None,
+        cibw_constraints=lambda version: None,
+        extra=["setuptools-scm>=8"],
+    )
+    assert build[-5:] == ("setuptools", "wheel", "ninja", "build", "setuptools-scm>=8")
+    # what is not a requirement never reaches the container's command line
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["x; rm -rf /"]\n')
+    with pytest.raises(ConfigError, match=r"pyproject.toml: \[build-system\] requires"):
+        compose(job, project_dir=project)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from buildtools.backends.local import extra_build_requirements
+from buildtools.toolchain.buildrequires import extra_build_requirements
 
 
 def test_build_requirements_the_job_environment_lacks(tmp_path: Path) -> None:
@@ -12,13 +12,16 @@ def test_build_requirements_the_job_environment_lacks(tmp_path: Path) -> None:
         "[project]\nname = 'x'\nrequires = ['not-this']\n\n"
         "[build-system]\n"
         'requires = [\n  "setuptools>=64",\n  "torch>=2.0",\n  "numpy",\n'
-        '  "pybind11>=2.12; python_version >= \'3.0\'",\n  "ninja",\n]\n'
+        '  "pybind11>=2.12; python_version >= \'3.0\'",\n  "ninja",\n'
+        '  "cffi; python_version < \'3\'",\n]\n'
         'build-backend = "setuptools.build_meta"\n'
     )
     # torch and buildtools' own build tools come with the job's environment
+    # as written: pip evaluates the markers with the job's Python (not this one's)
     assert extra_build_requirements(tmp_path) == [
         "numpy",
         "pybind11>=2.12; python_version >= '3.0'",
+        "cffi; python_version < '3'",
     ]
 
 
@@ -51,7 +54,7 @@ def _dist(site: Path, name: str, version: str) -> None:
 
 
 def test_provided_build_requirements_are_checked_against_the_environment(tmp_path: Path) -> None:
-    from buildtools.backends.local import unmet_build_requirements
+    from buildtools.toolchain.buildrequires import unmet_build_requirements
 
     site = tmp_path / "site-packages"
     _dist(site, "torch", "2.11.0+cu130")
@@ -62,18 +65,31 @@ def test_provided_build_requirements_are_checked_against_the_environment(tmp_pat
         'build-backend = "setuptools.build_meta"\n'
     )
     # numpy is installed from its own specifier (extra_build_requirements): not checked here
-    assert unmet_build_requirements(tmp_path, site) == ["wheel (wheel is not installed here)"]
+    assert unmet_build_requirements(tmp_path, site, "3.12.1") == [
+        "wheel (wheel is not installed here)"
+    ]
     (tmp_path / "pyproject.toml").write_text(
         "[build-system]\nrequires = ['setuptools>=81', 'torch>=2.12', 'ninja; python_version < \"3\"']\n"
     )
-    assert unmet_build_requirements(tmp_path, site) == [
+    assert unmet_build_requirements(tmp_path, site, "3.12.1") == [
         "setuptools>=81 (setuptools 80.9.0 here)",
         "torch>=2.12 (torch 2.11.0+cu130 here)",
+    ]
+    # markers are the job's Python's, not the one running buildtools
+    (tmp_path / "pyproject.toml").write_text(
+        "[build-system]\nrequires = ['wheel; python_version >= \"3.13\"', 'setuptools>=81']\n"
+    )
+    assert unmet_build_requirements(tmp_path, site, "3.12.1") == [
+        "setuptools>=81 (setuptools 80.9.0 here)"
+    ]
+    assert unmet_build_requirements(tmp_path, site, "3.13.0") == [
+        "wheel; python_version >= \"3.13\" (wheel is not installed here)",
+        "setuptools>=81 (setuptools 80.9.0 here)",
     ]
 
 
 def test_only_setuptools_projects_skip_builds_own_dependency_check(tmp_path: Path) -> None:
-    from buildtools.backends.local import skips_dependency_check
+    from buildtools.toolchain.buildrequires import skips_dependency_check
 
     assert skips_dependency_check(tmp_path)  # a setup.py project: no pyproject.toml
     for backend, skips in (
@@ -122,3 +138,24 @@ def test_resolved_pins_from_pips_report(tmp_path: Path) -> None:
     replace = _report(tmp_path, [item("Triton", "3.6.0")])
     with pytest.raises(BuildFailedError, match="would replace the job's own Triton"):
         resolved_pins(replace, protected={"torch", "triton"}, what="x")
+
+
+def test_a_build_system_pip_could_not_read_is_one_clear_line(tmp_path: Path) -> None:
+    import pytest
+
+    from buildtools.errors import ConfigError
+
+    pyproject = tmp_path / "pyproject.toml"
+    for text, message in (
+        ("[build-system\n", "not readable as TOML"),
+        ("[build-system]\nrequires = 'setuptools'\n", "requires must be a list of strings"),
+        ("[build-system]\nrequires = ['x; rm -rf /']\n", "'x; rm -rf /' is not a requirement"),
+        ("[build-system]\nbuild-backend = 3\n", "build-backend must be a string"),
+    ):
+        pyproject.write_text(text)
+        with pytest.raises(ConfigError, match=message) as info:
+            extra_build_requirements(tmp_path)
+        assert str(info.value).startswith(f"{pyproject}: ")
+    # a quoted name in a comment is not a requirement (TOML is parsed, not scanned)
+    pyproject.write_text("[build-system]\nrequires = [\n  'numpy',  # not 'scipy'\n]\n")
+    assert extra_build_requirements(tmp_path) == ["numpy"]

@@ -22,6 +22,7 @@ import platform
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import IO
@@ -34,6 +35,7 @@ from ...locks import file_lock
 from ...model import BuildJob
 from ...probe.emulation import BINFMT_DIR, emulation_for, setup_commands
 from ...process import ProcessRunner, which
+from ...toolchain.buildrequires import extra_build_requirements
 from ...toolchain.envs import Toolchain
 from ...toolchain.indexprobe import job_index
 from ..base import (
@@ -287,8 +289,11 @@ class DockerBackend:
             job, Path(self.python), ctx=RunContext(processes=runner, env=self.env, log=log)
         )
 
-    def prefetch(self, job: BuildJob, *, runner: ProcessRunner, log: IO[str]) -> Path:
-        """Download every wheel the job's container installs into the shared prefetch dir."""
+    def prefetch(
+        self, job: BuildJob, *, runner: ProcessRunner, log: IO[str], extra: Sequence[str] = ()
+    ) -> Path:
+        """Download every wheel the job's container installs into the shared prefetch dir
+        (`extra`: the project's own build requirements)."""
         dest = self.cache_dir / "prefetch"
         for argv in prefetch_commands(
             job,
@@ -296,6 +301,7 @@ class DockerBackend:
             dest=dest,
             torch_index=self._torch_index(job, runner, log),
             cibw_constraints=_cibw_constraints,
+            extra=extra,
         ):
             self._pip_download(argv, dest=dest, runner=runner, log=log)
         return dest
@@ -395,7 +401,8 @@ class DockerBackend:
             write_wrappers(job_dir)
         uv_dir = None
         if self.offline:
-            wheels: Path | None = self.prefetch(job, runner=runner, log=log)
+            extra = extra_build_requirements(project_dir)
+            wheels: Path | None = self.prefetch(job, runner=runner, log=log, extra=extra)
             pip, index = None, None
             uv_dir = None if cross is not None else self.uv_for(job, runner=runner, log=log)
         else:

@@ -51,6 +51,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from ...ecosystem import load_ecosystem
 from ...errors import ConfigError
 from ...model import PLATFORMS, BuildJob, python_tag
+from ...toolchain.buildrequires import extra_build_requirements
 from ...toolchain.ccachekeys import nvcc_flags_namespace
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
@@ -260,10 +261,12 @@ def prefetch_commands(
     dest: Path,
     torch_index: str | None,
     cibw_constraints: Callable[[str], Path | None],
+    extra: Sequence[str] = (),
 ) -> tuple[tuple[str, ...], ...]:
     """`pip download` commands that put every wheel the job's container needs into `dest`.
 
-    Per Python of the job: torch at the job's pin, the build requirements and the toolkit
+    Per Python of the job: torch at the job's pin, the build requirements (buildtools' and
+    `extra`, the project's own), and the toolkit
     (for the build, and torch again for cibuildwheel's test venv), and virtualenv at
     cibuildwheel's own pin (its test step installs it).
     """
@@ -279,7 +282,7 @@ def prefetch_commands(
         for plat in prefetch_platforms(job.platform_tag):
             base += ["--platform", plat]
         reqs = [_requirement(job.torch_requirement, f"{job.id}: torch requirement")]
-        reqs += list(BUILD_REQUIREMENTS)
+        reqs += [*BUILD_REQUIREMENTS, *(_requirement(r, "[build-system] requires") for r in extra)]
         reqs += [_requirement(r, f"{job.id}: toolkit") for r in toolkit]
         index = (
             ["--extra-index-url", _url(torch_index, f"{job.id}: torch_index")]
@@ -529,7 +532,9 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         before += ["--cuda", accel.version]
         toolkit = job.toolkit.pip_packages if job.toolkit else ()
         before += [f"--toolkit={_requirement(r, f'{job.id}: toolkit')}" for r in toolkit]
-    before += ["--", *BUILD_REQUIREMENTS]
+    where = f"{project_dir / 'pyproject.toml'}: [build-system] requires"
+    extra = [_requirement(r, where) for r in extra_build_requirements(project_dir)]
+    before += ["--", *BUILD_REQUIREMENTS, *extra]
 
     repair = ["--python", BUILD_PYTHON, "--plat", job.platform_tag]
     policy = job.repair.policy

@@ -37,6 +37,7 @@ from ...errors import PlanError
 from ...matrix.config import load_matrix
 from ...planning import default_matrix_path, host_python
 from ...process import ProcessRunner, SubprocessRunner
+from ...toolchain.buildrequires import extra_build_requirements
 from ...workflows.generate import regen_command
 from ...workflows.pins import load_pins
 from ..common import add_plan_args, plan_from_args
@@ -78,6 +79,7 @@ def cmd_matrix(
             ci_python=host_python(),
             hosted=hosted,
             env=env if images else None,
+            build_requires=extra_build_requirements(project_dir),
         )
 
     entries = entries_of(selected, images=True)

@@ -17,12 +17,14 @@ from ...errors import PlanError
 from ...knowledge import load_knowledge
 from ...planning import host_python
 from ...process import SubprocessRunner
+from ...toolchain.buildrequires import extra_build_requirements
 from ...workflows.pins import load_pins
 from ..common import add_plan_args, plan_from_args
 
 
 def cmd_prefetch(args: argparse.Namespace, out: TextIO) -> int:
-    full, _ = plan_from_args(args)
+    full, project_dir = plan_from_args(args)
+    extra = extra_build_requirements(project_dir)
     hosted = load_pins().hosted_runners.labels
     entries = matrix_entries(
         full,
@@ -31,6 +33,7 @@ def cmd_prefetch(args: argparse.Namespace, out: TextIO) -> int:
         matrix=str(args.matrix or layout.DEFAULT_MATRIX),
         ci_python=host_python(),
         hosted=hosted,
+        build_requires=extra,
     )
     ids = {e.id for e in entries if e.prefetch_key == args.group}
     if not ids:
@@ -39,6 +42,7 @@ def cmd_prefetch(args: argparse.Namespace, out: TextIO) -> int:
         [j for j in full.jobs if j.id in ids],
         kb=load_knowledge(),
         ctx=RunContext(processes=SubprocessRunner(), env=dict(os.environ), log=sys.stdout),
+        extra=extra,
     )
     out.write(f"downloads of {len(ids)} job(s) in {dest}\n")
     return 0
