@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,12 +51,22 @@ def local_base() -> str:
 
 @pytest.fixture(scope="module")
 def docker_build(local_base: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CPU cell built by the docker backend, offline, FROM the local base."""
+    """The CPU cell built by the docker backend, offline, FROM the local base.
+
+    The example, with one build requirement of its own that buildtools does not provide
+    (setuptools-scm, which brings vcs-versioning): prefetched, and installed by before-build.
+    """
     tmp = tmp_path_factory.mktemp("docker")
+    project = tmp / "scatter"
+    shutil.copytree(
+        REPO / "examples" / "scatter", project, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"torch"]', '"torch", "setuptools-scm>=9"]'))
     matrix = tmp / "matrix.yaml"
     matrix.write_text(
         textwrap.dedent(f"""\
-        project: {{path: {REPO / "examples" / "scatter"}, abi: per-python}}
+        project: {{path: {project}, abi: per-python}}
         axes:
           torch: ["2.13.0"]
           accelerator: [cpu]
@@ -98,6 +109,8 @@ def test_cpu_cell_builds_in_the_container_offline(docker_build: Path) -> None:
     else:
         assert "# installs in the container: pip (no uv: " in log
         assert "Processing /buildtools/wheels/torch-2.13.0+cpu-" in log
+    # the project's own build requirement, with its dependency, from the prefetched wheels
+    assert re.search(r"setuptools[-_]scm-\d", log) and re.search(r"vcs[-_]versioning-\d", log)
     assert "[buildtools] torch 2.13.0+cpu (CUDA None, HIP None)" in log
     # the CPU image has no CUDA/ROCm toolchain; one that had would be hidden from the build
     assert "[buildtools] CPU cell: the image has no CUDA/ROCm toolchain in sight" in log
