@@ -13,7 +13,7 @@ def test_build_requirements_the_job_environment_lacks(tmp_path: Path) -> None:
         "[build-system]\n"
         'requires = [\n  "setuptools>=64",\n  "torch>=2.0",\n  "numpy",\n'
         '  "pybind11>=2.12; python_version >= \'3.0\'",\n  "ninja",\n'
-        '  "cffi; python_version < \'3\'",\n]\n'
+        "  \"cffi; python_version < '3'\",\n]\n"
         'build-backend = "setuptools.build_meta"\n'
     )
     # torch and buildtools' own build tools come with the job's environment
@@ -83,7 +83,7 @@ def test_provided_build_requirements_are_checked_against_the_environment(tmp_pat
         "setuptools>=81 (setuptools 80.9.0 here)"
     ]
     assert unmet_build_requirements(tmp_path, site, "3.13.0") == [
-        "wheel; python_version >= \"3.13\" (wheel is not installed here)",
+        'wheel; python_version >= "3.13" (wheel is not installed here)',
         "setuptools>=81 (setuptools 80.9.0 here)",
     ]
 
