@@ -4,16 +4,21 @@ A job that distributes compiles through its own sccache server (a Unix socket in
 directory, its own config and compile cache), so that its counts are its own and no other
 build or helper on the machine shares it:
 
-- the host compiler: a directory of compiler-named links to sccache first on PATH (sccache
-  >= 0.8 runs as the compiler its link is named after, the next one on PATH);
-- nvcc: `PYTORCH_NVCC="sccache nvcc --threads N -ccbin <host c++>"`. sccache (>= 0.9) runs
-  `nvcc --dryrun` and then each step itself; cicc and ptxas of every arch, and the host
-  compile, are units it can send to a build server, and `--threads N` on the command line
-  (where sccache reads it) runs N archs' steps at once. The host compiler is named by path
-  because nvcc would otherwise find the sccache link on PATH and call it from inside the
-  sccache server, which refuses to act as a compiler there. `--threads` and `--keep` are
-  taken out of NVCC_APPEND_FLAGS (sccache reads only the command line, and runs the dry run
-  with its own `--keep`, so intermediate files are named after the source either way).
+- the host compiler: a directory of compiler-named scripts first on PATH, each running
+  `sccache <the real compiler>` through `launcher.py`, which gives an unoptimized (`-O0`)
+  unit a link to the compiler under another path instead: the job's sccache config marks
+  those links `no_dist`, so such units compile here (their code would differ by a `nop`
+  when compiled remotely, see `launcher`) and are counted apart (`kept_here`);
+- nvcc: `PYTORCH_NVCC` is the same launcher, running `sccache nvcc --threads N -ccbin
+  <host c++>` (the `no_dist` link when the unit's host code is unoptimized). sccache
+  (>= 0.9) runs `nvcc --dryrun` and then each step itself; cicc and ptxas of every arch,
+  and the host compile, are units it can send to a build server, and `--threads N` on the
+  command line (where sccache reads it) runs N archs' steps at once. The host compiler is
+  named by path because nvcc would otherwise find the sccache entry on PATH and call it from
+  inside the sccache server, which refuses to act as a compiler there. `--threads` and
+  `--keep` are taken out of NVCC_APPEND_FLAGS (sccache reads only the command line, and runs
+  the dry run with its own `--keep`, so intermediate files are named after the source
+  either way).
 
 sccache falls back to a local compile for a unit whose server cannot be reached or dies
 (`dist_errors` in its counts); an answer 4xx from the cluster (a wrong token) fails the
@@ -31,11 +36,13 @@ __all__ = [
     "MASQUERADE",
     "DistTarget",
     "DistributedJob",
+    "Launchers",
     "UnitCounts",
     "client_env",
     "fallback_reasons",
-    "make_masquerade",
-    "nvcc_command",
+    "kept_here",
+    "make_launchers",
+    "nvcc_launcher",
     "parse_stats",
     "resolve_target",
     "strip_nvcc_flags",
@@ -45,9 +52,10 @@ import dataclasses
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +112,7 @@ class UnitCounts:
     remote: Mapping[str, int] = field(default_factory=dict)  # server address → units
     local: int = 0  # compiled here (not distributable, fallen back, or no cluster)
     fell_back: int = 0  # sent to the cluster, failed there, compiled here instead
+    kept_here: int = 0  # unoptimized units compiled here by design (`launcher`), in `local`
     cache_hits: int = 0
     failed: int = 0  # compiles that failed (the build says which)
     # why units fell back, as sccache logged it (`fallback_reasons`): "reason (n×)"
@@ -119,6 +128,7 @@ class UnitCounts:
             "remote_total": self.remote_total,
             "local": self.local,
             "fell_back": self.fell_back,
+            "kept_here": self.kept_here,
             "cache_hits": self.cache_hits,
             "failed": self.failed,
             "fallback_reasons": list(self.fallback_reasons),
@@ -127,6 +137,8 @@ class UnitCounts:
     def describe(self) -> str:
         where = ", ".join(f"{n} on {addr}" for addr, n in sorted(self.remote.items())) or "none"
         text = f"{self.remote_total} unit(s) remote ({where}), {self.local} local"
+        if self.kept_here:
+            text += f" ({self.kept_here} unoptimized, kept here: -O0 code differs remotely)"
         if self.fell_back:
             text += f" ({self.fell_back} fell back to local after the cluster failed them"
             text += f": {'; '.join(self.fallback_reasons)})" if self.fallback_reasons else ")"
@@ -170,24 +182,47 @@ _LOG_TAIL_BYTES = 4 << 20
 _REASON_CHARS = 300
 
 
-def fallback_reasons(log: Path, *, start: int = 0, limit: int = 3) -> tuple[str, ...]:
-    """The distinct reasons sccache's log (from byte `start`: this job's part) gives for
-    units that fell back, the most frequent first, each as "reason (n×)"; at most `limit`,
-    each cut to a line of printable text. () when the log is missing or says none."""
+def _fallbacks(log: Path, start: int) -> Counter[str]:
     try:
         with log.open("rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(start, size - _LOG_TAIL_BYTES))
             text = fh.read().decode("utf-8", errors="replace")
     except OSError:
-        return ()
+        return Counter()
     seen: Counter[str] = Counter()
     for line in text.splitlines():
         if _FALLBACK_MARK in line:
             reason = line.split(_FALLBACK_MARK, 1)[1]
             reason = "".join(c if c.isprintable() else "?" for c in reason).strip()
             seen[reason[:_REASON_CHARS]] += 1
-    return tuple(f"{reason} ({n}×)" for reason, n in seen.most_common(limit))
+    return seen
+
+
+def _kept(reason: str, kept: Collection[Path]) -> bool:
+    """Whether `reason` is sccache's for a unit of a `no_dist` compiler of `kept`."""
+    head, tail = "Toolchain distribution for ", " is disabled"
+    if not (reason.startswith(head) and reason.endswith(tail)):
+        return False
+    return Path(reason[len(head) : -len(tail)].strip('"')) in kept
+
+
+def fallback_reasons(
+    log: Path, *, start: int = 0, limit: int = 3, kept: Collection[Path] = ()
+) -> tuple[str, ...]:
+    """The distinct reasons sccache's log (from byte `start`: this job's part) gives for
+    units that fell back, the most frequent first, each as "reason (n×)"; at most `limit`,
+    each cut to a line of printable text. () when the log is missing or says none. Units of
+    the `kept` compilers (`no_dist`: compiled here by design) are not among them."""
+    seen = _fallbacks(log, start)
+    shown = [(r, n) for r, n in seen.most_common() if not _kept(r, kept)]
+    return tuple(f"{reason} ({n}×)" for reason, n in shown[:limit])
+
+
+def kept_here(log: Path, *, start: int = 0, kept: Collection[Path] = ()) -> int:
+    """How many units sccache's log says it compiled here because their compiler is one of
+    `kept` (the launcher's `no_dist` links: unoptimized units)."""
+    return sum(n for r, n in _fallbacks(log, start).items() if _kept(r, kept))
 
 
 def strip_nvcc_flags(value: str) -> tuple[str, int]:
@@ -214,33 +249,93 @@ def strip_nvcc_flags(value: str) -> tuple[str, int]:
     return shlex.join(kept), threads
 
 
-def nvcc_command(sccache: Path, nvcc: Path, *, threads: int, host_compiler: Path) -> str:
-    """PYTORCH_NVCC of a distributing CUDA job."""
-    argv = [str(sccache), str(nvcc)]
-    if threads > 1:
-        argv += ["--threads", str(threads)]
-    return shlex.join([*argv, "-ccbin", str(host_compiler)])
+def _launch(launcher: Sequence[str], *args: str) -> str:
+    """A launcher script's text: `launcher.py ARGS` with the compiler's arguments."""
+    return f'#!/bin/sh\n# buildtools: {__name__}\nexec {shlex.join([*launcher, *args])} "$@"\n'
 
 
-def make_masquerade(directory: Path, sccache: Path) -> Path:
-    """The directory of compiler-named links to sccache (idempotent, atomic per link)."""
-    directory.mkdir(parents=True, exist_ok=True)
+def _write(path: Path, text: str) -> None:
+    """`text` into the executable `path`, atomically and only when it changed."""
+    if path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == text:
+        return
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    tmp.write_text(text, encoding="utf-8")
+    tmp.chmod(0o755)
+    tmp.replace(path)
+
+
+def _link(link: Path, target: Path) -> None:
+    if link.is_symlink() and link.readlink() == target:
+        return
+    tmp = link.with_name(f".{link.name}.tmp{os.getpid()}")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    tmp.replace(link)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launchers:
+    """A distributing job's compiler entries (`launcher`): `bin` goes first on PATH; `here`
+    holds a link to each real compiler, which the job's sccache config marks `no_dist`."""
+
+    bin: Path
+    here: Path
+    compilers: Mapping[str, Path] = field(default_factory=dict)  # name → the real compiler
+
+    @property
+    def no_dist(self) -> tuple[Path, ...]:
+        return tuple(self.here / name for name in sorted(self.compilers))
+
+    @property
+    def nvcc(self) -> Path:
+        return self.bin / "nvcc-launch"
+
+
+def make_launchers(work: Path, sccache: Path, *, path: str) -> Launchers:
+    """The compiler entries of a distributing job (idempotent): for each compiler name found
+    on `path`, a script that runs `launcher.py` (an unoptimized unit goes to the `here` link);
+    a name with no compiler behind it links to sccache, which then says so."""
+    found = {name: shutil.which(name, path=path) for name in MASQUERADE}
+    launchers = Launchers(
+        bin=work / "bin",
+        here=work / "here",
+        compilers={name: Path(real) for name, real in found.items() if real is not None},
+    )
+    launchers.bin.mkdir(parents=True, exist_ok=True)
+    launchers.here.mkdir(parents=True, exist_ok=True)
+    script = [sys.executable, "-I", str(Path(__file__).with_name("launcher.py"))]
     for name in MASQUERADE:
-        link = directory / name
-        if link.is_symlink() and link.readlink() == sccache:
+        entry = launchers.bin / name
+        real = launchers.compilers.get(name)
+        if real is None:
+            _link(entry, sccache)
             continue
-        tmp = directory / f".{name}.tmp{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(sccache)
-        tmp.replace(link)
-    return directory
+        _link(launchers.here / name, real)
+        _write(entry, _launch(script, "cc", str(sccache), str(real), str(launchers.here / name)))
+    return launchers
+
+
+def nvcc_launcher(
+    launchers: Launchers, sccache: Path, nvcc: Path, *, threads: int, host: str
+) -> str:
+    """PYTORCH_NVCC of a distributing CUDA job: the script that runs sccache on nvcc with
+    `-ccbin` the host compiler `host` (by name: found on PATH), or its `here` link when the
+    unit's host code is unoptimized."""
+    real = launchers.compilers.get(host)
+    if real is None:
+        raise ToolMissingError(f"{host}: no host compiler on PATH for nvcc (-ccbin)")
+    script = [sys.executable, "-I", str(Path(__file__).with_name("launcher.py"))]
+    args = ("nvcc", str(sccache), str(real), str(launchers.here / host), str(nvcc), str(threads))
+    _write(launchers.nvcc, _launch(script, *args))
+    return shlex.quote(str(launchers.nvcc))
 
 
 @dataclass(frozen=True, kw_only=True)
 class ClientPaths:
     """One job's sccache server: its config, socket, cache and log."""
 
-    masquerade: Path
+    launchers: Launchers
     conf: Path
     socket: Path
     cache: Path
@@ -259,7 +354,7 @@ def client_env(
     what to set over `env`, which is the job's environment without a compiler cache."""
     path = env.get("PATH", os.defpath)
     out = {
-        "PATH": os.pathsep.join((str(paths.masquerade), path)),
+        "PATH": os.pathsep.join((str(paths.launchers.bin), path)),
         "SCCACHE_CONF": str(paths.conf),
         "SCCACHE_CACHED_CONF": str(paths.conf.with_name("cached-config")),
         "SCCACHE_SERVER_UDS": str(paths.socket),
@@ -271,13 +366,11 @@ def client_env(
         "CCACHE_DISABLE": "1",
     }
     if cuda_home is not None:
-        host = shutil.which("c++", path=path) or shutil.which("g++", path=path)
-        if host is None:
-            raise ToolMissingError("c++: no host compiler on PATH for nvcc (-ccbin)")
+        host = "c++" if "c++" in paths.launchers.compilers else "g++"
         remaining, threads = strip_nvcc_flags(env.get("NVCC_APPEND_FLAGS", ""))
         out["NVCC_APPEND_FLAGS"] = remaining
-        out["PYTORCH_NVCC"] = nvcc_command(
-            sccache, cuda_home / "bin" / "nvcc", threads=threads, host_compiler=Path(host)
+        out["PYTORCH_NVCC"] = nvcc_launcher(
+            paths.launchers, sccache, cuda_home / "bin" / "nvcc", threads=threads, host=host
         )
     return out
 
@@ -312,7 +405,7 @@ def distributed_job(
     # that CI may save and a later run read
     socket_dir = Path(tempfile.mkdtemp(prefix="bt-sccache-"))
     paths = ClientPaths(
-        masquerade=make_masquerade(work / "bin", sccache),
+        launchers=make_launchers(work, sccache, path=base_env.get("PATH", os.defpath)),
         conf=socket_dir / "client.toml",
         socket=socket_dir / "server.sock",
         cache=cache if cache is not None else socket_dir / "cache",  # throwaway
@@ -323,6 +416,7 @@ def distributed_job(
         target.url if target else None,
         target.token if target else "",
         toolchain_cache=paths.toolchains,
+        no_dist=paths.launchers.no_dist,
     )
     fd = os.open(paths.conf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -352,8 +446,15 @@ def distributed_job(
         except ValueError as exc:
             job.problem = str(exc)
         if job.counts is not None and job.counts.fell_back:
-            reasons = fallback_reasons(paths.log, start=log_start)
-            job.counts = dataclasses.replace(job.counts, fallback_reasons=reasons)
+            no_dist = paths.launchers.no_dist
+            reasons = fallback_reasons(paths.log, start=log_start, kept=no_dist)
+            here = min(job.counts.fell_back, kept_here(paths.log, start=log_start, kept=no_dist))
+            job.counts = dataclasses.replace(
+                job.counts,
+                fell_back=job.counts.fell_back - here,
+                kept_here=here,
+                fallback_reasons=reasons,
+            )
     finally:
         runner.run([str(sccache), "--stop-server"], env=env, log=log, timeout=SERVER_SECONDS)
         shutil.rmtree(socket_dir, ignore_errors=True)

@@ -270,13 +270,20 @@ def server_config(layout: ClusterLayout, server: ServerSpec, *, bwrap: Path) -> 
     )
 
 
-def client_config(scheduler_url: str | None, token: str, *, toolchain_cache: Path) -> str:
+def client_config(
+    scheduler_url: str | None,
+    token: str,
+    *,
+    toolchain_cache: Path,
+    no_dist: Sequence[Path] = (),
+) -> str:
     """The $SCCACHE_CONF of a build that distributes: Linux toolchains are packaged by
-    sccache itself (no `toolchains` entries). With no `scheduler_url` sccache compiles every
-    unit here."""
+    sccache itself; `no_dist` names compiler paths whose units always compile here (the
+    launcher's links for unoptimized units: `launcher`). With no `scheduler_url` sccache
+    compiles every unit here."""
     if scheduler_url is None:
         return toml_document({"dist": {"cache_dir": str(toolchain_cache)}})
-    return toml_document(
+    text = toml_document(
         {
             "dist": {
                 "scheduler_url": scheduler_url,
@@ -285,3 +292,9 @@ def client_config(scheduler_url: str | None, token: str, *, toolchain_cache: Pat
             }
         }
     )
+    for path in no_dist:
+        text += (
+            f'\n[[dist.toolchains]]\ntype = "no_dist"\n'
+            f"compiler_executable = {_toml_string(str(path))}\n"
+        )
+    return text

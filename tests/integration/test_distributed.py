@@ -179,15 +179,15 @@ void launch(int* x) { k<<<1, 32>>>(x); }
     ("flags", "same"),
     [
         pytest.param(("-O3",), True, id="optimized"),
-        # What differs (docs/distributed.md; a fix in sccache, gcc or nvcc fails these cases,
-        # then update the docs): with line info the cubin's .debug_line records each source
+        # What differs (docs/distributed.md; a fix in sccache or nvcc fails this case, then
+        # update the docs): with line info the cubin's .debug_line records each source
         # file's mtime and size, and a build server, which compiles preprocessed source,
-        # writes 0; the host code of an unoptimized compile (nvcc's default host -O0) gets a
-        # nop more in a function when it is compiled from the preprocessed source.
+        # writes 0.
         pytest.param(("-O3", "--generate-line-info"), False, id="line_info"),
-        # (sccache's rewrite_includes_only, gcc's -fdirectives-only, would make this case
-        # the same bytes, but gcc 12 then drops `#pragma omp` lines: not used)
-        pytest.param((), False, id="host_O0"),
+        # The host code of an unoptimized compile (nvcc's default host -O0) gets a nop more
+        # in a function when it is compiled from the preprocessed source: the launcher keeps
+        # that host compile here (no_dist), the device code still goes to the cluster.
+        pytest.param((), True, id="host_O0"),
     ],
 )
 def test_a_cu_file_compiles_to_the_same_object_through_the_cluster(
@@ -229,9 +229,68 @@ def test_a_cu_file_compiles_to_the_same_object_through_the_cluster(
             assert runner.run(argv, cwd=src, env=dj.env, log=log).ok, log.getvalue()[-3000:]
         if name == "remote":
             assert dj.counts is not None and dj.counts.remote_total >= 1, dj.counts
+            assert dj.counts.kept_here == (0 if "-O3" in flags else 1), dj.counts
+            assert dj.counts.fell_back == 0, dj.counts
         return (src / f"{name}.o").read_bytes()
 
     here = compile_through("http://127.0.0.1:9", "down", "here")  # nothing listens: local
     assert compile_through("http://127.0.0.1:9", "down", "again") == here
     remote = compile_through(state.scheduler_url, state.client_token, "remote")
     assert (remote == here) is same
+
+
+# a lambda in a multi-line macro argument (torch's AT_DISPATCH_* shape): at -O0, gcc emits one
+# nop more in it when it compiles the preprocessed text a build server gets
+MACRO_LAMBDA_CPP = """#define DISPATCH(T, ...) \\
+  [&] { switch (T) { case 0: { return __VA_ARGS__(); } default: return __VA_ARGS__(); } }()
+int f(int t, int* out) {
+  DISPATCH(t, [&] {
+    int s = 0;
+    for (int i = 0; i < t; ++i) {
+      s += out[i];
+    }
+    out[0] = s;
+  });
+  return out[0];
+}
+"""
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+def test_an_unoptimized_unit_is_compiled_here_and_the_same_bytes(
+    cluster: Path, tmp_path: Path, opt: str
+) -> None:
+    """Through the job's compiler entries (`c++` first on PATH): the -O0 unit is kept here
+    (no_dist) and equals the local object; the -O2 one goes to a server and equals it too."""
+    state = read_state(cluster)
+    assert state is not None
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.cpp").write_text(MACRO_LAMBDA_CPP)
+    runner = SubprocessRunner(default_timeout=300)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CC", "CXX"))}
+    argv = ["c++", opt, "-c", "m.cpp", "-o"]
+    plain = runner.run([*argv, "plain.o"], cwd=src, env=env, capture=True)
+    assert plain.ok, plain.output
+    log = io.StringIO()
+    with distributed_job(
+        DistTarget(url=state.scheduler_url, token=state.client_token),
+        env,
+        sccache=find_tool("sccache", env),
+        work=tmp_path / "w",
+        cache=None,
+        cuda_home=None,
+        ctx=RunContext(processes=runner, env=env, log=log),
+    ) as dj:
+        assert runner.run([*argv, "dist.o"], cwd=src, env=dj.env, log=log).ok, log.getvalue()
+    assert dj.counts is not None
+    kept, remote = (1, 0) if opt == "-O0" else (0, 1)
+    assert (dj.counts.kept_here, dj.counts.remote_total, dj.counts.fell_back) == (kept, remote, 0)
+    assert (src / "dist.o").read_bytes() == (src / "plain.o").read_bytes()
+    # without the launcher (sccache on the real compiler) the -O0 object is not the same
+    if opt == "-O0":
+        (src / "m.ii").write_text(
+            runner.run(["c++", "-O0", "-E", "m.cpp"], cwd=src, env=env, capture=True).output
+        )
+        pre = runner.run(["c++", "-O0", "-c", "m.ii", "-o", "pre.o"], cwd=src, env=env)
+        assert pre.ok and (src / "pre.o").read_bytes() != (src / "plain.o").read_bytes()

@@ -144,6 +144,31 @@ CORPUS: tuple[Extension, ...] = (
         cuda_cells=("torch2.11.0-cu130-cp311", "torch2.11.0-cu130-cp312"),
     ),
     Extension(
+        name="torch-harmonics",
+        version="0.8.0",
+        sdist="torch_harmonics-0.8.0.tar.gz",
+        sha256="b44340184416283a3636640a9050c2187515d6bd9858fa0421b048b66465f773",
+        style="pyproject.toml (setuptools backend, requires setuptools-scm: a build requirement "
+        "with a dependency of its own, vcs-versioning) + setup.py; a CppExtension always, two "
+        "CUDAExtensions (7 .cu, -O3, ninja) when torch.cuda.is_available() or "
+        "FORCE_CUDA_EXTENSION; top-level extension modules whose ImportError the package "
+        "swallows",
+        module="torch_harmonics",
+        edits=(
+            (
+                "--import-mode=importlib tests\n",
+                "--import-mode=importlib tests/test_convolution.py tests/test_sht.py\n",
+                "the test files its own tests/run_tests.sh runs without -d (the distributed "
+                "ones need a process group of several ranks)",
+            ),
+            (
+                "smoke_requires: [pytest]",
+                "smoke_requires: [pytest, parameterized]",
+                "its tests import parameterized",
+            ),
+        ),
+    ),
+    Extension(
         name="torch-linear-assignment",
         version="0.1.0",
         sdist="torch_linear_assignment-0.1.0.tar.gz",

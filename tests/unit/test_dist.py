@@ -23,7 +23,8 @@ from buildtools.distcompile.client import (
     DistTarget,
     client_env,
     fallback_reasons,
-    nvcc_command,
+    kept_here,
+    make_launchers,
     parse_stats,
     resolve_target,
     strip_nvcc_flags,
@@ -168,33 +169,50 @@ def test_nvcc_flags_move_to_the_command_line_sccache_reads() -> None:
     assert threads == 3
     assert remaining == "-Xcompiler -ffile-prefix-map=/a=. --compress-mode=size"
     assert strip_nvcc_flags("-t=2 -keep-dir=/x")[1] == 2
-    assert nvcc_command(
-        Path("/b/sccache"), Path("/cuda/bin/nvcc"), threads=3, host_compiler=Path("/usr/bin/c++")
-    ) == ("/b/sccache /cuda/bin/nvcc --threads 3 -ccbin /usr/bin/c++")
 
 
 def test_client_env_puts_sccache_in_front_of_every_compiler(tmp_path: Path) -> None:
+    import shlex
+
+    cxx = tmp_path / "usr" / "c++"
+    cxx.parent.mkdir()
+    cxx.write_text("#!/bin/sh\n")
+    cxx.chmod(0o755)
+    launchers = make_launchers(tmp_path / "w", Path("/b/sccache"), path=str(cxx.parent))
+    assert make_launchers(tmp_path / "w", Path("/b/sccache"), path=str(cxx.parent)) == launchers
+    assert dict(launchers.compilers) == {"c++": cxx}
+    assert launchers.no_dist == (tmp_path / "w" / "here" / "c++",)
+    assert (launchers.here / "c++").readlink() == cxx
+    assert (launchers.bin / "gcc").readlink() == Path("/b/sccache")  # none on PATH: sccache says so
+    entry = (launchers.bin / "c++").read_text().splitlines()[-1]
+    assert entry.startswith("exec ") and entry.endswith(' "$@"')
+    assert shlex.split(entry)[4:-1] == ["cc", "/b/sccache", str(cxx), str(launchers.here / "c++")]
     paths = ClientPaths(
-        masquerade=tmp_path / "bin",
+        launchers=launchers,
         conf=tmp_path / "client.toml",
         socket=tmp_path / "s.sock",
         cache=tmp_path / "cache",
         log=tmp_path / "log",
         toolchains=tmp_path / "tc",
     )
-    cxx = tmp_path / "usr" / "c++"
-    cxx.parent.mkdir()
-    cxx.write_text("#!/bin/sh\n")
-    cxx.chmod(0o755)
     env = {
         "PATH": str(cxx.parent),
         "NVCC_APPEND_FLAGS": "--threads 2 --keep --keep-dir /k -lineinfo",
     }
     out = client_env(env, paths, sccache=Path("/b/sccache"), cuda_home=Path("/cuda"))
-    assert out["PATH"].split(":")[0] == str(paths.masquerade)
+    assert out["PATH"].split(":")[0] == str(launchers.bin)
     assert out["SCCACHE_SERVER_UDS"] == str(paths.socket)
     assert out["NVCC_APPEND_FLAGS"] == "-lineinfo"
-    assert out["PYTORCH_NVCC"] == f"/b/sccache /cuda/bin/nvcc --threads 2 -ccbin {cxx}"
+    assert out["PYTORCH_NVCC"] == str(launchers.nvcc)
+    nvcc = shlex.split(launchers.nvcc.read_text().splitlines()[-1])[4:-1]
+    assert nvcc == [
+        "nvcc",
+        "/b/sccache",
+        str(cxx),
+        str(launchers.here / "c++"),
+        "/cuda/bin/nvcc",
+        "2",
+    ]
     cpu = client_env({"PATH": str(cxx.parent)}, paths, sccache=Path("/b/sccache"), cuda_home=None)
     assert "PYTORCH_NVCC" not in cpu and "NVCC_APPEND_FLAGS" not in cpu
 
@@ -362,3 +380,71 @@ def test_the_budget_keeps_two_units_in_flight_per_server_core() -> None:
     assert plan.sized(HostResources(cores=16, memory_gb=24.0)).cores == 16  # the client's
     down = DistPlan(url="http://h:1", sccache=Path("s"))  # no cluster: this machine only
     assert down.sized(two_cores).cores == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "nvcc", "optimized"),
+    [
+        (["-c", "a.cpp", "-o", "a.o"], False, False),  # no -O: gcc's -O0
+        (["-O3", "-c", "a.cpp"], False, True),
+        (["-O2", "-O0", "-c", "a.cpp"], False, False),  # the last one counts
+        (["-O0", "-O", "-c", "a.cpp"], False, True),  # bare -O is -O1
+        (["-Os"], False, True),
+        (["-Wl,-O1", "-c", "a.cpp"], False, False),  # a linker option
+        (["-c", "k.cu", "--compiler-options", "'-fPIC'"], True, False),  # torch's own flags
+        (["-O3", "-c", "k.cu"], True, True),  # nvcc's -O is the host compiler's
+        (["-Xcompiler", "-fPIC,-O2", "-c", "k.cu"], True, True),
+        (["-Xcompiler=-O1", "-c", "k.cu"], True, True),
+        (["--compiler-options", "'-O2'", "-c", "k.cu"], True, True),
+        (["-O3", "-Xcompiler", "-O0"], True, False),
+        (["--optimize", "2"], True, True),
+        (["--optimize=0"], True, False),
+        (["--dopt", "on", "-G"], True, False),  # device options only
+    ],
+)
+def test_the_launcher_reads_the_host_compiles_optimization(
+    args: list[str], nvcc: bool, optimized: bool
+) -> None:
+    from buildtools.distcompile.launcher import command, host_optimized
+
+    assert host_optimized(args, nvcc=nvcc) is optimized
+    cc = command(["cc", "/s/sccache", "/usr/bin/c++", "/w/here/c++", *args])
+    assert cc[:2] == [
+        "/s/sccache",
+        "/usr/bin/c++" if host_optimized(args, nvcc=False) else "/w/here/c++",
+    ]
+    assert cc[2:] == args
+    run = command(["nvcc", "/s/sccache", "/usr/bin/c++", "/w/here/c++", "/cuda/nvcc", "2", *args])
+    host = "/usr/bin/c++" if host_optimized(args, nvcc=True) else "/w/here/c++"
+    assert run == ["/s/sccache", "/cuda/nvcc", "--threads", "2", "-ccbin", host, *args]
+
+
+def test_unoptimized_units_are_no_dist_and_counted_apart(tmp_path: Path) -> None:
+    here = tmp_path / "here" / "c++"
+    conf = client_config("http://127.0.0.1:1", "tok", toolchain_cache=tmp_path, no_dist=[here])
+    parsed = tomllib.loads(conf)
+    assert parsed["dist"]["toolchains"] == [{"type": "no_dist", "compiler_executable": str(here)}]
+    assert parsed["dist"]["auth"] == {"type": "token", "token": "tok"}
+    log = tmp_path / "sccache.log"
+    warn = "WARN sccache::compiler::compiler] [{}]: Could not perform distributed compile, "
+    log.write_text(
+        "".join(
+            warn.format(f"u{i}.o") + f"falling back to local: {reason}\n"
+            for i, reason in enumerate(
+                [
+                    f"Toolchain distribution for {here} is disabled",
+                    f'Toolchain distribution for "{here}" is disabled',
+                    "Toolchain distribution for /usr/bin/c++ is disabled",  # not ours
+                    "Connection reset by peer (os error 104)",
+                ]
+            )
+        )
+    )
+    assert kept_here(log, kept=[here]) == 2
+    assert fallback_reasons(log, kept=[here]) == (
+        "Toolchain distribution for /usr/bin/c++ is disabled (1×)",
+        "Connection reset by peer (os error 104) (1×)",
+    )
+    counts = dataclasses.replace(parse_stats(json.dumps(STATS)), kept_here=2, fell_back=0)
+    assert "2 unoptimized, kept here" in counts.describe()
+    assert counts.to_json()["kept_here"] == 2
