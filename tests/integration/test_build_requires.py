@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
 from fixtures.cli import HOST_CELL, REPO, buildtools
+from fixtures.network import require_pypi
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _pypi() -> None:
-    try:
-        socket.create_connection(("pypi.org", 443), timeout=10).close()
-    except OSError as exc:
-        pytest.skip(f"https://pypi.org is not reachable ({exc}); pip resolves there")
+    require_pypi("pip resolves there")
 
 
 def _example(tmp_path: Path, requires: str) -> Path:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fixtures.network import require_pypi
 from packaging.utils import canonicalize_name
 
 from buildtools.backends.docker.cibw import prefetch_platforms
@@ -31,10 +31,7 @@ IMAGE_GLIBC = "manylinux_2_28"  # pytorch/manylinux2_28-builder
 
 @pytest.fixture(scope="module", autouse=True)
 def _pypi() -> None:
-    try:
-        socket.create_connection(("pypi.org", 443), timeout=10).close()
-    except OSError as exc:
-        pytest.skip(f"https://pypi.org is not reachable ({exc}); the dry runs need it")
+    require_pypi("the dry runs need it")
 
 
 def _dry_run(
