@@ -64,6 +64,7 @@ from typing import Any
 from ..context import RunContext
 from ..errors import ConfigError, ToolMissingError
 from ..jsonfields import decode_json
+from ..toolchain.ccachekeys import env_compiler_names
 from .config import check_token, client_config, parse_scheduler_url
 from .scheduler import SchedulerStatus, scheduler_status
 
@@ -292,11 +293,13 @@ class Launchers:
         return self.bin / "nvcc-launch"
 
 
-def make_launchers(work: Path, sccache: Path, *, path: str) -> Launchers:
+def make_launchers(work: Path, sccache: Path, *, path: str, extra: Sequence[str] = ()) -> Launchers:
     """The compiler entries of a distributing job (idempotent): for each compiler name found
-    on `path`, a script that runs `launcher.py` (an unoptimized unit goes to the `here` link);
-    a name with no compiler behind it links to sccache, which then says so."""
-    found = {name: shutil.which(name, path=path) for name in MASQUERADE}
+    on `path` (MASQUERADE and `extra`: the names CC/CXX give), a script that runs
+    `launcher.py` (an unoptimized unit goes to the `here` link); a name with no compiler
+    behind it links to sccache, which then says so."""
+    names = tuple(dict.fromkeys((*MASQUERADE, *extra)))
+    found = {name: shutil.which(name, path=path) for name in names}
     launchers = Launchers(
         bin=work / "bin",
         here=work / "here",
@@ -305,7 +308,7 @@ def make_launchers(work: Path, sccache: Path, *, path: str) -> Launchers:
     launchers.bin.mkdir(parents=True, exist_ok=True)
     launchers.here.mkdir(parents=True, exist_ok=True)
     script = [sys.executable, "-I", str(Path(__file__).with_name("launcher.py"))]
-    for name in MASQUERADE:
+    for name in names:
         entry = launchers.bin / name
         real = launchers.compilers.get(name)
         if real is None:
@@ -405,7 +408,12 @@ def distributed_job(
     # that CI may save and a later run read
     socket_dir = Path(tempfile.mkdtemp(prefix="bt-sccache-"))
     paths = ClientPaths(
-        launchers=make_launchers(work, sccache, path=base_env.get("PATH", os.defpath)),
+        launchers=make_launchers(
+            work,
+            sccache,
+            path=base_env.get("PATH", os.defpath),
+            extra=env_compiler_names(base_env),
+        ),
         conf=socket_dir / "client.toml",
         socket=socket_dir / "server.sock",
         cache=cache if cache is not None else socket_dir / "cache",  # throwaway

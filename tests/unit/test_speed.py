@@ -178,6 +178,22 @@ def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
     )
     assert all(p.readlink() == Path("/usr/bin/ccache") for p in directory.iterdir())
     assert cache.dir_for(make_job()) != cache.dir_for(make_job(accelerator="cu130"))
+    make_masquerade(cache, extra=("g++-12", "c++"))  # the names CC/CXX give, once each
+    assert (directory / "g++-12").readlink() == Path("/usr/bin/ccache")
+    assert len(list(directory.iterdir())) == 7
+
+
+def test_the_compiler_names_cc_and_cxx_give_get_links_of_their_own() -> None:
+    from buildtools.toolchain.ccachekeys import env_compiler_names
+
+    assert env_compiler_names({}) == ()
+    env = {"CC": "gcc-12", "CXX": "g++-12 -std=c++17"}
+    assert env_compiler_names(env) == ("g++-12", "gcc-12")
+    assert env_compiler_names({"CXX": "x86_64-linux-gnu-g++-13"}) == ("x86_64-linux-gnu-g++-13",)
+    assert env_compiler_names({"CXX": "clang++-17", "CC": "clang-17"}) == ("clang++-17", "clang-17")
+    # not a compiler's name: a path (bypassing_compilers says so), another launcher, a bad quote
+    for value in ("/opt/gcc/bin/g++", "ccache g++", "sccache", "'g++", "g++; rm -rf /", "../g++"):
+        assert env_compiler_names({"CXX": value}) == (), value
 
 
 # ---------------------------------------------------------------------------- nvcc threads
