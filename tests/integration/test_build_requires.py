@@ -7,6 +7,7 @@ Needs https://pypi.org (pip resolves the requirements there): skipped when it ca
 from __future__ import annotations
 
 import re
+import secrets
 import shutil
 from pathlib import Path
 
@@ -21,7 +22,9 @@ def _pypi() -> None:
 
 
 def _example(tmp_path: Path, requires: str) -> Path:
-    project = tmp_path / "ext"
+    # a path of its own each run: the job's build tree (and the installed requirements' stamp
+    # in it) is keyed by the project's path, in a cache directory runs share
+    project = tmp_path / f"ext-{secrets.token_hex(4)}"
     shutil.copytree(
         REPO / "examples" / "scatter", project, ignore=shutil.ignore_patterns("build", "*.egg-info")
     )
