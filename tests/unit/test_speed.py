@@ -170,6 +170,8 @@ def test_no_ccache_means_no_cache_at_all(tmp_path: Path) -> None:
 
 
 def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
+    from buildtools.toolchain.ccachekeys import masquerade_names
+
     cache = CompilerCache(tool="ccache", program=Path("/usr/bin/ccache"), root=tmp_path)
     directory = make_masquerade(cache)
     make_masquerade(cache)  # idempotent
@@ -178,15 +180,16 @@ def test_masquerade_links_and_per_job_dirs(tmp_path: Path) -> None:
     )
     assert all(p.readlink() == Path("/usr/bin/ccache") for p in directory.iterdir())
     assert cache.dir_for(make_job()) != cache.dir_for(make_job(accelerator="cu130"))
-    make_masquerade(cache, extra=("g++-12", "c++"))  # the names CC/CXX give, once each
+    make_masquerade(cache, masquerade_names({"CXX": "g++-12", "CC": "gcc"}))  # each once
     assert (directory / "g++-12").readlink() == Path("/usr/bin/ccache")
     assert len(list(directory.iterdir())) == 7
 
 
 def test_the_compiler_names_cc_and_cxx_give_get_links_of_their_own() -> None:
-    from buildtools.toolchain.ccachekeys import env_compiler_names
+    from buildtools.toolchain.ccachekeys import COMPILER_NAMES, env_compiler_names, masquerade_names
 
     assert env_compiler_names({}) == ()
+    assert masquerade_names({}) == COMPILER_NAMES
     env = {"CC": "gcc-12", "CXX": "g++-12 -std=c++17"}
     assert env_compiler_names(env) == ("g++-12", "gcc-12")
     assert env_compiler_names({"CXX": "x86_64-linux-gnu-g++-13"}) == ("x86_64-linux-gnu-g++-13",)
