@@ -87,6 +87,7 @@ from buildtools.model import BuildJob
 from buildtools.planning import PlanRequest, load_plan
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain.prepare import prepare_toolchain
+from buildtools.wheelbuild.distribute import UNITS_PER_SERVER_CORE
 from buildtools.wheelbuild.environment import job_environment
 from buildtools.wheelbuild.fingerprint import IGNORED_DIRS
 from buildtools.wheelbuild.options import BuildOptions
@@ -157,9 +158,11 @@ def _build(
     env: dict[str, str],
     url: str,
     during: Callable[[], bool] | None = None,
+    max_jobs: int | None = None,
 ) -> dict[str, Any]:
-    """One timed build. `during`, if given, is called every 0.1 s while the build runs,
-    until it returns True (what it did is then in the record: `during_done`)."""
+    """One timed build (with `--max-jobs max_jobs` where given). `during`, if given, is
+    called every 0.1 s while the build runs, until it returns True (what it did is then in
+    the record: `during_done`)."""
     # the same path for every build: nvcc's module id (the anonymous namespace's symbol
     # names) hashes the source's path, with or without sccache; a fresh copy and no build
     # tree, so that every unit compiles
@@ -173,6 +176,7 @@ def _build(
     argv += [*setup.select, "--project", str(src)]
     argv += ["--wheelhouse", str(wheelhouse), "--cache-dir", str(cache), "--no-live"]
     argv += ["--no-ccache", "--distribute", url]
+    argv += ["--max-jobs", str(max_jobs)] if max_jobs else []
     started = time.perf_counter()
     done = during is None
     with subprocess.Popen(
@@ -365,6 +369,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--cores", type=int, default=1, help="each server's cores (default 1)")
     parser.add_argument(
+        "--budget",
+        choices=("cluster", "default"),
+        default="cluster",
+        help="cluster (default): each cluster build with --max-jobs of the cluster's slots "
+        f"({UNITS_PER_SERVER_CORE} per server core), so the client compiles only what the "
+        "cluster refuses: how the cluster scales (the ratio's target); default: the build's "
+        "own budget, the client's cores and the cluster's slots together (what a user gets)",
+    )
+    parser.add_argument(
         "--no-here",
         action="store_true",
         help="skip the build with the cluster down (where time allows only the clusters')",
@@ -384,6 +397,39 @@ def _parser() -> argparse.ArgumentParser:
         "CPUs); 0 (default): the builds may use every CPU, the servers' too",
     )
     return parser
+
+
+def _ratios(runs: dict[str, Any], cores: int) -> dict[str, Any]:
+    """The ratios of the builds' walls (and the model of more servers), printed as well."""
+    result: dict[str, Any] = {}
+    identical = len({r["sha256"] for r in runs.values()}) == 1
+    if {"1x1", "2x1"} <= set(runs):
+        t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]
+        result |= {
+            "ratio_2x1_vs_1x1": t2 / t1,
+            "target": "<= 0.6",
+            **(
+                {"ratio_1x1_vs_here": t1 / runs["here"]["wall_s"]}
+                | {"ratio_2x1_vs_here": t2 / runs["here"]["wall_s"]}
+                if "here" in runs
+                else {}
+            ),
+            "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
+            "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote and "
+            "longest from the units' times in the 1x1 run (two per core): servers on machines "
+            "of their own, the client's steps not overlapped (a model, not a measurement)",
+        }
+        print(
+            f"2 servers x 1 core / 1 server x 1 core: {t2 / t1:.3f} (target <= 0.6); "
+            f"wheels identical: {identical}"
+        )
+    else:
+        one, two = f"1x{cores}", f"2x{cores}"
+        if {one, two} <= set(runs):
+            result[f"ratio_{two}_vs_{one}"] = runs[two]["wall_s"] / runs[one]["wall_s"]
+            print(f"{two} / {one}: {result[f'ratio_{two}_vs_{one}']:.3f}")
+        print(f"wheels identical ({', '.join(runs)}): {identical}")
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,11 +520,18 @@ def main(argv: list[str] | None = None) -> int:
                     toolchain.cuda_home,
                     bench_cache / "dist-client" / "warm",
                 )
-                runs[name] = _build(setup, name, run_env, state.scheduler_url)
+                slots = UNITS_PER_SERVER_CORE * servers * args.cores
+                max_jobs = slots if args.budget == "cluster" else None
+                runs[name] = _build(setup, name, run_env, state.scheduler_url, max_jobs=max_jobs)
                 if args.kill and servers == counts[-1]:
                     killer = _killer(state, env)
                     runs[f"{name}-killed"] = _build(
-                        setup, f"{name}-killed", run_env, state.scheduler_url, during=killer
+                        setup,
+                        f"{name}-killed",
+                        run_env,
+                        state.scheduler_url,
+                        during=killer,
+                        max_jobs=max_jobs,
                     )
             finally:
                 cluster_down(state_dir)
@@ -490,32 +543,13 @@ def main(argv: list[str] | None = None) -> int:
         "cores_here": len(allowed),
         "server_cores": args.cores,
         "client_cpus": list(client) or "all (shared with the servers)",
+        "budget": args.budget,
         "runs": runs,
         "identical_wheels": len({r["sha256"] for r in runs.values()}) == 1,
         **_differences(runs),
         **_kills_proved(runs),
     }
-    if {"1x1", "2x1"} <= set(runs):
-        t1, t2 = runs["1x1"]["wall_s"], runs["2x1"]["wall_s"]
-        result |= {
-            "ratio_2x1_vs_1x1": t2 / t1,
-            "target": "<= 0.6",
-            **({"ratio_1x1_vs_here": t1 / runs["here"]["wall_s"]} if "here" in runs else {}),
-            "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
-            "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote and "
-            "longest from the units' times in the 1x1 run (two per core): servers on machines "
-            "of their own, the client's steps not overlapped (a model, not a measurement)",
-        }
-        print(
-            f"2 servers x 1 core / 1 server x 1 core: {t2 / t1:.3f} (target <= 0.6); "
-            f"wheels identical: {result['identical_wheels']}"
-        )
-    else:
-        one, two = f"1x{args.cores}", f"2x{args.cores}"
-        if {one, two} <= set(runs):
-            result[f"ratio_{two}_vs_{one}"] = runs[two]["wall_s"] / runs[one]["wall_s"]
-            print(f"{two} / {one}: {result[f'ratio_{two}_vs_{one}']:.3f}")
-        print(f"wheels identical ({', '.join(runs)}): {result['identical_wheels']}")
+    result |= _ratios(runs, args.cores)
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

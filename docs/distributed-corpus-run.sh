@@ -18,5 +18,6 @@ WORKSRC=${WORKSRC:-/tmp/xf}
 rm -rf "$WORKSRC" && mkdir -p "$WORKSRC" && tar xzf "$SDIST" -C "$WORKSRC" || exit 1
 SRC=$(find "$WORKSRC" -mindepth 1 -maxdepth 1 -type d | head -1)
 cp "$MATRIX" "$SRC/matrix.yaml" || exit 1
-BENCH_ARGS="--project $SRC --servers ${SERVERS:-1,2} --no-here" \
+# MORE: further options of bench/distributed.py (default --no-here; e.g. "--budget default")
+BENCH_ARGS="--project $SRC --servers ${SERVERS:-1,2} ${MORE:---no-here}" \
     CLIENT_CPUS=${CLIENT_CPUS:-2} OUT=${OUT:-/tmp/out} bash "$(dirname "$0")/distributed-proof-run.sh"

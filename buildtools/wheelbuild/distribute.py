@@ -2,8 +2,8 @@
 on an sccache-dist cluster, wired into the build as a wrapper of the local backend.
 
 Before any job the scheduler is asked for its status with the client token (`dist.client`):
-when it answers, the run's compile budget is the larger of this machine's cores and the
-cluster's (MAX_JOBS and `nvcc --threads` follow from it, `scheduler.plan_slots`), and each
+when it answers, the run's compile budget is this machine's cores and the cluster's slots
+together (MAX_JOBS and `nvcc --threads` follow from it, `scheduler.plan_slots`), and each
 job builds through its own sccache server (`DistributingBackend`); when it does not (down,
 token refused), the run builds as it would without `--distribute` and a note says why. A
 unit the cluster fails mid-build (a server killed) is compiled here by sccache itself; the
@@ -48,7 +48,9 @@ from .scheduler import HostResources
 # (preprocessing, the nvcc driver, sending and receiving), so one unit per server core leaves
 # the servers idle meanwhile; sccache-dist's scheduler places up to two per core (0.16) and
 # the client compiles any it refuses. Measured (docs/distributed.md): xformers through 2 × 1
-# with a 2-CPU client, MAX_JOBS=2: 168.9 s, 0.649 of 1 × 1.
+# with a 2-CPU client, MAX_JOBS=2: 168.9 s, 0.649 of 1 × 1. The client's own cores come on
+# top (`plan_slots`): a unit the cluster refuses compiles here, so a cluster smaller than
+# the client never leaves the client's cores idle.
 UNITS_PER_SERVER_CORE = 2
 
 
@@ -67,10 +69,10 @@ class DistPlan:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def sized(self, host: HostResources) -> HostResources:
-        """The compile budget: this machine's cores, or UNITS_PER_SERVER_CORE units per core
-        of the cluster, whichever is more (memory still caps it: `plan_slots`)."""
+        """This machine with the cluster's slots, UNITS_PER_SERVER_CORE units per core of its
+        servers (`plan_slots` adds them to this machine's cores, each within memory)."""
         cpus = self.status.num_cpus if self.status and self.target else 0
-        return replace(host, cores=max(host.cores, UNITS_PER_SERVER_CORE * cpus))
+        return replace(host, remote_slots=UNITS_PER_SERVER_CORE * cpus)
 
     def record(self, job_id: str, counts: UnitCounts | None, problem: str | None) -> None:
         with self.lock:

@@ -2,7 +2,8 @@
 
 The machine's compile budget is its cores, capped by memory (a torch extension's compiler
 process takes GBs: torch's headers alone are ~1.5 GB of parse state, nvcc with many archs
-more). Jobs run concurrently while each gets an equal share of the budget as MAX_JOBS, so
+more); with a compile cluster (`--distribute`), the cluster's slots as well, each capped by
+the memory its unit's preprocessing takes here. Jobs run concurrently while each gets an equal share of the budget as MAX_JOBS, so
 `concurrent × max_jobs ≤ budget` always holds: the machine is never oversubscribed. A
 compile slot is held only while a job compiles; creating environments (downloads, unpacking)
 and repairing/checking run beside the compiles, in one extra worker.
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "GB_PER_COMPILE",
     "GB_PER_NVCC_THREAD",
+    "GB_PER_REMOTE_UNIT",
     "HostResources",
     "Slots",
     "device_sources",
@@ -38,6 +40,10 @@ from ..model import BuildJob
 # Peak resident memory of one compiler process, by the job's accelerator kind (measured on
 # the example: c++ on torch/extension.h ~1.2 GB; nvcc for six archs ~2.5 GB), with headroom.
 GB_PER_COMPILE = {"cpu": 2.0, "cuda": 4.0, "rocm": 4.0}
+# Peak resident memory here of one unit a build server compiles: sccache runs the unit's
+# preprocessing on this machine, and for a `.cu` file nvcc's cudafe++ too (measured on an
+# xformers `.cu` with torch's headers: cudafe++ 1.3 GB, `gcc -E` 0.17 GB), with headroom.
+GB_PER_REMOTE_UNIT = {"cpu": 0.5, "cuda": 1.5, "rocm": 1.5}
 # What one more arch compiled at once adds to an nvcc process (cicc + ptxas of one arch of
 # the example's kernel peak well under 1 GB; the host-side parse is shared), with headroom.
 GB_PER_NVCC_THREAD = 1.0
@@ -49,6 +55,7 @@ NVCC_THREADS_SINCE = (11, 2)
 class HostResources:
     cores: int
     memory_gb: float
+    remote_slots: int = 0  # units a compile cluster takes at once (`--distribute`), 0: none
 
 
 def host_resources(meminfo: Path = Path("/proc/meminfo")) -> HostResources:
@@ -99,11 +106,21 @@ def plan_slots(
     """
     kinds = {j.accelerator.kind for j in jobs} or {"cpu"}
     per_compile = max(GB_PER_COMPILE[k] for k in kinds)
-    by_memory = int(host.memory_gb // per_compile)
-    budget = max(1, min(host.cores, by_memory))
+    # a cluster's units first (each holds only its preprocessing here), then what is left of
+    # the memory for this machine's own compiles: with a cluster, its slots and this
+    # machine's cores together (sccache compiles here what the cluster refuses)
+    per_remote = max(GB_PER_REMOTE_UNIT[k] for k in kinds)
+    remote = min(host.remote_slots, int(host.memory_gb // per_remote))
+    local = min(host.cores, int((host.memory_gb - remote * per_remote) // per_compile))
+    budget = max(1, local + remote)
     why = (
         f"{host.cores} core(s), {host.memory_gb:.0f} GB available / {per_compile:g} GB per compile"
     )
+    if host.remote_slots:
+        why = (
+            f"{local} here ({why}) + {remote} on the cluster (its {host.remote_slots} slot(s), "
+            f"{per_remote:g} GB each here)"
+        )
     n = max(1, len(jobs))
     if max_jobs is not None:
         per = max(1, min(max_jobs, budget))

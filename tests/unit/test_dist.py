@@ -16,6 +16,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
+from fixtures.factories import make_job
+
 from buildtools.cli.build import _distribute
 from buildtools.cli.main import main
 from buildtools.distcompile.client import (
@@ -44,7 +46,7 @@ from buildtools.distcompile.scheduler import decode_status
 from buildtools.errors import ConfigError, DistError
 from buildtools.wheelbuild.build_report import CellResult, Status
 from buildtools.wheelbuild.distribute import DistPlan
-from buildtools.wheelbuild.scheduler import HostResources
+from buildtools.wheelbuild.scheduler import HostResources, plan_slots
 
 # made by sccache-dist 0.16.0 itself: `auth generate-jwt-hs256-key`, then
 # `auth generate-jwt-hs256-server-token --secret-key KEY --server 127.0.0.1:10611`
@@ -388,10 +390,11 @@ def test_the_budget_keeps_two_units_in_flight_per_server_core() -> None:
     target = DistTarget(url="http://h:1", token="t")
     plan = DistPlan(url="http://h:1", target=target, sccache=Path("s"), status=status)
     two_cores = HostResources(cores=2, memory_gb=24.0)
-    assert plan.sized(two_cores).cores == 4  # the servers' 2 cores, two units each
-    assert plan.sized(HostResources(cores=16, memory_gb=24.0)).cores == 16  # the client's
+    # the servers' 2 cores, two units each, beside this machine's own 2
+    assert plan.sized(two_cores) == HostResources(cores=2, memory_gb=24.0, remote_slots=4)
+    assert plan_slots([make_job(accelerator="cu130")], plan.sized(two_cores)).max_jobs == 6
     down = DistPlan(url="http://h:1", sccache=Path("s"))  # no cluster: this machine only
-    assert down.sized(two_cores).cores == 2
+    assert down.sized(two_cores) == two_cores
 
 
 @pytest.mark.parametrize(

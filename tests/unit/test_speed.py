@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from fixtures.factories import make_job, make_toolchain
 from fixtures.fakes import FakeRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from buildtools.backends.base import nvcc_flags_env, nvcc_seed_env
 from buildtools.backends.local import LocalBackend
@@ -76,6 +78,45 @@ def test_memory_caps_the_budget_and_cuda_compiles_cost_more() -> None:
     host = HostResources(cores=32, memory_gb=16)
     assert plan_slots(jobs(40), host).budget == 8  # 2 GB per c++ process
     assert plan_slots(jobs(40, "cu130"), host).budget == 4  # 4 GB per nvcc
+
+
+def test_a_cluster_adds_its_slots_to_this_machines_cores() -> None:
+    # a 2-CPU client beside a 1-core cluster (2 slots): its cores keep compiling what the
+    # cluster refuses, so the build is never slower than without the cluster
+    slots = plan_slots(jobs(1, "cu130"), HostResources(cores=2, memory_gb=24, remote_slots=2))
+    assert (slots.budget, slots.max_jobs) == (4, 4)
+    assert "2 here" in slots.reason and "2 on the cluster (its 2 slot(s)" in slots.reason
+    slots = plan_slots(jobs(1, "cu130"), HostResources(cores=16, memory_gb=128, remote_slots=4))
+    assert slots.budget == 20
+
+
+def test_a_small_runners_memory_caps_its_own_compiles_before_the_clusters_units() -> None:
+    # a 4-core, 16 GB runner beside a 32-core cluster: a unit the cluster compiles holds only
+    # its preprocessing here (1.5 GB for a .cu: cudafe++), so the cluster gets 10 at once,
+    # not the 4 that 4 GB local nvcc processes would allow
+    runner = HostResources(cores=4, memory_gb=16, remote_slots=64)
+    assert plan_slots(jobs(1, "cu130"), runner).budget == 10
+    assert plan_slots(jobs(1, "cu130"), HostResources(cores=4, memory_gb=16)).budget == 4
+    assert plan_slots(jobs(1), runner).budget == 32  # CPU units: 0.5 GB each here
+
+
+@given(
+    cores=st.integers(1, 64),
+    memory=st.floats(0.5, 512),
+    remote=st.integers(0, 256),
+    kind=st.sampled_from(["cpu", "cu130"]),
+)
+def test_a_budget_with_a_cluster_fits_the_memory(
+    cores: int, memory: float, remote: int, kind: str
+) -> None:
+    host = HostResources(cores=cores, memory_gb=memory, remote_slots=remote)
+    slots = plan_slots(jobs(1, kind), host)
+    local_gb, remote_gb = (4.0, 1.5) if kind == "cu130" else (2.0, 0.5)
+    here = slots.budget - min(remote, int(memory // remote_gb))
+    assert slots.budget == 1 or here * local_gb + (slots.budget - here) * remote_gb <= memory
+    assert slots.budget <= max(1, cores + remote)
+    without = plan_slots(jobs(1, kind), HostResources(cores=cores, memory_gb=memory))
+    assert slots.budget >= without.budget  # a cluster never shrinks the budget
 
 
 def test_max_jobs_and_concurrency_requests() -> None:
