@@ -35,6 +35,7 @@ __all__ = [
     "DIST_TOKEN_ENV",
     "DistTarget",
     "DistributedJob",
+    "Fallbacks",
     "Launchers",
     "UnitCounts",
     "client_env",
@@ -111,6 +112,9 @@ class UnitCounts:
     local: int = 0  # compiled here (not distributable, fallen back, or no cluster)
     fell_back: int = 0  # sent to the cluster, failed there, compiled here instead
     kept_here: int = 0  # unoptimized units compiled here by design (`launcher`), in `local`
+    # units the scheduler had no slot for (the budget counts this machine's cores too, so a
+    # full cluster is expected): compiled here, in `local`, not in `fell_back`
+    refused: int = 0
     cache_hits: int = 0
     failed: int = 0  # compiles that failed (the build says which)
     # why units fell back, as sccache logged it (`fallback_reasons`): "reason (n×)"
@@ -127,6 +131,7 @@ class UnitCounts:
             "local": self.local,
             "fell_back": self.fell_back,
             "kept_here": self.kept_here,
+            "refused": self.refused,
             "cache_hits": self.cache_hits,
             "failed": self.failed,
             "fallback_reasons": list(self.fallback_reasons),
@@ -137,6 +142,8 @@ class UnitCounts:
         text = f"{self.remote_total} unit(s) remote ({where}), {self.local} local"
         if self.kept_here:
             text += f" ({self.kept_here} unoptimized, kept here: -O0 code differs remotely)"
+        if self.refused:
+            text += f" ({self.refused} while the cluster was full)"
         if self.fell_back:
             text += f" ({self.fell_back} fell back to local after the cluster failed them"
             text += f": {'; '.join(self.fallback_reasons)})" if self.fallback_reasons else ")"
@@ -205,19 +212,36 @@ def _kept(reason: str, kept: Collection[Path]) -> bool:
     return Path(reason[len(head) : -len(tail)].strip('"')) in kept
 
 
+# sccache-dist's scheduler when every server's slots are taken
+_FULL_MARK = "Insufficient capacity"
+
+
+@dataclass(frozen=True)
+class Fallbacks:
+    """What sccache's log says of the units it compiled here instead of on the cluster."""
+
+    reasons: tuple[str, ...] = ()  # "reason (n×)", the most frequent first
+    kept: int = 0  # units of the launcher's `no_dist` compilers (unoptimized, by design)
+    refused: int = 0  # units the scheduler had no slot for (the cluster was full)
+
+
 def fallbacks(
     log: Path, *, start: int = 0, limit: int = 3, kept: Collection[Path] = ()
-) -> tuple[tuple[str, ...], int]:
+) -> Fallbacks:
     """What sccache's log (from byte `start`: this job's part) says of units it compiled
-    here instead of on the cluster, in one read: the distinct reasons, the most frequent
-    first, each as "reason (n×)" (at most `limit`, each cut to a line of printable text),
-    and how many units were of the `kept` compilers (the launcher's `no_dist` links:
-    unoptimized units, compiled here by design), which are not among the reasons.
-    ((), 0) when the log is missing or says none."""
+    here instead of on the cluster, in one read: the distinct reasons of the others, the
+    most frequent first, each as "reason (n×)" (at most `limit`, each cut to a line of
+    printable text); how many units were of the `kept` compilers (the launcher's `no_dist`
+    links: unoptimized units, compiled here by design) and how many the scheduler refused
+    for want of a free slot. Neither of those two is among the reasons. Empty when the log
+    is missing or says none."""
     seen = _fallbacks(log, start)
-    shown = [(r, n) for r, n in seen.most_common() if not _kept(r, kept)]
     here = sum(n for r, n in seen.items() if _kept(r, kept))
-    return tuple(f"{reason} ({n}×)" for reason, n in shown[:limit]), here
+    full = sum(n for r, n in seen.items() if r.startswith(_FULL_MARK))
+    shown = [
+        (r, n) for r, n in seen.most_common() if not _kept(r, kept) and not r.startswith(_FULL_MARK)
+    ]
+    return Fallbacks(tuple(f"{reason} ({n}×)" for reason, n in shown[:limit]), here, full)
 
 
 def strip_nvcc_flags(value: str) -> tuple[str, int]:
@@ -449,13 +473,15 @@ def distributed_job(
         except ValueError as exc:
             job.problem = str(exc)
         if job.counts is not None and job.counts.fell_back:
-            reasons, here = fallbacks(paths.log, start=log_start, kept=paths.launchers.no_dist)
-            here = min(job.counts.fell_back, here)
+            seen = fallbacks(paths.log, start=log_start, kept=paths.launchers.no_dist)
+            here = min(job.counts.fell_back, seen.kept)
+            full = min(job.counts.fell_back - here, seen.refused)
             job.counts = dataclasses.replace(
                 job.counts,
-                fell_back=job.counts.fell_back - here,
+                fell_back=job.counts.fell_back - here - full,
                 kept_here=here,
-                fallback_reasons=reasons,
+                refused=full,
+                fallback_reasons=seen.reasons,
             )
     finally:
         runner.run([str(sccache), "--stop-server"], env=env, log=log, timeout=SERVER_SECONDS)

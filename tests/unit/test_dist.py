@@ -23,6 +23,7 @@ from buildtools.cli.main import main
 from buildtools.distcompile.client import (
     ClientPaths,
     DistTarget,
+    Fallbacks,
     client_env,
     fallbacks,
     make_launchers,
@@ -263,8 +264,9 @@ def test_the_note_says_why_units_fell_back(tmp_path: Path) -> None:
              for i in range(2)]  # fmt: skip
     lines.append(warn.format("y.o") + "distributed compile, falling back to local: \x1b[2Jgone")
     log.write_text(earlier + "\n".join(lines) + "\nDEBUG other\n")
-    reasons, kept = fallbacks(log, start=len(earlier))  # this build's part of the log only
-    assert kept == 0
+    seen = fallbacks(log, start=len(earlier))  # this build's part of the log only
+    reasons = seen.reasons
+    assert (seen.kept, seen.refused) == (0, 0)
     assert reasons == (f"{package} (2×)", "?[2Jgone (1×)")  # no terminal control reaches a note
     counts = dataclasses.replace(parse_stats(json.dumps(STATS)), fallback_reasons=reasons)
     assert counts.describe().endswith(
@@ -272,8 +274,26 @@ def test_the_note_says_why_units_fell_back(tmp_path: Path) -> None:
         "3 from the cache"
     )
     assert counts.to_json()["fallback_reasons"] == list(reasons)
-    assert fallbacks(tmp_path / "missing.log") == ((), 0)
-    assert fallbacks(log, start=log.stat().st_size) == ((), 0)
+    assert fallbacks(tmp_path / "missing.log") == Fallbacks()
+    assert fallbacks(log, start=log.stat().st_size) == Fallbacks()
+
+
+def test_units_a_full_cluster_refused_are_counted_apart_from_failures(tmp_path: Path) -> None:
+    # the budget counts this machine's cores too: beyond the cluster's slots the scheduler
+    # refuses, and sccache compiles the unit here; that is the plan, not a failure
+    log = tmp_path / "sccache.log"
+    warn = "WARN sccache] [u{}.o]: Could not perform distributed compile, falling back to local: "
+    full = "Insufficient capacity across 1 available servers: Failed to allocate job"
+    log.write_text(
+        "".join(warn.format(i) + full + "\n" for i in range(15))
+        + warn.format(99)
+        + "Connection reset by peer (os error 104)\n"
+    )
+    seen = fallbacks(log)
+    assert seen == Fallbacks(("Connection reset by peer (os error 104) (1×)",), 0, 15)
+    counts = dataclasses.replace(parse_stats(json.dumps(STATS)), refused=15, fell_back=1)
+    assert "(15 while the cluster was full)" in counts.describe()
+    assert counts.to_json()["refused"] == 15
 
 
 def test_report_carries_each_cells_counts() -> None:
@@ -455,12 +475,12 @@ def test_unoptimized_units_are_no_dist_and_counted_apart(tmp_path: Path) -> None
             )
         )
     )
-    assert fallbacks(log, kept=[here]) == (
+    assert fallbacks(log, kept=[here]) == Fallbacks(
         (
             "Toolchain distribution for /usr/bin/c++ is disabled (1×)",
             "Connection reset by peer (os error 104) (1×)",
         ),
-        2,
+        kept=2,
     )
     counts = dataclasses.replace(parse_stats(json.dumps(STATS)), kept_here=2, fell_back=0)
     assert "2 unoptimized, kept here" in counts.describe()
