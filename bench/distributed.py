@@ -399,8 +399,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _ratios(runs: dict[str, Any], cores: int) -> dict[str, Any]:
-    """The ratios of the builds' walls (and the model of more servers), printed as well."""
+def _ratios(runs: dict[str, Any], cores: int, *, modelled: bool) -> dict[str, Any]:
+    """The ratios of the builds' walls, printed as well, and where `modelled` (the cluster's
+    budget: every distributable unit remote) the model of more servers."""
     result: dict[str, Any] = {}
     identical = len({r["sha256"] for r in runs.values()}) == 1
     if {"1x1", "2x1"} <= set(runs):
@@ -414,11 +415,15 @@ def _ratios(runs: dict[str, Any], cores: int) -> dict[str, Any]:
                 if "here" in runs
                 else {}
             ),
-            "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
-            "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote and "
-            "longest from the units' times in the 1x1 run (two per core): servers on machines "
-            "of their own, the client's steps not overlapped (a model, not a measurement)",
         }
+        if modelled:
+            result |= {
+                "model_wall_s_by_servers": model(t1, runs["1x1"]["unit_s"], (1, 2, 4, 8, 16)),
+                "model": "T(n) = (1x1 wall - remote) + max(remote / n, longest unit), remote "
+                "and longest from the units' times in the 1x1 run (two per core): servers on "
+                "machines of their own, the client's steps not overlapped (a model, not a "
+                "measurement)",
+            }
         print(
             f"2 servers x 1 core / 1 server x 1 core: {t2 / t1:.3f} (target <= 0.6); "
             f"wheels identical: {identical}"
@@ -549,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         **_differences(runs),
         **_kills_proved(runs),
     }
-    result |= _ratios(runs, args.cores)
+    result |= _ratios(runs, args.cores, modelled=args.budget == "cluster")
     print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")

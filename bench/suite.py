@@ -358,7 +358,8 @@ def distributed_rows(raw: dict[str, Any]) -> list[Row]:
     runs = dist["runs"]
     return [
         Row(
-            f"CUDA cell cold through sccache-dist: 2 servers x 1 core / 1 x 1 ({dist['cell']})",
+            "CUDA cell cold through sccache-dist: 2 servers x 1 core / 1 x 1, MAX_JOBS = the "
+            f"cluster's slots ({dist['cell']})",
             _s(runs["2x1"]["wall_s"]),
             _s(runs["1x1"]["wall_s"]),
             dist["ratio_2x1_vs_1x1"],

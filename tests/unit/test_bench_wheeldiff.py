@@ -57,3 +57,18 @@ def test_a_killed_run_without_a_fallback_proves_nothing() -> None:
         "late-kill_proved": False,
         "no-kill_proved": False,
     }
+
+
+def test_the_model_of_more_servers_only_from_a_cluster_budget_run() -> None:
+    # with the build's own budget the client compiles refused units too: the model, which
+    # takes every unit for a remote one, would be nonsense there
+    def run(wall: float, sha: str) -> dict[str, object]:
+        return {"wall_s": wall, "sha256": sha, "unit_s": [10.0, 20.0, 30.0]}
+
+    runs = {"here": run(200.0, "a"), "1x1": run(160.0, "a"), "2x1": run(100.0, "b")}
+    plain = distributed._ratios(runs, 1, modelled=False)
+    assert plain["ratio_2x1_vs_1x1"] == 100.0 / 160.0
+    assert plain["ratio_2x1_vs_here"] == 0.5
+    assert "model_wall_s_by_servers" not in plain
+    modelled = distributed._ratios(runs, 1, modelled=True)
+    assert modelled["model_wall_s_by_servers"]["1"] == 160.0
