@@ -13,7 +13,10 @@ file as a script (`python -I launcher.py KIND …`), stdlib only: it looks at th
 optimization level and calls sccache with either the real compiler or a link to it (under
 another path) that the job's sccache config marks `no_dist`. sccache compiles a `no_dist`
 unit here and still caches it; for nvcc only the host compile is kept here (its `-ccbin`),
-the device code (cicc, ptxas of every arch) still goes to the cluster.
+the device code (cicc, ptxas of every arch) still goes to the cluster. Unless the device code
+has line info (`-lineinfo`, `-G`): its line tables record each source file's mtime and size
+where ptxas runs (0 and 0 on a server), so such a unit differs from a local build wherever
+its host code compiles, and keeping that here would only cost the client its time.
 
     cc   SCCACHE OPTIMIZED UNOPTIMIZED ARGS…          (a C/C++ compiler)
     nvcc SCCACHE OPTIMIZED UNOPTIMIZED NVCC THREADS ARGS…   (OPTIMIZED/UNOPTIMIZED: -ccbin)
@@ -23,10 +26,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 # nvcc's options that hand their value to the host compiler
 _TO_HOST = ("-Xcompiler", "--compiler-options")
+# nvcc's options that put line tables into the device code, and ptxas' (through -Xptxas)
+_LINE_INFO = ("-lineinfo", "--generate-line-info", "-G", "--device-debug")
+_TO_PTXAS = ("-Xptxas", "--ptxas-options")
+_PTXAS_LINE_INFO = ("-lineinfo", "--generate-line-info", "-g", "--device-debug")
+# what nvcc reads from its environment as more options (`nvcc --help`)
+_NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 
 
 def _level(word: str, level: str | None) -> str | None:
@@ -62,15 +71,44 @@ def host_optimized(args: Sequence[str], *, nvcc: bool) -> bool:
     return level is not None and level != "0"
 
 
-def command(argv: Sequence[str]) -> list[str]:
-    """What to run for the launcher's arguments (see the module's docstring)."""
+def device_line_info(args: Sequence[str], env: Mapping[str, str]) -> bool:
+    """Whether nvcc writes line tables into the device code, from its command line or the
+    options its environment adds (values of -Xcompiler/--compiler-options are the host's)."""
+    words = [*args]
+    for var in _NVCC_FLAG_VARS:
+        words += env.get(var, "").split()
+    i = 0
+    while i < len(words):
+        word = words[i].strip("'\"")
+        ptxas = ""
+        if word in _TO_HOST:
+            i += 2
+            continue
+        if word in _TO_PTXAS and i + 1 < len(words):
+            ptxas, i = words[i + 1], i + 1
+        elif word.startswith(tuple(f"{o}=" for o in _TO_PTXAS)):
+            ptxas = word.split("=", 1)[1]
+        elif word in _LINE_INFO:
+            return True
+        if any(p.strip("'\" ") in _PTXAS_LINE_INFO for p in ptxas.split(",")):
+            return True
+        i += 1
+    return False
+
+
+def command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """What to run for the launcher's arguments (see the module's docstring); `env`: the
+    environment nvcc will see (this process's by default)."""
     kind, sccache, optimized, unoptimized, *rest = argv
     if kind == "cc":
         chosen = optimized if host_optimized(rest, nvcc=False) else unoptimized
         return [sccache, chosen, *rest]
     if kind == "nvcc":
         nvcc, threads, *args = rest
-        chosen = optimized if host_optimized(args, nvcc=True) else unoptimized
+        remote = host_optimized(args, nvcc=True) or device_line_info(
+            args, os.environ if env is None else env
+        )
+        chosen = optimized if remote else unoptimized
         head = [sccache, nvcc, *(["--threads", threads] if threads != "1" else [])]
         return [*head, "-ccbin", chosen, *args]
     raise SystemExit(f"launcher: unknown kind {kind!r}")

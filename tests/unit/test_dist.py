@@ -440,7 +440,7 @@ def test_the_budget_keeps_two_units_in_flight_per_server_core() -> None:
 def test_the_launcher_reads_the_host_compiles_optimization(
     args: list[str], nvcc: bool, optimized: bool
 ) -> None:
-    from buildtools.distcompile.launcher import command, host_optimized
+    from buildtools.distcompile.launcher import command, device_line_info, host_optimized
 
     assert host_optimized(args, nvcc=nvcc) is optimized
     cc = command(["cc", "/s/sccache", "/usr/bin/c++", "/w/here/c++", *args])
@@ -449,9 +449,44 @@ def test_the_launcher_reads_the_host_compiles_optimization(
         "/usr/bin/c++" if host_optimized(args, nvcc=False) else "/w/here/c++",
     ]
     assert cc[2:] == args
-    run = command(["nvcc", "/s/sccache", "/usr/bin/c++", "/w/here/c++", "/cuda/nvcc", "2", *args])
-    host = "/usr/bin/c++" if host_optimized(args, nvcc=True) else "/w/here/c++"
+    nvcc_argv = ["nvcc", "/s/sccache", "/usr/bin/c++", "/w/here/c++", "/cuda/nvcc", "2", *args]
+    run = command(nvcc_argv, {})
+    remote = host_optimized(args, nvcc=True) or device_line_info(args, {})
+    host = "/usr/bin/c++" if remote else "/w/here/c++"
     assert run == ["/s/sccache", "/cuda/nvcc", "--threads", "2", "-ccbin", host, *args]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line_info"),
+    [
+        (["-c", "k.cu"], {}, False),
+        (["-c", "k.cu", "--generate-line-info"], {}, True),  # xformers' default build type
+        (["-lineinfo", "-c", "k.cu"], {}, True),
+        (["-G", "-c", "k.cu"], {}, True),
+        (["-Xptxas", "-v,-lineinfo", "-c", "k.cu"], {}, True),
+        (["--ptxas-options=-O3,-g"], {}, True),
+        (["--ptxas-options=-v"], {}, False),
+        (["-Xcompiler", "-G", "-c", "k.cu"], {}, False),  # the host compiler's value
+        (["-c", "k.cu"], {"NVCC_APPEND_FLAGS": "-lineinfo -frandom-seed=x"}, True),
+        (["-c", "k.cu"], {"NVCC_PREPEND_FLAGS": "-O3"}, False),
+    ],
+)
+def test_device_code_with_line_info_sends_its_unoptimized_host_code_to_the_cluster(
+    args: list[str], env: dict[str, str], line_info: bool
+) -> None:
+    # its line tables differ by where ptxas ran anyway: keeping the -O0 host compile here
+    # could not make the unit the same bytes as a local build, only slower
+    from buildtools.distcompile.launcher import command, device_line_info
+
+    assert device_line_info(args, env) is line_info
+    run = command(["nvcc", "/s/sccache", "/usr/bin/c++", "/w/here/c++", "/n/nvcc", "1", *args], env)
+    assert run == [
+        "/s/sccache",
+        "/n/nvcc",
+        "-ccbin",
+        "/usr/bin/c++" if line_info else "/w/here/c++",
+        *args,
+    ]
 
 
 def test_unoptimized_units_are_no_dist_and_counted_apart(tmp_path: Path) -> None:
