@@ -34,7 +34,9 @@ _TO_HOST = ("-Xcompiler", "--compiler-options")
 _LINE_INFO = ("-lineinfo", "--generate-line-info", "-G", "--device-debug")
 _TO_PTXAS = ("-Xptxas", "--ptxas-options")
 _PTXAS_LINE_INFO = ("-lineinfo", "--generate-line-info", "-g", "--device-debug")
-# what nvcc reads from its environment as more options (`nvcc --help`)
+# what nvcc reads from its environment as more options (`nvcc --help`); the same as
+# toolchain.ccachekeys.NVCC_ENV_FLAGS, which this stdlib-only script cannot import (a unit
+# test holds the two equal)
 _NVCC_FLAG_VARS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 
 

@@ -520,3 +520,12 @@ def test_unoptimized_units_are_no_dist_and_counted_apart(tmp_path: Path) -> None
     counts = dataclasses.replace(parse_stats(json.dumps(STATS)), kept_here=2, fell_back=0)
     assert "2 unoptimized, kept here" in counts.describe()
     assert counts.to_json()["kept_here"] == 2
+
+
+def test_the_launcher_reads_the_nvcc_flag_variables_the_cache_keys_name() -> None:
+    # launcher.py runs as a stdlib-only script (`python -I`): its copy of the names must not
+    # drift from the one place the rest of buildtools reads them
+    from buildtools.distcompile import launcher
+    from buildtools.toolchain.ccachekeys import NVCC_ENV_FLAGS
+
+    assert launcher._NVCC_FLAG_VARS == NVCC_ENV_FLAGS
