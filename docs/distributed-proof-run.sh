@@ -70,6 +70,13 @@ export BUILDTOOLS_CACHE_DIR=$WORK/cache
 } 2>&1 | tee -a "$OUT/machine.txt"
 
 cd "$WORK" || exit 1
+# every CPU's time, every 3 s, while the builds run: `python bench/cpustat.py
+# $OUT/cpu-stat.txt.gz --group servers=0-1 --group client=2-5` says how busy the servers
+# (pinned to CPUs 0..) and the client (the CPUs after them) were
+(while sleep 3; do echo "t $(date +%s.%N)"; grep '^cpu[0-9]' /proc/stat; done) \
+    >"$OUT/cpu-stat.txt" 2>/dev/null &
+SAMPLER=$!
+trap 'kill "$SAMPLER" 2>/dev/null' EXIT
 # the builds (the client) on N CPUs of their own beside the servers' two: N=1 is a 1-core
 # client whose compile capacity is the cluster's; N=4 a GitHub-hosted runner's 4 cores
 for n in ${CLIENT_CPUS:-1 4}; do
@@ -78,4 +85,6 @@ for n in ${CLIENT_CPUS:-1 4}; do
         --json "$OUT/distributed-client$n.json" 2>&1 | tee "$OUT/distributed-client$n.log"
     echo "exit status: ${PIPESTATUS[0]}" | tee -a "$OUT/distributed-client$n.log"
 done
+kill "$SAMPLER" 2>/dev/null
+gzip -f "$OUT/cpu-stat.txt"
 ls -l "$OUT"
