@@ -12,6 +12,8 @@
 #     env -u CC -u CXX -u CUDAHOSTCXX SDIST=… MATRIX=… OUT=/tmp/out bash docs/distributed-corpus-run.sh
 #
 # and the rest is docs/distributed-proof-run.sh (CARRY holds what the machine cannot download).
+# CLIENT_CPUS: the client's CPUs (default 2, this project's CI machine; 4 is a GitHub-hosted
+# runner's), e.g. CLIENT_CPUS=4 or CLIENT_CPUS="4 2" (one pair of builds each).
 set -u
 : "${SDIST:?the xformers sdist}" "${MATRIX:?its matrix.yaml}"
 WORKSRC=${WORKSRC:-/tmp/xf}
