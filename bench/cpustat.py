@@ -104,8 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             parser.error(f"--group {spec}: NAME=CPUS, e.g. client=2-5")
     opener = gzip.open if args.trace.suffix == ".gz" else open
-    with opener(args.trace, "rt", encoding="utf-8") as fh:
-        samples = parse(fh)
+    try:
+        with opener(args.trace, "rt", encoding="utf-8") as fh:
+            samples = parse(fh)
+    except (OSError, UnicodeDecodeError, EOFError) as err:  # missing, not gzip, cut short
+        raise SystemExit(f"{args.trace}: cannot read the trace ({err})") from None
     if len(samples) < 2:
         raise SystemExit(f"{args.trace}: fewer than two samples")
     known = set(samples[0].cpus)

@@ -73,3 +73,13 @@ def test_the_command_reads_a_gzipped_trace(
     out = capsys.readouterr().out
     assert "| 0 | 1.00 | 0.50 |" in out
     assert "servers {'cpu_s': 6.0, 'busy_from_s': 0.0, 'busy_to_s': 6.0}" in out
+
+
+def test_a_trace_that_cannot_be_read_is_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / "none.txt.gz"
+    with pytest.raises(SystemExit, match=r"none\.txt\.gz: cannot read the trace"):
+        cpustat.main([str(missing), "--group", "a=0"])
+    not_gzip = tmp_path / "plain.txt.gz"
+    not_gzip.write_text("t 1\n")
+    with pytest.raises(SystemExit, match=r"plain\.txt\.gz: cannot read the trace"):
+        cpustat.main([str(not_gzip), "--group", "a=0"])
