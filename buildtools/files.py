@@ -9,7 +9,9 @@ Every file a user or an artefact names as an input (a matrix, a wheel, a smoke r
 setup.py) is opened by `open_regular`: its type is checked before it is opened and again
 on the open descriptor, so a FIFO (which blocks forever), a device (`/dev/zero` never
 ends), a socket or a directory is refused with one line (`NotRegularFileError`, an
-OSError naming the path) instead of hanging or filling memory.
+OSError naming the path) instead of hanging or filling memory. A file read from a
+directory someone else controls (a repository `init` adopts) is opened by `open_within`,
+which also refuses a symbolic link leading out of that directory.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ __all__ = [
     "fsync_dir",
     "naming_path",
     "open_regular",
+    "open_within",
     "read_regular",
+    "read_within",
     "safe_join",
     "sha256_file",
     "write_atomic",
@@ -193,15 +197,84 @@ def read_regular(path: Path, *, max_bytes: int) -> bytes:
     """The bytes of the regular file `path` (`open_regular`), at most `max_bytes`; a larger
     file raises OSError(EFBIG) naming it, before it is read."""
     with open_regular(path) as fh:
-        size = os.fstat(fh.fileno()).st_size
-        data = fh.read(max_bytes + 1) if size <= max_bytes else b""
-        if size > max_bytes or len(data) > max_bytes:
-            raise OSError(
-                errno.EFBIG,
-                f"larger than {max_bytes:,} bytes, the most this input may be",
-                os.fspath(path),
-            )
+        return _read_capped(fh, path, max_bytes)
+
+
+def _read_capped(fh: BinaryIO, path: Path, max_bytes: int) -> bytes:
+    size = os.fstat(fh.fileno()).st_size
+    data = fh.read(max_bytes + 1) if size <= max_bytes else b""
+    if size > max_bytes or len(data) > max_bytes:
+        raise OSError(
+            errno.EFBIG,
+            f"larger than {max_bytes:,} bytes, the most this input may be",
+            os.fspath(path),
+        )
     return data
+
+
+def open_within(root: Path, member: str) -> BinaryIO:
+    """`root / member` opened as `open_regular` opens it, when no symbolic link on its way
+    leads out of `root` (a checkout's setup.py linked to a file elsewhere is refused with
+    UnsafeArtefactError, not read). A link that stays inside `root` is followed.
+
+    The resolved path is then opened one component at a time, each with O_NOFOLLOW from the
+    directory before it: a link swapped in after the resolution is refused, never followed.
+    FileNotFoundError (and other OSErrors) propagate as they are.
+    """
+    problem = _lexical_problem(member)
+    if problem is not None:
+        raise UnsafeArtefactError(f"{member!r} {problem}; refusing to read it")
+    base = root.resolve()
+    real = Path(os.path.realpath(base / member))
+    if not real.is_relative_to(base):
+        raise UnsafeArtefactError(
+            f"{base / member}: a symbolic link leads out of {base} (to {real}); refusing to "
+            "read it: make it a regular file inside the directory"
+        )
+    parts = real.relative_to(base).parts
+    if not parts:
+        raise NotRegularFileError(base / member, "a directory")
+    nofollow = os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | nofollow, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        mode = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode
+        if stat.S_ISLNK(mode):
+            raise OSError(errno.ELOOP, "a symbolic link appeared", os.fspath(real))
+        kind = _kind(mode)
+        if kind is not None:
+            raise NotRegularFileError(base / member, kind)
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | nofollow
+        inner = os.open(parts[-1], flags, dir_fd=fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeArtefactError(
+                f"{base / member}: a symbolic link was put on its way while it was read; "
+                "refusing to read it"
+            ) from None
+        if isinstance(exc, NotRegularFileError):
+            raise
+        raise OSError(exc.errno, exc.strerror, os.fspath(base / member)) from None
+    finally:
+        os.close(fd)
+    try:
+        kind = _kind(os.fstat(inner).st_mode)
+        if kind is not None:
+            raise NotRegularFileError(base / member, kind)
+        return open(inner, "rb")  # noqa: PTH123 (a descriptor, returned open)
+    except BaseException:
+        os.close(inner)
+        raise
+
+
+def read_within(root: Path, member: str, *, max_bytes: int) -> bytes:
+    """The bytes of `root / member` (`open_within`: no link out of `root`), at most
+    `max_bytes`; a larger file raises OSError(EFBIG) naming it, before it is read."""
+    with open_within(root, member) as fh:
+        return _read_capped(fh, root / member, max_bytes)
 
 
 @contextlib.contextmanager
