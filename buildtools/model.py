@@ -148,14 +148,19 @@ class Toolkit:
     version: str
     arch_list: str
     pip_packages: tuple[str, ...] = ()
+    # "enforce": the compiler wrapper replaces the project's own arch flags with arch_list
+    arch_flags: Literal["keep", "enforce"] = "keep"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "version": self.version,
             "arch_list": self.arch_list,
             "pip_packages": list(self.pip_packages),
         }
+        if self.arch_flags != "keep":  # plans and fingerprints of the default stay as they were
+            out["arch_flags"] = self.arch_flags
+        return out
 
     @classmethod
     def _read(cls, r: Fields) -> Toolkit:
@@ -164,6 +169,7 @@ class Toolkit:
             version=r.text("version"),
             arch_list=r.text("arch_list"),
             pip_packages=r.texts("pip_packages", ()),
+            arch_flags=r.choice("arch_flags", ("keep", "enforce"), "keep"),
         )
 
 

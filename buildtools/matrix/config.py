@@ -235,6 +235,9 @@ class AcceleratorOverride(Strict):
     """Per-accelerator settings; keys of `accelerators:` are names, families or globs."""
 
     arch_list: str | None = None
+    # keep: the project's own arch flags stand (checks report what they produced); enforce:
+    # the compiler wrapper replaces them with the cell's arch_list (docs/matrix.md)
+    arch_flags: Literal["keep", "enforce"] = "keep"
     repair: Literal["auto", "skip"] | RepairCommand = "auto"
     exclude_libs: list[str] = Field(default_factory=list)
     torch_index: str | None = None

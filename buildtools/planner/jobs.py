@@ -114,13 +114,19 @@ def _runner(value: str | list[str]) -> str | tuple[str, ...]:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _toolkit(accel: Accelerator, arch_list: str, pip_packages: tuple[str, ...]) -> Toolkit:
+def _toolkit(
+    accel: Accelerator,
+    arch_list: str,
+    pip_packages: tuple[str, ...],
+    override: AcceleratorOverride,
+) -> Toolkit:
     assert accel.version is not None  # a device accelerator has a version
     return Toolkit(
         kind="cuda" if accel.kind == "cuda" else "rocm",
         version=accel.version,
         arch_list=arch_list,
         pip_packages=pip_packages,
+        arch_flags=override.arch_flags,
     )
 
 
@@ -169,7 +175,9 @@ def _index_torch(
                             f"{', '.join(kb.torch_release(torch).cuda_archs)}",
                         )
                     )
-        toolkit = _toolkit(accel, arch_list, kb.toolkit_requirements(build_torch, accel))
+        toolkit = _toolkit(
+            accel, arch_list, kb.toolkit_requirements(build_torch, accel), override
+        )
     index = torch_index_for(mf, accel)
     return _BuildTorch(
         torch=build_torch,
@@ -217,7 +225,7 @@ def _current_torch(
             pip_packages = kb.toolkit_requirements(current.public_version, accel)
         except LookupError:
             pip_packages = ()  # the toolchain derives them from torch's own requirements
-        toolkit = _toolkit(accel, arch_list, pip_packages)
+        toolkit = _toolkit(accel, arch_list, pip_packages, override)
     # the tag a release wheel of that minor promises (the newest known one's for a torch
     # the data does not know); a local build reaching less gets the best tag its host
     # allows and a platform-tag warning, like any local build
