@@ -6,6 +6,11 @@ from the file and is bounded by the section it lies in; a compressed HIP bundle 
 inflated only as far as its header needs (`_BUNDLE_HEADER_BYTES`), so a 4.9 KB bundle that
 inflates to 2.2 GB costs 1 MiB. What cannot be read within those bounds makes the result
 incomplete (`DeviceCode.complete`), never an error and never a hang.
+
+Each piece of device code is also kept as a `DeviceEntry`: its arch, the bytes it takes in
+the file, whether those bytes are compressed, and how large it is inflated (as its header
+says; nothing is inflated to measure it). The device check lists the code a cell did not
+promise by these sizes, and `wheel-size` sums them per arch (`devicesize`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ __all__ = [
     "FATBIN_MAGIC",
     "FATBIN_SECTIONS",
     "HIP_SECTIONS",
+    "DeviceEntry",
     "bundle_ids",
     "fatbin_archs",
     "gfx_of",
@@ -27,19 +33,27 @@ import re
 import struct
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import IO
 
 # CUDA fatbin container, as nvcc writes it into `.nv_fatbin` (whole-program) and
 # `__nv_relfatbin` (-rdc): a 16-byte header (magic, version, header size, payload size)
-# followed by entries with a 64+ byte header each. Layout checked against nvcc 13.0
-# output (tests/fixtures/cuda/); the entry header carries the arch, so compressed
-# entries need no decompression.
+# followed by entries with a 64+ byte header each: u16 kind, u16 version, u32 header size,
+# u64 payload size (padded), u32 compressed size, ..., u32 arch at 28, u64 flags at 40,
+# u64 inflated size at 56. Layout checked against nvcc 13.0 output (tests/fixtures/cuda/,
+# make_fixtures.sh): the entry header carries the arch, so compressed entries need no
+# decompression. A compressed entry has flag 0x2000 (LZ4: `--compress-mode=speed`) or
+# 0x8000 (Zstd: PTX by default, cubins under `--compress-mode=size` or `balance`), and
+# its header says its inflated size: the same object's sm_80 cubin is 3240 bytes
+# uncompressed and 846 bytes with `--compress-mode=size`, whose header says 3240.
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _FATBIN_KINDS = {1: "compute", 2: "sm", 8: "lto"}  # PTX, cubin (ELF), NVVM IR for LTO
 _FATBIN_FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a, compute_100a
 _FATBIN_FLAG_FAMILY = 0x200000  # sm_100f, compute_120f
-_FATBIN_ENTRY = 48  # the part of an entry header read here; nvcc writes 64 or more
+_FATBIN_FLAG_COMPRESSED = 0x2000 | 0x8000  # LZ4, Zstd
+_FATBIN_ENTRY = 48  # the part of an entry header every entry must have
+_FATBIN_INFLATED_AT = 56  # u64, in the 64-byte headers nvcc writes
 
 # clang offload bundles in `.hip_fatbin`: "__CLANG_OFFLOAD_BUNDLE__", u64 count, then
 # per entry u64 offset, u64 size, u64 id length, id ("hipv4-amdgcn-amd-amdhsa--gfx90a").
@@ -54,6 +68,22 @@ _BUNDLE_ENTRIES = 4096  # ids in one bundle (real: a few dozen targets)
 _BUNDLE_ID_BYTES = 4096  # one id (real: < 100)
 _BUNDLE_HEADER_BYTES = 1 << 20  # of a compressed bundle, inflated to read its ids
 _CHUNK = 1 << 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceEntry:
+    """One piece of device code: a fatbin entry (cubin, PTX, LTO IR) or a bundle's target.
+
+    `stored`: the bytes it takes in the file (CUDA: the entry's header and payload; HIP:
+    its code object), None for a target of a compressed bundle, which is one stream for
+    all targets. `compressed`: whether those bytes are compressed. `inflated`: its
+    payload's bytes uncompressed, as its header says (None when the header does not say).
+    """
+
+    arch: str  # sm_90a, compute_120, lto_80; gfx942
+    stored: int | None
+    compressed: bool
+    inflated: int | None
 
 
 def _read_at(f: IO[bytes], offset: int, size: int) -> bytes:
@@ -78,10 +108,10 @@ def _find(f: IO[bytes], needles: tuple[bytes, ...], start: int, end: int) -> tup
 
 
 def fatbin_archs(
-    f: IO[bytes], start: int, length: int, sizes: dict[str, int] | None = None
+    f: IO[bytes], start: int, length: int, entries: list[DeviceEntry] | None = None
 ) -> tuple[set[str], bool]:
     """Archs of the fatbin containers in f[start:start+length], and whether all were read;
-    `sizes` (when given) gains each arch's bytes: its entries' headers and payloads."""
+    `entries` (when given) gains each entry read: its arch, bytes and compression."""
     archs: set[str] = set()
     complete = True
     end = start + length
@@ -102,7 +132,10 @@ def fatbin_archs(
             budget -= 1
             if budget < 0:
                 return archs, False
-            eh = _read_at(f, entry, _FATBIN_ENTRY)
+            eh = _read_at(f, entry, _FATBIN_INFLATED_AT + 8)
+            if len(eh) < _FATBIN_ENTRY:
+                complete = False
+                break
             kind, _ev, entry_header_size, payload = struct.unpack_from("<HHIQ", eh, 0)
             (arch,) = struct.unpack_from("<I", eh, 28)
             (flags,) = struct.unpack_from("<Q", eh, 40)
@@ -120,12 +153,28 @@ def fatbin_archs(
                     suffix = "f"
                 name = f"{prefix}_{arch}{suffix}"
                 archs.add(name)
-                if sizes is not None:
-                    weight = min(entry_header_size + payload, stop - entry)
-                    sizes[name] = sizes.get(name, 0) + weight
+                if entries is not None:
+                    entries.append(_fatbin_entry(name, eh, flags, stop - entry))
             entry += entry_header_size + payload
         pos, _ = _find(f, (magic,), max(stop, pos + 4), end)
     return archs, complete
+
+
+def _fatbin_entry(name: str, head: bytes, flags: int, left: int) -> DeviceEntry:
+    """The entry `name` whose header is `head`, with `left` bytes of the section from it."""
+    header_size, payload = struct.unpack_from("<IQ", head, 4)
+    compressed = bool(flags & _FATBIN_FLAG_COMPRESSED)
+    inflated: int | None = payload
+    if compressed:
+        inflated = None
+        if header_size >= _FATBIN_INFLATED_AT + 8 and len(head) >= _FATBIN_INFLATED_AT + 8:
+            inflated = struct.unpack_from("<Q", head, _FATBIN_INFLATED_AT)[0] or None
+    return DeviceEntry(
+        arch=name,
+        stored=max(0, min(header_size + payload, left)),
+        compressed=compressed,
+        inflated=inflated,
+    )
 
 
 def parse_fatbin(data: bytes) -> frozenset[str]:
@@ -200,8 +249,17 @@ def _ccob(f: IO[bytes], at: int, end: int) -> tuple[bytes | None, int | None]:
     return _inflate_prefix(f, at + header, stop or end, method), stop
 
 
-def bundle_ids(f: IO[bytes], start: int, end: int, *, depth: int = 0) -> tuple[set[str], bool]:
-    """The ids of the offload bundles in f[start:end], and whether all could be read."""
+def bundle_ids(
+    f: IO[bytes],
+    start: int,
+    end: int,
+    *,
+    depth: int = 0,
+    entries: list[DeviceEntry] | None = None,
+) -> tuple[set[str], bool]:
+    """The ids of the offload bundles in f[start:end], and whether all could be read;
+    `entries` (when given) gains each GPU target's code object: its gfx and bytes (a
+    compressed bundle's as its header says, inflated)."""
     ids: set[str] = set()
     complete = True
     pos = start
@@ -214,7 +272,9 @@ def bundle_ids(f: IO[bytes], start: int, end: int, *, depth: int = 0) -> tuple[s
             if inner is None or depth > 0:
                 complete = False
             else:
-                more, ok = bundle_ids(io.BytesIO(inner), 0, len(inner), depth=depth + 1)
+                more, ok = bundle_ids(
+                    io.BytesIO(inner), 0, len(inner), depth=depth + 1, entries=entries
+                )
                 ids |= more
                 complete &= ok
             pos = stop if stop is not None else at + len(_CCOB_MAGIC)
@@ -234,13 +294,25 @@ def bundle_ids(f: IO[bytes], start: int, end: int, *, depth: int = 0) -> tuple[s
             if len(entry) < 24 or off + 24 > end:
                 complete = False
                 break
-            _eoff, _esize, idlen = struct.unpack("<QQQ", entry)
+            eoff, esize, idlen = struct.unpack("<QQQ", entry)
             off += 24
             if idlen > _BUNDLE_ID_BYTES or off + idlen > end:
                 complete = False
                 break
-            ids.add(_read_at(f, off, idlen).decode("ascii", errors="replace"))
+            bundle_id = _read_at(f, off, idlen).decode("ascii", errors="replace")
+            ids.add(bundle_id)
             off += idlen
+            if entries is not None and (gfx := gfx_of((bundle_id,))):
+                if depth > 0:  # inside a compressed bundle: the header's word, inflated
+                    entries.append(
+                        DeviceEntry(arch=min(gfx), stored=None, compressed=True, inflated=esize)
+                    )
+                else:
+                    stored = max(0, min(esize, end - (at + eoff)))
+                    complete &= stored == esize
+                    entries.append(
+                        DeviceEntry(arch=min(gfx), stored=stored, compressed=False, inflated=stored)
+                    )
         pos = max(off, at + len(_BUNDLE_MAGIC))
     return ids, complete
 

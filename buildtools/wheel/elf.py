@@ -54,6 +54,7 @@ from ..files import open_regular
 from .devicecode import (
     FATBIN_SECTIONS,
     HIP_SECTIONS,
+    DeviceEntry,
     bundle_ids,
     fatbin_archs,
     gfx_of,
@@ -112,8 +113,17 @@ class DeviceCode:
     kind: Literal["cuda", "hip"]
     archs: frozenset[str]
     complete: bool = True
-    # bytes of device code per arch (CUDA: each fatbin entry's header and payload)
-    sizes: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+    # each fatbin entry or bundle target read: its arch, bytes, compression
+    entries: tuple[DeviceEntry, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def sizes(self) -> tuple[tuple[str, int], ...]:
+        """Bytes in the file per arch (CUDA: its fatbin entries' headers and payloads)."""
+        total: dict[str, int] = {}
+        for entry in self.entries:
+            if entry.stored is not None:
+                total[entry.arch] = total.get(entry.arch, 0) + entry.stored
+        return tuple(sorted(total.items()))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,8 +197,13 @@ def _cxa_demangle() -> tuple[Any, Any] | None:
 def python_init_symbol(basename: str) -> str:
     """The symbol a shared object exports when it is the Python extension module its file
     names (`_C.cpython-312-x86_64-linux-gnu.so` → `PyInit__C`); one without it is a library
-    (a torch op library, a dependency), not importable by name."""
-    return f"PyInit_{basename.split('.', 1)[0]}"
+    (a torch op library, a dependency), not importable by name. A name that is not ASCII
+    is looked up as PEP 489 says (`importdl.c`): `PyInitU_` and its Punycode, '-' as '_'
+    (`café` → `PyInitU_caf_dma`)."""
+    stem = basename.split(".", 1)[0]
+    if stem.isascii():
+        return f"PyInit_{stem}"
+    return "PyInitU_" + stem.encode("punycode").decode("ascii").replace("-", "_")
 
 
 def demangle(name: str) -> str:
@@ -455,10 +470,11 @@ def _symbols(elf: _File) -> tuple[frozenset[str], tuple[UndefinedSymbol, ...]]:
 
 def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
     cuda_archs: set[str] = set()
-    cuda_sizes: dict[str, int] = {}
+    cuda_entries: list[DeviceEntry] = []
     cuda_complete = True
     has_cuda = False
     hip_ids: set[str] = set()
+    hip_entries: list[DeviceEntry] = []
     hip_complete = True
     has_hip = False
     for section in elf.sections:
@@ -467,12 +483,12 @@ def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
         start, length = section["sh_offset"], section["sh_size"]
         if section.name in FATBIN_SECTIONS:
             has_cuda = True
-            archs, complete = fatbin_archs(elf.f, start, length, cuda_sizes)
+            archs, complete = fatbin_archs(elf.f, start, length, cuda_entries)
             cuda_archs |= archs
             cuda_complete &= complete
         elif section.name in HIP_SECTIONS:
             has_hip = True
-            ids, complete = bundle_ids(elf.f, start, start + length)
+            ids, complete = bundle_ids(elf.f, start, start + length, entries=hip_entries)
             hip_ids |= ids
             hip_complete &= complete
     cuda = (
@@ -480,13 +496,18 @@ def _device_code(elf: _File) -> tuple[DeviceCode | None, DeviceCode | None]:
             kind="cuda",
             archs=frozenset(cuda_archs),
             complete=cuda_complete,
-            sizes=tuple(sorted(cuda_sizes.items())),
+            entries=tuple(cuda_entries),
         )
         if has_cuda
         else None
     )
     hip = (
-        DeviceCode(kind="hip", archs=frozenset(gfx_of(hip_ids)), complete=hip_complete)
+        DeviceCode(
+            kind="hip",
+            archs=frozenset(gfx_of(hip_ids)),
+            complete=hip_complete,
+            entries=tuple(hip_entries),
+        )
         if has_hip
         else None
     )
