@@ -312,8 +312,9 @@ def test_missing_promised_archs(tmp_path: Path, target: TorchTarget) -> None:
     findings = check_wheel(wheel, targets=[target], expect=expect)
     assert codes(findings) == ["no-device-code"]
     assert findings[0].message.startswith(
-        "The wheel's CUDA device code lacks compute_120, sm_120 promised by "
-        "TORCH_CUDA_ARCH_LIST='8.0;9.0;12.0+PTX' (found: sm_80, sm_90)"
+        "The wheel's CUDA device code is not what TORCH_CUDA_ARCH_LIST='8.0;9.0;12.0+PTX' "
+        f"promised: {EXT} lacks cubin sm_120, PTX compute_120 (it carries cubin sm_80 sm_90, "
+        "no PTX)"
     )
     ok = replace(CPU, accelerator="cu130", arch_list="8.0;9.0")
     assert check_wheel(wheel, targets=[target], expect=ok) == []
@@ -325,7 +326,8 @@ def test_rocm_cell(tmp_path: Path, target: TorchTarget) -> None:
     expect = replace(CPU, accelerator="rocm6.4", arch_list="gfx90a;gfx942")
     findings = check_wheel(wheel, targets=[target], expect=expect)
     assert codes(findings) == ["no-device-code"]
-    assert "lacks gfx942 promised by PYTORCH_ROCM_ARCH" in findings[0].message
+    assert "PYTORCH_ROCM_ARCH='gfx90a;gfx942' promised" in findings[0].message
+    assert "lacks target gfx942 (it carries target gfx90a)" in findings[0].message
 
 
 def test_cpu_cell_linking_cuda(tmp_path: Path, target: TorchTarget) -> None:
@@ -733,7 +735,7 @@ def test_aarch64_cuda_wheel_needs_sm90_and_sm100(tmp_path: Path, target: TorchTa
     )
     findings = check_wheel(wheel, targets=[target], expect=expect)
     assert codes(findings) == ["no-device-code"]
-    assert "lacks compute_100, sm_100" in findings[0].message
+    assert "lacks cubin sm_100, PTX compute_100" in findings[0].message
     both = fatbin([(FATBIN_ELF, 90, 0), (FATBIN_ELF, 100, 0), (FATBIN_PTX, 100, 0)])
     wheel = wheel_with(
         tmp_path / "b",

@@ -11,7 +11,10 @@ code                what it catches
 bundled-torch-lib   a torch/c10/CUDA/ROCm runtime library grafted into the wheel
 undefined-symbol    a dynamic symbol neither torch, the allowed system libraries,
                     libpython nor the wheel itself provides (fails at import)
-no-device-code      a CUDA/ROCm cell without device code, or without a promised arch
+no-device-code      a CUDA/ROCm cell without device code, or a shared object without a
+                    promised arch or PTX
+extra-device-code   device code the cell did not promise (cubin, PTX, LTO IR, gfx
+                    target), with its bytes and the .so holding it
 cpu-links-cuda      a CPU cell whose extension needs a CUDA/ROCm/driver library
                     (libcudart, libc10_cuda…)
 abi-mismatch        std::string symbols in the other C++ ABI than the target torch's
