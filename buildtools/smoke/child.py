@@ -41,16 +41,28 @@ _OUTPUT_TAIL_LINES = 60
 _OUTPUT_TAIL_CHARS = 6000
 
 # The import stage, run as a script in the env under test (cwd: an empty directory), with one
-# JSON argument: {"packages": [...], "compiled": [...], "watch": [...]}. Every step is
-# announced before it is taken, so an abort still says where it happened. The packages are
+# JSON argument (`modules.child_spec`): {"packages": [{"name", "paths"}], "compiled":
+# [{"name", "file"}], "watch": [...]}. Every step is announced before it is taken, so an
+# abort still says where it happened. The script's own directory leaves sys.path first (a
+# wheel's module named like the script must not import the script). The packages are
 # imported first (a failure there ends the script); then each compiled module by its own
 # name, a failure reported and the next one tried; then the maps are read: the libc10/
 # libtorch files, and which of the `watch` paths (shared objects that are not importable,
 # relative to site-packages) the imports mapped.
+#
+# An import is the wheel's only when what came back is the wheel's file: a name the standard
+# library (`os`), another package or a stub put in sys.modules already takes returns that
+# instead. So a package's file must be one the wheel installs for it, and a compiled
+# module's must be the wheel's own `.so`, loaded by an extension loader and mapped into the
+# process; anything else is an ImportError naming what came back.
 CHILD_SCRIPT = r"""
-import importlib, json, os, re, sys
+import importlib, importlib.machinery, json, os, re, sys
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) != HERE]
 TAG = "BUILDTOOLS_SMOKE "
 PAT = re.compile(r"^(lib(?:c10|torch)[A-Za-z0-9_]*?)(?:-[0-9a-f]{8})?\.so(?:\.[0-9]+)*$")
+TAKEN = ("the name is taken first: by the standard library, another package, or a module "
+         "put in sys.modules")
 spec = json.loads(sys.argv[1])
 def say(**kw):
     sys.stdout.write(TAG + json.dumps(kw) + "\n")
@@ -74,20 +86,61 @@ def torch_libs(files):
         if m:
             libs.setdefault(m.group(1), set()).add(os.path.realpath(path))
     return {k: sorted(v) for k, v in sorted(libs.items())}
+def origin(mod):
+    f = getattr(mod, "__file__", None)
+    return os.path.realpath(f) if isinstance(f, str) else None
+def package_error(name, mod, paths):
+    if paths is None:
+        return None
+    dirs = [os.path.realpath(d) for d in paths["dirs"]]
+    files = [os.path.realpath(f) for f in paths["files"]]
+    got = origin(mod)
+    if got is not None:
+        if got in files or any(got.startswith(d + os.sep) for d in dirs):
+            return None
+    else:
+        where = [p for p in getattr(mod, "__path__", None) or () if isinstance(p, str)]
+        if any(os.path.realpath(p) in dirs for p in where):
+            return None
+        got = "a module with no file"
+    wanted = " or ".join(files + [d + "/" for d in dirs]) or "nothing (it installs none)"
+    return "import %s returned %s, not the wheel's %s (%s)" % (name, got, wanted, TAKEN)
+def compiled_error(name, mod, want):
+    got, want = origin(mod), os.path.realpath(want)
+    if got != want:
+        return "import %s returned %s, not the wheel's %s (%s)" % (
+            name, got or "a module with no file", want, TAKEN)
+    loader = getattr(mod, "__loader__", None)
+    if not isinstance(loader, importlib.machinery.ExtensionFileLoader):
+        return "import %s returned a module naming %s, not loaded from it as an extension " \
+               "module (%s)" % (name, want, TAKEN)
+    if want not in {os.path.realpath(f) for f in mapped_files()}:
+        return "import %s returned a module naming %s, which is not mapped into the " \
+               "process (%s)" % (name, want, TAKEN)
+    return None
 say(event="import", module="torch")
 import torch
 say(event="imported", module="torch", version=torch.__version__, cuda=torch.version.cuda,
     hip=getattr(torch.version, "hip", None), file=torch.__file__)
-for name in spec["packages"]:
+for item in spec["packages"]:
+    name = item["name"]
     say(event="import", module=name)
     mod = importlib.import_module(name)
+    wrong = package_error(name, mod, item["paths"])
+    if wrong is not None:
+        raise ImportError(wrong)
     say(event="imported", module=name, file=getattr(mod, "__file__", None))
-for name in spec["compiled"]:
+for item in spec["compiled"]:
+    name = item["name"]
     say(event="load", module=name)
     try:
         mod = importlib.import_module(name)
     except BaseException as exc:  # ImportError, OSError, SystemExit: each is the module's
         say(event="load-failed", module=name, error=type(exc).__name__ + ": " + str(exc))
+        continue
+    wrong = compiled_error(name, mod, item["file"])
+    if wrong is not None:
+        say(event="load-failed", module=name, error="ImportError: " + wrong)
         continue
     say(event="loaded", module=name, file=getattr(mod, "__file__", None))
 try:

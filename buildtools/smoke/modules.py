@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "CompiledModule",
     "ModuleOutcome",
+    "child_spec",
     "compiled_modules",
     "describe_load_error",
     "install_path",
@@ -28,7 +29,7 @@ __all__ = [
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..wheel.checks.elves import WheelElf
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # child imports report, which imports this module
 # <dist>-<version>.data/purelib|platlib/… installs into site-packages like the root
 _DATA_LIB_RE = re.compile(r"^[^/]+\.data/(?:purelib|platlib)/(?P<rest>.+)$")
 _CPYTHON_SUFFIX_RE = re.compile(r"\.cpython-(?P<major>\d)(?P<minor>\d+)[a-z]*-[^/]*\.so$")
+_EXTENSION_SUFFIX_RE = re.compile(r"\.(?:cpython-[^/]*|abi3)\.so$")
 _UNDEFINED_RE = re.compile(r"undefined symbol: (?P<symbol>[A-Za-z0-9_.$@]+)")
 _MISSING_LIB_RE = re.compile(
     r"(?P<lib>[A-Za-z0-9_.+-]+\.so[0-9.]*): cannot open shared object file"
@@ -54,6 +56,9 @@ class CompiledModule:
     name: str | None  # dotted module name; None when no name imports it
     importable: bool  # a Python extension module (exports PyInit_<name>) for this Python
     reason: str | None = None  # why it is not imported (library, other Python, not a package)
+    # a fault found without loading it, which fails the wheel: a module file whose
+    # PyInit_ is another name's (Python refuses to import it)
+    error: str | None = None
 
     @property
     def label(self) -> str:
@@ -70,11 +75,29 @@ def _module_path(arcname: str) -> tuple[str, ...] | None:
     return parts
 
 
+def _misnamed(base: str, dotted: str, exported: frozenset[str]) -> str | None:
+    """Why a file named as an extension module cannot be imported by its name: it exports
+    another module's init function (renamed after it was built), or None. A plain `libX.so`
+    exporting some PyInit_ is a library that embeds a module, not a module file."""
+    inits = sorted(s for s in exported if s.startswith(("PyInit_", "PyInitU_")))
+    tagged = _EXTENSION_SUFFIX_RE.search(base) is not None
+    if not inits or not (tagged or not base.startswith("lib")):
+        return None
+    own = python_init_symbol(base)
+    return (
+        f"exports {', '.join(inits[:3])}, not {own}: Python cannot import it as {dotted} "
+        "(ImportError: dynamic module does not define module export function); a module "
+        "file renamed after it was built"
+    )
+
+
 def compiled_modules(elves: Sequence[WheelElf], *, python: str) -> list[CompiledModule]:
     """The wheel's shared objects in file order, each with its module name or its reason.
 
     `python` ("3.12") is the interpreter the wheel is installed for: a `.cpython-311-…so`
-    does not import on 3.12 and is listed, not imported.
+    does not import on 3.12 and is listed, not imported. A name that is not ASCII is found
+    by its PEP 489 init function (`PyInitU_…`); a module file whose init function names
+    another module is an error (`error`), not a library.
     """
     out: list[CompiledModule] = []
     for elf in elves:
@@ -107,14 +130,18 @@ def compiled_modules(elves: Sequence[WheelElf], *, python: str) -> list[Compiled
                 )
             )
             continue
-        if python_init_symbol(base) not in elf.info.exported:
+        init = python_init_symbol(base)
+        if init not in elf.info.exported:
+            wrong = _misnamed(base, dotted, elf.info.exported)
             out.append(
                 CompiledModule(
                     arcname=arc,
                     name=dotted,
                     importable=False,
-                    reason=f"no PyInit_{stem}: not a Python extension module (the package loads "
+                    reason=wrong
+                    or f"no {init}: not a Python extension module (the package loads "
                     "it with ctypes or torch.ops.load_library, or it is a dependency)",
+                    error=wrong,
                 )
             )
             continue
@@ -132,6 +159,46 @@ def compiled_modules(elves: Sequence[WheelElf], *, python: str) -> list[Compiled
             continue
         out.append(CompiledModule(arcname=arc, name=dotted, importable=True))
     return out
+
+
+def child_spec(
+    listed: Sequence[CompiledModule],
+    *,
+    packages: Sequence[str],
+    site: Path,
+    members: Sequence[str],
+) -> dict[str, Any]:
+    """The smoke child's argument: each package with the files the wheel installs for it
+    (None when the wheel's file list is unknown), each compiled module with the file it
+    must come from (under `site`, the site-packages the wheel was installed into), and the
+    shared objects that are not imported, to look for in the process's maps."""
+    installed = [install_path(m) for m in members]
+    return {
+        "packages": [
+            {"name": name, "paths": _package_paths(name, installed, site) if members else None}
+            for name in packages
+        ],
+        "compiled": [
+            {"name": m.name, "file": str(site / install_path(m.arcname))}
+            for m in listed
+            if m.importable and m.name
+        ],
+        "watch": [install_path(m.arcname) for m in listed if not m.importable],
+    }
+
+
+def _package_paths(name: str, installed: Sequence[str], site: Path) -> dict[str, list[str]]:
+    """Where the wheel puts module `name` under `site`: its package directory (when it
+    installs files under one) and its module files (`name.py`, `name.<suffix>.so`)."""
+    rel = name.replace(".", "/")
+    dirs = [str(site / rel)] if any(p.startswith(rel + "/") for p in installed) else []
+    files = sorted(
+        str(site / p)
+        for p in installed
+        if p == rel + ".py"
+        or (p.startswith(rel + ".") and p.endswith(".so") and "/" not in p[len(rel) :])
+    )
+    return {"dirs": dirs, "files": files}
 
 
 def describe_load_error(message: str) -> str:
@@ -173,29 +240,31 @@ class ModuleOutcome:
 
 
 def load_outcomes(
-    planned: Sequence[tuple[str, str | None, str | None]],
+    listed: Sequence[CompiledModule],
     child: ChildReport,
     optional: frozenset[str],
 ) -> tuple[tuple[ModuleOutcome, ...], list[str], list[str]]:
     """(outcome per shared object, failures that fail the wheel, notes on optional ones).
 
-    `planned`: (file, module name or None, reason it is not imported or None); `child`: what
-    the smoke's child announced (`loaded`, `load_failed`, the `watched` files it mapped)."""
+    `listed`: `compiled_modules`' answer; `child`: what the smoke's child announced
+    (`loaded`, `load_failed`, the `watched` files it mapped). A module is loaded only when
+    the child saw the wheel's own file come back from its import (see `child_spec`)."""
     outcomes: list[ModuleOutcome] = []
     failures: list[str] = []
     notes: list[str] = []
     watched = set(child.watched or ())
-    for arcname, name, reason in planned:
-        if reason is not None:
+    for m in listed:
+        arcname, name = m.arcname, m.name
+        if m.reason is not None and m.error is None:
             mapped = None if child.watched is None else install_path(arcname) in watched
             outcomes.append(
                 ModuleOutcome(
-                    arcname=arcname, name=name, outcome="skipped", detail=reason, mapped=mapped
+                    arcname=arcname, name=name, outcome="skipped", detail=m.reason, mapped=mapped
                 )
             )
             continue
         assert name is not None
-        error = child.load_failed.get(name)
+        error = m.error or child.load_failed.get(name)
         if error is None and name in child.loaded:
             outcomes.append(ModuleOutcome(arcname=arcname, name=name, outcome="loaded"))
             continue

@@ -72,7 +72,7 @@ from .envs import (
     smoke_argv,
     torch_matches,
 )
-from .modules import ModuleOutcome, compiled_modules, install_path, load_outcomes
+from .modules import ModuleOutcome, child_spec, compiled_modules, load_outcomes
 from .smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from .wheels import SmokeTarget, WheelSource, plan_targets
 
@@ -334,7 +334,6 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
 
         # 3. import torch and the packages, then every compiled module by name; read the maps
         modules = opts.modules or target.modules
-        planned = [(m.arcname, m.name, m.reason) for m in listed]
         loading = [m.name for m in listed if m.importable and m.name]
         out.write(
             f"smoke {src.name}: import {', '.join(modules) or '(nothing)'}; "
@@ -343,11 +342,8 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
         cwd = _mkdir(w.work / "cwd")
         script = _mkdir(w.work / "child") / "buildtools_import_check.py"
         script.write_text(CHILD_SCRIPT, encoding="utf-8")
-        spec = {
-            "packages": list(modules),
-            "compiled": loading,
-            "watch": [install_path(m.arcname) for m in listed if not m.importable],
-        }
+        site = site_packages(venv, target.python)
+        spec = child_spec(listed, packages=modules, site=site, members=target.members)
         stage = log.run(
             runner,
             "import",
@@ -357,7 +353,7 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
             timeout=opts.timeout,
         )
         child = parse_child_report(stage.output)
-        w.modules, failures, notes = load_outcomes(planned, child, opts.optional_modules)
+        w.modules, failures, notes = load_outcomes(listed, child, opts.optional_modules)
         for name in sorted(opts.optional_modules - {m.name for m in listed if m.name}):
             notes.append(f"optional module {name} is not in the wheel")
         # A second libtorch that imported cleanly is already a failure; the smoke command

@@ -189,6 +189,9 @@ class SmokeTarget:
     recorded: bool = True  # False: no build record, tested as-is with the runner's torch
     # another release of a stable wheel's ABI window (`window_targets`), not its own torch
     window: bool = False
+    # the wheel's members: which files an import of its packages must come from (empty:
+    # unknown, not checked)
+    members: tuple[str, ...] = ()
 
 
 def detect_accelerator(
@@ -376,6 +379,7 @@ def plan_targets(
                     modules=import_names(names, top_text),
                     bundled=bundled_torch_libs(names),
                     recorded=False,
+                    members=tuple(names),
                 )
             )
             continue
@@ -438,6 +442,7 @@ def plan_targets(
             modules=import_names(names, top_text),
             bundled=bundled_torch_libs(names),
             covers=covers,
+            members=tuple(names),
         )
         out.append(target)
         if record.abi == "stable" and runner_accelerator == "cpu":

@@ -32,6 +32,8 @@ from buildtools.smoke.device import (
     read_driver_facts,
 )
 from buildtools.smoke.modules import (
+    CompiledModule,
+    child_spec,
     compiled_modules,
     describe_load_error,
     install_path,
@@ -311,6 +313,72 @@ def test_compiled_modules_imports_extension_modules_only() -> None:
     assert install_path("pkg-1.0.data/platlib/pkg/_plat.so") == "pkg/_plat.so"
 
 
+def test_a_non_ascii_module_is_found_by_its_pep489_init_function() -> None:
+    elves = [
+        WheelElf(arcname="pkg/café.cpython-312-x86_64-linux-gnu.so",
+                 info=_info("PyInitU_caf_dma"), grafted=False),
+    ]  # fmt: skip
+    (got,) = compiled_modules(elves, python="3.12")
+    assert (got.name, got.importable, got.error) == ("pkg.café", True, None)
+
+
+def test_a_module_file_whose_init_function_is_another_names_is_an_error() -> None:
+    elves = [
+        WheelElf(arcname="pkg/_renamed.cpython-312-x86_64-linux-gnu.so",
+                 info=_info("PyInit__original"), grafted=False),
+        WheelElf(arcname="pkg/_ops.abi3.so", info=_info("PyInit__kernels"), grafted=False),
+        # a library that embeds a module is no module file: skipped as before
+        WheelElf(arcname="pkg/libembed.so", info=_info("PyInit_embed"), grafted=False),
+    ]  # fmt: skip
+    listed = compiled_modules(elves, python="3.12")
+    renamed, ops, lib = listed
+    assert renamed.error is not None and renamed.error.startswith(
+        "exports PyInit__original, not PyInit__renamed: Python cannot import it as pkg._renamed"
+    )
+    assert ops.error is not None and lib.error is None and not lib.importable
+    # it fails the wheel without being loaded (the child is never asked to import it)
+    outcomes, failures, _ = load_outcomes(listed, ChildReport(), frozenset())
+    assert [o.outcome for o in outcomes] == ["failed", "failed", "skipped"]
+    assert failures[0].startswith("pkg._renamed (pkg/_renamed.cpython-312-x86_64-linux-gnu.so)")
+    spec = child_spec(listed, packages=["pkg"], site=Path("/site"), members=[])
+    assert spec["compiled"] == []
+    _, failures, notes = load_outcomes(listed, ChildReport(), frozenset({"pkg._renamed"}))
+    assert len(failures) == 1 and notes[0].startswith("optional module pkg._renamed did not")
+
+
+def test_the_child_is_told_which_file_each_import_must_come_from() -> None:
+    elves = [
+        WheelElf(arcname="os.cpython-312-x86_64-linux-gnu.so", info=_info("PyInit_os"),
+                 grafted=False),
+        WheelElf(arcname="pkg-1.0.data/platlib/pkg/_C.abi3.so", info=_info("PyInit__C"),
+                 grafted=False),
+        WheelElf(arcname="pkg.libs/libx.so", info=_info(), grafted=True),
+    ]  # fmt: skip
+    members = [
+        "os.cpython-312-x86_64-linux-gnu.so",
+        "pkg/__init__.py",
+        "pkg-1.0.data/platlib/pkg/_C.abi3.so",
+        "pkg.libs/libx.so",
+        "single.py",
+        "pkg-1.0.dist-info/METADATA",
+    ]
+    listed = compiled_modules(elves, python="3.12")
+    site = Path("/venv/lib/python3.12/site-packages")
+    spec = child_spec(listed, packages=["pkg", "os", "single", "json"], site=site, members=members)
+    assert spec["compiled"] == [
+        {"name": "os", "file": f"{site}/os.cpython-312-x86_64-linux-gnu.so"},
+        {"name": "pkg._C", "file": f"{site}/pkg/_C.abi3.so"},
+    ]
+    paths = {p["name"]: p["paths"] for p in spec["packages"]}
+    assert paths["pkg"] == {"dirs": [f"{site}/pkg"], "files": []}
+    assert paths["os"] == {"dirs": [], "files": [f"{site}/os.cpython-312-x86_64-linux-gnu.so"]}
+    assert paths["single"] == {"dirs": [], "files": [f"{site}/single.py"]}
+    assert paths["json"] == {"dirs": [], "files": []}  # top_level.txt naming what it lacks
+    assert spec["watch"] == ["pkg.libs/libx.so"]
+    unknown = child_spec(listed, packages=["pkg"], site=site, members=[])
+    assert unknown["packages"] == [{"name": "pkg", "paths": None}]
+
+
 def test_load_errors_are_demangled_and_name_the_missing_library() -> None:
     undefined = describe_load_error(
         "ImportError: /env/site-packages/pkg/_accel.so: undefined symbol: _ZN7guarded14missing_kernelEi"
@@ -345,11 +413,16 @@ def test_the_child_report_says_which_module_failed_to_load() -> None:
     died = parse_child_report(_say({"event": "load", "module": "pkg._accel"}))
     assert died.importing == "pkg._accel"
     planned = [
-        ("pkg/_core.so", "pkg._core", None),
-        ("pkg/_accel.so", "pkg._accel", None),
-        ("pkg/_helper.so", "pkg._helper", "no PyInit__helper"),
-        ("pkg/_lazy.so", "pkg._lazy", "no PyInit__lazy"),
-    ]
+        CompiledModule(arcname="pkg/_core.so", name="pkg._core", importable=True),
+        CompiledModule(arcname="pkg/_accel.so", name="pkg._accel", importable=True),
+        CompiledModule(
+            arcname="pkg/_helper.so", name="pkg._helper", importable=False,
+            reason="no PyInit__helper",
+        ),
+        CompiledModule(
+            arcname="pkg/_lazy.so", name="pkg._lazy", importable=False, reason="no PyInit__lazy"
+        ),
+    ]  # fmt: skip
     outcomes, failures, notes = load_outcomes(planned, child, frozenset())
     assert [(o.outcome, o.mapped) for o in outcomes] == [
         ("loaded", None),
@@ -625,11 +698,9 @@ def test_a_failed_compiled_module_fails_the_wheel_unless_optional(
     monkeypatch.setattr(
         "buildtools.smoke.run.compiled_modules",
         lambda elves, python: [
-            type("M", (), {"arcname": e.arcname, "name": "bt_scatter._C", "importable": True,
-                           "reason": None})()
-            for e in elves
+            CompiledModule(arcname=e.arcname, name="bt_scatter._C", importable=True) for e in elves
         ],
-    )  # fmt: skip
+    )
     status, diagnosis, _ = _run(tmp_path / "a", monkeypatch, _torch(), wheel, runner())
     assert status is SmokeStatus.IMPORT_ERROR
     assert diagnosis is not None
