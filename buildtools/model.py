@@ -402,6 +402,7 @@ _RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "torch_versions": (list, type(None)),
     "platform": (str, type(None)),
     "promised_platform_tag": (str, type(None)),
+    "arch_flags_replaced": (list, type(None)),
 }
 _RECORD_REQUIRED = ("schema", "torch", "accelerator", "cxx11_abi")
 
@@ -414,7 +415,8 @@ def build_record_problems(record: object) -> list[str]:
     optional `cuda`, `hip`, `arch_list`, `python`, `abi`, `torch_requirement`,
     `fingerprint`, `buildtools` (strings or null) and `cells` (list of cell ids); what a
     build adds: `job`, `source_fingerprint`, `torch_versions`, `platform`,
-    `promised_platform_tag`, `weaker_platform_tag`. Unknown keys are allowed (newer writers).
+    `promised_platform_tag`, `weaker_platform_tag`, `arch_flags_replaced` (the project's own
+    arch flags the compiler wrapper replaced with `arch_list`). Unknown keys are allowed (newer writers).
     """
     if not isinstance(record, Mapping):
         return [f"expected a JSON object, got {json_type(record)}"]
@@ -480,6 +482,8 @@ class BuildRecord:
     promised_platform_tag: str | None = None
     # "warning" or "error": how the build judged a tag weaker than promised
     weaker_platform_tag: str | None = None
+    # arch_flags: enforce: the project's own arch flags the compiler wrapper replaced
+    arch_flags_replaced: tuple[str, ...] | None = None
 
     @classmethod
     def for_job(
@@ -548,6 +552,11 @@ class BuildRecord:
             platform=r.opt_text("platform"),
             promised_platform_tag=r.opt_text("promised_platform_tag"),
             weaker_platform_tag=r.opt_text("weaker_platform_tag"),
+            arch_flags_replaced=(
+                None
+                if r.data.get("arch_flags_replaced") is None
+                else r.texts("arch_flags_replaced")
+            ),
         )
 
     def to_json(self) -> dict[str, object]:
@@ -574,6 +583,9 @@ class BuildRecord:
             "platform": self.platform,
             "promised_platform_tag": self.promised_platform_tag,
             "weaker_platform_tag": self.weaker_platform_tag,
+            "arch_flags_replaced": (
+                None if self.arch_flags_replaced is None else list(self.arch_flags_replaced)
+            ),
         }
         data.update((k, v) for k, v in extra.items() if v is not None)
         return data
