@@ -47,6 +47,9 @@ class CellResult:
     findings: list[Finding] = field(default_factory=list)
     # with --distribute: where the job's compile units ran (dist.client.UnitCounts.to_json)
     compiles: dict[str, Any] | None = None
+    # CUDA jobs: what the nvcc wrapper did (deviceunits.WrapSummary.to_json): units reused
+    # from another Python's cell, and from which, the arch flags it replaced
+    units: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,7 @@ class CellResult:
             "durations": {k: round(v, 3) for k, v in sorted(self.durations.items())},
             **({"elapsed": round(self.elapsed, 3)} if self.elapsed is not None else {}),
             **({"compiles": self.compiles} if self.compiles is not None else {}),
+            **({"units": self.units} if self.units is not None else {}),
             "findings": [
                 {
                     "code": f.code,

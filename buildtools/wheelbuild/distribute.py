@@ -41,6 +41,7 @@ from ..process import ProcessRunner
 from ..toolchain.envs import Toolchain
 from .build_report import CellResult
 from .compilercache import job_tool
+from .deviceunits import rewrap
 from .options import BuildOptions
 from .scheduler import HostResources
 
@@ -198,7 +199,8 @@ class DistributingBackend:
                 project_dir=project_dir,
                 out_dir=out_dir,
                 build_dir=build_dir,
-                ctx=ctx.with_env(dj.env),
+                # the compiler wrapper (arch flags, unit reuse) stays in front of the cluster
+                ctx=ctx.with_env(rewrap(dj.env, ctx.env)),
             )
         self.plan.record(job.id, dj.counts, dj.problem)
         if dj.counts is not None:

@@ -14,6 +14,7 @@ from ..backends.base import (
     Backend,
     nvcc_keep_env,
 )
+from ..backends.local import object_dir
 from ..context import RunContext
 from .environment import build_tree, job_environment, source_date_epoch
 from .options import BuildOptions, BuildSession
@@ -55,6 +56,7 @@ from .compilercache import (
     sccache_server,
     select_compiler_cache,
 )
+from .deviceunits import WrapSummary, read_wrap_log, wrap_env
 from .distribute import DistributingBackend, plan_distribution
 from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
@@ -74,6 +76,7 @@ class _JobRun:
     log_path: Path
     durations: dict[str, float] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    units: WrapSummary | None = None  # what the nvcc wrapper did
 
 
 def _timed(run: _JobRun, stage: str, started: float) -> None:
@@ -163,6 +166,8 @@ def _build_job_locked(
                         compiler_cache=compiler_cache,
                     )
                 _timed(run, "build", started)
+                run.units = read_wrap_log(staging / "devicewrap.jsonl")
+                log.writelines(f"# {line}\n" for line in (run.units.lines() if run.units else ()))
                 if len(raw) != 1:
                     raise BuildFailedError(f"expected one wheel, the build produced {len(raw)}")
                 if raw[0].name.endswith("-none-any.whl"):
@@ -202,7 +207,13 @@ def _build_job_locked(
                     source_fingerprint=source_fingerprint(opts.project_dir),
                 )
                 # how this build judged a weaker tag, so a standalone `check` agrees with it
-                record = replace(record, weaker_platform_tag=WEAKER_PLATFORM_TAG)
+                record = replace(
+                    record,
+                    weaker_platform_tag=WEAKER_PLATFORM_TAG,
+                    arch_flags_replaced=run.units.replaced
+                    if run.units and run.units.replaced
+                    else None,
+                )
                 final = relabel_wheel(
                     repaired,
                     out_dir=staging / "final",
@@ -279,6 +290,7 @@ def _build_job_locked(
                 durations=dict(run.durations),
                 elapsed=elapsed,
                 findings=list(run.findings),
+                units=run.units.to_json() if run.units else None,
             )
         )
     return results
@@ -324,6 +336,9 @@ def _compile(
             f"cache {compiler_cache.dir_for(job)}\n"
         )
     build_dir = build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir)
+    if backend.needs_host_toolkit:  # nvcc behind the wrapper: arch flags, unit reuse
+        where = object_dir(opts.project_dir, build_dir)
+        env.update(wrap_env(job, toolchain, env, staging=staging, opts=opts, object_dir=where))
     # two runs building the same job share its build tree: ninja must not run twice in it
     with (
         file_lock(

@@ -1,0 +1,603 @@
+"""The wrapper in front of nvcc: the matrix's archs are the archs built, and a device unit is
+compiled once for every Python.
+
+A job's build calls it where it would call nvcc (`PYTORCH_NVCC`, which torch's ninja build
+reads, and an `nvcc` first on PATH for CMake and scripts), as a script run by path, standard
+library only (`python -I devicewrap.py CONFIG ARGS…`). CONFIG is the job's JSON settings
+(`WrapConfig`): the command it hands the compile to (the compiler cache's or a cluster's
+launcher in front of nvcc, or nvcc itself), the cell's arch flags when the matrix says
+`arch_flags: enforce`, the shared unit store, and the file it appends one JSON line to per
+call (what it replaced, what it reused; the build reads it into the log, the record and the
+report).
+
+**Arch flags.** A project that passes its own `-gencode`/`-arch`/`-code` to nvcc makes torch's
+cpp_extension skip TORCH_CUDA_ARCH_LIST. With `enforce`, every nvcc call that compiles or
+links device code loses those options (from its arguments and from NVCC_PREPEND_FLAGS /
+NVCC_APPEND_FLAGS) and gets the cell's list instead, in torch's own form
+(`-gencode=arch=compute_90,code=sm_90`, and `code=compute_XX` for `+PTX`).
+
+**Compile once for every Python.** The Python cells of one torch × CUDA × platform compile the
+same `.cu` files with the same flags; only the paths differ (each Python has its own
+environment, so torch's headers live under another site-packages) and Python's own include
+directory. The build already maps site-packages to `/site-packages` and the project to `.` in
+everything a compile writes (`-ffile-prefix-map`, which nvcc's device preprocessing honours
+too), so a unit that includes no Python header compiles to the same bytes in every cell. The
+store's key is ccache's depend mode with those paths written as placeholders: the compilers'
+contents, the arguments and nvcc's environment flags (paths as placeholders, output paths and
+what only changes speed left out), the source's content, and, per stored variant, every header
+the dependency file of the compile named with the sha256 of its content. A variant is reused
+only when every one of those headers, at this cell's paths, has the same content. A unit whose
+dependency file names a header of Python's include directory is not stored (it depends on the
+Python); neither is one compiled with line tables or debug info (they record the real paths),
+nor one whose compile wrote no dependency file. Cells building at the same time wait for one
+another per unit (a lock per key), so the second finds the first's object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "DOWNSTREAM_VAR",
+    "SCHEMA",
+    "WrapConfig",
+    "cuda_arch_flags",
+    "enforce_arch_flags",
+    "parse_depfile",
+    "rocm_arch_flags",
+    "strip_arch_flags",
+    "unit_key",
+]
+
+SCHEMA = 1
+# a launcher set after the wrapper's config was written (a --distribute job's): the command
+# the compile goes to instead of the config's `downstream`
+DOWNSTREAM_VAR = "BUILDTOOLS_NVCC_DOWNSTREAM"
+# nvcc's own environment options (`nvcc --help`), as toolchain.ccachekeys names them
+_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+# options naming the virtual and real archs: with a value after them or after '='
+_NVCC_ARCH = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
+_HIP_ARCH = ("--offload-arch", "--amdgpu-target")
+# options whose value is where the compile writes, or what only changes its speed
+_OUTPUT_WITH_VALUE = ("-o", "--output-file", "-MF", "--dependency-output", "-odir")
+_NEUTRAL_WITH_VALUE = ("--threads", "-t", "--keep-dir", "-keep-dir")
+_NEUTRAL = ("--keep", "-keep")
+# options that put the real paths of sources and headers into the object
+_PATHS_IN_OUTPUT = ("-G", "--device-debug", "-lineinfo", "--generate-line-info", "-g", "-ggdb")
+_DEVICE_SOURCES = (".cu",)
+_LOCK_WAIT = 4 * 3600.0  # seconds a cell waits for another's compile of the same unit
+_VARIANTS = 8  # header sets kept per key (a changed header adds one)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WrapConfig:
+    """One job's settings of the wrapper (its CONFIG file)."""
+
+    downstream: tuple[str, ...]  # the command the compile goes to (a launcher and nvcc)
+    compiler: str = "nvcc"  # the real nvcc (or hipcc), whose installation keys a unit
+    kind: str = "nvcc"  # or "hipcc"
+    arch_flags: tuple[str, ...] | None = None  # enforce: the cell's flags
+    store: str | None = None  # the unit store; None: no reuse
+    job: str = ""
+    site_packages: str | None = None
+    python_include: tuple[str, ...] = ()
+    project: str | None = None
+    object_dir: str | None = None
+    log: str | None = None
+    host_compiler: str | None = None  # nvcc's host compiler when no -ccbin names one
+    timeout: float = 4 * 3600.0  # seconds one compile may take
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema": SCHEMA,
+            "downstream": list(self.downstream),
+            "compiler": self.compiler,
+            "kind": self.kind,
+            "arch_flags": None if self.arch_flags is None else list(self.arch_flags),
+            "store": self.store,
+            "job": self.job,
+            "site_packages": self.site_packages,
+            "python_include": list(self.python_include),
+            "project": self.project,
+            "object_dir": self.object_dir,
+            "log": self.log,
+            "host_compiler": self.host_compiler,
+            "timeout": self.timeout,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> WrapConfig:
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return value if isinstance(value, str) else None
+
+        def texts(key: str) -> tuple[str, ...]:
+            value = data.get(key)
+            return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+        if data.get("schema") != SCHEMA or not texts("downstream"):
+            raise ValueError("not a devicewrap config of schema 1 with a downstream command")
+        flags = data.get("arch_flags")
+        timeout = data.get("timeout")
+        return cls(
+            downstream=texts("downstream"),
+            compiler=text("compiler") or texts("downstream")[-1],
+            timeout=float(timeout)
+            if isinstance(timeout, (int, float)) and timeout > 0
+            else 4 * 3600.0,
+            kind=text("kind") or "nvcc",
+            arch_flags=None if flags is None else texts("arch_flags"),
+            store=text("store"),
+            job=text("job") or "",
+            site_packages=text("site_packages"),
+            python_include=texts("python_include"),
+            project=text("project"),
+            object_dir=text("object_dir"),
+            log=text("log"),
+            host_compiler=text("host_compiler"),
+        )
+
+
+# ------------------------------------------------------------------------- arch flags
+
+
+def _arch_tokens(arch_list: str) -> list[str]:
+    return [t for t in re.split(r"[;,\s]+", arch_list.strip()) if t]
+
+
+def cuda_arch_flags(arch_list: str) -> list[str]:
+    """TORCH_CUDA_ARCH_LIST as nvcc options, the way torch's cpp_extension writes them:
+    '8.0;9.0a;12.0+PTX' → -gencode=arch=compute_80,code=sm_80 … code=compute_120."""
+    flags: list[str] = []
+    for token in _arch_tokens(arch_list):
+        m = re.fullmatch(r"(\d+)\.(\d+)([af]?)(\+PTX)?", token, re.IGNORECASE)
+        if m is None:
+            raise ValueError(f"{token!r} in {arch_list!r} is not a CUDA arch such as '9.0'")
+        num = f"{m[1]}{m[2]}{m[3].lower()}"
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if m[4]:
+            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
+
+
+def rocm_arch_flags(arch_list: str) -> list[str]:
+    """PYTORCH_ROCM_ARCH as hipcc options: 'gfx90a;gfx942' → --offload-arch=gfx90a …"""
+    return [f"--offload-arch={t}" for t in _arch_tokens(arch_list)]
+
+
+def strip_arch_flags(words: Sequence[str], kind: str = "nvcc") -> tuple[list[str], list[str]]:
+    """(the words without arch options, the arch options removed, each as one string)."""
+    names = _NVCC_ARCH if kind == "nvcc" else _HIP_ARCH
+    kept: list[str] = []
+    removed: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name = word.split("=", 1)[0]
+        if word in names and i + 1 < len(words):
+            removed.append(f"{word} {words[i + 1]}")
+            i += 2
+            continue
+        joined = kind == "nvcc" and re.fullmatch(r"-arch(sm|compute)_\w+", word)
+        if ("=" in word and name in names) or joined:
+            removed.append(word)
+        else:
+            kept.append(word)
+        i += 1
+    return kept, removed
+
+
+def _compiles_device_code(args: Sequence[str], kind: str) -> bool:
+    """Whether a call compiles or device-links code (not `--version`, not a plain link)."""
+    sources = (".cu", ".hip") if kind == "hipcc" else _DEVICE_SOURCES
+    return any(a.endswith(sources) for a in args) or any(
+        a in ("-dlink", "--device-link", "-dc", "--device-c", "-rdc=true") for a in args
+    )
+
+
+def enforce_arch_flags(
+    args: Sequence[str], env: Mapping[str, str], flags: Sequence[str], kind: str = "nvcc"
+) -> tuple[list[str], dict[str, str], list[str]]:
+    """(arguments, environment, what was removed) with the project's arch options replaced by
+    `flags`. A call that compiles no device code and names no arch is left as it is."""
+    kept, removed = strip_arch_flags(args, kind)
+    new_env = dict(env)
+    if kind == "nvcc":
+        for name in _ENV_FLAGS:
+            if env.get(name):
+                words, gone = strip_arch_flags(shlex.split(env[name]), kind)
+                if gone:
+                    new_env[name] = shlex.join(words)
+                    removed += [f"{name}: {g}" for g in gone]
+    if not removed and not _compiles_device_code(args, kind):
+        return list(args), dict(env), []
+    return [*kept, *flags], new_env, [r for r in removed if r.split(": ")[-1] not in flags]
+
+
+# ------------------------------------------------------------------------ unit reuse
+
+
+def parse_depfile(text: str) -> list[str]:
+    """The prerequisites of a make-style dependency file (nvcc's and gcc's), in order."""
+    body = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    _, sep, rest = body.partition(": ")
+    if not sep:
+        _, sep, rest = body.partition(":")
+    out: list[str] = []
+    current = ""
+    i = 0
+    while i < len(rest):
+        ch = rest[i]
+        if ch == "\\" and i + 1 < len(rest) and rest[i + 1] in " #:":
+            current += rest[i + 1]
+            i += 2
+            continue
+        if ch in " \t\r\n":
+            if current:
+                out.append(current)
+            current = ""
+        else:
+            current += ch
+        i += 1
+    if current:
+        out.append(current)
+    return list(dict.fromkeys(out))
+
+
+class _Paths:
+    """The cell's paths and their placeholders (longest first)."""
+
+    def __init__(self, config: WrapConfig) -> None:
+        pairs: list[tuple[str, str]] = []
+        for value, mark in (
+            (config.object_dir, "@OBJ@"),
+            (config.site_packages, "@SP@"),
+            (config.project, "@PROJ@"),
+        ):
+            if value:
+                pairs.append((os.path.realpath(value), mark))
+                if os.path.realpath(value) != value:
+                    pairs.append((value, mark))
+        # the Python running the wrapper is the job's: its include directories by default
+        include = config.python_include or tuple(
+            dict.fromkeys(
+                p for k in ("include", "platinclude") if (p := sysconfig.get_paths().get(k))
+            )
+        )
+        self.python = tuple(os.path.realpath(p) for p in include)
+        for index, value in enumerate(include):
+            pairs.append((os.path.realpath(value), f"@PY{index}@"))
+        self.pairs = sorted(pairs, key=lambda p: -len(p[0]))
+
+    def normal(self, text: str) -> str:
+        for value, mark in self.pairs:
+            text = text.replace(value, mark)
+        return text
+
+    def real(self, text: str) -> str:
+        for value, mark in sorted(self.pairs, key=lambda p: -len(p[1])):
+            text = text.replace(mark, value)
+        return text
+
+    def in_python(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(real == p or real.startswith(p + os.sep) for p in self.python)
+
+
+def _sha256(path: str) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with Path(path).open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _tool_digest(store: Path, path: str) -> str:
+    """The sha256 of a compiler's file, remembered by its path, size and mtime."""
+    real = os.path.realpath(path)
+    try:
+        st = Path(real).stat()
+    except OSError:
+        return f"missing:{path}"
+    memo = (
+        store
+        / "tools"
+        / hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+    )
+    with contextlib.suppress(OSError):
+        return memo.read_text().strip()
+    digest = _sha256(real) or f"unreadable:{real}"
+    _write_atomic(memo, digest.encode())
+    return digest
+
+
+def _compilers(config: WrapConfig, args: Sequence[str]) -> list[str]:
+    """The files whose content decides a compile: nvcc's driver and the programs beside it
+    (cicc, ptxas, fatbinary, cudafe++, nvlink), and nvcc's host compiler."""
+    nvcc = shutil.which(config.compiler) or config.compiler
+    bindir = Path(os.path.realpath(nvcc)).parent
+    files = [str(bindir / n) for n in ("nvcc", "ptxas", "fatbinary", "cudafe++", "nvlink")]
+    files.append(str(bindir.parent / "nvvm" / "bin" / "cicc"))
+    host = None
+    for i, word in enumerate(args):
+        if word in ("-ccbin", "--compiler-bindir") and i + 1 < len(args):
+            host = args[i + 1]
+        elif word.startswith(("-ccbin=", "--compiler-bindir=")):
+            host = word.split("=", 1)[1]
+    host = host or os.environ.get("NVCC_CCBIN") or config.host_compiler or "gcc"
+    files.append(shutil.which(host) or host)
+    return files
+
+
+@dataclass(frozen=True)
+class _Unit:
+    source: str
+    output: str
+    depfile: str | None
+
+
+def _unit(args: Sequence[str]) -> _Unit | None:
+    """The one device source, its object and dependency file of a `-c` compile; None else."""
+    if "-c" not in args and "--compile" not in args:
+        return None
+    sources = [a for a in args if a.endswith(_DEVICE_SOURCES) and not a.startswith("-")]
+    output = depfile = None
+    for i, word in enumerate(args[:-1]):
+        if word in ("-o", "--output-file"):
+            output = args[i + 1]
+        elif word in ("-MF", "--dependency-output"):
+            depfile = args[i + 1]
+    if len(sources) != 1 or output is None:
+        return None
+    return _Unit(source=sources[0], output=output, depfile=depfile)
+
+
+def _keyed_words(words: Sequence[str], paths: _Paths) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in _OUTPUT_WITH_VALUE or word in _NEUTRAL_WITH_VALUE:
+            skip = True
+        elif word in _NEUTRAL or word.startswith(("--threads=", "--keep-dir=")):
+            continue
+        else:
+            out.append(paths.normal(word))
+    return out
+
+
+def unit_key(
+    args: Sequence[str], env: Mapping[str, str], config: WrapConfig, compilers: Sequence[str]
+) -> str | None:
+    """The key of a compile before its headers are known (None: not a reusable unit)."""
+    unit = _unit(args)
+    if unit is None or unit.depfile is None or config.store is None:
+        return None
+    env_words = [w for n in _ENV_FLAGS for w in shlex.split(env.get(n, ""))]
+    if any(w in _PATHS_IN_OUTPUT for w in [*args, *env_words]) or any(
+        w.startswith(("-Xptxas=-g", "-Xptxas=-lineinfo")) for w in [*args, *env_words]
+    ):
+        return None
+    paths = _Paths(config)
+    source_digest = _sha256(unit.source)
+    if source_digest is None:
+        return None
+    store = Path(config.store)
+    doc = {
+        "schema": SCHEMA,
+        "compilers": [_tool_digest(store, c) for c in compilers],
+        "args": _keyed_words(args, paths),
+        "env": {n: _keyed_words(shlex.split(env.get(n, "")), paths) for n in _ENV_FLAGS},
+        "source": [paths.normal(os.path.realpath(unit.source)), source_digest],
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[bool]:
+    """An exclusive lock on `path`, waited for at most _LOCK_WAIT (False: not had)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        deadline = time.monotonic() + _LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.2)
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _entry_path(store: Path, key: str) -> Path:
+    return store / "entries" / key[:2] / f"{key}.json"
+
+
+def _read_entry(store: Path, key: str) -> list[dict[str, object]]:
+    try:
+        data = json.loads(_entry_path(store, key).read_text())
+    except (OSError, ValueError):
+        return []
+    variants = data.get("variants") if isinstance(data, dict) else None
+    return [v for v in variants if isinstance(v, dict)] if isinstance(variants, list) else []
+
+
+def _matches(variant: Mapping[str, object], paths: _Paths, digests: dict[str, str | None]) -> bool:
+    deps = variant.get("deps")
+    if not isinstance(deps, list) or not deps:
+        return False
+    for dep in deps:
+        if not (isinstance(dep, list) and len(dep) == 2 and all(isinstance(d, str) for d in dep)):
+            return False
+        real = paths.real(dep[0])
+        if real not in digests:
+            digests[real] = _sha256(real)
+        if digests[real] != dep[1]:
+            return False
+    return True
+
+
+def _reuse(store: Path, key: str, unit: _Unit, paths: _Paths) -> dict[str, object] | None:
+    """Copy the stored object whose headers all match into place; the variant, or None."""
+    digests: dict[str, str | None] = {}
+    for variant in _read_entry(store, key):
+        obj = variant.get("object")
+        if not isinstance(obj, str) or not re.fullmatch(r"[0-9a-f]{64}", obj):
+            continue
+        if not _matches(variant, paths, digests):
+            continue
+        stored = store / "objects" / obj[:2] / obj
+        if _sha256(str(stored)) != obj:  # a damaged or replaced object is no hit
+            continue
+        _write_atomic(Path(unit.output), stored.read_bytes())
+        if unit.depfile:
+            listed = variant["deps"]
+            assert isinstance(listed, list)  # _matches checked each entry
+            deps = [paths.real(d[0]) for d in listed]
+            escaped = " ".join(d.replace(" ", "\\ ") for d in deps)
+            _write_atomic(Path(unit.depfile), f"{unit.output}: {escaped}\n".encode())
+        return variant
+    return None
+
+
+def _store(store: Path, key: str, unit: _Unit, paths: _Paths, job: str) -> str:
+    """Keep the compiled object under its key; what happened, as a word for the log."""
+    assert unit.depfile is not None
+    try:
+        deps = parse_depfile(Path(unit.depfile).read_text(errors="surrogateescape"))
+    except OSError:
+        return "no-depfile"
+    if any(paths.in_python(d) for d in deps):
+        return "python-dependent"
+    pairs = []
+    for dep in deps:
+        digest = _sha256(dep)
+        if digest is None:
+            return "unreadable-header"
+        pairs.append([paths.normal(os.path.realpath(dep)), digest])
+    data = Path(unit.output).read_bytes()
+    obj = hashlib.sha256(data).hexdigest()
+    target = store / "objects" / obj[:2] / obj
+    if not target.is_file():
+        _write_atomic(target, data)
+    variants = [v for v in _read_entry(store, key) if v.get("deps") != pairs]
+    variants.insert(0, {"deps": pairs, "object": obj, "job": job})
+    doc = {"schema": SCHEMA, "variants": variants[:_VARIANTS]}
+    _write_atomic(_entry_path(store, key), json.dumps(doc).encode())
+    return "stored"
+
+
+def _log(config: WrapConfig, record: Mapping[str, object]) -> None:
+    if not config.log:
+        return
+    line = json.dumps(record) + "\n"
+    with Path(config.log).open("a", encoding="utf-8") as f:  # one write: lines never interleave
+        f.write(line)
+
+
+def _compile(config: WrapConfig, args: Sequence[str], env: Mapping[str, str]) -> int:
+    """The compile itself, within the config's deadline (ninja's process group ends it with
+    the build)."""
+    try:
+        return subprocess.run(
+            [*config.downstream, *args], env=env, timeout=config.timeout, check=False
+        ).returncode
+    except subprocess.TimeoutExpired:
+        print(f"devicewrap: the compile ran past {config.timeout:.0f} s", file=sys.stderr)
+        return 124
+
+
+def run(config: WrapConfig, args: list[str], env: dict[str, str]) -> int:
+    """One compiler call through the wrapper; the compiler's exit status."""
+    started = time.monotonic()
+    record: dict[str, object] = {"job": config.job}
+    if config.arch_flags is not None:
+        args, env, replaced = enforce_arch_flags(args, env, config.arch_flags, config.kind)
+        if replaced:
+            record["replaced"] = replaced
+    unit = _unit(args) if config.kind == "nvcc" else None
+    if unit is not None:
+        record["unit"] = _Paths(config).normal(os.path.realpath(unit.source))
+    key = None
+    if unit is not None and config.store is not None:
+        key = unit_key(args, env, config, _compilers(config, args))
+        if key is None:
+            record["reuse"] = "not-reusable"
+    if key is None or unit is None or config.store is None:
+        code = _compile(config, args, env)
+        record.update(status=code, seconds=round(time.monotonic() - started, 3))
+        _log(config, record)
+        return code
+    store, paths = Path(config.store), _Paths(config)
+    with _locked(store / "locks" / key[:2] / f"{key}.lock"):
+        variant = _reuse(store, key, unit, paths)
+        if variant is not None:
+            record.update(reuse="reused", source_job=variant.get("job"), status=0)
+            record["seconds"] = round(time.monotonic() - started, 3)
+            _log(config, record)
+            return 0
+        code = _compile(config, args, env)
+        record["reuse"] = _store(store, key, unit, paths, config.job) if code == 0 else "failed"
+    record.update(status=code, seconds=round(time.monotonic() - started, 3))
+    _log(config, record)
+    return code
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) < 1:
+        print("devicewrap: usage: devicewrap.py CONFIG ARGS...", file=sys.stderr)
+        return 2
+    try:
+        config = WrapConfig.from_json(json.loads(Path(argv[0]).read_text()))
+    except (OSError, ValueError) as exc:
+        print(f"devicewrap: {argv[0]}: {exc}", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    if env.get(DOWNSTREAM_VAR):
+        try:
+            config = dataclasses.replace(config, downstream=tuple(shlex.split(env[DOWNSTREAM_VAR])))
+        except ValueError as exc:
+            print(f"devicewrap: {DOWNSTREAM_VAR}: {exc}", file=sys.stderr)
+            return 2
+    return run(config, list(argv[1:]), env)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

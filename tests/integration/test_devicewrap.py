@@ -1,0 +1,171 @@
+"""The nvcc wrapper with the real nvcc (no GPU needed): a device unit compiled for one Python's
+cell is reused by another's, to the same bytes as compiling it there; a unit that includes a
+Python header, or whose header changed, is compiled again; `enforce` replaces the project's
+arch flags.
+
+Two "cells" are two site-packages holding the same torch-like header and two Python include
+directories whose headers differ, as two Pythons' environments of one torch have.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from buildtools.toolchain import devicewrap
+from buildtools.wheel.devicecode import parse_fatbin
+
+pytestmark = pytest.mark.integration
+
+_WHICH = shutil.which("nvcc")
+NVCC = None
+if _WHICH is not None:
+    # the real driver (a PATH entry may be a shell script in front of it): its directory holds
+    # the programs the unit key hashes
+    found = subprocess.run(
+        [_WHICH, "--dryrun", "--version"], check=False, capture_output=True, text=True, timeout=60
+    )
+    top = next((ln.split("=", 1)[1] for ln in found.stderr.splitlines() if "TOP=" in ln), None)
+    NVCC = (
+        str(Path(top) / "bin" / "nvcc")
+        if top and (Path(top) / "bin" / "nvcc").is_file()
+        else _WHICH
+    )
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc on PATH (no GPU needed)")
+
+HEADER = "#pragma once\n__device__ inline int twice(int x) { return 2 * x; }\n"
+UNIT = "#include <torch/twice.h>\n__global__ void k(int* x) { x[0] = twice(x[0]); }\nvoid launch(int* x) { k<<<1, 1>>>(x); }\n"
+PY_UNIT = "#include <Python.h>\n__global__ void k(int* x) { x[0] = PY_FLAVOUR; }\nvoid launch(int* x) { k<<<1, 1>>>(x); }\n"
+
+
+def _cell(root: Path, name: str, flavour: int) -> dict[str, Path]:
+    sp = root / name / "site-packages"
+    (sp / "torch").mkdir(parents=True)
+    (sp / "torch" / "twice.h").write_text(HEADER)
+    py = root / name / "include" / f"python3.{flavour}"
+    py.mkdir(parents=True)
+    (py / "Python.h").write_text(f"#pragma once\n#define PY_FLAVOUR {flavour}\n")
+    return {"sp": sp, "py": py, "obj": root / name / "obj", "keep": root / name / "keep"}
+
+
+def _compile(
+    project: Path,
+    cell: dict[str, Path],
+    source: str,
+    *,
+    job: str,
+    store: Path | None,
+    arch: list[str],
+    enforce: list[str] | None = None,
+) -> tuple[bytes, list[dict[str, object]]]:
+    """One unit through the wrapper as torch's ninja build runs it; (object, log lines)."""
+    assert NVCC is not None
+    cell["obj"].mkdir(exist_ok=True)
+    cell["keep"].mkdir(exist_ok=True)
+    log = cell["obj"] / f"{job}.jsonl"
+    config = devicewrap.WrapConfig(
+        downstream=(NVCC,),
+        compiler=NVCC,
+        arch_flags=tuple(enforce) if enforce is not None else None,
+        store=str(store) if store else None,
+        job=job,
+        site_packages=str(cell["sp"]),
+        python_include=(str(cell["py"]),),
+        project=str(project),
+        object_dir=str(cell["obj"]),
+        log=str(log),
+    )
+    path = cell["obj"] / f"{job}.json"
+    path.write_text(json.dumps(config.to_json()))
+    obj = cell["obj"] / "unit.o"
+    obj.unlink(missing_ok=True)
+    sp = cell["sp"]
+    argv = [
+        sys.executable, "-I", devicewrap.__file__, str(path),
+        "--generate-dependencies-with-compile", "--dependency-output", f"{obj}.d",
+        f"-I{sp}", f"-I{cell['py']}", "-c", str(project / source), "-o", str(obj),
+        *arch, f"-Xcompiler=-ffile-prefix-map={sp}=/site-packages",
+        "-frandom-seed=x", "--keep", "--keep-dir", str(cell["keep"]),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_")}
+    subprocess.run(argv, check=True, env=env, timeout=600)
+    lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    return obj.read_bytes(), lines
+
+
+def _archs(data: bytes, tmp: Path) -> frozenset[str]:
+    path = tmp / "probe.o"
+    path.write_bytes(data)
+    with path.open("rb") as f:
+        section = ELFFile(f).get_section_by_name(".nv_fatbin")
+        assert section is not None
+        return parse_fatbin(section.data())
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "unit.cu").write_text(UNIT)
+    (root / "pyunit.cu").write_text(PY_UNIT)
+    return root
+
+
+SM90 = ["-gencode", "arch=compute_90,code=sm_90"]
+
+
+@needs_nvcc
+def test_a_unit_is_compiled_once_for_every_python_to_the_same_bytes(
+    tmp_path: Path, project: Path
+) -> None:
+    store = tmp_path / "store"
+    one, two = _cell(tmp_path, "cp311", 11), _cell(tmp_path, "cp312", 12)
+    first, log1 = _compile(project, one, "unit.cu", job="cp311", store=store, arch=SM90)
+    assert log1[-1]["reuse"] == "stored"
+    reused, log2 = _compile(project, two, "unit.cu", job="cp312", store=store, arch=SM90)
+    assert log2[-1]["reuse"] == "reused"
+    assert log2[-1]["source_job"] == "cp311"
+    alone, _ = _compile(project, two, "unit.cu", job="alone", store=None, arch=SM90)
+    assert reused == first == alone  # the same bytes as compiling it in that cell
+    depfile = (two["obj"] / "unit.o.d").read_text()
+    assert str(two["sp"] / "torch" / "twice.h") in depfile  # ninja's deps name this cell's
+
+
+@needs_nvcc
+def test_a_unit_that_includes_python_or_a_changed_header_is_compiled_again(
+    tmp_path: Path, project: Path
+) -> None:
+    store = tmp_path / "store"
+    one, two = _cell(tmp_path, "cp311", 11), _cell(tmp_path, "cp312", 12)
+    _, log = _compile(project, one, "pyunit.cu", job="cp311", store=store, arch=SM90)
+    assert log[-1]["reuse"] == "python-dependent"
+    _, log = _compile(project, two, "pyunit.cu", job="cp312", store=store, arch=SM90)
+    assert log[-1]["reuse"] == "python-dependent"
+    _compile(project, one, "unit.cu", job="cp311", store=store, arch=SM90)
+    (two["sp"] / "torch" / "twice.h").write_text(HEADER.replace("2 * x", "3 * x"))
+    _, log = _compile(project, two, "unit.cu", job="cp312", store=store, arch=SM90)
+    assert log[-1]["reuse"] == "stored"  # compiled, not reused: its header differs
+
+
+@needs_nvcc
+def test_enforce_replaces_the_projects_arch_flags(tmp_path: Path, project: Path) -> None:
+    one = _cell(tmp_path, "cp311", 11)
+    own = ["-gencode", "arch=compute_80,code=sm_80", "-gencode=arch=compute_86,code=sm_86"]
+    data, _ = _compile(project, one, "unit.cu", job="keep", store=None, arch=own)
+    assert _archs(data, tmp_path) == {"sm_80", "sm_86"}
+    flags = devicewrap.cuda_arch_flags("9.0+PTX")
+    data, log = _compile(
+        project, one, "unit.cu", job="enforce", store=None, arch=own, enforce=flags
+    )
+    assert _archs(data, tmp_path) == {"sm_90", "compute_90"}
+    assert log[-1]["replaced"] == [
+        "-gencode arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_86,code=sm_86",
+    ]

@@ -1,0 +1,135 @@
+"""The nvcc wrapper's pure parts: arch flags found and replaced, dependency files, its log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from buildtools.toolchain.devicewrap import (
+    DOWNSTREAM_VAR,
+    cuda_arch_flags,
+    enforce_arch_flags,
+    parse_depfile,
+    rocm_arch_flags,
+    strip_arch_flags,
+)
+from buildtools.wheelbuild.deviceunits import read_wrap_log, rewrap
+
+
+def test_cuda_arch_flags_are_torchs_own_form() -> None:
+    assert cuda_arch_flags("8.0;9.0a;12.0+PTX") == [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_120,code=sm_120",
+        "-gencode=arch=compute_120,code=compute_120",
+    ]
+    assert rocm_arch_flags("gfx90a;gfx942") == ["--offload-arch=gfx90a", "--offload-arch=gfx942"]
+    with pytest.raises(ValueError, match="not a CUDA arch"):
+        cuda_arch_flags("sm_90")
+
+
+@pytest.mark.parametrize(
+    ("words", "removed"),
+    [
+        (
+            ["-gencode", "arch=compute_75,code=sm_75", "-O3"],
+            ["-gencode arch=compute_75,code=sm_75"],
+        ),
+        (
+            ["-gencode=arch=compute_90,code=[sm_90,compute_90]"],
+            ["-gencode=arch=compute_90,code=[sm_90,compute_90]"],
+        ),
+        (
+            ["--generate-code=arch=compute_80,code=sm_80"],
+            ["--generate-code=arch=compute_80,code=sm_80"],
+        ),
+        (["-arch=sm_90", "-code", "sm_90"], ["-arch=sm_90", "-code sm_90"]),
+        (["-arch", "native"], ["-arch native"]),
+        (["-archsm_80"], ["-archsm_80"]),
+        (["--gpu-architecture=compute_89"], ["--gpu-architecture=compute_89"]),
+    ],
+)
+def test_every_spelling_of_an_nvcc_arch_option_is_found(
+    words: list[str], removed: list[str]
+) -> None:
+    kept, gone = strip_arch_flags(words)
+    assert gone == removed
+    assert not any("arch" in w or w.startswith("sm_") for w in kept)
+
+
+def test_flags_that_only_look_like_arch_options_stay() -> None:
+    words = ["-DARCH=1", "-Xcompiler", "-march=native", "--use_fast_math", "-o", "x.o"]
+    assert strip_arch_flags(words) == (words, [])
+
+
+def test_enforce_replaces_arguments_and_nvccs_environment_flags() -> None:
+    flags = cuda_arch_flags("9.0")
+    args, env, replaced = enforce_arch_flags(
+        ["-c", "k.cu", "-gencode", "arch=compute_80,code=sm_80"],
+        {"NVCC_APPEND_FLAGS": "--threads 2 -arch=sm_75"},
+        flags,
+    )
+    assert args == ["-c", "k.cu", *flags]
+    assert env["NVCC_APPEND_FLAGS"] == "--threads 2"
+    assert replaced == ["-gencode arch=compute_80,code=sm_80", "NVCC_APPEND_FLAGS: -arch=sm_75"]
+
+
+def test_enforce_adds_the_cells_archs_to_a_device_compile_that_named_none() -> None:
+    flags = cuda_arch_flags("9.0")
+    args, _, replaced = enforce_arch_flags(["-c", "k.cu", "-o", "k.o"], {}, flags)
+    assert args[-1] == flags[0]
+    assert replaced == []
+    # a call that compiles no device code and names no arch is left alone
+    assert enforce_arch_flags(["--version"], {}, flags) == (["--version"], {}, [])
+
+
+def test_enforce_for_hipcc() -> None:
+    args, _, replaced = enforce_arch_flags(
+        ["-c", "k.hip", "--offload-arch=gfx906", "--offload-arch", "gfx908"],
+        {},
+        rocm_arch_flags("gfx942"),
+        kind="hipcc",
+    )
+    assert args == ["-c", "k.hip", "--offload-arch=gfx942"]
+    assert replaced == ["--offload-arch=gfx906", "--offload-arch gfx908"]
+
+
+def test_a_dependency_file_in_make_syntax() -> None:
+    text = "build/x.o: /p/x.cu /sp/torch/a.h \\\n /sp/with\\ space.h /usr/include/b.h\n"
+    assert parse_depfile(text) == [
+        "/p/x.cu",
+        "/sp/torch/a.h",
+        "/sp/with space.h",
+        "/usr/include/b.h",
+    ]
+
+
+def test_the_wrappers_log_read_back(tmp_path: Path) -> None:
+    log = tmp_path / "devicewrap.jsonl"
+    lines = [
+        {"job": "j2", "unit": "@PROJ@/a.cu", "reuse": "reused", "source_job": "j1", "seconds": 0.1},
+        {"job": "j2", "unit": "@PROJ@/b.cu", "reuse": "python-dependent", "seconds": 40.0},
+        {"job": "j2", "unit": "@PROJ@/c.cu", "reuse": "stored", "seconds": 90.0,
+         "replaced": ["-gencode arch=compute_75,code=sm_75"]},
+        {"job": "j2", "replaced": ["-arch=sm_80"]},  # a device link: no unit
+    ]  # fmt: skip
+    log.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n[1]\n")
+    summary = read_wrap_log(log)
+    assert summary is not None
+    assert summary.units == {"reused": 1, "python-dependent": 1, "stored": 1}
+    assert summary.sources == {"j1": 1}
+    assert summary.replaced == ("-arch=sm_80", "-gencode arch=compute_75,code=sm_75")
+    assert summary.slowest[0] == ("@PROJ@/c.cu", 90.0)
+    assert "reused from j1 (1)" in summary.describe()
+    assert read_wrap_log(tmp_path / "missing.jsonl") is None
+
+
+def test_a_backend_launcher_goes_behind_the_wrapper() -> None:
+    outer = {"PYTORCH_NVCC": "py -I devicewrap.py cfg", DOWNSTREAM_VAR: "/cuda/bin/nvcc"}
+    inner = {"PYTORCH_NVCC": "py -I launcher.py nvcc sccache", "X": "1"}
+    out = rewrap(inner, outer)
+    assert out["PYTORCH_NVCC"] == outer["PYTORCH_NVCC"]
+    assert out[DOWNSTREAM_VAR] == inner["PYTORCH_NVCC"]
+    assert rewrap(inner, {"PYTORCH_NVCC": "x"}) == inner  # no wrapper: nothing changes
