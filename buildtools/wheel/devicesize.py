@@ -38,19 +38,22 @@ class ArchSize:
     inflated: int | None
 
     def __str__(self) -> str:
-        """'3304 bytes', '1476 bytes compressed (5424 inflated)', '1 of 2 entries …'."""
-        inflated = "inflated size not stated" if self.inflated is None else f"{self.inflated}"
+        """'3768 bytes', '1016 bytes compressed, 3704 inflated', '…, 1 of 2 entries
+        compressed, …', '4560 bytes inflated, in a compressed bundle'."""
+        inflated = (
+            "inflated size not stated" if self.inflated is None else f"{self.inflated} inflated"
+        )
         if self.shared == self.entries:
-            return f"{inflated} bytes inflated, in a compressed bundle"
+            if self.inflated is None:
+                return "in a compressed bundle, inflated size not stated"
+            return f"{self.inflated} bytes inflated, in a compressed bundle"
         text = f"{self.stored} bytes"
         if self.compressed == self.entries:
-            text += f" compressed ({inflated} inflated)"
+            text += f" compressed, {inflated}"
         elif self.compressed:
-            text += (
-                f", {self.compressed} of {self.entries} entries compressed ({inflated} inflated)"
-            )
+            text += f", {self.compressed} of {self.entries} entries compressed, {inflated}"
         if self.shared:
-            text += f", and {self.shared} in a compressed bundle"
+            text += f", and {self.shared} more in a compressed bundle"
         return text
 
 
