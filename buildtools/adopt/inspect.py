@@ -1,32 +1,38 @@
 """What an existing extension's repository is: how it builds, what it compiles, its tests.
 
 Read from the files alone (setup.py, pyproject.toml, CMakeLists.txt and the sources); no
-process runs and nothing is imported, so it is safe on any checkout.
+process runs and nothing is imported, so it is safe on any checkout. Every file is read
+through `files.read_within` (a symbolic link leading out of the repository is refused, not
+followed), and every pattern is matched line by line or against one string, or the file is
+parsed with `ast`: time linear in the input, whatever it holds.
 """
 
 from __future__ import annotations
 
 __all__ = ["Inspection", "inspect_project"]
 
+import ast
+import keyword
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..files import describe_os_error, read_regular
+from ..errors import ConfigError, UnsafeArtefactError
+from ..files import describe_os_error, read_within
+from .archflags import ArchFlag
+from .archscan import scan_cmake, scan_pyproject, scan_script, scan_setup_py
 from .probes import host_probes
+from .smokedeps import smoke_requirements
 
 _SKIP_DIRS = {".git", ".tox", ".nox", "build", "dist", "node_modules", "third_party", "venv"}
 _MAX_FILES = 5000
 _ENV_READ = re.compile(
     r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z_][A-Z0-9_]*)["']|os\.environ\[\s*["']([A-Z_][A-Z0-9_]*)["']\s*\]"""
 )
-_LIMITED_API = re.compile(r"""py_limited_api["']?\s*[=:]\s*["']?(cp3\d+|True)""")
-# setup(..., name="x", ...): the call's own keyword, not an Extension's name
-_LIMITED_API_OFF = re.compile(r"^\s*py_limited_api\s*=\s*False\b", re.MULTILINE)
-_SETUP_NAME = re.compile(
-    r"""\bsetup\s*\((?:[^()]|\([^()]*\))*?\bname\s*=\s*["']([A-Za-z0-9_.\-]+)["']""", re.DOTALL
-)
+_LIMITED_API = re.compile(r"""py_limited_api["']?[ \t]*[=:][ \t]*["']?(cp3\d+|True)""")
+# [ \t], not \s: `^\s*` in multiline mode runs over every blank line below each line start
+_LIMITED_API_OFF = re.compile(r"^[ \t]*py_limited_api[ \t]*=[ \t]*False\b", re.MULTILINE)
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 # setup.py fetching something while it builds (flash-attn's and causal-conv1d's
 # CachedWheelsCommand downloads a prebuilt wheel from their GitHub releases instead of
 # compiling, unless their FORCE_BUILD variable says otherwise)
@@ -79,7 +85,12 @@ class Inspection:
     downloads: bool = False  # setup.py fetches something over the network while it builds
     force_build: tuple[str, str] | None = None  # (variable, value) that makes it compile
     tests_dir: str | None
-    module: str | None  # the top-level package or module to import
+    module: str | None  # the top-level package or module to import (a dotted identifier)
+    # what the tests import at top level beside pytest and torch (distribution names)
+    smoke_requires: tuple[str, ...] = ()
+    # arch flags the project sets itself (setup.py, CMake, scripts), each with its place
+    arch_flags: tuple[ArchFlag, ...] = ()
+    notes: tuple[str, ...] = ()  # what init left out and why, one line each
 
     @property
     def has_cuda(self) -> bool:
@@ -108,20 +119,22 @@ class Inspection:
 SOURCE_BYTES = 16 << 20  # a source or build file read whole (generated sources run to MBs)
 
 
-def _read(path: Path) -> str:
+def read_source(root: Path, rel: str) -> str:
     """A source's text; empty when it is missing, unreadable, not a regular file (a FIFO
-    would block, /dev/zero never end) or larger than SOURCE_BYTES."""
+    would block, /dev/zero never end), larger than SOURCE_BYTES or behind a symbolic link
+    leading out of `root`."""
     try:
-        return read_regular(path, max_bytes=SOURCE_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+        return read_within(root, rel, max_bytes=SOURCE_BYTES).decode("utf-8", errors="replace")
+    except (OSError, UnsafeArtefactError):
         return ""
 
 
-def _read_build_file(path: Path) -> str:
+def read_build_file(root: Path, rel: str) -> str:
     """A build file's text (empty when there is none); ConfigError when it is there but
-    cannot be read as one: init would otherwise describe another repository than this."""
+    cannot be read as one, UnsafeArtefactError when it is a link out of the repository:
+    init would otherwise describe another repository than this."""
     try:
-        return read_regular(path, max_bytes=SOURCE_BYTES).decode("utf-8", errors="replace")
+        return read_within(root, rel, max_bytes=SOURCE_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
     except OSError as exc:
@@ -148,20 +161,59 @@ def _files(root: Path) -> list[Path]:
     return out
 
 
-# Two keys of pyproject.toml, read without a TOML parser (tomllib is Python >= 3.11 only)
-_BUILD_BACKEND = re.compile(r"""^\s*build-backend\s*=\s*["']([\w.:]+)["']""", re.MULTILINE)
-_PROJECT_NAME = re.compile(
-    r"""^\[project\][^\[]*?^\s*name\s*=\s*["']([A-Za-z0-9_.\-]+)["']""", re.MULTILINE | re.DOTALL
-)
+# Two keys of pyproject.toml, read line by line without a TOML parser (tomllib is Python
+# >= 3.11 only): its build backend and [project] name
+_BUILD_BACKEND = re.compile(r"""[ \t]*build-backend[ \t]*=[ \t]*["']([\w.:]+)["']""")
+_KEY_NAME = re.compile(r"""[ \t]*name[ \t]*=[ \t]*["']([A-Za-z0-9_.\-]+)["']""")
 
 
 def _backend(pyproject: str) -> str:
-    m = _BUILD_BACKEND.search(pyproject)
-    return m[1].split(".", 1)[0].replace("_", "-") if m else "setuptools"
+    for line in pyproject.splitlines():
+        m = _BUILD_BACKEND.match(line)
+        if m:
+            return m[1].split(".", 1)[0].replace("_", "-")
+    return "setuptools"
+
+
+def _project_name(pyproject: str) -> str | None:
+    table = None
+    for line in pyproject.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped.split("#", 1)[0].strip()
+            continue
+        if table == "[project]":
+            m = _KEY_NAME.match(line)
+            if m:
+                return m[1]
+    return None
+
+
+def _setup_facts(setup: str) -> tuple[str | None, tuple[str, ...]]:
+    """setup.py read with `ast`: setup(name=…) and the top-level names of its extensions."""
+    try:
+        tree = ast.parse(setup)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None, ()
+    name = None
+    modules: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        given = {k.arg: k.value for k in node.keywords if k.arg}
+        first = node.args[0] if node.args else given.get("name")
+        value = first.value if isinstance(first, ast.Constant) else None
+        named = given.get("name")
+        if func == "setup" and isinstance(named, ast.Constant) and isinstance(named.value, str):
+            name = named.value if _NAME.fullmatch(named.value) else name
+        elif func.endswith("Extension") and isinstance(value, str):
+            modules.append(value.split(".", 1)[0])
+    return name, tuple(dict.fromkeys(modules))
 
 
 def _cuda_gate(setup: str, probes: tuple[str, ...]) -> str | None:
-    if re.search(r"torch\.cuda\.is_available\(\)", setup):
+    if "torch.cuda.is_available()" in setup:
         return "torch.cuda.is_available() at build time"
     if probes:
         return f"probing the build machine ({', '.join(probes)})"
@@ -174,31 +226,74 @@ def _cuda_gate(setup: str, probes: tuple[str, ...]) -> str | None:
     return None
 
 
-def _module(root: Path, name: str | None, files: list[Path]) -> str | None:
+def is_module_name(name: str) -> bool:
+    """A dotted name `import` takes: identifiers, none a keyword (never code to paste)."""
+    return all(p.isidentifier() and not keyword.iskeyword(p) for p in name.split("."))
+
+
+_NOT_PACKAGES = ("tests", "test", "docs", "examples", "benchmarks")
+
+
+def _packages(base: Path) -> tuple[list[str], list[str]]:
+    """(the top-level packages of `base` whose names `import` takes, the names it does not)."""
+    names = sorted(p.parent.name for p in base.glob("*/__init__.py"))
+    names = [n for n in names if n not in _NOT_PACKAGES]
+    return [n for n in names if is_module_name(n)], [n for n in names if not is_module_name(n)]
+
+
+def _module(root: Path, name: str | None) -> tuple[str | None, list[str]]:
+    """The package to import, and notes on the names left out (not identifiers: a directory
+    named `x;import os` never becomes code in project.smoke)."""
+    notes = []
     for base in (root, root / "src"):
-        packages = sorted(
-            p.parent.name
-            for p in base.glob("*/__init__.py")
-            if p.parent.name not in ("tests", "test", "docs", "examples", "benchmarks")
-        )
+        packages, odd = _packages(base)
+        notes += [
+            f"package directory {p!r} is not a Python identifier: left out of project.smoke"
+            for p in odd
+        ]
         if packages:
             wanted = (name or "").replace("-", "_").lower()
-            return next((p for p in packages if p.lower() == wanted), packages[0])
-    return name.replace("-", "_") if name else None
+            return next((p for p in packages if p.lower() == wanted), packages[0]), notes
+    guess = name.replace("-", "_") if name else None
+    return (guess if guess and is_module_name(guess) else None), notes
+
+
+_VENDORED = {"third_party", "third-party", "thirdparty", "3rdparty", "external", "extern"} | {
+    "vendor",
+    "submodules",
+}
+
+
+def _arch_flags(
+    root: Path, rel: list[str], setup: str, pyproject: str, cmake: bool
+) -> list[ArchFlag]:
+    """Every place that fixes the archs: setup.py, pyproject.toml, CMake files (part of the
+    build when it is a CMake one), build scripts (never part of it)."""
+    flags = scan_setup_py(setup) + scan_pyproject(pyproject)
+    for path in rel:
+        parts = path.split("/")
+        if any(p.lower() in _VENDORED for p in parts[:-1]):
+            continue
+        if parts[-1] == "CMakeLists.txt" or path.endswith(".cmake"):
+            flags += scan_cmake(read_source(root, path), path, in_build=cmake)
+        elif path.endswith(".sh"):
+            flags += scan_script(read_source(root, path), path)
+    return flags
 
 
 def inspect_project(root: Path) -> Inspection:
-    """Read `root`'s build files and sources; raises nothing for an odd repository."""
+    """Read `root`'s build files and sources; raises nothing for an odd repository, but
+    refuses a build file that is a link out of it (UnsafeArtefactError)."""
     root = root.resolve()
     files = _files(root)
     rel = [f.relative_to(root).as_posix() for f in files]
-    setup = _read_build_file(root / "setup.py")
-    pyproject_text = _read_build_file(root / "pyproject.toml")
-    found = _PROJECT_NAME.search(pyproject_text) or _SETUP_NAME.search(setup)
-    name = found[1] if found else None
+    setup = read_build_file(root, "setup.py")
+    pyproject_text = read_build_file(root, "pyproject.toml")
+    setup_name, extensions = _setup_facts(setup)
+    name = _project_name(pyproject_text) or setup_name
     # comments say what a build could do, not what it does
     build_text = re.sub(
-        r"#[^\n]*", "", "\n".join([setup, pyproject_text, _read_build_file(root / "setup.cfg")])
+        r"#[^\n]*", "", "\n".join([setup, pyproject_text, read_build_file(root, "setup.cfg")])
     )
     # the tag (cp39) wins over a bare `py_limited_api=True` on the Extension
     values = [m[1] for m in _LIMITED_API.finditer(build_text)]
@@ -206,13 +301,25 @@ def inspect_project(root: Path) -> Inspection:
     if _LIMITED_API_OFF.search(build_text) and "True" not in values:
         limited = None  # PyTorch's template: `py_limited_api = False` switches it all off
     sources = [r for r in rel if r.endswith((".cu", ".cpp", ".cc", ".cxx", ".h", ".cuh"))]
-    stable = any("torch/csrc/stable" in _read(root / r) for r in sources[:400])
+    stable = any("torch/csrc/stable" in read_source(root, r) for r in sources[:400])
     env_vars = sorted(
         {a or b for a, b in _ENV_READ.findall(setup)} - _WELL_KNOWN_ENV - {"FORCE_CUDA"}
     )
     tests = next((d for d in ("tests", "test") if (root / d).is_dir()), None)
     probes = host_probes(re.sub(r"#[^\n]*", "", setup))
     names = tuple(p.name for p in probes)
+    module, notes = _module(root, name)
+    uses_cmake = (root / "CMakeLists.txt").is_file() or "cmake" in pyproject_text.lower()
+    requires: tuple[str, ...] = ()
+    if tests is not None:
+        own = {*_packages(root)[0], *_packages(root / "src")[0], *extensions}
+        own |= {*(module or "").split(".")[:1]}
+        own |= {r.removesuffix(".py") for r in rel if "/" not in r and r.endswith(".py")}
+        test_files = [r for r in rel if r.startswith(f"{tests}/") and r.endswith(".py")]
+        requires, more = smoke_requirements(
+            test_files, read=lambda r: read_source(root, r), own=own
+        )
+        notes += more
     return Inspection(
         root=root,
         name=name,
@@ -220,7 +327,7 @@ def inspect_project(root: Path) -> Inspection:
             f for f in ("setup.py", "pyproject.toml", "CMakeLists.txt") if (root / f).is_file()
         ),
         backend=_backend(pyproject_text),
-        uses_cmake=(root / "CMakeLists.txt").is_file() or "cmake" in pyproject_text.lower(),
+        uses_cmake=uses_cmake,
         cuda_sources=tuple(r for r in rel if r.endswith(".cu")),
         cpp_sources=tuple(r for r in rel if r.endswith((".cpp", ".cc", ".cxx"))),
         limited_api=limited,
@@ -232,5 +339,8 @@ def inspect_project(root: Path) -> Inspection:
         downloads=bool(_DOWNLOAD.search(build_text)),
         force_build=next(((m[1], m[2]) for m in _FORCE_BUILD.finditer(build_text)), None),
         tests_dir=tests,
-        module=_module(root, name, files),
+        module=module,
+        smoke_requires=requires,
+        arch_flags=tuple(_arch_flags(root, rel, setup, pyproject_text, uses_cmake)),
+        notes=tuple(notes),
     )

@@ -6,9 +6,17 @@ loaded back through the ordinary validation before anything is written.
 
 from __future__ import annotations
 
-__all__ = ["MatrixChoice", "choose_matrix", "render_matrix", "render_noxfile"]
+__all__ = [
+    "ArchChoice",
+    "MatrixChoice",
+    "choose_archs",
+    "choose_matrix",
+    "render_matrix",
+    "render_noxfile",
+]
 
 import json
+import re
 from dataclasses import dataclass
 
 from packaging.version import Version
@@ -16,6 +24,9 @@ from packaging.version import Version
 from .. import __version__
 from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
+from ..matrix.config import AcceleratorOverride
+from ..model import Accelerator
+from .archflags import BuiltArchs, built_for, lines_of
 from .inspect import Inspection
 
 
@@ -91,6 +102,99 @@ def choose_matrix(
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ArchChoice:
+    """What one CUDA accelerator's build really compiles, and the arch_list that says it."""
+
+    accelerator: str  # cu130
+    built: BuiltArchs
+    arch_list: str | None  # None: not written (why_not says why)
+    why_not: str | None = None
+
+
+def choose_archs(
+    project: Inspection, choice: MatrixChoice, kb: Knowledge
+) -> tuple[ArchChoice, ...]:
+    """Per CUDA accelerator of `choice` whose archs the project's own flags decide: the
+    archs as TORCH_CUDA_ARCH_LIST, when the files fix them and every torch of the matrix
+    accepts them (the plan refuses an arch list its torch's cpp_extension rejects)."""
+    out = []
+    for name in choice.accelerators:
+        accel = Accelerator.parse(name)
+        if accel.kind != "cuda" or accel.version is None:
+            continue
+        built = built_for(project.arch_flags, accel.version)
+        if built is None:
+            continue
+        arch_list = built.arch_list()
+        why = None if arch_list else built.describe()
+        for torch in choice.torch if arch_list else ():
+            rejected = kb.unaccepted_archs(torch, arch_list or "")
+            if rejected:
+                why = (
+                    f"torch {torch} does not accept {', '.join(rejected)} in an arch list "
+                    f"(its cpp_extension raises 'Unknown CUDA arch'), so the plan would refuse "
+                    f'"{arch_list}"'
+                )
+                break
+        out.append(
+            ArchChoice(
+                accelerator=name,
+                built=built,
+                arch_list=None if why else arch_list,
+                why_not=why,
+            )
+        )
+    return tuple(out)
+
+
+def _yaml_item(name: str) -> str:
+    """A list item as a plain scalar when YAML reads it back as that string, else quoted."""
+    plain = re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", name)
+    special = name.lower() in ("true", "false", "null", "yes", "no", "on", "off", "y", "n")
+    return name if plain and not special else _q(name)
+
+
+def _arch_lines(archs: tuple[ArchChoice, ...]) -> list[str]:
+    """The accelerators' arch_list entries, each naming the flags it comes from."""
+    if not archs:
+        return []
+    flags = tuple(dict.fromkeys(f for a in archs for f in a.built.flags))
+    enforce = "arch_flags" in AcceleratorOverride.model_fields
+    offer = (
+        "    # arch_flags: enforce   # or: compile the cell's arch_list, replacing the "
+        "project's arch flags" + ("" if enforce else " (a newer buildtools)")
+    )
+    lines = [
+        f"  # the project sets its own arch flags ({lines_of(flags)}), so torch's",
+        "  # cpp_extension ignores TORCH_CUDA_ARCH_LIST: each arch_list below is what that CUDA",
+        "  # version's build really compiles (`buildtools init --dry-run` lists every flag)",
+    ]
+    for arch in archs:
+        built = arch.built
+        if arch.arch_list is None:
+            lines += [
+                f"  # {arch.accelerator}: arch_list left at the default, which is not what it "
+                f"compiles: {arch.why_not}",
+                f"  # {arch.accelerator}: {{arch_flags: enforce}} would compile the default",
+            ]
+            continue
+        lines += [
+            f"  {arch.accelerator}:",
+            f"    arch_list: {_q(arch.arch_list)}   # {lines_of(built.flags)}, "
+            f"under CUDA {built.cuda}",
+        ]
+        if built.assumed:
+            lines.append(f"    # assuming: {'; '.join(built.assumed)}")
+        if built.ptx_only():
+            lines.append(
+                f"    # also PTX alone for {', '.join(built.ptx_only())} (an arch list cannot "
+                "say PTX without device code)"
+            )
+        lines.append(offer)
+    return lines
+
+
 def _torch_indexes(choice: MatrixChoice) -> list[str]:
     """PyTorch's index per accelerator family, as the reference matrix has them: PyPI serves
     one build of each torch (the CUDA one), so a CPU cell without its index gets a CUDA torch
@@ -104,8 +208,11 @@ def _torch_indexes(choice: MatrixChoice) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
-def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
-    """matrix.yaml for `project`, every choice commented."""
+def render_matrix(
+    project: Inspection, choice: MatrixChoice, archs: tuple[ArchChoice, ...] = ()
+) -> str:
+    """matrix.yaml for `project`, every choice commented; `archs` (choose_archs): the arch
+    lists the project's own flags decide."""
     lines = [
         "# Written by `buildtools init` from what the repository's files say; edit freely.",
         "# Reference: the matrix.yaml documentation of torch-buildtools (docs/matrix.md).",
@@ -129,7 +236,12 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
             "  # (--import-mode=importlib: the source tree beside tests/ is never imported)",
             "  smoke: python -m pytest -q -p no:cacheprovider --import-mode=importlib "
             f"{project.tests_dir}",
-            "  smoke_requires: [pytest]     # add what else the tests import",
+            f"  smoke_requires: [{', '.join(_yaml_item(r) for r in ('pytest', *project.smoke_requires))}]"
+            + (
+                "   # pytest and what the tests import at top level"
+                if project.smoke_requires
+                else "     # the tests import nothing else at top level"
+            ),
         ]
     elif project.module:
         lines.append(f'  smoke: python -c "import {project.module}"   # no tests dir: import only')
@@ -160,6 +272,7 @@ def render_matrix(project: Inspection, choice: MatrixChoice) -> str:
         ),
         f"  python: [{', '.join(_q(p) for p in choice.pythons)}]",
         *_torch_indexes(choice),
+        *_arch_lines(archs),
         "",
         "profiles:",
         "  local:",

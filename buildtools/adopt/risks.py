@@ -22,17 +22,34 @@ from pathlib import Path
 from packaging.version import Version
 from ruamel.yaml import YAML
 
-from ..files import read_regular
 from ..knowledge import DATA_DIR
 from .cpubuild import cpu_translation_units, unguarded_cuda_includes
-from .inspect import SOURCE_BYTES, Inspection
-
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+from .inspect import Inspection, read_source
 
 
 def _code(text: str) -> str:
-    """The source without its comments: a comment naming a construct is not using it."""
-    return _COMMENTS.sub(" ", text)
+    """The source without its comments: a comment naming a construct is not using it.
+
+    Scanned with str.find, not a lazy `/* … */` pattern: that one scans to the end of the file
+    again from every unclosed `/*`, quadratic in a file of them.
+    """
+    out: list[str] = []
+    at = 0
+    while True:
+        line, block = text.find("//", at), text.find("/*", at)
+        if line < 0 and block < 0:
+            out.append(text[at:])
+            return "".join(out)
+        if block < 0 or 0 <= line < block:
+            out.append(text[at:line] + " ")
+            end = text.find("\n", line)
+            at = len(text) if end < 0 else end
+        else:
+            out.append(text[at:block] + " ")
+            end = text.find("*/", block + 2)
+            if end < 0:
+                return "".join(out)
+            at = end + 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,11 +103,7 @@ def load_risk_rules() -> tuple[tuple[_Rule, ...], tuple[_Rule, ...], tuple[_Rule
 def _sources(project: Inspection) -> dict[str, str]:
     found: dict[str, str] = {}
     for rel in (*project.cuda_sources, *project.cpp_sources):
-        path = project.root / rel
-        try:
-            found[rel] = _code(read_regular(path, max_bytes=SOURCE_BYTES).decode(errors="replace"))
-        except OSError:
-            continue
+        found[rel] = _code(read_source(project.root, rel))
     for path in sorted(project.root.rglob("*")):
         rel = path.relative_to(project.root).as_posix()
         if len(found) > 2000:
@@ -107,10 +120,9 @@ def _matches(pattern: re.Pattern[str], text: str) -> bool:
 
 
 def _read_code(path: Path) -> str:
-    try:
-        return _code(read_regular(path, max_bytes=SOURCE_BYTES).decode(errors="replace"))
-    except OSError:
-        return ""
+    """A file of the project (an absolute path under some project root) without comments;
+    empty when unreadable or a link out of the directory it is in."""
+    return _code(read_source(path.parent, path.name))
 
 
 def cuda_headers_in_cpu_build(project: Inspection) -> list[Risk]:
