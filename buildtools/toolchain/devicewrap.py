@@ -260,6 +260,16 @@ def parse_depfile(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _python_includes() -> tuple[str, ...]:
+    """The include directories of the Python running the wrapper (the job's): its own, and
+    a virtual environment's `include` (torch's build passes it as -I)."""
+    paths = sysconfig.get_paths()
+    found = [paths.get("include"), paths.get("platinclude")]
+    if sys.prefix != sys.base_prefix:
+        found.append(str(Path(sys.prefix) / "include"))
+    return tuple(dict.fromkeys(p for p in found if p))
+
+
 class _Paths:
     """The cell's paths and their placeholders (longest first)."""
 
@@ -274,12 +284,7 @@ class _Paths:
                 pairs.append((os.path.realpath(value), mark))
                 if os.path.realpath(value) != value:
                     pairs.append((value, mark))
-        # the Python running the wrapper is the job's: its include directories by default
-        include = config.python_include or tuple(
-            dict.fromkeys(
-                p for k in ("include", "platinclude") if (p := sysconfig.get_paths().get(k))
-            )
-        )
+        include = config.python_include or _python_includes()
         self.python = tuple(os.path.realpath(p) for p in include)
         for index, value in enumerate(include):
             pairs.append((os.path.realpath(value), f"@PY{index}@"))

@@ -8,12 +8,21 @@ whatever was there (the compiler cache's or a cluster's launcher). Each call app
 line to the job's wrapper log; `WrapSummary` is that log read back for the job log, the
 build record (`arch_flags_replaced`) and the run report (`units`).
 
-`BUILDTOOLS_UNIT_REUSE=0` turns the reuse off (the arch flags are still enforced).
+`BUILDTOOLS_UNIT_REUSE=0` turns the reuse off (the arch flags are still enforced);
+`BUILDTOOLS_UNITS_DIR` names another store (a benchmark's cold one).
 """
 
 from __future__ import annotations
 
-__all__ = ["UNIT_REUSE_VAR", "WrapSummary", "read_wrap_log", "rewrap", "unit_store", "wrap_env"]
+__all__ = [
+    "UNITS_DIR_VAR",
+    "UNIT_REUSE_VAR",
+    "WrapSummary",
+    "read_wrap_log",
+    "rewrap",
+    "unit_store",
+    "wrap_env",
+]
 
 import json
 import shlex
@@ -29,13 +38,15 @@ from ..toolchain.envs import Toolchain
 from .options import BuildOptions
 
 UNIT_REUSE_VAR = "BUILDTOOLS_UNIT_REUSE"
+UNITS_DIR_VAR = "BUILDTOOLS_UNITS_DIR"
 _WRAPPER = Path(devicewrap.__file__).resolve()
 _LOG_LINES = 100_000  # lines of a wrapper log read (a unit is one line)
 
 
-def unit_store(cache_dir: Path) -> Path:
-    """Where reusable device units live (one store: the key names the toolchain)."""
-    return cache_dir / "units"
+def unit_store(cache_dir: Path, env: Mapping[str, str]) -> Path:
+    """Where reusable device units live: $BUILDTOOLS_UNITS_DIR, else <cache dir>/units (one
+    store for every toolchain: the key names the compilers)."""
+    return Path(env[UNITS_DIR_VAR]) if env.get(UNITS_DIR_VAR) else cache_dir / "units"
 
 
 def wrap_env(
@@ -62,7 +73,7 @@ def wrap_env(
         downstream=tuple(downstream),
         compiler=str(nvcc),
         arch_flags=tuple(devicewrap.cuda_arch_flags(toolkit.arch_list)) if enforce else None,
-        store=str(unit_store(opts.cache_dir)) if reuse else None,
+        store=str(unit_store(opts.cache_dir, env)) if reuse else None,
         job=job.id,
         site_packages=str(toolchain.site_packages),
         project=str(opts.project_dir.resolve()),
