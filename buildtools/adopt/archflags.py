@@ -34,9 +34,15 @@ from typing import Literal
 from packaging.version import InvalidVersion, Version
 
 # One conjunct of a flag's condition: the CUDA version compared with a release, a value
-# known for a CUDA build (True/False), or a condition init cannot evaluate, as written
+# known for a CUDA build (True/False), a condition init cannot evaluate (as written, and
+# whether it must hold or fail), or a disjunction of conjunctions (`a or b`, `not (a and b)`).
+# A condition init cannot evaluate is taken to hold (the build's default path), the same
+# one everywhere: an `else` of it is then not taken.
 Atom = (
-    tuple[Literal["cuda"], str, str] | tuple[Literal["const"], bool] | tuple[Literal["text"], str]
+    tuple[Literal["cuda"], str, str]
+    | tuple[Literal["const"], bool]
+    | tuple[Literal["text"], str, bool]
+    | tuple[Literal["or"], tuple[tuple["Atom", ...], ...]]
 )
 
 _OPS = {
@@ -76,35 +82,48 @@ class ArchFlag:
         return f"{self.file}:{self.line}"
 
     def holds(self, cuda: str) -> bool | None:
-        """Whether the flag is in a CUDA `cuda` build: True, False, or None (it depends on a
-        condition init cannot evaluate)."""
-        result: bool | None = True
-        for atom in self.when:
-            value = _atom(atom, cuda)
-            if value is False:
-                return False
-            if value is None:
-                result = None
-        return result
+        """Whether the flag is in a CUDA `cuda` build: True, False, or None (it is, if the
+        conditions init cannot evaluate hold: `assumed` names them)."""
+        value, assumed = _all(self.when, cuda)
+        return None if value and assumed else value
 
-    def unknown(self) -> tuple[str, ...]:
-        """The conditions of this flag init cannot evaluate, as written."""
-        return tuple(a[1] for a in self.when if a[0] == "text")
+    def assumed(self, cuda: str) -> tuple[str, ...]:
+        """The conditions init took to hold (or to fail, `not (…)`) for `cuda`, as written."""
+        return _all(self.when, cuda)[1]
 
 
-def _atom(atom: Atom, cuda: str) -> bool | None:
+def _all(atoms: tuple[Atom, ...], cuda: str) -> tuple[bool, tuple[str, ...]]:
+    """(the conjunction's value with unknown conditions assumed, the ones that were)."""
+    assumed: list[str] = []
+    for atom in atoms:
+        value, used = _atom(atom, cuda)
+        if not value and not used:
+            return False, ()  # known to fail, whatever was assumed
+        assumed += used
+        if not value:
+            return False, tuple(assumed)
+    return True, tuple(dict.fromkeys(assumed))
+
+
+def _atom(atom: Atom, cuda: str) -> tuple[bool, tuple[str, ...]]:
     if atom[0] == "const":
-        return atom[1]
+        return atom[1], ()
     if atom[0] == "text":
-        return None
+        return atom[2], (atom[1] if atom[2] else f"not ({atom[1]})",)
+    if atom[0] == "or":
+        results = [_all(branch, cuda) for branch in atom[1]]
+        certain = [r for r in results if r[0] and not r[1]]
+        if certain:
+            return True, ()
+        return any(r[0] for r in results), tuple(a for r in results for a in r[1])
     _, op, release = atom
     try:
         have, want = Version(cuda), Version(release)
     except InvalidVersion:
-        return None
+        return True, (f"CUDA {op} {release}",)
     if release.count(".") == 0:  # `.major >= 12`: compare the major alone
         have = Version(str(have.major))
-    return bool(_OPS[op](have, want))
+    return bool(_OPS[op](have, want)), ()
 
 
 def arch_version(number: str) -> str:
@@ -192,7 +211,7 @@ def built_for(flags: tuple[ArchFlag, ...], cuda: str) -> BuiltArchs | None:
         special = [t for t in entries if t.startswith(("{", "$"))]
         if not entries:
             special = [SPECIAL[0]]
-    assumed = tuple(dict.fromkeys(c for f, h in chosen if h is None for c in f.unknown()))
+    assumed = tuple(dict.fromkeys(c for f, h in chosen if h is None for c in f.assumed(cuda)))
     return BuiltArchs(
         cuda=cuda,
         flags=tuple(f for f, _ in chosen),
@@ -226,7 +245,8 @@ def describe_flags(flags: tuple[ArchFlag, ...], cudas: tuple[str, ...]) -> list[
         if not flag.overrides:
             note = "   [setdefault: the cell's value wins]"
         when = f"   if {flag.condition}" if flag.condition else ""
-        out.append(f"    {flag.where}: {flag.text}  -> {' '.join(flag.targets)}{when}{note}")
+        targets = " ".join(flag.targets) or "(empty)"
+        out.append(f"    {flag.where}: {flag.text}  -> {targets}{when}{note}")
     for cuda in cudas:
         built = built_for(flags, cuda)
         if built is None:

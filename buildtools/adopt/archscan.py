@@ -69,9 +69,9 @@ _CMAKE_KEYWORDS = {"CACHE", "PARENT_SCOPE", "FORCE"}
 _MAX_TEXT = 100
 
 
-def _cut(text: str) -> str:
+def _cut(text: str, most: int = _MAX_TEXT) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 1] + "…"
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _code_list(value: str) -> tuple[str, ...]:
@@ -204,24 +204,36 @@ def _strip_cmake_comment(line: str) -> str:
 def _cmake_atoms(condition: str) -> tuple[Atom, ...]:
     """A CMake if() condition as conjuncts: CUDA version tests evaluated, the rest as text."""
     if re.search(r"\bOR\b", condition):
-        return (("text", condition),)
+        return (("text", condition, True),)
     atoms: list[Atom] = []
     for part in re.split(r"[ \t]+AND[ \t]+", condition):
         test = _CMAKE_VERSION_TEST.fullmatch(part.strip())
         if test is None:
-            atoms.append(("text", part.strip()))
+            atoms.append(("text", part.strip(), True))
             continue
         op = _CMAKE_OPS[test[3].upper()]
         atoms.append(("cuda", _NEGATED[op] if test[1] else op, test[4]))
     return tuple(atoms)
 
 
+def _negate_one(atom: Atom) -> Atom | None:
+    if atom[0] == "cuda":
+        return ("cuda", _NEGATED[atom[1]], atom[2])
+    if atom[0] == "const":
+        return ("const", not atom[1])
+    if atom[0] == "text":
+        return ("text", atom[1], not atom[2])
+    return None
+
+
 def _negate(atoms: tuple[Atom, ...], text: str) -> Atom:
-    if len(atoms) == 1 and atoms[0][0] == "cuda":
-        return ("cuda", _NEGATED[atoms[0][1]], atoms[0][2])
-    if len(atoms) == 1 and atoms[0][0] == "const":
-        return ("const", not atoms[0][1])
-    return ("text", f"NOT ({text})")
+    """NOT (a AND b …): (NOT a) OR (NOT b) …"""
+    negated = [_negate_one(a) for a in atoms]
+    if any(n is None for n in negated):
+        return ("text", text, False)
+    if len(negated) == 1 and negated[0] is not None:
+        return negated[0]
+    return ("or", tuple((n,) for n in negated if n is not None))
 
 
 def scan_cmake(text: str, rel: str, *, in_build: bool) -> list[ArchFlag]:
@@ -268,7 +280,7 @@ def scan_cmake(text: str, rel: str, *, in_build: bool) -> list[ArchFlag]:
             if current is not None:
                 atoms += current[0]
                 texts.append(current[1])
-        when = (tuple(atoms), _cut(" AND ".join(texts)) if texts else None)
+        when = (tuple(atoms), _cut(" AND ".join(texts), 2 * _MAX_TEXT) if texts else None)
         for form, flag, kind, targets in found:
             out.append(
                 _flag(rel, number, (form, flag, kind, targets), in_build=in_build, when=when)
@@ -342,15 +354,15 @@ def _atoms(node: ast.expr, negated: bool, written: Callable[[ast.expr], str]) ->
     """A Python test as conjuncts (De Morgan through `not`, `and`, `or`)."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return _atoms(node.operand, not negated, written)
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) and not negated:
-        return [a for v in node.values for a in _atoms(v, False, written)]
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and negated:
-        return [a for v in node.values for a in _atoms(v, True, written)]
+    if isinstance(node, ast.BoolOp):
+        parts = [tuple(_atoms(v, negated, written)) for v in node.values]
+        if isinstance(node.op, ast.And) != negated:  # a and b, not (a or b)
+            return [a for part in parts for a in part]
+        return [("or", tuple(parts))]  # a or b, not (a and b)
     atom = _simple(node, negated)
     if atom is not None:
         return [atom]
-    text = written(node)
-    return [("text", _cut(f"not ({text})" if negated else text))]
+    return [("text", _cut(written(node)), not negated)]
 
 
 def _simple(node: ast.expr, negated: bool) -> Atom | None:
@@ -405,7 +417,7 @@ class _SetupScan(ast.NodeVisitor):
         for test, neg in self.conditions:
             text = self.written(test)
             texts.append(f"not ({text})" if neg else text)
-        return tuple(atoms), (_cut(" and ".join(texts)) if texts else None)
+        return tuple(atoms), (_cut(" and ".join(texts), 2 * _MAX_TEXT) if texts else None)
 
     def _add(self, line: int, found: Found, *, overrides: bool = True) -> None:
         flag = _flag(self.rel, line, found, when=self._when())

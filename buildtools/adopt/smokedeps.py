@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from ruamel.yaml import YAML
 
@@ -40,9 +41,8 @@ class ImportDists:
 
 
 @cache
-def load_import_dists() -> ImportDists:
+def load_import_dists(path: Path = DATA_DIR / "import_dists.yaml") -> ImportDists:
     """The table, validated; a malformed row raises KnowledgeError naming it."""
-    path = DATA_DIR / "import_dists.yaml"
     data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
     dists: dict[str, str] = {}
     with_torch: dict[str, str] = {}
