@@ -17,6 +17,7 @@ from ..files import describe_os_error
 from ..model import ABI_MODES, BuildRecord, Finding
 from ..toolchain.envs import find_toolchain
 from ..toolchain.indexprobe import index_hint
+from ..untrusted import printable
 from ..wheel.archive import ArchiveError, open_wheel
 from ..wheel.checks import (
     Expectation,
@@ -168,6 +169,12 @@ def _unreadable(wheel: Path) -> str | None:
         return f"{wheel.name}: cannot be read: {exc.problem}"
 
 
+def _line(out: TextIO, text: str) -> None:
+    """One line of the report: wheel names, findings and build-record fields are the
+    wheel's text, made printable (no ESC, no bidi, no workflow command, no line break)."""
+    out.write(printable(text, newlines=False) + "\n")
+
+
 def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     """Run `check_wheel` on each wheel; exit code CHECK_FAILED when any finding is an error.
 
@@ -194,7 +201,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
             failed = True
             report[wheel.name] = {"error": problem}
             if not args.json:
-                out.write(f"FAIL  {wheel.name}\n  error   {problem}\n")
+                _line(out, f"FAIL  {wheel.name}")
+                _line(out, f"  error   {problem}")
             continue
         failed |= has_errors(findings)
         report[wheel.name] = [
@@ -209,15 +217,15 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
         ]
         if not args.json:
             status = "FAIL" if has_errors(findings) else "ok"
-            out.write(f"{status}  {wheel.name}\n")
+            _line(out, f"{status}  {wheel.name}")
             for f in findings:
-                out.write(f"  {f.severity.value:<7} {f.code}: {f.message}\n")
+                _line(out, f"  {f.severity.value:<7} {f.code}: {f.message}")
                 for line in f.details:
-                    out.write(f"            {line}\n")
+                    _line(out, f"            {line}")
             for target in targets:  # what a pass is a pass against
-                out.write(f"  checked against torch {target.version} ({target.site_packages})\n")
+                _line(out, f"  checked against torch {target.version} ({target.site_packages})")
             for arcname, code in device_code(wheel):
-                out.write(f"  {arcname}: {code}\n")
+                _line(out, f"  {arcname}: {code}")
     if args.json:
         out.write(json.dumps(report, indent=2) + "\n")
     if unsafe:

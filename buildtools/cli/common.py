@@ -40,6 +40,26 @@ def seconds(text: str) -> float:
     return value
 
 
+def release(text: str) -> str:
+    """argparse type: a torch release or minor (`2.14`, `2.16.0`): a PEP 440 public version
+    of at most 32 characters (a 5,000-digit one would pass PEP 440 and then exceed Python's
+    integer-length limit)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        if len(text) > 32:
+            raise ValueError(text)
+        version = Version(text)
+    except (InvalidVersion, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r}{'…' if len(text) > 40 else ''} is not a torch release, e.g. 2.14 "
+            "or 2.16.0"
+        ) from None
+    if version.local is not None or version.is_prerelease or version.is_devrelease:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a final torch release, e.g. 2.14")
+    return text
+
+
 def add_plan_args(p: argparse.ArgumentParser) -> None:
     """The options of every verb that plans (plan, build, ci matrix)."""
     p.add_argument(

@@ -19,6 +19,8 @@ from ..knowledge import Knowledge, load_knowledge
 from ..torchindex import IndexReader, check_index, served_releases
 from ..torchindex.client import DEFAULT_MAX_AGE
 from ..torchindex.propose import propose_row
+from ..untrusted import shown
+from .common import release
 
 
 def _print_knowledge(kb: Knowledge, out: TextIO) -> None:
@@ -57,20 +59,24 @@ def check_and_report(
     """Print every release checked and each difference; the exit code."""
     report, answer = check_index(kb, reader, since=since)
     out.write(
-        f"checking {kb.data_dir} against {answer.page.url} "
-        f"({reader.requests} request(s) to the index; "
-        f"{'page from the cache' if answer.from_cache else 'page fetched now'})\n"
+        shown(
+            f"checking {kb.data_dir} against {answer.page.url} "
+            f"({reader.requests} request(s) to the index; "
+            f"{'page from the cache' if answer.from_cache else 'page fetched now'})",
+            newlines=False,
+        )
+        + "\n"
     )
-    for version, summary in report.checked:
-        out.write(f"  {version}: {summary}\n")
+    for version, summary in report.checked:  # the index's answers: its text, made printable
+        out.write(shown(f"  {version}: {summary}", newlines=False) + "\n")
     for line in report.not_checked:
-        out.write(f"  not checked: {line}\n")
+        out.write(shown(f"  not checked: {line}", newlines=False) + "\n")
     if report.ok:
         out.write(f"{len(report.checked)} release(s) checked: the data matches the index\n")
         return int(ExitCode.OK)
     out.write(f"{len(report.differences)} difference(s):\n")
     for diff in report.differences:
-        out.write(f"  {diff}\n")
+        out.write(shown(f"  {diff}", newlines=False) + "\n")
     out.write(
         "change the data (each row cites its source: docs/sources.md), then run "
         "`buildtools knowledge --check-index` again\n"
@@ -87,7 +93,13 @@ def _propose(kb: Knowledge, version: str, args: argparse.Namespace, out: TextIO)
     found = next((r for r in releases if Version(r.version) == wanted), None)
     if found is None:
         raise KnowledgeError(f"{answer.page.url} serves no torch {version} wheel")
-    out.write(f"# a row for buildtools/data/torch.yaml's `releases:` (from {answer.page.url})\n")
+    out.write(
+        shown(
+            f"# a row for buildtools/data/torch.yaml's `releases:` (from {answer.page.url})",
+            newlines=False,
+        )
+        + "\n"
+    )
     out.write(propose_row(kb, found))
     return int(ExitCode.OK)
 
@@ -141,12 +153,14 @@ def add_knowledge_parser(sub: Any) -> None:
     p.add_argument(
         "--since",
         metavar="MINOR",
+        type=release,
         default=None,
         help="with --check-index: only torch MINOR (e.g. 2.14) and newer releases",
     )
     p.add_argument(
         "--propose",
         metavar="VERSION",
+        type=release,
         default=None,
         help="print a torch.yaml row for a release the data lacks (unread facts copied from "
         "the newest release and marked unconfirmed)",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode, Terminated, cleanup_notes
 from ..files import describe_os_error
+from ..untrusted import shown
 from .common import add_plan_args
 
 if TYPE_CHECKING:
@@ -83,8 +84,12 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
 def _print_published(report: MissingReport, out: TextIO) -> None:
     count = len(report.published)
     out.write(
-        f"--missing {report.site}: {count} cell(s) of version {report.version} already "
-        f"published there; planned: only the cells it has no wheel for\n"
+        shown(
+            f"--missing {report.site}: {count} cell(s) of version {report.version} already "
+            f"published there; planned: only the cells it has no wheel for",
+            newlines=False,
+        )
+        + "\n"
     )
 
 
@@ -240,9 +245,10 @@ def _extra_verbs(argv: Sequence[str] | None = None) -> list[Callable[[Any], None
 
 
 def _say(line: str) -> None:
-    """One line on stderr (when there is a stderr at all)."""
+    """One line on stderr (when there is a stderr at all). A message quotes what it refuses
+    (a path, a URL, a field, a loader's message): its credentials redacted, made printable."""
     if sys.stderr is not None:
-        sys.stderr.write(line + "\n")
+        sys.stderr.write(shown(line) + "\n")
         sys.stderr.flush()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = ["DOCTOR_SCHEMA", "DoctorReport", "PackageReport", "Verdict"]
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -16,6 +17,7 @@ from ..errors import ExitCode
 from ..model import Finding, Severity
 from ..probe.hostenv import BUILD_WORDS, EnvSnapshot
 from ..torchinstall import TorchInstall
+from ..untrusted import printable
 from .matching import BuiltFor, Fix
 
 DOCTOR_SCHEMA = "torch-buildtools/doctor/v1"
@@ -99,7 +101,14 @@ class DoctorReport:
         }
 
     def render(self, out: TextIO) -> None:
-        """The report for a person, fixes included."""
+        """The report for a person, fixes included. Package names, build records and the
+        loader's messages are the packages' text: the whole made printable (no ESC, no
+        bidi, no workflow command in a CI log)."""
+        text = io.StringIO()
+        self._render(text)
+        out.write(printable(text.getvalue()))
+
+    def _render(self, out: TextIO) -> None:
         snap = self.snapshot
         out.write(f"Python {snap.python_version} at {snap.python}\n")
         torch = snap.torch

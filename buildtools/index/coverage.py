@@ -47,6 +47,7 @@ from packaging.version import InvalidVersion, Version
 from ..knowledge import Knowledge
 from ..model import DEFAULT_PLATFORM, Accelerator, Cell
 from ..planner import MatrixCells
+from ..untrusted import markdown
 from .manifest import IndexedWheel
 from .smokelog import SmokeRun
 from .variants import Variant
@@ -339,15 +340,10 @@ def accelerator_label(accelerator: str) -> str:
     return f"{'CUDA' if acc.kind == 'cuda' else 'ROCm'} {acc.version}"
 
 
-_MD_ESCAPE = re.compile(r"([\\`*_{}\[\]()#+!|~])")
-_MD_SPACE = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
-
-
 def _md(text: str) -> str:
     """Markdown-inert text: no link, no image, no HTML (angle brackets as entities), no
-    emphasis, no line or table-cell break."""
-    text = _MD_SPACE.sub(" ", text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_ESCAPE.sub(r"\\\1", text)
+    emphasis, no line or table-cell break, no control or bidi character."""
+    return markdown(text)
 
 
 def _md_cell(cell: MapCell, notes: Notes) -> str:

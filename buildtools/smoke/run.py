@@ -53,6 +53,7 @@ from ..model import Accelerator
 from ..process import ProcessRunner
 from ..toolchain.venv import create_venv
 from ..torchinstall import TorchInstall
+from ..untrusted import printable
 from ..wheel.checks.elves import WheelElf, extract_elves
 from ..wheel.meta import WheelName
 from .cases import CASES_ENV, DEVICE_ENV, CasesReport, read_cases
@@ -283,7 +284,9 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
                     status=SmokeStatus.NOT_COVERED,
                     diagnosis=f"the wheel's device code does not run on this GPU: {coverage.detail}",
                 )
-        out.write(f"smoke {src.name}: cell {target.cell}, env (torch from {w.torch_source})\n")
+        out.write(
+            printable(f"smoke {src.name}: cell {target.cell}, env (torch from {w.torch_source})\n")
+        )
         venv = w.work / "env"
         python = venv / "bin" / "python"
         # A venv seeded with its own pip also gets Python 3.11's setuptools 65, which would
@@ -318,7 +321,7 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
         env = child_env(opts.env, venv)
 
         # 2. install, from where users get it
-        out.write(f"smoke {src.name}: install\n")
+        out.write(printable(f"smoke {src.name}: install\n"))
         pip = [*pip_cmd, "install", "--no-cache-dir"]
         if w.torch_source == "system":
             pip.append("--no-index")  # an offline runner: torch is there, nothing to fetch
@@ -336,8 +339,10 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
         modules = opts.modules or target.modules
         loading = [m.name for m in listed if m.importable and m.name]
         out.write(
-            f"smoke {src.name}: import {', '.join(modules) or '(nothing)'}; "
-            f"load {', '.join(loading) or '(no compiled module)'}\n"
+            printable(
+                f"smoke {src.name}: import {', '.join(modules) or '(nothing)'}; "
+                f"load {', '.join(loading) or '(no compiled module)'}\n"
+            )
         )
         cwd = _mkdir(w.work / "cwd")
         script = _mkdir(w.work / "child") / "buildtools_import_check.py"
@@ -386,7 +391,7 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
             )
             if stage.returncode != 0:
                 return w.result(stage)
-        out.write(f"smoke {src.name}: {opts.smoke_command}\n")
+        out.write(printable(f"smoke {src.name}: {opts.smoke_command}\n"))
         argv = smoke_argv(opts.smoke_command, python=python, project_dir=opts.project_dir)
         cases_file = w.work / "cases.json"
         device = device_kind or "cpu"
@@ -535,11 +540,13 @@ def run_smoke(
             smoke_command=opts.smoke_command,
         )
     if check is not None:
-        out.write(check.line() + "\n")
+        out.write(printable(check.line()) + "\n")
     results: list[SmokeResult] = []
     for number, planned in enumerate(planned_targets, 1):
         if isinstance(planned, SmokeResult):
-            out.write(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
+            out.write(
+                printable(f"smoke {planned.wheel}: {planned.status.value}: {planned.diagnosis}\n")
+            )
             results.append(planned)
             continue
         machine = _Machine(
@@ -547,8 +554,10 @@ def run_smoke(
         )
         res = _smoke_one(number, planned, machine, opts, runner, out)
         out.write(
-            f"smoke {res.wheel}: {res.status.value.upper()} in {res.duration:.1f} s"
-            + (f": {res.diagnosis}" if res.diagnosis else "")
+            printable(
+                f"smoke {res.wheel}: {res.status.value.upper()} in {res.duration:.1f} s"
+                + (f": {res.diagnosis}" if res.diagnosis else "")
+            )
             + "\n"
         )
         results.append(res)

@@ -19,6 +19,7 @@ __all__ = [
     "step_summary",
 ]
 
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -30,6 +31,7 @@ from typing import Any, TextIO
 from .. import __version__
 from ..files import write_atomic
 from ..torchinstall import GpuInfo
+from ..untrusted import markdown, markdown_code, printable
 from .cases import CasesReport
 from .modules import ModuleOutcome
 from .status import SmokeStatus
@@ -184,42 +186,50 @@ class SmokeReport:
         from rich.table import Table
         from rich.text import Text
 
+        # every field but the status and the time is text from the wheel, the machine or
+        # the child's output: printable (no ESC, no bidi, no workflow command in a CI log)
         console = Console(file=out, width=160, highlight=False)
         r = self.runner
         console.print(
-            f"runner: {r.accelerator}, {r.gpu_text}, driver {r.driver_text}, "
-            f"torch {r.torch or '-'}, Python {r.python}",
+            printable(
+                f"runner: {r.accelerator}, {r.gpu_text}, driver {r.driver_text}, "
+                f"torch {r.torch or '-'}, Python {r.python}",
+                newlines=False,
+            ),
             markup=False,
         )
         if r.device_check:
-            console.print(r.device_check, markup=False)
+            console.print(printable(r.device_check), markup=False)
         table = Table(title="smoke report")
         for col in ("wheel", "cell", "status", "time", "diagnosis"):
             table.add_column(col, overflow="fold")
         for res in self.results:
             table.add_row(
-                *map(
-                    Text,
-                    (
+                *(
+                    Text(printable(text, newlines=False))
+                    for text in (
                         res.wheel,
                         res.cell_label,
                         res.status.value,
                         f"{res.duration:.1f} s",
                         res.diagnosis or "-",
-                    ),
+                    )
                 )
             )
         console.print(table)
         for res in self.results:
             for line in _details(res):
-                console.print(f"  {res.wheel}: {line}", markup=False)
+                console.print(printable(f"  {res.wheel}: {line}", newlines=False), markup=False)
         for res in self.failed:
             if res.output.strip():
                 console.print(
-                    f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:",
+                    printable(
+                        f"--- {res.wheel}: {res.status.value} ({res.stage}); output tail:",
+                        newlines=False,
+                    ),
                     markup=False,
                 )
-                console.print(_last_lines(res.output, 15), markup=False)
+                console.print(printable(_last_lines(res.output, 15)), markup=False)
 
 
 def _details(res: SmokeResult) -> list[str]:
@@ -248,12 +258,10 @@ def _last_lines(text: str, n: int) -> str:
     return "\n".join(text.rstrip().splitlines()[-n:])
 
 
-# XML 1.0 forbids most control characters; a crash dump may contain them.
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
 def _xml_text(text: str) -> str:
-    return _XML_BAD.sub("?", text)
+    """XML 1.0 forbids most control characters and lone surrogates; a crash dump or a
+    record's field may hold them: made printable (visible escapes) first."""
+    return printable(text)
 
 
 # A crash is an "error" in JUnit's terms; a result the test itself rejected is a "failure".
@@ -274,20 +282,20 @@ def junit_xml(report: SmokeReport) -> str:
             "errors": str(sum(1 for r in results if r.status in _JUNIT_ERRORS)),
             "skipped": str(sum(1 for r in results if r.status is SmokeStatus.SKIPPED)),
             "time": f"{sum(r.duration for r in results):.3f}",
-            "timestamp": report.runner.date,
-            "hostname": report.runner.host,
+            "timestamp": _xml_text(report.runner.date),
+            "hostname": _xml_text(report.runner.host),
         },
     )
     props = ET.SubElement(suite, "properties")
     for key, value in report.runner.to_json().items():
-        ET.SubElement(props, "property", {"name": key, "value": str(value)})
+        ET.SubElement(props, "property", {"name": key, "value": _xml_text(str(value))})
     for r in results:
         case = ET.SubElement(
             suite,
             "testcase",
             {
-                "classname": f"smoke.{r.cell or 'unknown-cell'}",
-                "name": r.wheel,
+                "classname": _xml_text(f"smoke.{r.cell or 'unknown-cell'}"),
+                "name": _xml_text(r.wheel),
                 "time": f"{r.duration:.3f}",
             },
         )
@@ -307,7 +315,7 @@ def junit_xml(report: SmokeReport) -> str:
 
 
 def _gh_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _gh_property(text: str) -> str:
@@ -330,18 +338,16 @@ def github_annotations(report: SmokeReport) -> list[str]:
     return lines
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def step_summary(report: SmokeReport) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY: the runner, a table, and each failure's output tail."""
     r = report.runner
     lines = [
         "## buildtools smoke",
         "",
-        f"ProcessRunner: {r.accelerator}, {_md_cell(r.gpu_text)}, driver {r.driver_text}, "
-        f"torch {r.torch or '-'}, Python {r.python}, {r.date}",
+        markdown(
+            f"runner: {r.accelerator}, {r.gpu_text}, driver {r.driver_text}, "
+            f"torch {r.torch or '-'}, Python {r.python}, {r.date}"
+        ),
         "",
         "| wheel | cell | status | time | diagnosis |",
         "| --- | --- | --- | --- | --- |",
@@ -350,21 +356,26 @@ def step_summary(report: SmokeReport) -> str:
     for res in report.results:
         icon = icons.get(res.status, "❌")
         lines.append(
-            f"| `{res.wheel}` | {res.cell_label} | {icon} {res.status.value} | "
-            f"{res.duration:.1f} s | {_md_cell(res.diagnosis or '')} |"
+            f"| {markdown_code(res.wheel)} | {markdown(res.cell_label)} | {icon} "
+            f"{res.status.value} | {res.duration:.1f} s | {markdown(res.diagnosis or '')} |"
         )
     details = [(res, line) for res in report.results for line in _details(res)]
     if details:
         lines.append("")
-        lines += [f"- `{res.wheel}`: {_md_cell(line)}" for res, line in details]
+        lines += [f"- {markdown_code(res.wheel)}: {markdown(line)}" for res, line in details]
     for res in report.failed:
+        tail = printable(_last_lines(res.output, 40))
+        # a fence longer than any run of backticks in the output: nothing in it closes it
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", tail)), default=0))
         lines += [
             "",
-            f"<details><summary>{res.wheel}: {res.status.value}</summary>",
+            "<details><summary>"
+            + html.escape(printable(f"{res.wheel}: {res.status.value}", newlines=False))
+            + "</summary>",
             "",
-            "```",
-            _last_lines(res.output, 40).replace("```", "'''"),
-            "```",
+            fence,
+            tail,
+            fence,
             "",
             "</details>",
         ]
