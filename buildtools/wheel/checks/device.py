@@ -6,7 +6,10 @@ repair grafted is not the project's): a promised cubin (sm_XX), promised PTX (co
 from `+PTX`) or ROCm target (gfxNNN) missing from one is an error (`no-device-code`);
 device code the cell did not promise is a warning (`extra-device-code`) listing each arch,
 its bytes and the object that holds it (`devicesize`). A project that passes its own arch
-flags (torch's cpp_extension then ignores TORCH_CUDA_ARCH_LIST) shows up as both.
+flags shows up as both: torch's cpp_extension then adds none from the cell's list
+(`_get_cuda_arch_flags` returns none when an nvcc flag names an arch,
+`_get_rocm_arch_flags` when one holds `--offload-arch`; torch 2.11), and
+tests/integration/test_device_arch_truth.py builds such a project.
 
 Arch names are compared exactly: `9.0a` promises sm_90a and `10.0f` sm_100f, and neither is
 met by the plain sm_90 / sm_100, nor the plain promise by them. An arch-specific cubin runs
