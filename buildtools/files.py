@@ -125,8 +125,17 @@ _CANONICAL_WHEEL_RE = re.compile(
 )
 
 
+_NAME_MAX = 255  # bytes of one file name (NAME_MAX of Linux, macOS and Windows)
+
+
 def check_wheel_filename(name: str, *, what: str = "wheel") -> str:
-    """`name` when it is a bare wheel file name (PEP 427), else UnsafeArtefactError."""
+    """`name` when it is a bare wheel file name (PEP 427), else UnsafeArtefactError. At most
+    255 bytes, as any file name: a longer one (a tag of 5,000 digits) names no file."""
+    if len(name.encode("utf-8", "surrogatepass")) > _NAME_MAX:
+        raise UnsafeArtefactError(
+            f"{what} {name[:60]!r}… is not a wheel file name (longer than the {_NAME_MAX} bytes "
+            "a file name may have)"
+        )
     if _CANONICAL_WHEEL_RE.fullmatch(name):
         return name  # no '/', '\\', control character or '..': nothing lexical to refuse
     if "/" in name or "\\" in name or not name.endswith(".whl"):

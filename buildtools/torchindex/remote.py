@@ -123,6 +123,8 @@ def _directory(url: str, tail: bytes, tail_start: int, total: int) -> tuple[int,
         rel = record - tail_start
         if rel < 0 or tail[rel : rel + 4] != _ZIP64_EOCD:
             raise _bad(url, "the ZIP64 end record is not where its locator says")
+        if rel + 56 > loc:  # a locator pointing into the file's last bytes (or at itself)
+            raise _bad(url, "the ZIP64 end record runs into its locator (56 bytes needed)")
         size, offset = struct.unpack_from("<QQ", tail, rel + 40)
         end = record
     else:
@@ -215,7 +217,10 @@ def read_metadata(file: IndexFile, http: Http) -> str:
         tail_start = total - len(tail)
         if file.size is not None and file.size != total:
             raise _bad(url, f"the server says {total} bytes, the index {file.size}")
-        cd_offset, cd_size = _directory(url, tail, tail_start, total)
+        try:  # the server's bytes: any field may lie; a lie is one line, never struct.error
+            cd_offset, cd_size = _directory(url, tail, tail_start, total)
+        except struct.error as exc:
+            raise _bad(url, f"its end records: {exc}") from None
         entry = _find_in_tail(tail, tail_start, cd_offset, cd_offset + cd_size)
         if entry is None:
             if cd_size > MAX_CENTRAL_DIRECTORY:

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 import unicodedata
 import xml.etree.ElementTree as ET
+import zipfile
 
 import pytest
+from fixtures.fakehttp import FakeHttp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.tags import Tag
+from packaging.version import Version
 
+from buildtools.errors import NetworkError
 from buildtools.jsonfields import JSON_MAX_DIGITS, decode_json
 from buildtools.smoke.smoke_report import (
     RunnerInfo,
@@ -24,6 +30,8 @@ from buildtools.smoke.smoke_report import (
     junit_xml,
     step_summary,
 )
+from buildtools.torchindex.remote import read_metadata
+from buildtools.torchindex.simple import IndexFile
 from buildtools.untrusted import markdown, markdown_code, printable, redact, shown, unprintable
 
 HOSTILE = "\x1b[2J\x1b]0;pwned\x07\x9b31m\u202egnp.exe\u2066\x00\r\n::warning::injected\n##[error]x"
@@ -184,3 +192,62 @@ def test_a_number_longer_than_any_field_holds_is_one_line(raw: str) -> None:
         decode_json(raw, what="doc")
     assert "\n" not in str(info.value) and "set_int_max_str_digits" not in str(info.value)
     decode_json('{"a": "' + "9" * JSON_MAX_DIGITS + '"}', what="doc")  # at the limit: fine
+
+
+# --------------------------------------------------------------------------- class 4: a wheel
+# read by HTTP ranges from the index (torchindex.remote): its end records may lie
+
+
+def _tail_wheel() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(
+            "demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+        )
+        zf.writestr("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    return buf.getvalue()
+
+
+def _zip64_locator_at(data: bytes, record_at: int, *, signature: bool) -> bytes:
+    """`data` with its end record marked ZIP64 and a locator pointing at `record_at` (and,
+    with `signature`, a ZIP64 end-record signature planted there)."""
+    body, eocd = bytearray(data[:-22]), bytearray(data[-22:])
+    eocd[12:20] = b"\xff" * 8  # size and offset: "see the ZIP64 record"
+    out = bytearray(body + b"PK\x06\x07" + struct.pack("<IQI", 0, record_at, 1) + eocd)
+    if signature and 0 <= record_at <= len(out) - 4:
+        out[record_at : record_at + 4] = b"PK\x06\x06"
+    return bytes(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(back=st.integers(min_value=-8, max_value=120), signature=st.booleans())
+def test_a_zip64_locator_pointing_anywhere_is_one_network_error(back: int, signature: bool) -> None:
+    data = _tail_wheel()
+    size = len(data) + 20
+    crafted = _zip64_locator_at(data, size - back, signature=signature)
+    http = FakeHttp()
+    url = "https://files.example/demo-1.0-py3-none-any.whl"
+    http.add_file(url, crafted)
+    file = IndexFile(
+        filename="demo-1.0-py3-none-any.whl", url=url, sha256="0" * 64, size=len(crafted),
+        version=Version("1.0"), build=(), tags=frozenset({Tag("py3", "none", "any")}),
+        core_metadata=False, core_metadata_sha256=None,
+    )  # fmt: skip
+    with pytest.raises(NetworkError) as info:
+        read_metadata(file, http)
+    assert "\n" not in str(info.value)
+
+
+def test_a_zip64_locator_at_the_files_last_bytes_names_it() -> None:
+    data = _tail_wheel()
+    crafted = _zip64_locator_at(data, len(data) + 20 - 4, signature=True)  # the last 4+ bytes
+    http = FakeHttp()
+    url = "https://files.example/demo-1.0-py3-none-any.whl"
+    http.add_file(url, crafted)
+    file = IndexFile(
+        filename="demo-1.0-py3-none-any.whl", url=url, sha256="0" * 64, size=len(crafted),
+        version=Version("1.0"), build=(), tags=frozenset({Tag("py3", "none", "any")}),
+        core_metadata=False, core_metadata_sha256=None,
+    )  # fmt: skip
+    with pytest.raises(NetworkError, match="ZIP64 end record"):
+        read_metadata(file, http)
