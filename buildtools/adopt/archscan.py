@@ -52,8 +52,9 @@ _CMAKE_SET = re.compile(
 )
 _CMAKE_PROP = re.compile(r"\b(CUDA|HIP)_ARCHITECTURES[ \t]+([^)\n]*)")
 _CMAKE_IF = re.compile(r"[ \t]*(if|elseif|else|endif)[ \t]*\((.*)\)[ \t]*$", re.IGNORECASE)
+# the variable is checked for CUDA…VERSION apart: `\w*CUDA\w*VERSION\w*` backtracks
 _CMAKE_VERSION_TEST = re.compile(
-    r"(NOT[ \t]+)?\$?\{?(\w*CUDA\w*VERSION\w*)\}?[ \t]+VERSION_(GREATER_EQUAL|GREATER|"
+    r"(NOT[ \t]+)?\$?\{?(\w+)\}?[ \t]+VERSION_(GREATER_EQUAL|GREATER|"
     r"LESS_EQUAL|LESS|EQUAL)[ \t]+\"?(\d+(?:\.\d+)*)\"?",
     re.IGNORECASE,
 )
@@ -117,8 +118,16 @@ def _env_values(value: str) -> tuple[str, ...]:
 Found = tuple[str, str, Literal["cuda", "rocm"], tuple[str, ...]]  # form, text, kind, targets
 
 
+def _may_hold_flags(text: str) -> bool:
+    """Every pattern here holds `arch` or `ARCH` (or hipcc's `amdgpu-target`): a line without
+    them is passed over at the cost of a substring search."""
+    return "arch" in text or "ARCH" in text or "amdgpu-target" in text
+
+
 def flags_in_string(text: str, *, scripts: bool = False) -> Iterator[Found]:
     """The arch flags inside one string (a Python constant, a line of a script)."""
+    if not _may_hold_flags(text):
+        return
     for m in _GENCODE.finditer(text):
         yield "-gencode", m[0], "cuda", _code_list(m[2])
     for m in _GENCODE_TEMPLATE.finditer(text):
@@ -143,7 +152,7 @@ def scan_script(text: str, rel: str) -> list[ArchFlag]:
     the build (a pip build does not run it)."""
     out = []
     for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("#"):
+        if not _may_hold_flags(line) or line.lstrip().startswith("#"):
             continue
         for form, flag, kind, targets in flags_in_string(line, scripts=True):
             out.append(_flag(rel, number, (form, flag, kind, targets), in_build=False))
@@ -154,7 +163,7 @@ def scan_pyproject(text: str, rel: str = "pyproject.toml") -> list[ArchFlag]:
     """pyproject.toml's flags: scikit-build's CMAKE_CUDA_ARCHITECTURES define, cmake args."""
     out = []
     for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("#"):
+        if not _may_hold_flags(line) or line.lstrip().startswith("#"):
             continue
         for m in _TOML_ARCHS.finditer(line):
             kind: Literal["cuda", "rocm"] = "cuda" if m[1] == "CUDA" else "rocm"
@@ -208,7 +217,8 @@ def _cmake_atoms(condition: str) -> tuple[Atom, ...]:
     atoms: list[Atom] = []
     for part in re.split(r"[ \t]+AND[ \t]+", condition):
         test = _CMAKE_VERSION_TEST.fullmatch(part.strip())
-        if test is None:
+        name = test[2].upper() if test else ""
+        if test is None or "CUDA" not in name or "VERSION" not in name:
             atoms.append(("text", part.strip(), True))
             continue
         op = _CMAKE_OPS[test[3].upper()]
@@ -243,6 +253,8 @@ def scan_cmake(text: str, rel: str, *, in_build: bool) -> list[ArchFlag]:
     branches = []
     out = []
     for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
         line = _strip_cmake_comment(raw)
         block = _CMAKE_IF.match(line)
         if block is not None:

@@ -41,8 +41,9 @@ _DOWNLOAD = re.compile(
     r"|\b(?:wget|curl)\b\s+-"
 )
 # FORCE_BUILD = os.getenv("X_FORCE_BUILD", "FALSE") == "TRUE": (name, the value that builds)
+# (the name is checked for FORCE_BUILD apart: `[A-Z0-9_]*FORCE_BUILD[A-Z0-9_]*` backtracks)
 _FORCE_BUILD = re.compile(
-    r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z_][A-Z0-9_]*FORCE_BUILD[A-Z0-9_]*)["']"""
+    r"""os\.(?:environ\.get|getenv)\(\s*["']([A-Z_][A-Z0-9_]*)["']"""
     r"""(?:\s*,\s*["'][^"'\n]*["'])?\s*\)\s*==\s*["']([A-Za-z0-9_]+)["']"""
 )
 # variables every torch build reads anyway: no need to list them in build_env
@@ -337,7 +338,10 @@ def inspect_project(root: Path) -> Inspection:
         probes_hidden=all(p.hidden for p in probes),
         env_vars=tuple(env_vars),
         downloads=bool(_DOWNLOAD.search(build_text)),
-        force_build=next(((m[1], m[2]) for m in _FORCE_BUILD.finditer(build_text)), None),
+        force_build=next(
+            ((m[1], m[2]) for m in _FORCE_BUILD.finditer(build_text) if "FORCE_BUILD" in m[1]),
+            None,
+        ),
         tests_dir=tests,
         module=module,
         smoke_requires=requires,

@@ -167,3 +167,36 @@ def test_init_then_the_first_next_command_works_with_buildtools_from_a_checkout(
     )
     assert plan.returncode == 0, plan.stdout[-3000:] + plan.stderr[-3000:]
     assert "torch2.13.0-cpu-cp" in plan.stdout and "cu130" in plan.stdout
+
+
+def test_init_on_hostile_repositories_through_the_console_script(tmp_path: Path) -> None:
+    """Issue 44's init cases as a user meets them (the real process, a real timeout): a
+    setup.py and pyproject.toml of 300,000 blank lines (ran past 120 s), a setup.py linked to
+    a file outside the repository, a --torch value with a newline."""
+    root = tmp_path / "blank"
+    root.mkdir()
+    blank = "\n" * 300_000
+    (root / "setup.py").write_text(
+        blank + "from setuptools import setup\n" + blank + "py_limited_api = False\n"
+        'setup(name="blank-ops", ext_modules=[])\n'
+    )
+    (root / "pyproject.toml").write_text(
+        blank + "[build-system]\n" + blank + 'build-backend = "setuptools.build_meta"\n'
+    )
+    init = buildtools("init", ".", "--dry-run", "--torch", "2.13.0", cwd=root, timeout=120)
+    assert init.returncode == 0, init.stdout[-2000:] + init.stderr[-2000:]
+    assert "setuptools" in init.stdout and "--- would write" in init.stdout
+
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    outside = tmp_path / "outside.py"
+    outside.write_text("SECRET = 'hunter2'\n")
+    (linked / "setup.py").symlink_to(outside)
+    refused = buildtools("init", ".", "--dry-run", cwd=linked, timeout=120)
+    assert refused.returncode == 15, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "leads out of" in refused.stderr
+    assert "hunter2" not in refused.stdout + refused.stderr
+
+    usage = buildtools("init", ".", "--torch", "2.11.0\n", cwd=root, timeout=120)
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    assert "argument --torch: '2.11.0\\n' is not a torch release" in usage.stderr
