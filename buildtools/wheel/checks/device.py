@@ -151,13 +151,21 @@ def _variant_notes(missing: Sequence[str], found: frozenset[str]) -> list[str]:
     return notes
 
 
+def _enforce(kind: Literal["cuda", "rocm"], accelerator: str) -> str:
+    """The other remedy: the compiler wrapper (nvcc only) builds the cell's list instead."""
+    if kind == "cuda":
+        return (
+            f"accelerators.{accelerator}.arch_flags: enforce to make the compiler wrapper "
+            "replace the project's arch flags with the cell's list"
+        )
+    return "remove the project's own --offload-arch flags (arch_flags: enforce wraps nvcc only)"
+
+
 def _remedy(kind: Literal["cuda", "rocm"], accelerator: str, var: str) -> str:
     return (
         f"Likely cause: the project passes its own arch flags ({_OWN_FLAGS[kind]}), and "
         f"torch's cpp_extension then ignores {var}. Set accelerators.{accelerator}.arch_list "
-        "to what the project really builds, or accelerators."
-        f"{accelerator}.arch_flags: enforce to make the compiler wrapper replace the "
-        "project's arch flags with the cell's list."
+        f"to what the project really builds, or {_enforce(kind, accelerator)}."
     )
 
 
@@ -244,8 +252,7 @@ def _extra(
         f"{var}={expect.arch_list!r} did not promise, {total} bytes in all: "
         f"{'; '.join(parts)}. The project likely compiles archs of its own "
         f"({_OWN_FLAGS[kind]}): list them in accelerators.{expect.accelerator}.arch_list "
-        f"if the wheel should promise them, or set accelerators.{expect.accelerator}"
-        ".arch_flags: enforce to build the cell's list only."
+        f"if the wheel should promise them, or {_enforce(kind, expect.accelerator)}."
     )
     return [finding(EXTRA_DEVICE_CODE, message, path=subject.wheel.name, details=details)]
 
