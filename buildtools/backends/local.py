@@ -25,6 +25,7 @@ from ..toolchain.buildrequires import (
 from ..toolchain.envs import Toolchain
 
 __all__ = [
+    "NINJA_STATUS",
     "OBJECTS_DIR",
     "LocalBackend",
     "object_dir",
@@ -37,6 +38,11 @@ __all__ = [
 # byte-identical wheels and compiler-cache hits across checkouts. `build/` is where setuptools
 # puts its own tree, ignored by version control and by the fingerprint.
 OBJECTS_DIR = ("build", "torch-buildtools")
+
+# ninja's status line as the progress display reads it (wheelbuild.compileunits), whatever
+# the host's NINJA_STATUS says: `[finished/total] ` (ninja's default). It changes what
+# ninja prints before each command it ran, not what it runs.
+NINJA_STATUS = "[%f/%t] "
 
 
 def object_dir(project_dir: Path, build_dir: Path) -> Path:
@@ -158,7 +164,7 @@ class LocalBackend:
             f"[build]\nbuild_base = {build_dir / 'setuptools'}\n\n[build_ext]\nforce = 1\n"
             f"build_temp = {object_dir(project_dir, build_dir)}\n"
         )
-        full_env = {**env, "DIST_EXTRA_CONFIG": str(extra_cfg)}
+        full_env = {**env, "DIST_EXTRA_CONFIG": str(extra_cfg), "NINJA_STATUS": NINJA_STATUS}
         extra = extra_build_requirements(project_dir)
         if extra:
             overlay = build_dir / "build-requires"

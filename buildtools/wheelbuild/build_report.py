@@ -50,6 +50,9 @@ class CellResult:
     # CUDA jobs: what the nvcc wrapper did (deviceunits.WrapSummary.to_json): units reused
     # from another Python's cell, and from which, the arch flags it replaced
     units: dict[str, Any] | None = None
+    # the job's slowest compile units, (name, seconds), at most ten: ninja's .ninja_log
+    # (every unit it ran), else the nvcc wrapper's timings
+    slowest_units: list[tuple[str, float]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,15 @@ class CellResult:
             **({"elapsed": round(self.elapsed, 3)} if self.elapsed is not None else {}),
             **({"compiles": self.compiles} if self.compiles is not None else {}),
             **({"units": self.units} if self.units is not None else {}),
+            **(
+                {
+                    "slowest_units": [
+                        {"unit": u, "seconds": round(s, 1)} for u, s in self.slowest_units
+                    ]
+                }
+                if self.slowest_units
+                else {}
+            ),
             "findings": [
                 {
                     "code": f.code,
@@ -160,3 +172,7 @@ class RunReport:
                     )
             if c.status is Status.FAILED and c.log:
                 console.print(f"  {c.cell}: failed: {c.reason or ''} (log: {c.log})", markup=False)
+        for job in dict.fromkeys(c.job for c in self.cells if c.slowest_units):
+            units = next(c.slowest_units for c in self.cells if c.job == job)
+            slowest = ", ".join(f"{u} {s:.1f} s" for u, s in units)
+            console.print(f"  {job}: slowest units: {slowest}", markup=False)

@@ -12,6 +12,7 @@ from ..knowledge import Knowledge
 from ..model import BuildJob, CompilerCacheTool
 from ..process import ProcessRunner
 from .compilercache import CompilerCache, job_tool
+from .compileunits import Watch, unwatched
 from .scheduler import HostResources
 
 __all__ = ["BuildOptions"]
@@ -43,6 +44,8 @@ class BuildOptions:
     # the URL is matrix.yaml's build.distribute, not --distribute: a run with no client token
     # (a pull request from a fork gets no secrets) builds locally with a note
     distribute_by_default: bool = False
+    # the least seconds between two plain progress lines on one compiling job (CI logs)
+    progress_interval: float = 30.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +60,7 @@ class BuildSession:
     compiler_cache: CompilerCache | None = None  # the job's (build_job), None: no cache
     # every compiler cache the run's jobs use, by tool (build_plan finds them once)
     compiler_caches: Mapping[str, CompilerCache] = field(default_factory=dict)
+    watch: Watch = unwatched  # follows a job's compile (progress.Progress.watch)
 
     def cache_for(self, job: BuildJob) -> CompilerCache | None:
         """The compiler cache that wraps `job`'s compilers (None: none)."""

@@ -49,7 +49,6 @@ from ..wheel.meta import relabel_wheel
 from ..wheel.repair import RepairTarget, repair_against_torch
 from .build_report import CellResult, RunReport, Status
 from .compilercache import (
-    CompilerCache,
     bypassing_compilers,
     cache_holds_entries,
     job_tool,
@@ -77,6 +76,7 @@ class _JobRun:
     durations: dict[str, float] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     units: WrapSummary | None = None  # what the nvcc wrapper did
+    slowest_units: list[tuple[str, float]] = field(default_factory=list)  # from .ninja_log
 
 
 def _timed(run: _JobRun, stage: str, started: float) -> None:
@@ -126,7 +126,6 @@ def _build_job_locked(
     logs: Path,
 ) -> list[CellResult]:
     kb, opts, backend, runner = session.kb, session.opts, session.backend, session.runner
-    compiler_cache = session.compiler_cache
     run = _JobRun(job=job, log_path=logs / f"{job.id}.log")
     job_started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=f"{job.id}.", dir=opts.cache_dir / "staging"))
@@ -157,13 +156,11 @@ def _build_job_locked(
                     started = time.monotonic()
                     stage(job.id, "build")
                     raw = _compile(
-                        job,
+                        run,
                         toolchain,
-                        opts=opts,
-                        backend=backend,
+                        session=session,
                         ctx=RunContext(processes=runner, env=opts.env, log=log),
                         staging=staging,
-                        compiler_cache=compiler_cache,
                     )
                 _timed(run, "build", started)
                 run.units = read_wrap_log(staging / "devicewrap.jsonl")
@@ -291,22 +288,21 @@ def _build_job_locked(
                 elapsed=elapsed,
                 findings=list(run.findings),
                 units=run.units.to_json() if run.units else None,
+                # the units ninja ran (its log), else those the nvcc wrapper timed
+                slowest_units=run.slowest_units
+                or list(run.units.slowest[:10] if run.units else ()),
             )
         )
     return results
 
 
 def _compile(
-    job: BuildJob,
-    toolchain: Toolchain,
-    *,
-    opts: BuildOptions,
-    backend: Backend,
-    ctx: RunContext,
-    staging: Path,
-    compiler_cache: CompilerCache | None,
+    run: _JobRun, toolchain: Toolchain, *, session: BuildSession, ctx: RunContext, staging: Path
 ) -> list[Path]:
-    """The backend's build of the raw wheel(s), in the job's exact environment."""
+    """The backend's build of the raw wheel(s), in the job's exact environment, followed by
+    `session.watch` (the slowest units it ran go to `run`)."""
+    job, opts, backend = run.job, session.opts, session.backend
+    compiler_cache = session.compiler_cache
     log = ctx.stream
     notes: list[str] = []
     if backend.needs_host_toolkit:
@@ -336,9 +332,10 @@ def _compile(
             f"cache {compiler_cache.dir_for(job)}\n"
         )
     build_dir = build_tree(job, toolchain, opts.project_dir, env, opts.cache_dir)
-    if backend.needs_host_toolkit:  # nvcc behind the wrapper: arch flags, unit reuse
-        where = object_dir(opts.project_dir, build_dir)
-        env.update(wrap_env(job, toolchain, env, staging=staging, opts=opts, object_dir=where))
+    # the host's compile: its objects (and ninja, which `session.watch` finds in /proc)
+    where = object_dir(opts.project_dir, build_dir) if backend.needs_host_toolkit else None
+    if where is not None:  # nvcc behind the wrapper: arch flags, unit reuse
+        env.update(wrap_env(job, toolchain, env, staging=staging, opts=opts))
     # two runs building the same job share its build tree: ninja must not run twice in it
     with (
         file_lock(
@@ -352,8 +349,9 @@ def _compile(
             ctx=ctx,
             report=lambda line: _log_line(log, line),
         ),
+        session.watch(job.id, run.log_path, project_dir=opts.project_dir, units_dir=where) as units,
     ):
-        return backend.build_raw(
+        raw = backend.build_raw(
             job,
             toolchain,
             project_dir=opts.project_dir,
@@ -361,6 +359,8 @@ def _compile(
             build_dir=build_dir,
             ctx=ctx.with_env(env),
         )
+    run.slowest_units = units.slowest(10) if units else []
+    return raw
 
 
 def _log_line(log: IO[str], line: str) -> None:
@@ -544,6 +544,7 @@ def _run_jobs(
         live=opts.live,
         expected={i: timings[i].seconds for i in ids if i in timings},
         concurrent=slots.concurrent,
+        interval=opts.progress_interval,
     ) as progress:
         for job_id in skipped:
             progress.finish(job_id, Status.SKIPPED_UNCHANGED.value, counted=False)
@@ -561,6 +562,7 @@ def _run_jobs(
                     session,
                     opts=replace(opts, nvcc_threads=threads.get(job.id, 1)),
                     compiler_cache=cache,
+                    watch=progress.watch,
                 ),
                 stage=progress.stage,
                 fingerprint=fingerprints.get(job.id),
