@@ -268,6 +268,11 @@ def test_init_writes_the_archs_really_built_and_the_matrix_plans(kernel: Path) -
     assert cli.main([*argv, "--format", "json"], out=plan) == 0
     assert '"7.5;8.0;9.0;10.0;12.0;12.1"' in plan.getvalue()
     assert '"7.5;8.0;9.0"' in plan.getvalue()
+    # the offered line, taken up, is a valid matrix too
+    enforced = kernel / "enforced.yaml"
+    enforced.write_text(matrix.replace("    # arch_flags: enforce", "    arch_flags: enforce"))
+    assert matrix.count("    # arch_flags: enforce") == 2
+    assert cli.main(["plan", "--matrix", str(enforced), "--profile", "release"]) == 0
 
 
 def test_an_arch_the_torch_rejects_is_not_written_and_the_matrix_still_plans(
