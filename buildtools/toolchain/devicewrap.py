@@ -98,7 +98,6 @@ class WrapConfig:
     site_packages: str | None = None
     python_include: tuple[str, ...] = ()
     project: str | None = None
-    object_dir: str | None = None
     log: str | None = None
     host_compiler: str | None = None  # nvcc's host compiler when no -ccbin names one
     timeout: float = 4 * 3600.0  # seconds one compile may take
@@ -115,7 +114,6 @@ class WrapConfig:
             "site_packages": self.site_packages,
             "python_include": list(self.python_include),
             "project": self.project,
-            "object_dir": self.object_dir,
             "log": self.log,
             "host_compiler": self.host_compiler,
             "timeout": self.timeout,
@@ -148,7 +146,6 @@ class WrapConfig:
             site_packages=text("site_packages"),
             python_include=texts("python_include"),
             project=text("project"),
-            object_dir=text("object_dir"),
             log=text("log"),
             host_compiler=text("host_compiler"),
         )
@@ -275,11 +272,10 @@ class _Paths:
 
     def __init__(self, config: WrapConfig) -> None:
         pairs: list[tuple[str, str]] = []
-        for value, mark in (
-            (config.object_dir, "@OBJ@"),
-            (config.site_packages, "@SP@"),
-            (config.project, "@PROJ@"),
-        ):
+        # only paths the build maps out of what it writes (-ffile-prefix-map): a unit's
+        # bytes never depend on them. Not the object directory: it differs by job and a
+        # header generated there keeps its path.
+        for value, mark in ((config.site_packages, "@SP@"), (config.project, "@PROJ@")):
             if value:
                 pairs.append((os.path.realpath(value), mark))
                 if os.path.realpath(value) != value:

@@ -56,7 +56,6 @@ def wrap_env(
     *,
     staging: Path,
     opts: BuildOptions,
-    object_dir: Path,
 ) -> dict[str, str]:
     """PYTORCH_NVCC through the wrapper for a CUDA job ({} for any other, or without nvcc);
     its config and log are written in `staging`."""
@@ -69,15 +68,19 @@ def wrap_env(
     enforce = toolkit.arch_flags == "enforce"
     if not reuse and not enforce:
         return {}
+    # a path is a placeholder in the store's keys only where the build maps it out of the
+    # objects (wheelbuild.environment.reproducible_env); else it stays, and keys differ
+    nvcc_flags = env.get("NVCC_APPEND_FLAGS", "")
+    site = toolchain.site_packages.resolve()
+    project = opts.project_dir.resolve()
     config = devicewrap.WrapConfig(
         downstream=tuple(downstream),
         compiler=str(nvcc),
         arch_flags=tuple(devicewrap.cuda_arch_flags(toolkit.arch_list)) if enforce else None,
         store=str(unit_store(opts.cache_dir, env)) if reuse else None,
         job=job.id,
-        site_packages=str(toolchain.site_packages),
-        project=str(opts.project_dir.resolve()),
-        object_dir=str(object_dir),
+        site_packages=str(site) if f"-ffile-prefix-map={site}=" in nvcc_flags else None,
+        project=str(project) if f"-ffile-prefix-map={project}=" in nvcc_flags else None,
         log=str(staging / "devicewrap.jsonl"),
         host_compiler=env.get("NVCC_CCBIN"),
     )

@@ -79,7 +79,6 @@ def _compile(
         site_packages=str(cell["sp"]),
         python_include=(str(cell["py"]),),
         project=str(project),
-        object_dir=str(cell["obj"]),
         log=str(log),
     )
     path = cell["obj"] / f"{job}.json"
