@@ -27,6 +27,8 @@ __all__ = [
     "naming_path",
     "open_regular",
     "open_within",
+    "private_dir",
+    "read_private",
     "read_regular",
     "read_within",
     "safe_join",
@@ -284,6 +286,71 @@ def read_within(root: Path, member: str, *, max_bytes: int) -> bytes:
     `max_bytes`; a larger file raises OSError(EFBIG) naming it, before it is read."""
     with open_within(root, member) as fh:
         return _read_capped(fh, root / member, max_bytes)
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, a directory only this user controls: made (0700) when missing, else refused
+    with UnsafeArtefactError when it is a symbolic link, not a directory, another user's or
+    writable by others. For state directories (tokens, pids, locks): files there are then
+    this user's own, and nothing in them is followed out.
+
+    The check is made on the directory opened with O_NOFOLLOW, not on its name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            what = "a symbolic link" if path.is_symlink() else "not a directory"
+            raise UnsafeArtefactError(
+                f"{path}: {what}; a state directory must be a real directory of this user's "
+                "(refusing to follow it or write through it)"
+            ) from None
+        raise
+    try:
+        _check_owner(os.fstat(fd), path, "directory")
+    finally:
+        os.close(fd)
+    return path
+
+
+def _check_owner(st: os.stat_result, path: Path, what: str) -> None:
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise UnsafeArtefactError(
+            f"{path}: a {what} of user {st.st_uid}, not of this user ({me}); refusing to use "
+            "another user's state (what it holds would be trusted, what it names written): "
+            "choose another --state-dir"
+        )
+    if st.st_mode & 0o022:
+        raise UnsafeArtefactError(
+            f"{path}: a {what} others may write (mode {stat.S_IMODE(st.st_mode):o}); refusing "
+            f"to trust it: chmod go-w {path}, or choose another --state-dir"
+        )
+
+
+def read_private(path: Path, *, max_bytes: int) -> bytes:
+    """The bytes of `path`, a regular file of this user's that no one else may write (see
+    `private_dir`), opened with O_NOFOLLOW (a symbolic link is refused, never followed);
+    FileNotFoundError when it is missing."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeArtefactError(
+                f"{path}: a symbolic link; refusing to follow it (state files are this "
+                "user's own regular files)"
+            ) from None
+        raise
+    with open(fd, "rb") as fh:  # noqa: PTH123 (a descriptor)
+        st = os.fstat(fd)
+        kind = _kind(st.st_mode)
+        if kind is not None:
+            raise NotRegularFileError(path, kind)
+        _check_owner(st, path, "file")
+        return _read_capped(fh, path, max_bytes)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from ..distcompile.cluster import (
 from ..distcompile.scheduler import SchedulerStatus, scheduler_status
 from ..errors import DistError
 from ..process import SubprocessRunner
+from ..untrusted import shown
 from .common import positive_int, seconds
 
 
@@ -105,13 +106,13 @@ def cmd_dist(args: argparse.Namespace, out: TextIO) -> int:
         }
         out.write(json.dumps(report, indent=2) + "\n")
     else:
-        out.write(f"scheduler: {recorded.scheduler_url}: ")
-        out.write(
+        answer = (  # the scheduler's words: shown printable, its URL redacted
             f"{said.num_servers} server(s), {said.num_cpus} core(s), {said.in_progress} job(s) "
-            "in progress\n"
+            "in progress"
             if isinstance(said, SchedulerStatus)
-            else f"not answering ({said})\n"
+            else f"not answering ({said})"
         )
+        out.write(shown(f"scheduler: {recorded.scheduler_url}: {answer}", newlines=False) + "\n")
     if not up:
         raise DistError(f"the cluster recorded in {state_dir} does not answer")
     return 0

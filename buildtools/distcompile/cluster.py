@@ -7,9 +7,16 @@ process itself, in a session of its own), pins server i to its CPUs (`--cores`: 
 counts the CPUs a server may use, `available_parallelism`, and the scheduler gives it at most
 twice as many jobs), waits until every server has registered, and records the pids in
 `cluster.json`. The daemons outlive `up` (that is their point); `down` ends each process
-group (TERM, then KILL after a grace period), checking by its command line that a recorded pid
-is still the process it started. `tied=True` (tests, benchmarks) makes them die with the
-process that started them (PR_SET_PDEATHSIG), so nothing outlives a crashed test.
+group (TERM, then KILL after a grace period), only when a recorded pid is still the process
+it started: the same start time (a pid the kernel gave to another process since differs),
+the same executable (`/proc/<pid>/exe`) and its config on its command line. `tied=True`
+(tests, benchmarks) makes them die with the process that started them (PR_SET_PDEATHSIG), so
+nothing outlives a crashed test.
+
+The state directory holds a token and names processes to kill, so it must be this user's
+own (`files.private_dir`: not a link, not another user's, not writable by others) and
+`cluster.json` is read without following a link (`files.read_private`); its URL and token
+are checked as `--distribute` and `$BUILDTOOLS_DIST_TOKEN` are.
 """
 
 from __future__ import annotations
@@ -38,17 +45,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cachedir import default_cache_dir
-from ..errors import DistError
-from ..files import write_atomic
+from ..errors import ConfigError, DistError
+from ..files import private_dir, read_private, write_atomic
 from ..jsonfields import Fields, decode_json
 from ..locks import file_lock
 from ..process import ProcessRunner
-from .config import ClusterLayout, plan_cluster, scheduler_config, server_config
+from .config import (
+    ClusterLayout,
+    check_token,
+    parse_scheduler_url,
+    plan_cluster,
+    scheduler_config,
+    server_config,
+)
 from .scheduler import SchedulerStatus, scheduler_status
 from .tools import find_bwrap, find_tool, version_of
 
 STATE_FILE = "cluster.json"
-STATE_SCHEMA = "torch-buildtools/dist-cluster/v1"
+# v2: each process recorded with its start time and executable (what `down` verifies)
+STATE_SCHEMA = "torch-buildtools/dist-cluster/v2"
+_STATE_MAX_BYTES = 1 << 20
 GRACE_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 
@@ -66,6 +82,10 @@ class ClusterProcess:
     log: Path
     addr: str
     cpus: tuple[int, ...] = ()
+    # who the pid was when it was started: its start time (clock ticks after boot,
+    # /proc/<pid>/stat field 22) and its executable; `down` kills only that process
+    started: int = 0
+    exe: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -75,6 +95,8 @@ class ClusterProcess:
             "log": str(self.log),
             "addr": self.addr,
             "cpus": list(self.cpus),
+            "started": self.started,
+            "exe": self.exe,
         }
 
 
@@ -103,42 +125,52 @@ class ClusterState:
 def read_state(state_dir: Path) -> ClusterState | None:
     """The recorded cluster, or None when none was started here; DistError when the record
     is not one this buildtools wrote."""
-    path = state_dir / STATE_FILE
+    path = private_dir(state_dir) / STATE_FILE
     try:
-        raw = path.read_bytes()
+        raw = read_private(path, max_bytes=_STATE_MAX_BYTES)
     except FileNotFoundError:
         return None
     try:
         fields = Fields(decode_json(raw, what=str(path)), str(path))
         if fields.text("schema") != STATE_SCHEMA:
             raise ValueError(f"{path}: not {STATE_SCHEMA}")
-        processes = []
-        for item in fields.objects("processes"):
-            pid, cpus = item.data.get("pid"), item.items("cpus")
-            if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
-                raise ValueError(f"{item.path}.pid: not a process id")
-            if not all(isinstance(c, int) and not isinstance(c, bool) for c in cpus):
-                raise ValueError(f"{item.path}.cpus: not a list of CPU numbers")
-            processes.append(
-                ClusterProcess(
-                    role=item.choice("role", ("scheduler", "server")),
-                    pid=pid,
-                    config=Path(item.text("config")),
-                    log=Path(item.text("log")),
-                    addr=item.text("addr"),
-                    cpus=tuple(int(str(c)) for c in cpus),
-                )
-            )
+        processes = tuple(_read_process(item) for item in fields.objects("processes"))
         return ClusterState(
             state_dir=state_dir,
-            scheduler_url=fields.text("scheduler_url"),
-            client_token=fields.text("client_token"),
-            processes=tuple(processes),
+            scheduler_url=parse_scheduler_url(
+                fields.text("scheduler_url"), what=f"{path}: scheduler_url"
+            ),
+            client_token=check_token(fields.text("client_token"), what=f"{path}: client_token"),
+            processes=processes,
         )
-    except ValueError as exc:
+    except (ValueError, ConfigError) as exc:
         raise DistError(
             f"{exc}; remove {path} if no cluster of this buildtools runs from {state_dir}"
         ) from None
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _read_process(item: Fields) -> ClusterProcess:
+    pid, started, cpus = item.data.get("pid"), item.data.get("started"), item.items("cpus")
+    if not _whole(pid) or int(str(pid)) <= 1:
+        raise ValueError(f"{item.path}.pid: not a process id")
+    if not _whole(started) or int(str(started)) <= 0:
+        raise ValueError(f"{item.path}.started: not a process start time")
+    if not all(_whole(c) for c in cpus):
+        raise ValueError(f"{item.path}.cpus: not a list of CPU numbers")
+    return ClusterProcess(
+        role=item.choice("role", ("scheduler", "server")),
+        pid=int(str(pid)),
+        config=Path(item.text("config")),
+        log=Path(item.text("log")),
+        addr=item.text("addr"),
+        cpus=tuple(int(str(c)) for c in cpus),
+        started=int(str(started)),
+        exe=item.text("exe"),
+    )
 
 
 def _reap(pid: int) -> None:
@@ -147,15 +179,30 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def _identity(pid: int) -> tuple[int, str] | None:
+    """(start time, executable) of a running process, None when it is gone or a zombie
+    (or its executable cannot be read: then it is not provably ours)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        exe = str(Path(f"/proc/{pid}/exe").readlink())
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after "pid (comm)": field 3 on
+    if len(fields) < 20 or fields[0] == "Z" or not fields[19].isdigit():
+        return None
+    return int(fields[19]), exe
+
+
 def _is_ours(proc: ClusterProcess) -> bool:
-    """Whether `proc.pid` runs and is still the sccache-dist started with its config."""
+    """Whether `proc.pid` runs and is still the sccache-dist `up` started: its start time
+    and executable as recorded (a reused pid has another start time), its config on its
+    command line."""
     _reap(proc.pid)
+    if _identity(proc.pid) != (proc.started, proc.exe):
+        return False
     try:
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{proc.pid}/stat").read_text()
     except OSError:
-        return False
-    if stat.rpartition(")")[2].split()[:1] == ["Z"]:
         return False
     return os.fsencode(str(proc.config)) in cmdline
 
@@ -195,8 +242,9 @@ def _preexec(cpus: tuple[int, ...], tied: bool) -> Callable[[], None]:
 
 def _spawn(
     argv: list[str], *, env: Mapping[str, str], log: Path, cpus: tuple[int, ...], tied: bool
-) -> int:
-    """Start one daemon in its own session, its output appended to `log`; its pid."""
+) -> tuple[int, int, str]:
+    """Start one daemon in its own session, its output appended to `log`; (its pid, start
+    time, executable), read once Popen has seen it exec."""
     with log.open("ab") as out:
         proc = subprocess.Popen(
             argv,
@@ -207,7 +255,10 @@ def _spawn(
             start_new_session=True,
             preexec_fn=_preexec(cpus, tied),  # noqa: PLW1509 (affinity before exec)
         )
-    return proc.pid
+    identity = _identity(proc.pid)
+    if identity is None:  # it exited at once: recorded as nothing `down` could ever kill
+        return proc.pid, 0, ""
+    return proc.pid, *identity
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -242,8 +293,7 @@ def cluster_up(
 ) -> ClusterState:
     """Start the cluster; DistError when one is up already or it does not come up in time
     (then nothing it started is left running)."""
-    state_dir = request.state_dir
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir = private_dir(request.state_dir)
     with file_lock(state_dir / ".lock", waiting=f"another `dist` command uses {state_dir}"):
         previous = read_state(state_dir)
         if previous is not None:
@@ -278,36 +328,42 @@ def cluster_up(
             "SCCACHE_NO_DAEMON": "1",
             "SCCACHE_LOG": env.get("SCCACHE_LOG", "info"),
         }
+        pid, started, exe = _spawn(
+            [str(dist), "scheduler", "--config", str(layout.scheduler_config)],
+            env=daemon_env,
+            log=layout.scheduler_log,
+            cpus=(),
+            tied=request.tied,
+        )
         processes = [
             ClusterProcess(
                 role="scheduler",
-                pid=_spawn(
-                    [str(dist), "scheduler", "--config", str(layout.scheduler_config)],
-                    env=daemon_env,
-                    log=layout.scheduler_log,
-                    cpus=(),
-                    tied=request.tied,
-                ),
+                pid=pid,
                 config=layout.scheduler_config,
                 log=layout.scheduler_log,
                 addr=layout.scheduler_addr,
+                started=started,
+                exe=exe,
             )
         ]
         for server in layout.servers:
+            pid, started, exe = _spawn(
+                [str(dist), "server", "--config", str(server.config)],
+                env=daemon_env,
+                log=server.log,
+                cpus=server.cpus,
+                tied=request.tied,
+            )
             processes.append(
                 ClusterProcess(
                     role="server",
-                    pid=_spawn(
-                        [str(dist), "server", "--config", str(server.config)],
-                        env=daemon_env,
-                        log=server.log,
-                        cpus=server.cpus,
-                        tied=request.tied,
-                    ),
+                    pid=pid,
                     config=server.config,
                     log=server.log,
                     addr=server.addr,
                     cpus=server.cpus,
+                    started=started,
+                    exe=exe,
                 )
             )
         state = ClusterState(
@@ -372,6 +428,7 @@ def _stop(state: ClusterState) -> list[str]:
 
 def cluster_down(state_dir: Path) -> list[str]:
     """Stop the recorded cluster; what was stopped (DistError when none is recorded)."""
+    private_dir(state_dir)  # before the lock is created in it
     with file_lock(state_dir / ".lock", waiting=f"another `dist` command uses {state_dir}"):
         state = read_state(state_dir)
         if state is None:

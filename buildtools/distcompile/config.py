@@ -46,6 +46,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError
+from ..untrusted import redact
 
 MAX_SERVERS = 64
 MAX_TOKEN = 4096
@@ -88,22 +89,23 @@ def parse_scheduler_url(text: str, *, what: str = "--distribute") -> str:
     """The scheduler URL normalised (`http[s]://host[:port]`, no trailing slash), else
     ConfigError saying what is allowed."""
     allowed = "an http:// or https:// URL of the scheduler, e.g. http://127.0.0.1:10600"
-    if any(ord(c) <= 0x20 or ord(c) == 0x7F for c in text):
-        raise ConfigError(f"{what}: {text!r} has whitespace or a control character; {allowed}")
+    said = redact(text)  # what a refusal quotes: never a password it carries
+    if any(ord(c) <= 0x20 or 0x7F <= ord(c) <= 0x9F for c in text):
+        raise ConfigError(f"{what}: {said!r} has whitespace or a control character; {allowed}")
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(f"{what}: {text!r} is not a URL ({exc}); {allowed}") from None
+        raise ConfigError(f"{what}: {said!r} is not a URL ({exc}); {allowed}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{what}: {text!r} is not {allowed}")
+        raise ConfigError(f"{what}: {said!r} is not {allowed}")
     if parts.username is not None or parts.password is not None:
         raise ConfigError(
-            f"{what}: {text!r} carries credentials; the client token goes in "
+            f"{what}: {said!r} carries credentials; the client token goes in "
             "$BUILDTOOLS_DIST_TOKEN, never in the URL"
         )
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(f"{what}: {text!r} has a path or query; {allowed}")
+        raise ConfigError(f"{what}: {said!r} has a path or query; {allowed}")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
 

@@ -34,7 +34,7 @@ from typing import Any
 from packaging.utils import canonicalize_name, canonicalize_version
 
 from ..errors import PublishError
-from ..files import check_wheel_filename, read_regular, safe_join
+from ..files import check_wheel_filename, read_within, safe_join
 from ..jsonfields import decode_json
 from ..wheel.archive import project_name_problem
 from .pages import LinkTarget
@@ -324,7 +324,8 @@ def read_manifest(site: Path) -> Manifest:
             )
         return Manifest()
     try:
-        raw = read_regular(path, max_bytes=MANIFEST_MAX_BYTES)
+        # never through a link out of the site: what it names would be read and shown
+        raw = read_within(site, MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES)
         # every entry's fields are type-checked below: that bounds the depth of what is kept
         data = decode_json(raw, what=MANIFEST_NAME, max_bytes=MANIFEST_MAX_BYTES, max_depth=None)
         if not isinstance(data, dict) or data.get("schema") != INDEX_SCHEMA:

@@ -31,7 +31,7 @@ from buildtools.distcompile.client import (
     resolve_target,
     strip_nvcc_flags,
 )
-from buildtools.distcompile.cluster import STATE_FILE, read_state
+from buildtools.distcompile.cluster import STATE_FILE, STATE_SCHEMA, read_state
 from buildtools.distcompile.config import (
     assign_cpus,
     check_token,
@@ -332,11 +332,20 @@ def test_a_record_that_is_not_ours_is_refused(tmp_path: Path) -> None:
     (tmp_path / STATE_FILE).write_text(
         json.dumps(
             {
-                "schema": "torch-buildtools/dist-cluster/v1",
+                "schema": STATE_SCHEMA,
                 "scheduler_url": "http://h:1",
                 "client_token": "t",
                 "processes": [
-                    {"role": "server", "pid": 1, "config": "c", "log": "l", "addr": "a", "cpus": []}
+                    {
+                        "role": "server",
+                        "pid": 1,
+                        "config": "c",
+                        "log": "l",
+                        "addr": "a",
+                        "cpus": [],
+                        "started": 5,
+                        "exe": "/x",
+                    }
                 ],
             }
         )
