@@ -6,6 +6,7 @@ __all__ = ["add_check_parser"]
 
 import argparse
 import json
+import shlex
 import os
 import zipfile
 from pathlib import Path
@@ -84,15 +85,19 @@ def _record(wheel: Path) -> BuildRecord | None:
 
 
 def _recipe(wheel: Path, record: BuildRecord) -> str:
-    """The exact commands that make an environment with the record's torch and check."""
+    """The exact commands that make an environment with the record's torch and check. Each
+    command is an argv list joined by shlex: the record's torch and Python are the wheel's
+    text, quoted as values, never pasted into the shell line."""
     py = ".".join((record.python or "3.12").split(".")[:2])
     base = record.torch.split("+", 1)[0]
     venv = f"/tmp/torch-{record.torch.replace('+', '-')}"
-    return (
-        f"python{py} -m venv {venv} && {venv}/bin/pip install 'torch=={base}' --index-url "
-        f"{index_hint(record.accelerator)} && buildtools check {wheel} --torch "
-        f"{venv}/lib/python{py}/site-packages"
-    )
+    commands = [
+        [f"python{py}", "-m", "venv", venv],
+        [f"{venv}/bin/pip", "install", f"torch=={base}", "--index-url"]
+        + [index_hint(record.accelerator)],
+        ["buildtools", "check", str(wheel), "--torch", f"{venv}/lib/python{py}/site-packages"],
+    ]
+    return " && ".join(shlex.join(argv) for argv in commands)
 
 
 def _target_site(wheel: Path, cache: Path) -> Path:

@@ -227,7 +227,9 @@ def fix_for(
         if bf.torch:
             spec = f"torch=={bf.torch}" if bf.torch.count(".") >= 2 else f"torch=={bf.torch}.*"
             torch_index = load_ecosystem().pytorch_index
-            accel = f" --index-url {torch_index}/{bf.accelerator}" if bf.accelerator else ""
+            accel = (
+                f" --index-url {_q(f'{torch_index}/{bf.accelerator}')}" if bf.accelerator else ""
+            )
             return Fix(
                 summary=f"install the torch {name} was built for",
                 commands=(f"{pip} install {_req(spec)}{accel}",),
@@ -256,7 +258,7 @@ def fix_for(
                 f"install the {name} wheel built for torch {torch.public_version} "
                 f"({torch.accelerator}) from the project's index"
             ),
-            commands=(f"{pip} install{force} {_req(f'{name}=={wanted}')} -f {page}",),
+            commands=(f"{pip} install{force} {_req(f'{name}=={wanted}')} -f {_q(page)}",),
         )
     source = project.path if ours and project is not None and project.path else None
     if source is None and src is not None and src.is_dir():
@@ -290,7 +292,7 @@ def fix_for(
         summary=f"rebuild {name} from its source distribution against this torch ({why})",
         commands=(
             f"{pip} install --force-reinstall --no-deps --no-build-isolation "
-            f"--no-binary {name} {_req(f'{name}=={public}')}",
+            f"--no-binary {_q(name)} {_req(f'{name}=={public}')}",
         ),
     )
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 import struct
 import unicodedata
 import xml.etree.ElementTree as ET
 import zipfile
+from pathlib import Path
 
 import pytest
 from fixtures.fakehttp import FakeHttp
@@ -251,3 +253,43 @@ def test_a_zip64_locator_at_the_files_last_bytes_names_it() -> None:
     )  # fmt: skip
     with pytest.raises(NetworkError, match="ZIP64 end record"):
         read_metadata(file, http)
+
+
+# --------------------------------------------------------------------------- class 8: commands
+# printed for a person to paste are argv lists joined by shlex
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    torch=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=30),
+    python=st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12),
+)  # fmt: skip
+def test_the_venv_recipe_check_prints_quotes_every_value_from_the_record(
+    torch: str, python: str
+) -> None:
+    from buildtools.cli.check import _recipe
+    from buildtools.model import Accelerator, BuildRecord
+
+    record = BuildRecord(
+        torch=torch, accelerator=Accelerator.parse("cpu"), cxx11_abi=True, python=python
+    )
+    wheel = Path("/w/pkg-1.0-py3-none-any.whl")
+    words = shlex.split(_recipe(wheel, record))
+    commands: list[list[str]] = [[]]
+    for word in words:  # `&&` is the only operator the line may hold: every value is quoted
+        if word == "&&":
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    assert len(commands) == 3
+    py = ".".join(python.split(".")[:2])
+    venv = f"/tmp/torch-{torch.replace('+', '-')}"
+    assert commands[0] == [f"python{py}", "-m", "venv", venv]
+    assert commands[1][1:3] == ["install", f"torch=={torch.split('+', 1)[0]}"]
+    assert commands[2] == [
+        "buildtools",
+        "check",
+        str(wheel),
+        "--torch",
+        f"{venv}/lib/python{py}/site-packages",
+    ]
