@@ -2,7 +2,11 @@
 
 The simple page changes when torch releases, so its cached copy has an age limit
 (`max_age`, one hour by default; 0 asks again every time). A wheel's METADATA never changes
-for the same file (the index's sha256 names it), so it is kept by that hash and read once.
+for the same file, so it is read once and kept, under a key of what was verified and where
+it came from: METADATA whose bytes matched the index's PEP 658 hash under that hash (the
+copy is checked against it again when read, so any index may share it); METADATA read by
+byte ranges (nothing verifies it against the wheel's hash) under the index, the file's URL
+and the hash the index claims together, so one index's answer never becomes another's.
 A cached page too old to use is still the answer when the index cannot be reached and the
 caller allows it (`stale_ok`): the planner then says how old its answer is.
 """
@@ -108,19 +112,32 @@ class IndexReader:
                 pass  # a cache that cannot be written costs a request next time, nothing else
         return PageAnswer(page=page, fetched=now, from_cache=False)
 
+    def _metadata_cache(self, file: IndexFile) -> tuple[Path, str | None] | None:
+        """(where a wheel's METADATA is cached, the sha256 its bytes must have or None)."""
+        if self.cache_dir is None:
+            return None
+        verified = file.core_metadata_sha256
+        if file.core_metadata and verified is not None and _SHA256_RE.match(verified):
+            return self.cache_dir / "metadata" / f"{verified}.METADATA", verified
+        source = "\n".join((self.index_url, file.url, file.sha256))
+        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+        return self.cache_dir / "metadata" / "by-source" / f"{key}.METADATA", None
+
     def metadata(self, file: IndexFile) -> str:
-        """A wheel's METADATA (PEP 658 or range reads), cached by the wheel's sha256."""
-        path = None
-        if self.cache_dir is not None and _SHA256_RE.match(file.sha256):
-            path = self.cache_dir / "metadata" / f"{file.sha256}.METADATA"
-            if path.is_file():
-                try:
-                    return path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError):
-                    pass
+        """A wheel's METADATA (PEP 658 or range reads), cached by what verified it and where
+        it came from (see the module)."""
+        cached = self._metadata_cache(file)
+        if cached is not None and cached[0].is_file():
+            path, digest = cached
+            try:
+                raw = path.read_bytes()
+                if digest is None or hashlib.sha256(raw).hexdigest() == digest:
+                    return raw.decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                pass  # a damaged cache entry is asked again, never trusted
         self.requests += 1
         text = read_metadata(file, self.http)
-        if path is not None:
+        if cached is not None:
             with contextlib.suppress(OSError):
-                write_atomic(path, text)
+                write_atomic(cached[0], text)
         return text

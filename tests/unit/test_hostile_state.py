@@ -7,6 +7,7 @@ following a link out of the site (`plan --missing`, `index`)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -14,6 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fixtures.fakehttp import FakeHttp
+from packaging.tags import Tag
+from packaging.version import Version
 
 from buildtools.cli.main import main
 from buildtools.distcompile.cluster import (
@@ -30,6 +34,8 @@ from buildtools.errors import ExitCode, UnsafeArtefactError
 from buildtools.files import private_dir, read_private
 from buildtools.index.manifest import read_manifest
 from buildtools.locks import file_lock
+from buildtools.torchindex import IndexReader
+from buildtools.torchindex.simple import IndexFile
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
 
@@ -183,3 +189,63 @@ def test_a_sites_index_json_linked_out_of_the_site_is_not_read(
     (site / "index.json").symlink_to(secret)
     with pytest.raises(UnsafeArtefactError, match="a symbolic link leads out of"):
         read_manifest(site)
+
+
+# --------------------------------------------------------------------------- class 9: caches
+# keyed by what was verified and by where it came from
+
+
+def _metadata_wheel(version: str) -> bytes:
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr(
+            "demo-1.0.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\nSummary: {version}\n",
+        )
+        zf.writestr("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    return buf.getvalue()
+
+
+def _file(url: str, data: bytes, *, claimed: str, core: str | None = None) -> IndexFile:
+    return IndexFile(
+        filename="demo-1.0-py3-none-any.whl", url=url, sha256=claimed, size=len(data),
+        version=Version("1.0"), build=(), tags=frozenset({Tag("py3", "none", "any")}),
+        core_metadata=core is not None, core_metadata_sha256=core,
+    )  # fmt: skip
+
+
+def test_metadata_read_by_ranges_is_never_shared_between_indexes(tmp_path: Path) -> None:
+    claimed = "ab" * 32  # both indexes claim the same wheel hash; nothing verifies it
+    answers = {}
+    for index, summary in (
+        ("https://one.example/simple", "ONE"),
+        ("https://two.example/simple", "TWO"),
+    ):
+        http = FakeHttp()
+        url = f"{index.rsplit('/', 1)[0]}/files/demo-1.0-py3-none-any.whl"
+        data = _metadata_wheel(summary)
+        http.add_file(url, data)
+        reader = IndexReader(http, index_url=index, cache_dir=tmp_path)
+        answers[summary] = reader.metadata(_file(url, data, claimed=claimed))
+        assert reader.requests == 1  # its own answer, not the other index's
+    assert "Summary: ONE" in answers["ONE"] and "Summary: TWO" in answers["TWO"]
+
+
+def test_verified_metadata_is_shared_and_checked_again_when_read(tmp_path: Path) -> None:
+    body = b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
+    digest = hashlib.sha256(body).hexdigest()
+    url = "https://one.example/files/demo-1.0-py3-none-any.whl"
+    http = FakeHttp()
+    http.add(url + ".metadata", body)
+    first = IndexReader(http, index_url="https://one.example/simple", cache_dir=tmp_path)
+    assert first.metadata(_file(url, b"", claimed="cd" * 32, core=digest)) == body.decode()
+    other = IndexReader(FakeHttp(), index_url="https://two.example/simple", cache_dir=tmp_path)
+    assert other.metadata(_file(url, b"", claimed="ef" * 32, core=digest)) == body.decode()
+    assert other.requests == 0  # the same verified bytes: shared
+    cached = next((tmp_path / "package-index" / "metadata").glob(f"{digest}.METADATA"))
+    cached.write_text("Metadata-Version: 2.1\nName: evil\n")  # changed on disk
+    again = IndexReader(http, index_url="https://one.example/simple", cache_dir=tmp_path)
+    assert again.metadata(_file(url, b"", claimed="cd" * 32, core=digest)) == body.decode()
+    assert again.requests == 1  # the changed copy was not trusted
