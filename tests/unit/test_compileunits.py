@@ -251,3 +251,23 @@ def test_following_reports_from_a_thread_and_polls_once_more_at_the_end(tmp_path
     # the period never passed: no report, but the last lines were read at the end
     assert reports == []
     assert watch.tracker.outputs == {"a.o": "a.cpp"} and watch.error is None
+
+
+def test_a_containers_build_output_gives_its_counts_but_no_running_units(tmp_path: Path) -> None:
+    # the docker backend: the container's output reaches the job's log, its processes and
+    # its .ninja_log do not (the captured build's paths as the container has them)
+    container = (FIXTURES / "ninja_cpu.log").read_text().replace(str(CPU_PROJECT), "/project")
+    log = tmp_path / "job.log"
+    log.write_text("")
+    now = [0.0]
+    watch = CompileWatch(log, clock=lambda: now[0], project_dir=tmp_path / "project")
+    watch.poll()
+    lines = container.splitlines(keepends=True)
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("[2/5]"))
+    log.write_text("".join(lines[: first + 1]))
+    now[0] = 80.0
+    progress = watch.poll()
+    assert (progress.done, progress.total, progress.running) == (2, 5, None)
+    assert progress.eta() == pytest.approx(120.0)
+    assert set(watch.tracker.outputs.values()) == {"csrc/binding.cpp", "csrc/clamp.cpp"}
+    assert watch.slowest() == []
