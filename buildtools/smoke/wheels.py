@@ -36,7 +36,7 @@ from typing import Literal
 from packaging.utils import parse_wheel_filename
 
 from ..errors import ConfigError
-from ..files import copy_atomic, read_regular, sha256_file
+from ..files import check_wheel_filename, copy_atomic, read_regular, sha256_file
 from ..http import DownloadError, HttpClient
 from ..model import Accelerator, BuildRecord, BuildRecordError, Cell
 from ..wheel.archive import DEFAULT_LIMITS, open_wheel
@@ -77,7 +77,12 @@ class _LinkParser(html.parser.HTMLParser):
 
 
 def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
-    """(absolute URL or path, sha256 or None) of every wheel linked from a find-links page."""
+    """(absolute URL or path, sha256 or None) of every wheel linked from a find-links page.
+
+    A page served over http(s) may link only http(s) URLs: its `file:///…` link would make
+    this machine copy a local file of the page's choosing (ConfigError naming the link).
+    """
+    remote = urllib.parse.urlparse(base).scheme in ("http", "https")
     parser = _LinkParser()
     parser.feed(page)
     out: list[tuple[str, str | None]] = []
@@ -88,7 +93,14 @@ def parse_find_links(page: str, base: str) -> list[tuple[str, str | None]]:
         digest = None
         if fragment.startswith("sha256="):
             digest = fragment.removeprefix("sha256=").lower()
-        out.append((urllib.parse.urljoin(base, url), digest))
+        absolute = urllib.parse.urljoin(base, url)
+        scheme = urllib.parse.urlparse(absolute).scheme
+        if scheme not in (("http", "https") if remote else ("http", "https", "file")):
+            raise ConfigError(
+                f"find-links page {base} links {absolute!r}: a page served over http(s) may "
+                "link only http(s) URLs, a local page also file: URLs; fix the page"
+            )
+        out.append((absolute, digest))
     return out
 
 
@@ -108,7 +120,7 @@ def _read_page(page: str, http: HttpClient) -> tuple[str, str]:
 
 def _fetch(url: str, dest_dir: Path, http: HttpClient) -> Path:
     name = urllib.parse.unquote(Path(urllib.parse.urlparse(url).path).name)
-    dest = dest_dir / name
+    dest = dest_dir / check_wheel_filename(name, what="a linked wheel")  # no '../' in it
     if urllib.parse.urlparse(url).scheme == "file":
         copy_atomic(Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path)), dest)
         return dest

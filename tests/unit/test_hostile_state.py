@@ -30,10 +30,11 @@ from buildtools.distcompile.cluster import (
     _stop,
     read_state,
 )
-from buildtools.errors import ExitCode, UnsafeArtefactError
+from buildtools.errors import ConfigError, ExitCode, UnsafeArtefactError
 from buildtools.files import private_dir, read_private
 from buildtools.index.manifest import read_manifest
 from buildtools.locks import file_lock
+from buildtools.smoke.wheels import parse_find_links
 from buildtools.torchindex import IndexReader
 from buildtools.torchindex.simple import IndexFile
 
@@ -249,3 +250,27 @@ def test_verified_metadata_is_shared_and_checked_again_when_read(tmp_path: Path)
     again = IndexReader(http, index_url="https://one.example/simple", cache_dir=tmp_path)
     assert again.metadata(_file(url, b"", claimed="cd" * 32, core=digest)) == body.decode()
     assert again.requests == 1  # the changed copy was not trusted
+
+
+@pytest.mark.parametrize(
+    "href",
+    [
+        "file:///etc/secret-1.0-py3-none-any.whl",
+        "FILE:///etc/secret-1.0-py3-none-any.whl",
+        "ftp://x.example/secret-1.0-py3-none-any.whl",
+    ],
+)
+def test_a_remote_find_links_page_may_not_link_a_local_file(href: str) -> None:
+    page = f'<a href="{href}">w</a>'
+    with pytest.raises(ConfigError, match="may link only http"):
+        parse_find_links(page, "https://site.example/whl/")
+    if href.lower().startswith("file:"):  # a local page may
+        assert parse_find_links(page, "file:///srv/site/index.html")[0][0].endswith(".whl")
+
+
+def test_a_linked_wheel_name_that_climbs_out_is_not_downloaded(tmp_path: Path) -> None:
+    from buildtools.smoke.wheels import _fetch
+
+    with pytest.raises(UnsafeArtefactError, match="not a wheel file name"):
+        _fetch("https://site.example/x/..%2F..%2Fescaped-1.0-py3-none-any.whl", tmp_path, None)  # type: ignore[arg-type]
+    assert not list(tmp_path.parent.glob("escaped*"))
