@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from fixtures.factories import make_job, make_toolchain
 
 from buildtools.toolchain.devicewrap import (
     DOWNSTREAM_VAR,
+    WrapConfig,
     cuda_arch_flags,
     enforce_arch_flags,
     parse_depfile,
     rocm_arch_flags,
     strip_arch_flags,
 )
-from buildtools.wheelbuild.deviceunits import read_wrap_log, rewrap
+from buildtools.toolchain.envs import Toolchain
+from buildtools.wheelbuild.deviceunits import read_wrap_log, rewrap, wrap_env
+from buildtools.wheelbuild.environment import job_environment
+from buildtools.wheelbuild.options import BuildOptions
 
 
 def test_cuda_arch_flags_are_torchs_own_form() -> None:
@@ -133,3 +140,68 @@ def test_a_backend_launcher_goes_behind_the_wrapper() -> None:
     assert out["PYTORCH_NVCC"] == outer["PYTORCH_NVCC"]
     assert out[DOWNSTREAM_VAR] == inner["PYTORCH_NVCC"]
     assert rewrap(inner, {"PYTORCH_NVCC": "x"}) == inner  # no wrapper: nothing changes
+
+
+def _wrapped(
+    tmp_path: Path,
+    *,
+    arch_flags: Literal["keep", "enforce"] = "keep",
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, str], WrapConfig | None, Toolchain]:
+    """wrap_env of a cu130 job in its real build environment; (env, the config it wrote, the
+    toolchain)."""
+    job = make_job(accelerator="cu130", python="3.12", arch_list="8.0;9.0+PTX")
+    assert job.toolkit is not None
+    job = replace(job, toolkit=replace(job.toolkit, arch_flags=arch_flags))
+    toolchain = make_toolchain(tmp_path / "venv", cuda_home=tmp_path / "cuda")
+    opts = BuildOptions(
+        project_dir=tmp_path / "project", wheelhouse=tmp_path / "wh", cache_dir=tmp_path / "cache",
+        env=env or {"PATH": "/usr/bin"},
+    )  # fmt: skip
+    build_env = job_environment(job, toolchain, opts)
+    out = wrap_env(job, toolchain, build_env, staging=tmp_path / "staging", opts=opts)
+    written = tmp_path / "staging" / "devicewrap.json"
+    config = WrapConfig.from_json(json.loads(written.read_text())) if written.exists() else None
+    return out, config, toolchain
+
+
+def test_a_cuda_job_compiles_through_the_wrapper(tmp_path: Path) -> None:
+    out, config, toolchain = _wrapped(tmp_path)
+    assert config is not None
+    assert toolchain.cuda_home is not None
+    assert out["PYTORCH_NVCC"].split()[1:3] == ["-I", str(Path(devicewrap_file()))]
+    assert out[DOWNSTREAM_VAR] == str(toolchain.cuda_home / "bin" / "nvcc")
+    assert config.arch_flags is None  # keep: the project's own flags stand
+    assert config.store == str(tmp_path / "cache" / "units")
+    # both paths are mapped out of the objects by the build, so both are placeholders
+    assert config.site_packages == str(toolchain.site_packages.resolve())
+    assert config.project == str((tmp_path / "project").resolve())
+
+
+def test_enforce_puts_the_cells_flags_in_the_config(tmp_path: Path) -> None:
+    _, config, _ = _wrapped(tmp_path, arch_flags="enforce")
+    assert config is not None
+    assert config.arch_flags == tuple(cuda_arch_flags("8.0;9.0+PTX"))
+
+
+def test_no_reuse_and_no_enforce_leave_nvcc_alone(tmp_path: Path) -> None:
+    out, config, _ = _wrapped(tmp_path, env={"PATH": "/usr/bin", "BUILDTOOLS_UNIT_REUSE": "0"})
+    assert out == {}
+    assert config is None
+
+
+def test_a_path_the_build_cannot_map_is_no_placeholder(tmp_path: Path) -> None:
+    # a project path with a space: the prefix map is left out (CFLAGS would split it), so the
+    # objects keep the path and the keys must too
+    spaced = tmp_path / "with space"
+    spaced.mkdir()
+    _, config, _ = _wrapped(spaced)
+    assert config is not None
+    assert config.project is None
+    assert config.site_packages is None
+
+
+def devicewrap_file() -> str:
+    from buildtools.toolchain import devicewrap
+
+    return str(Path(devicewrap.__file__).resolve())
