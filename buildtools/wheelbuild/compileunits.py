@@ -23,6 +23,7 @@ __all__ = [
     "UnitTracker",
     "Watch",
     "nvcc_archs",
+    "planned_units",
     "read_ninja_log",
     "running_units",
     "unwatched",
@@ -232,13 +233,21 @@ class UnitTracker:
             return None
         return len(self._known)
 
-    def progress(self, now: float, running: tuple[RunningUnit, ...] | None) -> UnitProgress:
-        """The counts at `now`; `running`: the units /proc shows (None: not known)."""
+    def progress(
+        self, now: float, running: tuple[RunningUnit, ...] | None, *, planned: int | None = None
+    ) -> UnitProgress:
+        """The counts at `now`; `running`: the units /proc shows (None: not known);
+        `planned`: the units the running ninja's build.ninja declares, the total (at most)
+        until its first status line says how many it runs."""
         elapsed = now - self._started
         if self._ninja or not self._serial:
-            total = self._base_total + self._total if self._ninja else None
+            total = self._base_total + self._total if self._ninja else planned
             return UnitProgress(
-                done=self._base_done + self._finished, total=total, running=running, elapsed=elapsed
+                done=self._base_done + self._finished,
+                total=total,
+                bounded=not self._ninja and planned is not None,
+                running=running,
+                elapsed=elapsed,
             )
         busy = self._serial_since is not None
         current = (
@@ -276,6 +285,22 @@ def read_ninja_log(path: Path) -> dict[str, float]:
         if end >= start:
             found[fields[3]] = (end - start) / 1000
     return found
+
+
+_EDGE = re.compile(r"^build (?:[^:$\n]|\$.)+: (\S+)")
+
+
+def planned_units(build_ninja: Path) -> int | None:
+    """The edges a `build.ninja` declares (its units: torch's has one per source), phony ones
+    aside; None when it is absent, unreadable or declares none."""
+    try:
+        with open_regular(build_ninja) as fh:
+            data = fh.read(_MAX_NINJA_LOG)
+    except OSError:
+        return None
+    text = data.decode("utf-8", "replace")
+    count = sum(1 for m in map(_EDGE.match, text.splitlines()) if m and m[1] != "phony")
+    return count or None
 
 
 # ------------------------------------------------------------------------------- /proc
@@ -433,6 +458,7 @@ class CompileWatch:
         self._units_dir = units_dir
         self._proc = proc
         self._offset: int | None = None
+        self._planned: tuple[tuple[int, int], int | None] | None = None  # build.ninja's stat
         self._pending = b""
         self._skipping = False
         project = project_dir
@@ -476,7 +502,20 @@ class CompileWatch:
             if self._units_dir is not None
             else None
         )
-        return self.tracker.progress(self._clock(), running)
+        planned = self._planned_units() if running is not None else None
+        return self.tracker.progress(self._clock(), running, planned=planned)
+
+    def _planned_units(self) -> int | None:
+        """What the running ninja's build.ninja declares, read again only when it changed."""
+        path = (self._units_dir or Path()) / "build.ninja"
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        if self._planned is None or self._planned[0] != key:
+            self._planned = (key, planned_units(path))
+        return self._planned[1]
 
     def slowest(self, count: int = 10) -> list[tuple[str, float]]:
         """The `count` slowest units this compile ran, from `.ninja_log`: (name, seconds)."""

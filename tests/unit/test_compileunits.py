@@ -15,6 +15,7 @@ from buildtools.wheelbuild.compileunits import (
     UnitProgress,
     UnitTracker,
     nvcc_archs,
+    planned_units,
     read_ninja_log,
     running_units,
 )
@@ -216,8 +217,14 @@ def test_the_watch_reads_only_what_the_log_gains_and_keeps_a_cut_line(tmp_path: 
     progress = watch.poll()
     assert (progress.done, progress.total) == (3, 4)
     assert watch.tracker.outputs == {"a.o": "a.cpp", "b.o": "b.cpp", "c.o": "c.cpp"}
-    log.write_text("")  # rewritten: read from its new end, nothing lost but what was cut
-    assert watch.poll().done == 3
+    with log.open("a") as fh:  # a line with no end in sight is let go, not kept in memory
+        fh.write("y" * 300_000)
+    watch.poll()
+    with log.open("a") as fh:
+        fh.write("y" * 10 + "\n[4/4] c++ -c d.cpp -o d.o\n")
+    assert watch.poll().done == 4
+    log.write_text("")  # rewritten: read from its new end
+    assert watch.poll().done == 4
 
 
 def test_the_watch_names_the_slowest_units_this_compile_ran(tmp_path: Path) -> None:
@@ -271,3 +278,25 @@ def test_a_containers_build_output_gives_its_counts_but_no_running_units(tmp_pat
     assert progress.eta() == pytest.approx(120.0)
     assert set(watch.tracker.outputs.values()) == {"csrc/binding.cpp", "csrc/clamp.cpp"}
     assert watch.slowest() == []
+
+
+def test_before_ninjas_first_line_its_build_ninja_bounds_the_total(tmp_path: Path) -> None:
+    assert planned_units(FIXTURES / "ninja_cpu.build.ninja") == 5  # the real file torch wrote
+    units_dir = tmp_path / "objects"
+    units_dir.mkdir()
+    (units_dir / "build.ninja").write_text(
+        "rule cc\n  command = c++ -c $in -o $out\nbuild a$:b.o: cc a.cpp\nbuild all: phony a$:b.o\n"
+    )
+    assert planned_units(units_dir / "build.ninja") == 1
+    shutil.copy(FIXTURES / "ninja_cpu.build.ninja", units_dir / "build.ninja")
+    log = tmp_path / "job.log"
+    log.write_text("")
+    proc = _proc_copy(tmp_path, units_dir)  # a ninja works in units_dir
+    watch = CompileWatch(log, clock=lambda: 30.0, units_dir=units_dir, proc=proc)
+    progress = watch.poll()
+    assert (progress.done, progress.total, progress.bounded) == (0, 5, True)
+    assert progress.running is not None and len(progress.running) == 1
+    log.write_text("[1/3] c++ -c a.cpp -o a.o\n")  # an incremental build runs fewer
+    progress = watch.poll()
+    assert (progress.done, progress.total, progress.bounded) == (1, 3, False)
+    assert planned_units(tmp_path / "absent") is None
