@@ -530,14 +530,16 @@ class CompileWatch:
         """Poll every `period` seconds from a thread while the body runs."""
         stop = threading.Event()
 
-        def step() -> None:
+        def step(tell: bool = True) -> None:
             try:
-                report(self.poll())
+                progress = self.poll()
+                if tell:
+                    report(progress)
             except Exception as exc:  # progress must not end a build
                 self.error = f"{type(exc).__name__}: {exc}"
                 stop.set()
 
-        self.poll()  # where the log stands now: only what comes after it is read
+        step(tell=False)  # where the log stands now: only what comes after it is read
         thread = threading.Thread(target=lambda: _every(period, stop, step), daemon=True)
         thread.start()
         try:

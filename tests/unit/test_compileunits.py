@@ -300,3 +300,22 @@ def test_before_ninjas_first_line_its_build_ninja_bounds_the_total(tmp_path: Pat
     progress = watch.poll()
     assert (progress.done, progress.total, progress.bounded) == (1, 3, False)
     assert planned_units(tmp_path / "absent") is None
+
+
+def test_an_error_while_following_ends_the_watching_not_the_build(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("")
+
+    calls = iter([1.0])  # the start is read; any later reading fails: a bug in a poll
+
+    def broken() -> float:
+        return next(calls, None) or _raise()
+
+    watch = CompileWatch(log, clock=broken)
+    with watch.following(period=3600.0, report=lambda _: None):
+        pass
+    assert watch.error == "RuntimeError: the clock broke"
+
+
+def _raise() -> float:
+    raise RuntimeError("the clock broke")
