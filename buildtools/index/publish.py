@@ -29,6 +29,7 @@ from .pages import WHEELS_DIR
 from .settings import IndexSettings
 from .site import render_site
 from .transaction import Exchange, Fault, exchange_dirs, site_transaction
+from .variants import unknown_variant
 from .wheels import WheelSource
 
 
@@ -93,6 +94,20 @@ class PublishOptions:
 _DEFAULT_OPTIONS = PublishOptions()
 
 
+def _check_variants(sources: Sequence[WheelSource], kb: Knowledge) -> None:
+    """PublishError naming a new wheel whose build record names a torch release or an
+    accelerator torch never shipped, before any page is named after it."""
+    for src in sources:
+        for torch in src.wheel.torch_versions:
+            problem = unknown_variant(torch, src.wheel.accelerator, kb)
+            if problem is not None:
+                raise PublishError(
+                    f"{src.wheel.filename}: its build record names torch {torch} "
+                    f"({src.wheel.accelerator}): {problem}; no page is named after a release "
+                    "the knowledge base does not know (rebuild it, or update buildtools)"
+                )
+
+
 def publish(
     site: Path,
     sources: Sequence[WheelSource],
@@ -114,6 +129,7 @@ def publish(
     """
     dry_run, link, verify = options.dry_run, options.link, options.verify
     exchange, fault = options.exchange, options.fault
+    _check_variants(sources, kb)
     held: list[tuple[str, str]] = []
     passing: list[WheelSource] = []
     for src in sources:

@@ -7,7 +7,7 @@ find it from the page of the torch they have.
 
 from __future__ import annotations
 
-__all__ = ["Aliases", "Variant", "wheel_variants"]
+__all__ = ["Aliases", "Variant", "unknown_variant", "wheel_variants"]
 
 from dataclasses import dataclass
 from typing import Any
@@ -122,3 +122,34 @@ def wheel_variants(
     A patch alias is added only when the wheel's own `Requires-Dist: torch…` admits it.
     """
     return tuple(sorted(Aliases(settings, kb).variants(wheel), key=Variant.sort_key))
+
+
+def unknown_variant(torch: str, accelerator: str, kb: Knowledge) -> str | None:
+    """Why no page may be named for torch `torch` × `accelerator`, or None: a page name
+    comes from a wheel's build record, so the release and the accelerator must be ones the
+    knowledge base knows torch shipped (`torch-99.0.0+cpu` or `+cu999` is a record's
+    invention, not a page)."""
+    try:
+        acc = Accelerator.parse(accelerator)
+        release = kb.torch_release(torch)
+        version = Version(torch)
+    except (LookupError, ValueError) as exc:  # InvalidVersion is a ValueError
+        return str(exc)
+    if version.public != torch or version.is_prerelease or version.is_devrelease:
+        return f"torch {torch!r} is not a release (a page names a public release, e.g. 2.11.0)"
+    if len(version.release) > 2 and torch not in release.patches:
+        return (
+            f"torch {torch} is not a known release; known {release.minor} releases: "
+            f"{', '.join(release.patches)}"
+        )
+    built = {
+        "cpu": ("cpu",),
+        "cuda": (*release.cuda, *release.aarch64.cuda),
+        "rocm": release.rocm,
+    }[acc.kind]
+    if acc.kind != "cpu" and acc.version not in built:
+        return (
+            f"torch {release.minor} was not built for {accelerator} (built: "
+            f"{', '.join(built) or 'none'})"
+        )
+    return None

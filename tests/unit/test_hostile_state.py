@@ -274,3 +274,34 @@ def test_a_linked_wheel_name_that_climbs_out_is_not_downloaded(tmp_path: Path) -
     with pytest.raises(UnsafeArtefactError, match="not a wheel file name"):
         _fetch("https://site.example/x/..%2F..%2Fescaped-1.0-py3-none-any.whl", tmp_path, None)  # type: ignore[arg-type]
     assert not list(tmp_path.parent.glob("escaped*"))
+
+
+@pytest.mark.parametrize(
+    ("torch", "accelerator", "said"),
+    [
+        ("99.0.0+cpu", "cpu", "torch 99.0.0 is not in the knowledge base"),
+        ("2.13.0+cu999", "cu999", "was not built for cu999"),
+        ("2.13.9+cpu", "cpu", "torch 2.13.9 is not a known release"),
+        ("2.13.0+rocm9.9", "rocm9.9", "was not built for rocm9.9"),
+    ],
+)
+def test_index_names_no_page_after_a_release_a_record_invents(
+    tmp_path: Path, torch: str, accelerator: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fixtures.crafted import make_wheel
+
+    record = {"schema": 1, "torch": torch, "accelerator": accelerator, "cxx11_abi": True}
+    wheel = make_wheel(
+        tmp_path / "w",
+        name="bt_scatter",
+        version="0.2.0+pt99",
+        tag="cp312-cp312-manylinux_2_28_x86_64",
+        files={"bt_scatter/__init__.py": b""},
+        requires=["torch"],
+        dist_info_files={"buildtools.json": json.dumps(record).encode()},
+    )
+    site = tmp_path / "site"
+    code, err = _run(["index", str(wheel), "--no-matrix", "--site", str(site)], capsys)
+    assert code == ExitCode.PUBLISH, err
+    assert said in err and len(err.strip().splitlines()) == 1
+    assert not site.exists() or not list(site.rglob("torch-*"))
