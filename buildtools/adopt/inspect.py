@@ -282,6 +282,18 @@ def _arch_flags(
     return flags
 
 
+_CMAKE_IN_SETUP = re.compile(r"""["']cmake["']|\bcmake_args\b|\bCMake(?:Extension|Build)\b""")
+
+
+def _runs_cmake(setup: str, pyproject: str) -> bool:
+    """Whether the build runs CMake (a CMake backend, or a setup.py that calls it), so that its
+    CMake files' arch settings are what gets compiled; a CMakeLists.txt beside a plain
+    setuptools build (torch-scatter's, for C++ users) is not."""
+    backend = _backend(pyproject)
+    code = re.sub(r"#[^\n]*", "", setup)
+    return "scikit" in backend or "cmake" in backend or bool(_CMAKE_IN_SETUP.search(code))
+
+
 def inspect_project(root: Path) -> Inspection:
     """Read `root`'s build files and sources; raises nothing for an odd repository, but
     refuses a build file that is a link out of it (UnsafeArtefactError)."""
@@ -345,6 +357,8 @@ def inspect_project(root: Path) -> Inspection:
         tests_dir=tests,
         module=module,
         smoke_requires=requires,
-        arch_flags=tuple(_arch_flags(root, rel, setup, pyproject_text, uses_cmake)),
+        arch_flags=tuple(
+            _arch_flags(root, rel, setup, pyproject_text, _runs_cmake(setup, pyproject_text))
+        ),
         notes=tuple(notes),
     )

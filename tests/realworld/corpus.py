@@ -161,11 +161,6 @@ CORPUS: tuple[Extension, ...] = (
                 "the test files its own tests/run_tests.sh runs without -d (the distributed "
                 "ones need a process group of several ranks)",
             ),
-            (
-                "smoke_requires: [pytest]",
-                "smoke_requires: [pytest, parameterized]",
-                "its tests import parameterized",
-            ),
         ),
     ),
     Extension(

@@ -311,3 +311,12 @@ def test_cmake_flags_count_for_a_cmake_build_only(tmp_path: Path) -> None:
     (root / "setup.py").write_text("from setuptools import setup\nsetup()\n")
     found = inspect_project(root)
     assert found.arch_flags and not any(f.in_build for f in found.arch_flags)
+    # a root CMakeLists.txt beside a plain setuptools build (torch-scatter's shape) is not it
+    (root / "ops.cmake").rename(root / "CMakeLists.txt")
+    assert not any(f.in_build for f in inspect_project(root).arch_flags)
+    # a setup.py that runs cmake builds with them
+    (root / "setup.py").write_text(
+        "import subprocess\nsubprocess.check_call(['cmake', '-S', '.', '-B', 'build'])\n"
+    )
+    found = inspect_project(root)
+    assert {f.file for f in found.arch_flags if f.in_build} == {"CMakeLists.txt"}
