@@ -14,27 +14,49 @@ from __future__ import annotations
 
 __all__ = ["SmokeRun", "passing_runs"]
 
+import datetime
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..untrusted import unprintable
+
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
-_DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ][0-9:.+\-Z]*)?")
+# ASCII digits only (\d would take other scripts' digits), and a real calendar date
+_DATE_RE = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})(?:[T ][0-9:.+\-Z]*)?", re.ASCII)
 _RUNNERS = ("cpu", "cuda", "rocm")
 _MAX = 200  # characters of a free-text field (a GPU name, a driver version)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _text(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    """A free-text field: at most _MAX characters, none that `untrusted.printable` would
+    have to escape (C0 and C1 controls, bidi overrides such as U+202E, separators)."""
     value = raw.get(key)
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > _MAX or _CONTROL.search(value):
+    bad = unprintable(value) if isinstance(value, str) else None
+    if not isinstance(value, str) or len(value) > _MAX or bad is not None:
+        said = f" ({bad} is not)" if bad else ""
         raise ValueError(
-            f"{where}: {key}: expected a string of at most {_MAX} printable characters or null"
+            f"{where}: {key}: expected a string of at most {_MAX} printable characters or "
+            f"null{said}"
         )
     return value or None
+
+
+def _date(value: Any, where: str) -> str:
+    """The YYYY-MM-DD of an ISO date or timestamp that names a real day."""
+    found = _DATE_RE.fullmatch(value) if isinstance(value, str) else None
+    try:
+        if found is None:
+            raise ValueError
+        datetime.date.fromisoformat(found.group(1))
+    except ValueError:
+        raise ValueError(
+            f"{where}: date: expected an ISO date (YYYY-MM-DD…, ASCII digits, a real day)"
+        ) from None
+    return found.group(1)
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -83,16 +105,14 @@ class SmokeRun:
             raise ValueError(f"{where}: sha256: expected 64 hexadecimal digits")
         if runner not in _RUNNERS:
             raise ValueError(f"{where}: runner: expected one of {', '.join(_RUNNERS)}")
-        found = _DATE_RE.fullmatch(date) if isinstance(date, str) else None
-        if found is None:
-            raise ValueError(f"{where}: date: expected an ISO date (YYYY-MM-DD…)")
+        day = _date(date, where)
         return cls(
             sha256=sha.lower(),
             cell=_text(raw, "cell", where),
             runner=runner,
             gpu=_text(raw, "gpu", where),
             driver=_text(raw, "driver", where),
-            date=found.group(1),
+            date=day,
             python=_text(raw, "python", where),
             torch=_text(raw, "torch", where),
         )

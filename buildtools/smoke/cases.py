@@ -39,6 +39,7 @@ from typing import Any
 
 from ..files import read_regular
 from ..jsonfields import decode_json
+from ..untrusted import printable
 
 CASES_ENV = "BUILDTOOLS_SMOKE_CASES"
 DEVICE_ENV = "BUILDTOOLS_SMOKE_DEVICE"
@@ -74,8 +75,7 @@ class CasesReport:
 def _text(value: object) -> str | None:
     if not isinstance(value, str) or not value:
         return None
-    clean = "".join(c if c.isprintable() else "?" for c in value)
-    return clean[:_MAX_TEXT]
+    return printable(value[:_MAX_TEXT], newlines=False)
 
 
 def read_cases(path: Path) -> CasesReport | str | None:

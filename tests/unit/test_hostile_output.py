@@ -293,3 +293,54 @@ def test_the_venv_recipe_check_prints_quotes_every_value_from_the_record(
         "--torch",
         f"{venv}/lib/python{py}/site-packages",
     ]
+
+
+# --------------------------------------------------------------------------- class 10: the
+# fields of a smoke run a site keeps (index.json, the coverage map)
+
+_RUN = {
+    "sha256": "b" * 64,
+    "cell": "torch2.13.0-cpu-cp312",
+    "runner": "cuda",
+    "gpu": "NVIDIA H100 80GB HBM3",
+    "driver": "580.159.04",
+    "date": "2026-11-25",
+    "python": "3.12.3",
+    "torch": "2.13.0+cpu",
+}
+
+
+@pytest.mark.parametrize(
+    "bad", ["H100\x9b2J", "H100\u202egnp", "H100\x85", "H100\u2066x", "H\u200bX"]
+)
+@pytest.mark.parametrize("key", ["gpu", "driver", "cell", "python", "torch"])
+def test_a_smoke_runs_text_with_c1_or_bidi_is_refused(key: str, bad: str) -> None:
+    from buildtools.index.smokelog import SmokeRun
+
+    with pytest.raises(ValueError, match=f"{key}: expected a string of at most 200 printable"):
+        SmokeRun.from_json({**_RUN, key: bad}, "smoke[0]")
+
+
+@pytest.mark.parametrize(
+    "date",
+    ["２０２６-11-25", "2026-99-25", "2026-02-30", "٢٠٢٦-١١-٢٥", "2026-11-25T\u0661", "26-11-25"],
+)
+def test_a_smoke_runs_date_is_ascii_and_a_real_day(date: str) -> None:
+    from buildtools.index.smokelog import SmokeRun
+
+    with pytest.raises(ValueError, match="date: expected an ISO date"):
+        SmokeRun.from_json({**_RUN, "date": date}, "smoke[0]")
+    assert SmokeRun.from_json({**_RUN, "date": "2026-02-28T10:00:00Z"}).date == "2026-02-28"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_a_smoke_run_keeps_only_text_it_could_show_as_is(gpu: str) -> None:
+    from buildtools.index.smokelog import SmokeRun
+
+    try:
+        run = SmokeRun.from_json({**_RUN, "gpu": gpu})
+    except ValueError:
+        assert unprintable(gpu) is not None or len(gpu) > 200
+        return
+    assert run.gpu is None or printable(run.gpu, newlines=False) == run.gpu or "::" in run.gpu
