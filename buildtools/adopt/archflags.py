@@ -76,6 +76,9 @@ class ArchFlag:
     # script a person may run (a .sh file, CMake files of a build that is not CMake)
     in_build: bool = True
     overrides: bool = True  # False: os.environ.setdefault (the cell's value wins)
+    # its archs are computed when it builds ({num}) by a setup.py that reads
+    # TORCH_CUDA_ARCH_LIST: likely the cell's list, as setup.py filters it
+    follows_list: bool = False
 
     @property
     def where(self) -> str:
@@ -183,7 +186,11 @@ class BuiltArchs:
 def built_for(flags: tuple[ArchFlag, ...], cuda: str) -> BuiltArchs | None:
     """What a CUDA `cuda` build compiles given the project's `flags`; None when none of them
     decides it (the cell's TORCH_CUDA_ARCH_LIST then does)."""
-    live = [(f, f.holds(cuda)) for f in flags if f.kind == "cuda" and f.in_build and f.overrides]
+    live = [
+        (f, f.holds(cuda))
+        for f in flags
+        if f.kind == "cuda" and f.in_build and f.overrides and not f.follows_list
+    ]
     live = [(f, h) for f, h in live if h is not False]
     nvcc = [(f, h) for f, h in live if f.form != "TORCH_CUDA_ARCH_LIST"]
     chosen = nvcc or [(f, h) for f, h in live if f.form == "TORCH_CUDA_ARCH_LIST"]
@@ -241,7 +248,7 @@ def describe_flags(flags: tuple[ArchFlag, ...], cudas: tuple[str, ...]) -> list[
         "TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH):"
     ]
     for flag in flags:
-        note = "" if flag.in_build else "   [a script, not run by the build]"
+        note = "" if flag.in_build else "   [not part of this build: a script, or CMake unused]"
         if not flag.overrides:
             note = "   [setdefault: the cell's value wins]"
         when = f"   if {flag.condition}" if flag.condition else ""
@@ -249,6 +256,14 @@ def describe_flags(flags: tuple[ArchFlag, ...], cudas: tuple[str, ...]) -> list[
         out.append(f"    {flag.where}: {flag.text}  -> {targets}{when}{note}")
     for cuda in cudas:
         built = built_for(flags, cuda)
+        derived = [f for f in flags if f.follows_list and f.holds(cuda) is not False]
+        if built is None and derived:
+            out.append(
+                f"  CUDA {cuda}: computed when it builds ({lines_of(tuple(derived))}) from "
+                "TORCH_CUDA_ARCH_LIST, which setup.py reads: the cell's arch_list, as far as "
+                "setup.py keeps it"
+            )
+            continue
         if built is None:
             out.append(f"  CUDA {cuda}: none of them applies (the cell's arch_list is compiled)")
             continue

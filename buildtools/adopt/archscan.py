@@ -16,6 +16,7 @@ from __future__ import annotations
 __all__ = ["scan_cmake", "scan_pyproject", "scan_script", "scan_setup_py"]
 
 import ast
+import contextlib
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
@@ -310,6 +311,9 @@ _PY_OPS: dict[type[ast.cmpop], str] = {
     ast.Eq: "==",
     ast.NotEq: "!=",
 }
+_READS_LIST = re.compile(
+    r"""(?:getenv|environ\.get|environ\[)[ \t]*\(?[ \t]*["']TORCH_CUDA_ARCH_LIST"""
+)
 _VERSION_CALLS = {"Version", "parse", "LooseVersion", "StrictVersion", "parse_version"}
 _ENV_NAMES = {"TORCH_CUDA_ARCH_LIST": "cuda", "PYTORCH_ROCM_ARCH": "rocm"}
 
@@ -521,8 +525,15 @@ def scan_setup_py(text: str, rel: str = "setup.py") -> list[ArchFlag]:
                 out.append(_flag(rel, number, found))
         return out
     scan = _SetupScan(text, rel)
-    try:
+    with contextlib.suppress(RecursionError):  # a pathologically deep file: what was found
         scan.visit(tree)
-    except RecursionError:
+    if _READS_LIST.search(text) is None:
         return scan.flags
-    return scan.flags
+    # -gencode=arch=compute_{num} built from a value read when it builds, by a setup.py
+    # that reads TORCH_CUDA_ARCH_LIST (xformers'): most likely the cell's list
+    return [
+        dataclasses.replace(f, follows_list=True)
+        if f.kind == "cuda" and any(t.startswith(("{", "$")) for t in f.targets)
+        else f
+        for f in scan.flags
+    ]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from buildtools.adopt import inspect_project
-from buildtools.adopt.archflags import arch_version, built_for
+from buildtools.adopt.archflags import arch_version, built_for, describe_flags
 from buildtools.adopt.archscan import scan_cmake, scan_script, scan_setup_py
 from buildtools.cli import main as cli
 
@@ -174,6 +174,27 @@ os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx942")
     # setdefault keeps the cell's value: it decides nothing
     only_default = tuple(scan_setup_py('os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0")\n'))
     assert built_for(only_default, "13.0") is None
+
+
+def test_flags_computed_from_torch_cuda_arch_list_follow_the_cell() -> None:
+    """xformers' shape: setup.py reads TORCH_CUDA_ARCH_LIST and builds its -gencode flags
+    from it, so the cell's list is what it compiles (as far as setup.py keeps it)."""
+    text = """\
+archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+flags = []
+for arch in archs.split(";"):
+    num = arch.replace(".", "")
+    flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+"""
+    flags = tuple(scan_setup_py(text))
+    assert [(f.line, f.targets, f.follows_list) for f in flags] == [(5, ("{num}",), True)]
+    assert built_for(flags, "13.0") is None
+    lines = describe_flags(flags, ("13.0",))
+    assert lines[-1].startswith("  CUDA 13.0: computed when it builds (setup.py:5) from ")
+    # without the variable read, a computed value is not a list init can write
+    alone = tuple(scan_setup_py(text.replace("TORCH_CUDA_ARCH_LIST", "OPS_ARCHS")))
+    built = built_for(alone, "13.0")
+    assert built is not None and built.arch_list() is None and built.special == ("{num}",)
 
 
 CMAKE = """\
