@@ -56,6 +56,7 @@ _OPS = {
 # a target as nvcc names it: sm_90a (device code), compute_90 (PTX), lto_90 (LTO IR)
 _TARGET = re.compile(r"(sm|compute|lto)_(\d{2,3})([af]?)")
 SPECIAL = ("native", "all", "all-major")
+_MAX_LISTED = 40  # flags printed one per line; the rest by place
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,13 +248,16 @@ def describe_flags(flags: tuple[ArchFlag, ...], cudas: tuple[str, ...]) -> list[
         "  arch flags set by the project (torch's cpp_extension then ignores "
         "TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH):"
     ]
-    for flag in flags:
+    for flag in flags[:_MAX_LISTED]:
         note = "" if flag.in_build else "   [not part of this build: a script, or CMake unused]"
         if not flag.overrides:
             note = "   [setdefault: the cell's value wins]"
         when = f"   if {flag.condition}" if flag.condition else ""
         targets = " ".join(flag.targets) or "(empty)"
         out.append(f"    {flag.where}: {flag.text}  -> {targets}{when}{note}")
+    if len(flags) > _MAX_LISTED:
+        rest = flags[_MAX_LISTED:]
+        out.append(f"    … and {len(rest)} more: {lines_of(rest)}")
     for cuda in cudas:
         built = built_for(flags, cuda)
         derived = [f for f in flags if f.follows_list and f.holds(cuda) is not False]
