@@ -190,6 +190,10 @@ class Fields:
             raise self._wrong(key, "a string or null", value)
         return value
 
+    def opt_texts(self, key: str) -> tuple[str, ...] | None:
+        """A list of strings or null (absent: None)."""
+        return None if self._get(key, None) is None else self.texts(key)
+
     def flag(self, key: str, default: Any = MISSING) -> bool:
         """true or false."""
         value = self._get(key, default)

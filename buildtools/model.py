@@ -375,6 +375,10 @@ def _compiler_cache(r: Fields) -> CompilerCacheTool | None:
     return r.choice("compiler_cache", COMPILER_CACHES, "ccache")
 
 
+def _opt_list(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
+
+
 def _label_json(label: str | tuple[str, ...] | None) -> str | list[str] | None:
     return list(label) if isinstance(label, tuple) else label
 
@@ -410,13 +414,8 @@ _RECORD_REQUIRED = ("schema", "torch", "accelerator", "cxx11_abi")
 def build_record_problems(record: object) -> list[str]:
     """Problems with a build record, as phrases ('torch: missing'); empty when valid.
 
-    Schema 1: required `schema` (1), `torch` (the torch version built against,
-    '2.11.0+cu130'), `accelerator` ('cpu', 'cu130', 'rocm6.4'), `cxx11_abi` (bool);
-    optional `cuda`, `hip`, `arch_list`, `python`, `abi`, `torch_requirement`,
-    `fingerprint`, `buildtools` (strings or null) and `cells` (list of cell ids); what a
-    build adds: `job`, `source_fingerprint`, `torch_versions`, `platform`,
-    `promised_platform_tag`, `weaker_platform_tag`, `arch_flags_replaced` (the project's own
-    arch flags the compiler wrapper replaced with `arch_list`). Unknown keys are allowed (newer writers).
+    Schema 1: the required keys (`_RECORD_REQUIRED`) and every key's types
+    (`_RECORD_TYPES`; the fields of `BuildRecord`); unknown keys are allowed (newer writers).
     """
     if not isinstance(record, Mapping):
         return [f"expected a JSON object, got {json_type(record)}"]
@@ -532,7 +531,6 @@ class BuildRecord:
         if problems:
             raise BuildRecordError(problems)
         r = Fields(data, "build record")
-        versions = r.data.get("torch_versions")
         return cls(
             torch=r.text("torch"),
             accelerator=_accelerator(r, "accelerator"),
@@ -548,15 +546,11 @@ class BuildRecord:
             cells=r.texts("cells", ()),
             job=r.opt_text("job"),
             source_fingerprint=r.opt_text("source_fingerprint"),
-            torch_versions=None if versions is None else r.texts("torch_versions"),
+            torch_versions=r.opt_texts("torch_versions"),
             platform=r.opt_text("platform"),
             promised_platform_tag=r.opt_text("promised_platform_tag"),
             weaker_platform_tag=r.opt_text("weaker_platform_tag"),
-            arch_flags_replaced=(
-                None
-                if r.data.get("arch_flags_replaced") is None
-                else r.texts("arch_flags_replaced")
-            ),
+            arch_flags_replaced=r.opt_texts("arch_flags_replaced"),
         )
 
     def to_json(self) -> dict[str, object]:
@@ -579,13 +573,11 @@ class BuildRecord:
         extra: dict[str, object] = {
             "source_fingerprint": self.source_fingerprint,
             "job": self.job,
-            "torch_versions": None if self.torch_versions is None else list(self.torch_versions),
+            "torch_versions": _opt_list(self.torch_versions),
             "platform": self.platform,
             "promised_platform_tag": self.promised_platform_tag,
             "weaker_platform_tag": self.weaker_platform_tag,
-            "arch_flags_replaced": (
-                None if self.arch_flags_replaced is None else list(self.arch_flags_replaced)
-            ),
+            "arch_flags_replaced": _opt_list(self.arch_flags_replaced),
         }
         data.update((k, v) for k, v in extra.items() if v is not None)
         return data

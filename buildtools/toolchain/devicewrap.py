@@ -1,36 +1,25 @@
 """The wrapper in front of nvcc: the matrix's archs are the archs built, and a device unit is
-compiled once for every Python.
+compiled once for every Python (docs/matrix.md `arch_flags`, docs/performance.md).
 
-A job's build calls it where it would call nvcc (`PYTORCH_NVCC`, which torch's ninja build
-reads, and an `nvcc` first on PATH for CMake and scripts), as a script run by path, standard
-library only (`python -I devicewrap.py CONFIG ARGS…`). CONFIG is the job's JSON settings
-(`WrapConfig`): the command it hands the compile to (the compiler cache's or a cluster's
-launcher in front of nvcc, or nvcc itself), the cell's arch flags when the matrix says
-`arch_flags: enforce`, the shared unit store, and the file it appends one JSON line to per
-call (what it replaced, what it reused; the build reads it into the log, the record and the
-report).
+torch's ninja build calls it as nvcc (`PYTORCH_NVCC`): a script run by path, standard library
+only (`python -I devicewrap.py CONFIG ARGS…`). CONFIG (`WrapConfig`) names the command the
+compile goes to (a compiler cache's or a cluster's launcher in front of nvcc, or nvcc), the
+cell's arch flags under `arch_flags: enforce`, the unit store, and the log it appends one
+JSON line to per call (the build reads it into the job log, the record and the report).
 
-**Arch flags.** A project that passes its own `-gencode`/`-arch`/`-code` to nvcc makes torch's
-cpp_extension skip TORCH_CUDA_ARCH_LIST. With `enforce`, every nvcc call that compiles or
-links device code loses those options (from its arguments and from NVCC_PREPEND_FLAGS /
-NVCC_APPEND_FLAGS) and gets the cell's list instead, in torch's own form
-(`-gencode=arch=compute_90,code=sm_90`, and `code=compute_XX` for `+PTX`).
+**Arch flags.** With `enforce`, a call that compiles or device-links loses the project's
+`-gencode`/`-arch`/`-code` (arguments, NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS) and gets the
+cell's list in torch's own form.
 
-**Compile once for every Python.** The Python cells of one torch × CUDA × platform compile the
-same `.cu` files with the same flags; only the paths differ (each Python has its own
-environment, so torch's headers live under another site-packages) and Python's own include
-directory. The build already maps site-packages to `/site-packages` and the project to `.` in
-everything a compile writes (`-ffile-prefix-map`, which nvcc's device preprocessing honours
-too), so a unit that includes no Python header compiles to the same bytes in every cell. The
-store's key is ccache's depend mode with those paths written as placeholders: the compilers'
-contents, the arguments and nvcc's environment flags (paths as placeholders, output paths and
-what only changes speed left out), the source's content, and, per stored variant, every header
-the dependency file of the compile named with the sha256 of its content. A variant is reused
-only when every one of those headers, at this cell's paths, has the same content. A unit whose
-dependency file names a header of Python's include directory is not stored (it depends on the
-Python); neither is one compiled with line tables or debug info (they record the real paths),
-nor one whose compile wrote no dependency file. Cells building at the same time wait for one
-another per unit (a lock per key), so the second finds the first's object.
+**Compile once for every Python.** The Python cells of one torch × CUDA compile the same `.cu`
+files; only the paths differ, and the build maps them out of the objects (`-ffile-prefix-map`,
+which nvcc's device preprocessing honours too). The key is ccache's depend mode with those
+paths as placeholders: the compilers' contents, the arguments and nvcc's environment flags
+(output paths and speed-only options left out), the source, and per stored variant every
+header of the compile's dependency file with its sha256, all of which must match at this
+cell's paths. Not stored: a unit that includes a header of Python's include directories, one
+with line tables or debug info (they keep real paths), one without a dependency file. Cells
+building at once wait for each other per key, so the second finds the first's object.
 """
 
 from __future__ import annotations
@@ -39,6 +28,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -49,9 +39,10 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "DOWNSTREAM_VAR",
@@ -103,21 +94,7 @@ class WrapConfig:
     timeout: float = 4 * 3600.0  # seconds one compile may take
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "schema": SCHEMA,
-            "downstream": list(self.downstream),
-            "compiler": self.compiler,
-            "kind": self.kind,
-            "arch_flags": None if self.arch_flags is None else list(self.arch_flags),
-            "store": self.store,
-            "job": self.job,
-            "site_packages": self.site_packages,
-            "python_include": list(self.python_include),
-            "project": self.project,
-            "log": self.log,
-            "host_compiler": self.host_compiler,
-            "timeout": self.timeout,
-        }
+        return {"schema": SCHEMA, **dataclasses.asdict(self)}  # tuples as JSON lists
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> WrapConfig:
@@ -149,6 +126,24 @@ class WrapConfig:
             log=text("log"),
             host_compiler=text("host_compiler"),
         )
+
+
+def _load_decoder() -> Callable[..., Any]:
+    """jsonfields.decode_json (a store entry is read within its limits): imported, or, run
+    as a script by path, from the sibling file (standard library only)."""
+    try:
+        from ..jsonfields import decode_json
+    except ImportError:
+        path = Path(__file__).resolve().parents[1] / "jsonfields.py"
+        spec = importlib.util.spec_from_file_location("_buildtools_jsonfields", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        decode_json = module.decode_json
+    return decode_json
+
+
+_decode_json = _load_decoder()
 
 
 # ------------------------------------------------------------------------- arch flags
@@ -453,7 +448,7 @@ def _entry_path(store: Path, key: str) -> Path:
 
 def _read_entry(store: Path, key: str) -> list[dict[str, object]]:
     try:
-        data = json.loads(_entry_path(store, key).read_text())
+        data = _decode_json(_entry_path(store, key).read_bytes(), what="a unit store entry")
     except (OSError, ValueError):
         return []
     variants = data.get("variants") if isinstance(data, dict) else None
@@ -586,7 +581,7 @@ def main(argv: Sequence[str]) -> int:
         print("devicewrap: usage: devicewrap.py CONFIG ARGS...", file=sys.stderr)
         return 2
     try:
-        config = WrapConfig.from_json(json.loads(Path(argv[0]).read_text()))
+        config = WrapConfig.from_json(_decode_json(Path(argv[0]).read_bytes(), what=argv[0]))
     except (OSError, ValueError) as exc:
         print(f"devicewrap: {argv[0]}: {exc}", file=sys.stderr)
         return 2

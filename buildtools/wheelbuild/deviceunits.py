@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..toolchain import devicewrap
 from ..toolchain.envs import Toolchain
@@ -160,7 +161,7 @@ def read_wrap_log(path: Path) -> WrapSummary | None:
     timed: list[tuple[str, float]] = []
     for line in lines:
         try:
-            record = json.loads(line)
+            record = decode_json(line, what="a devicewrap log line")
         except ValueError:
             continue
         if not isinstance(record, dict):
