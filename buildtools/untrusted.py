@@ -120,7 +120,7 @@ _AUTHORITY_ENDS = frozenset("/?#") | frozenset(" \t\n\r\f\v")
 _SECRET_PARAMS = re.compile(
     r"(?P<key>[?&;](?:[A-Za-z0-9_.-]{0,64}(?:token|passw(?:or)?d|secret|api[_-]?key|"
     r"credential|signature)[A-Za-z0-9_.-]{0,64}|key|sig|pwd|auth|access[_-]?key))"
-    r"=(?P<value>[^&#\s]*)",
+    r"=(?P<value>[^&#\s'\"<>]*)",  # a value ends where the URL does (a quote around it)
     re.IGNORECASE,
 )
 # token shapes that are secrets wherever they appear: GitHub's (ghp_, gho_, ghu_, ghs_,

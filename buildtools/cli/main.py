@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from .. import __version__
 from ..errors import BuildtoolsError, ExitCode, Terminated, cleanup_notes
@@ -156,8 +156,18 @@ def cmd_schema(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose one error line quotes the command line (an unrecognized
+    argument as typed, with its controls) through the one sanitiser; every verb's
+    subparser is one too (argparse makes them of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, shown(f"{self.prog}: error: {message}", newlines=False) + "\n")
+
+
 def build_parser(extra: Sequence[Callable[[Any], None]] = ()) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="buildtools", description="Plan, build, repair and check PyTorch extension wheels."
     )
     parser.add_argument("--version", action="version", version=f"torch-buildtools {__version__}")

@@ -144,7 +144,7 @@ def unknown_variant(torch: str, accelerator: str, kb: Knowledge) -> str | None:
         )
     built = {
         "cpu": ("cpu",),
-        "cuda": (*release.cuda, *release.aarch64.cuda),
+        "cuda": tuple(dict.fromkeys((*release.cuda, *release.aarch64.cuda))),
         "rocm": release.rocm,
     }[acc.kind]
     if acc.kind != "cpu" and acc.version not in built:

@@ -127,8 +127,9 @@ for item in spec["packages"]:
     say(event="import", module=name)
     mod = importlib.import_module(name)
     wrong = package_error(name, mod, item["paths"])
-    if wrong is not None:
-        raise ImportError(wrong)
+    if wrong is not None:  # one line, as an ImportError ends: the packages stop here
+        sys.stdout.write("ImportError: " + wrong + "\n")
+        sys.exit(1)
     say(event="imported", module=name, file=getattr(mod, "__file__", None))
 for item in spec["compiled"]:
     name = item["name"]
@@ -267,10 +268,13 @@ def key_line(output: str, markers: Sequence[str] = ()) -> str | None:
         for ln in output.splitlines()
         if ln.strip() and not ln.startswith((CHILD_TAG, "$ "))
     ]
-    for marker in markers:
-        for line in lines:
-            if marker in line:
-                return line[:300]
+    # a line that starts with a marker ("ImportError: …") says more than one that quotes it
+    # (a traceback's `raise ImportError(...)`)
+    for test in (str.startswith, str.__contains__):
+        for marker in markers:
+            for line in lines:
+                if test(line, marker):
+                    return line[:300]
     for line in reversed(lines):
         if not line.startswith(("frame #", "File ", "Traceback", "[buildtools]")):
             return line[:300]

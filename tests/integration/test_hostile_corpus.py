@@ -10,6 +10,12 @@ place. One file per case; each directory's expect.tsv says what the case must en
   restored over HTTP (a server on loopback) by `buildtools ci restore-site`;
 - servers.tsv: web servers that misbehave (fixtures/hostile_server.py), restored from by
   `buildtools ci restore-site`.
+
+Whatever a case ends in, what it prints is printable (no ESC, C1 or bidi control, no line a
+GitHub Actions log would run as a workflow command: `untrusted.printable`) and holds no
+credential a case planted (`S3CR3T`, redacted by `untrusted.redact`). The wheels' `smoke`
+cases are installed beside torch 2.13.0 (CPU) and smoke-tested, on GitHub Actions terms
+(annotations, step summary).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import shlex
 import shutil
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +40,7 @@ from fixtures.crafted import make_site_packages, make_wheel
 from fixtures.hostile_server import BEHAVIOURS, serve
 
 from buildtools.cli.main import main
+from buildtools.untrusted import unprintable
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +65,33 @@ def _run(argv: list[str], *, report: io.StringIO | None = None) -> tuple[int, st
     return code, err.getvalue()
 
 
-def _assert_clear(code: int, err: str, want: int, fragment: str, case: str) -> None:
+SECRET = "S3CR3T"  # the credential cases plant: never printed
+
+
+def _assert_shown_safely(text: str, case: str, *, annotations: bool = False) -> None:
+    """Nothing in `text` acts on a terminal or a CI log, and no planted secret shows."""
+    assert SECRET not in text, f"{case}: a credential was printed\n{text}"
+    for raw in text.splitlines():
+        # our own annotation: the command is ours, its message is data
+        line = raw.split("::", 2)[2] if annotations and raw.startswith("::error ") else raw
+        assert not line.lstrip().startswith("::"), f"{case}: a workflow command: {line!r}"
+        assert "##[" not in line, f"{case}: a workflow command: {line!r}"
+        assert unprintable(line) is None, f"{case}: {unprintable(line)} in {line!r}"
+
+
+def _assert_clear(
+    code: int, err: str, want: int, fragment: str, case: str, *, output: str = ""
+) -> None:
+    """`err` (stderr) is clear: no traceback, printable, an error line; the exit code is
+    `want`; `fragment` is in `err` or in `output` (a report on stdout, whose quoted child
+    output may hold a traceback of the wheel's own)."""
     assert "Traceback" not in err, f"{case}: traceback\n{err}"
+    _assert_shown_safely(err, case)
     lines = [line for line in err.splitlines() if line.strip()]
     assert lines, f"{case}: no error message"
     assert code == want, f"{case}: exit {code}, expected {want}\n{err}"
-    text = "\n".join(lines)
-    assert fragment in text, f"{case}: {fragment!r} not in\n{err}"
+    text = "\n".join([*lines, *output.splitlines()])
+    assert fragment in text, f"{case}: {fragment!r} not in\n{err}\n{output}"
     assert any(line.startswith(("error: ", "buildtools")) for line in lines), err
 
 
@@ -97,6 +125,7 @@ def places(tmp_path: Path) -> dict[str, str]:
         (special / name).mkdir()
         make(special / name / "setup.py")
     return {
+        **_state_places(tmp_path),
         "repo": str(REPO),
         "corpus": str(CORPUS),
         "tmp": str(tmp_path),
@@ -107,6 +136,37 @@ def places(tmp_path: Path) -> dict[str, str]:
         "zerowhl": str(special / "zero-1.0-py3-none-any.whl"),
         "fifoproject": str(special / "fifoproject"),
         "zeroproject": str(special / "zeroproject"),
+    }
+
+
+def _state_places(tmp: Path) -> dict[str, str]:
+    """`dist` state directories that must not be trusted, and a site whose index.json is a
+    link out of it (issue 44): {sharedstate} writable by others, {linklock} whose lock is a
+    link to {tmp}/escaped-lock, {credstate} / {tokenstate} recording a URL with a password /
+    a token with CR/LF, {linksite} a site whose index.json links to a file outside."""
+    shared = tmp / "sharedstate"
+    shared.mkdir()
+    shared.chmod(0o777)
+    link = tmp / "linklock"
+    link.mkdir(mode=0o700)
+    (link / ".lock").symlink_to(tmp / "escaped-lock")
+    record = {"schema": "torch-buildtools/dist-cluster/v2", "processes": []}
+    for name, url, token in (
+        ("credstate", "http://user:S3CR3T@127.0.0.1:10600", "t0k3n"),
+        ("tokenstate", "http://127.0.0.1:10600", "t0k3n\r\nX-S3CR3T: 1"),
+    ):
+        state = tmp / name
+        state.mkdir(mode=0o700)
+        cluster = state / "cluster.json"
+        cluster.write_text(json.dumps({**record, "scheduler_url": url, "client_token": token}))
+        cluster.chmod(0o600)
+    site = tmp / "linksite"
+    site.mkdir()
+    (tmp / "outside.json").write_text('{"S3CR3T": "a file outside the site"}')
+    (site / "index.json").symlink_to(tmp / "outside.json")
+    return {
+        name: str(tmp / name)
+        for name in ("sharedstate", "linklock", "credstate", "tokenstate", "linksite")
     }
 
 
@@ -128,15 +188,50 @@ def test_argument_case(
     got, err = _run(words)
     _assert_clear(got, err, int(code), fragment, argv)
     assert not (Path("/tmp") / "escaped.so").exists()
+    assert not list(Path(places["tmp"]).glob("escaped*")), "a link was followed"
 
 
 WHEELS = _table(CORPUS / "wheels" / "expect.tsv")
 
 
+def _smoke(
+    wheels: list[str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[int, str, str]:
+    """`buildtools smoke` of `wheels` beside torch 2.13.0 (CPU), as a GitHub Actions job:
+    (exit code, stderr, stdout); stdout, the step summary and JUnit checked as written."""
+    from fixtures.envs import cache_dir
+
+    torch = request.getfixturevalue("torch213")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("BUILDTOOLS_CACHE_DIR", str(cache_dir()))
+    out = io.StringIO()
+    results = tmp_path / "results"
+    argv = ["smoke", *wheels, "--accelerator", "cpu", "--torch-python", str(torch.python)]
+    got, err = _run([*argv, "--out", str(results)], report=out)
+    _assert_shown_safely(out.getvalue(), "smoke stdout", annotations=True)
+    _assert_shown_safely(summary.read_text(encoding="utf-8"), "step summary")
+    ET.parse(results / "junit.xml")  # XML 1.0, whatever the output held
+    return got, err, out.getvalue()
+
+
 @pytest.mark.parametrize(("case", "verb", "code", "fragment"), WHEELS, ids=[r[0] for r in WHEELS])
-def test_wheel_case(case: str, verb: str, code: str, fragment: str, tmp_path: Path) -> None:
+def test_wheel_case(
+    case: str,
+    verb: str,
+    code: str,
+    fragment: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     wheels = [str(w) for w in sorted((CORPUS / "wheels" / case).glob("*.whl"))]
     assert wheels, case
+    output = ""
     if verb == "index":
         site = tmp_path / "site"
         got, err = _run(["index", *wheels, "--no-matrix", "--site", str(site)])
@@ -147,9 +242,11 @@ def test_wheel_case(case: str, verb: str, code: str, fragment: str, tmp_path: Pa
         got, err = _run(["check", *wheels, "--torch", str(site)], report=report)
         assert not err, err
         err = report.getvalue().replace("FAIL  ", "error: FAIL ", 1)
+    elif verb == "smoke":
+        got, err, output = _smoke(wheels, tmp_path, request, monkeypatch)
     else:
         raise AssertionError(f"unknown verb {verb}")
-    _assert_clear(got, err, int(code), fragment, case)
+    _assert_clear(got, err, int(code), fragment, case, output=output)
     assert not list(tmp_path.parent.glob("escaped*"))
 
 

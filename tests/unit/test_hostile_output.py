@@ -344,3 +344,16 @@ def test_a_smoke_run_keeps_only_text_it_could_show_as_is(gpu: str) -> None:
         assert unprintable(gpu) is not None or len(gpu) > 200
         return
     assert run.gpu is None or printable(run.gpu, newlines=False) == run.gpu or "::" in run.gpu
+
+
+def test_argparse_quotes_the_command_line_through_the_sanitiser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from buildtools.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["plan", "--bogus", "\x1b[2J\u202e\n::warning::x"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert "unrecognized arguments: --bogus \\x1b[2J\\u202e\\x0a::warning::x" in err
+    assert unprintable(err, newlines=True) is None

@@ -90,6 +90,19 @@ SECOND: dict[str, Any] = {
     "name-cyrillic": _with(name="bt-s\u0441atter"),
     "name-of-another-project": _with(name="someone-else"),
 }
+# the third pass (issue 44): numbers int() cannot read, names no file system holds, and
+# smoke runs whose text a terminal or a reader would act on
+LONG_TAG = "manylinux_2_28_" + "x" * 300
+THIRD: dict[str, Any] = {
+    "torch-versions-5000-digits": _with(torch_versions=["2." + "9" * 5000]),
+    "filename-longer-than-a-file-name": _with(
+        filename=f"bt_scatter-0.1.0+pt213cpu-cp312-cp312-{LONG_TAG}.whl"
+    ),
+    "smoke-gpu-c1-control": {**GOOD, "smoke": [{**RUN, "gpu": "H100\x9b2J"}]},
+    "smoke-gpu-bidi-override": {**GOOD, "smoke": [{**RUN, "gpu": "H100\u202egnp.exe"}]},
+    "smoke-date-month-99": {**GOOD, "smoke": [{**RUN, "date": "2026-99-25"}]},
+    "smoke-date-full-width-digits": {**GOOD, "smoke": [{**RUN, "date": "２０２６-11-25"}]},
+}
 TEXTS = {  # documents json.dumps cannot write
     "nested-deep": '{"schema": "torch-buildtools/index/v1", "wheels": '
     + "[" * 100_000
@@ -109,6 +122,9 @@ def main() -> None:
         n += 1
     for slug, text in TEXTS.items():
         (HERE / f"{n:03d}-{slug}.json").write_text(text)
+        n += 1
+    for slug, data in THIRD.items():
+        (HERE / f"{n:03d}-{slug}.json").write_text(json.dumps(data, indent=1) + "\n")
         n += 1
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from fixtures.crafted import make_so, offload_bundle  # noqa: E402
+from fixtures.crafted import make_so, make_wheel, offload_bundle  # noqa: E402
 from fixtures.hostile import Member, patch_section, wheel_members, zip_bytes  # noqa: E402
 
 TAG = "cp312-cp312-manylinux_2_28_x86_64"
@@ -165,6 +165,76 @@ def new_shapes() -> dict[str, dict[str, bytes]]:
     }
 
 
+SUFFIX = ".cpython-311-x86_64-linux-gnu.so"
+
+
+def third_pass() -> dict[str, dict[str, bytes]]:
+    """The third pass's shapes (issue 44): case → {file name: bytes}. The `smoke` cases are
+    cp311 wheels the corpus test installs beside torch 2.13.0 (CPU) and smoke-tests."""
+    import tempfile
+
+    def built(record: dict[str, object], files: dict[str, bytes], **kw: object) -> dict[str, bytes]:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = make_wheel(
+                Path(tmp),
+                name="hostile",
+                version="1.0+pt213cpu",
+                tag=str(kw.pop("tag", "cp311-cp311-linux_x86_64")),
+                files={"hostile/__init__.py": b"", **files},
+                requires=["torch==2.13.*"],
+                dist_info_files={
+                    "buildtools.json": json.dumps(record).encode(),
+                    **kw.pop("dist_info", {}),  # type: ignore[dict-item]
+                },
+            )
+            return {path.name: path.read_bytes()}
+
+    smoke = {**RECORD, "python": "3.11", "cells": ["torch2.13.0-cpu-cp311"]}
+    return {
+        # class 9: a release and an accelerator torch never shipped name no page
+        "record-torch-invented": built({**RECORD, "torch": "99.0.0+cpu"}, {}),
+        "record-accelerator-invented": built(
+            {**RECORD, "torch": "2.13.0+cu999", "accelerator": "cu999"}, {}
+        ),
+        # class 4: a number int() cannot read (Python's 4,300-digit limit)
+        "record-cells-5000-digits": built(
+            {**RECORD, "cells": ["torch2.13.0-cpu-cp3" + "9" * 5000]}, {}
+        ),
+        # class 2: a record field with ESC, C1 and bidi controls, shown by check
+        "record-field-controls": built(
+            {
+                **RECORD,
+                "arch_list": "8.0\x1b[2J\x9b31m\u202e;9.0",
+                "torch": "2.13.0+cpu\x1b]0;x\x07",
+            },
+            {},
+        ),
+        # class 1: what an import returns is not the wheel's file
+        "module-shadows-the-standard-library": built(
+            smoke, {f"os{SUFFIX}": make_so(soname=f"os{SUFFIX}", exports=["PyInit_os"])}
+        ),
+        "module-init-of-another-name": built(
+            smoke,
+            {
+                f"hostile/_renamed{SUFFIX}": make_so(
+                    soname=f"_renamed{SUFFIX}", exports=["PyInit__original"]
+                )
+            },
+        ),
+        "top-level-names-the-standard-library": built(
+            smoke, {}, dist_info={"top_level.txt": b"hostile\njson\n"}
+        ),
+        # class 2: an ImportError whose text is a workflow command and ESC sequences
+        "import-error-workflow-command": built(
+            smoke,
+            {
+                "hostile/__init__.py": b"raise ImportError("
+                b"'\\x1b[2J\\n::warning title=pwned::injected\\n##[error]x\\u202e')\n"
+            },
+        ),
+    }
+
+
 FILES = {
     "not-a-zip": "not_a_zip-1.0-py3-none-any.whl",
     "truncated": f"truncated-1.0+pt213cpu-{TAG}.whl",
@@ -183,6 +253,13 @@ def main() -> None:
     misnamed.mkdir(exist_ok=True)
     (misnamed / "misnamed.whl").write_bytes(_wheel())
     for n, (slug, files) in enumerate(new_shapes().items(), 16):
+        directory = HERE / f"{n:03d}-{slug}"
+        directory.mkdir(exist_ok=True)
+        for old in directory.glob("*.whl"):
+            old.unlink()
+        for file_name, data in files.items():
+            (directory / file_name).write_bytes(data)
+    for n, (slug, files) in enumerate(third_pass().items(), 36):
         directory = HERE / f"{n:03d}-{slug}"
         directory.mkdir(exist_ok=True)
         for old in directory.glob("*.whl"):
