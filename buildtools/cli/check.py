@@ -6,8 +6,8 @@ __all__ = ["add_check_parser"]
 
 import argparse
 import json
-import shlex
 import os
+import shlex
 import zipfile
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -93,8 +93,13 @@ def _recipe(wheel: Path, record: BuildRecord) -> str:
     venv = f"/tmp/torch-{record.torch.replace('+', '-')}"
     commands = [
         [f"python{py}", "-m", "venv", venv],
-        [f"{venv}/bin/pip", "install", f"torch=={base}", "--index-url"]
-        + [index_hint(record.accelerator)],
+        [
+            f"{venv}/bin/pip",
+            "install",
+            f"torch=={base}",
+            "--index-url",
+            index_hint(record.accelerator),
+        ],
         ["buildtools", "check", str(wheel), "--torch", f"{venv}/lib/python{py}/site-packages"],
     ]
     return " && ".join(shlex.join(argv) for argv in commands)
