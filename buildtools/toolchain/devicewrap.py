@@ -70,7 +70,15 @@ _OUTPUT_WITH_VALUE = ("-o", "--output-file", "-MF", "--dependency-output", "-odi
 _NEUTRAL_WITH_VALUE = ("--threads", "-t", "--keep-dir", "-keep-dir")
 _NEUTRAL = ("--keep", "-keep")
 # options that put the real paths of sources and headers into the object
-_PATHS_IN_OUTPUT = ("-G", "--device-debug", "-lineinfo", "--generate-line-info", "-g", "-ggdb")
+_PATHS_IN_OUTPUT = (
+    "-G",
+    "--device-debug",
+    "-lineinfo",
+    "--generate-line-info",
+    "-g",
+    "-ggdb",
+    "-g3",
+)
 _DEVICE_SOURCES = (".cu",)
 _LOCK_WAIT = 4 * 3600.0  # seconds a cell waits for another's compile of the same unit
 _VARIANTS = 8  # header sets kept per key (a changed header adds one)
@@ -390,9 +398,9 @@ def unit_key(
     if unit is None or unit.depfile is None or config.store is None:
         return None
     env_words = [w for n in _ENV_FLAGS for w in shlex.split(env.get(n, ""))]
-    if any(w in _PATHS_IN_OUTPUT for w in [*args, *env_words]) or any(
-        w.startswith(("-Xptxas=-g", "-Xptxas=-lineinfo")) for w in [*args, *env_words]
-    ):
+    # an option's value too (-Xcompiler=-g, --ptxas-options=-lineinfo, "-O3,-g"), quoted or not
+    parts = {p.strip("'\"") for w in (*args, *env_words) for p in re.split(r"[=,\s]", w)}
+    if parts & set(_PATHS_IN_OUTPUT):
         return None
     paths = _Paths(config)
     source_digest = _sha256(unit.source)

@@ -57,9 +57,13 @@ def wrap_env(
     *,
     staging: Path,
     opts: BuildOptions,
+    tree: Path,
 ) -> dict[str, str]:
-    """PYTORCH_NVCC through the wrapper for a CUDA job ({} for any other, or without nvcc);
-    its config and log are written in `staging`."""
+    """PYTORCH_NVCC through the wrapper for a CUDA job ({} for any other, or without nvcc).
+
+    Its config is written in the job's build tree `tree`, whose path stays the same from one
+    build to the next: ninja compiles a unit again when its command line changes, and the
+    config's path is part of it. The log goes to `staging` (this build's)."""
     toolkit = job.toolkit
     if toolkit is None or toolkit.kind != "cuda" or toolchain.cuda_home is None:
         return {}
@@ -85,7 +89,7 @@ def wrap_env(
         log=str(staging / "devicewrap.jsonl"),
         host_compiler=env.get("NVCC_CCBIN"),
     )
-    path = staging / "devicewrap.json"
+    path = tree / "devicewrap.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config.to_json(), indent=1) + "\n", encoding="utf-8")
     # the job's own Python runs it: its include directory is the one a unit must not use

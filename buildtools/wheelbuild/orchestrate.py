@@ -335,7 +335,7 @@ def _compile(
     # the host's compile: its objects (and ninja, which `session.watch` finds in /proc)
     where = object_dir(opts.project_dir, build_dir) if backend.needs_host_toolkit else None
     if where is not None:  # nvcc behind the wrapper: arch flags, unit reuse
-        env.update(wrap_env(job, toolchain, env, staging=staging, opts=opts))
+        env.update(wrap_env(job, toolchain, env, staging=staging, opts=opts, tree=build_dir))
     # two runs building the same job share its build tree: ninja must not run twice in it
     with (
         file_lock(

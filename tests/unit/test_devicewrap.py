@@ -18,6 +18,7 @@ from buildtools.toolchain.devicewrap import (
     parse_depfile,
     rocm_arch_flags,
     strip_arch_flags,
+    unit_key,
 )
 from buildtools.toolchain.envs import Toolchain
 from buildtools.wheelbuild.deviceunits import read_wrap_log, rewrap, wrap_env
@@ -159,8 +160,9 @@ def _wrapped(
         env=env or {"PATH": "/usr/bin"},
     )  # fmt: skip
     build_env = job_environment(job, toolchain, opts)
-    out = wrap_env(job, toolchain, build_env, staging=tmp_path / "staging", opts=opts)
-    written = tmp_path / "staging" / "devicewrap.json"
+    tree = tmp_path / "tree"
+    out = wrap_env(job, toolchain, build_env, staging=tmp_path / "staging", opts=opts, tree=tree)
+    written = tree / "devicewrap.json"
     config = WrapConfig.from_json(json.loads(written.read_text())) if written.exists() else None
     return out, config, toolchain
 
@@ -205,3 +207,33 @@ def devicewrap_file() -> str:
     from buildtools.toolchain import devicewrap
 
     return str(Path(devicewrap.__file__).resolve())
+
+
+def test_the_command_ninja_sees_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> None:
+    """ninja compiles a unit again when its command changes: the wrapper's config path must
+    not follow the build's staging directory."""
+    job = make_job(accelerator="cu130", python="3.12", arch_list="9.0")
+    toolchain = make_toolchain(tmp_path / "venv", cuda_home=tmp_path / "cuda")
+    opts = BuildOptions(
+        project_dir=tmp_path / "p", wheelhouse=tmp_path / "w", cache_dir=tmp_path / "c", env={}
+    )
+    env = job_environment(job, toolchain, opts)
+    first = wrap_env(job, toolchain, env, staging=tmp_path / "s1", opts=opts, tree=tmp_path / "t")
+    again = wrap_env(job, toolchain, env, staging=tmp_path / "s2", opts=opts, tree=tmp_path / "t")
+    assert first["PYTORCH_NVCC"] == again["PYTORCH_NVCC"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["-lineinfo"], ["-G"], ["-Xcompiler=-g"], ["--compiler-options", "'-fPIC,-g'"],
+     ["--ptxas-options=-lineinfo"], ["-Xptxas", "-g"]],
+)  # fmt: skip
+def test_a_unit_whose_objects_keep_real_paths_is_not_reusable(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    config = WrapConfig(downstream=("nvcc",), store=str(tmp_path / "store"), job="j")
+    base = ["-c", str(tmp_path / "k.cu"), "-o", "k.o", "-MD", "-MF", "k.o.d"]
+    assert unit_key(base, {}, config, []) is not None
+    assert unit_key([*base, *flags], {}, config, []) is None
+    assert unit_key(base, {"NVCC_APPEND_FLAGS": " ".join(flags)}, config, []) is None
