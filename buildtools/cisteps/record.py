@@ -73,6 +73,7 @@ class Record:
     text: str
     tag: str
     uploaded: str  # the asset's updated_at
+    asset: str = "none"  # its id: the signing job checks it is still the newest record
     skipped: tuple[str, ...] = field(default=())  # drafts holding a newer index.json
 
 
@@ -153,6 +154,7 @@ def latest_record(api: GitHubApi, policy: RecordPolicy) -> Record | None:
         text=text,
         tag=tag,
         uploaded=str(asset.get("updated_at") or ""),
+        asset=str(asset.get("id", "none")),
         skipped=tuple(drafts),
     )
 

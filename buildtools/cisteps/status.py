@@ -25,8 +25,9 @@ from ..jsonfields import JSON_MAX_BYTES, decode_json
 from .assets import Selection, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"
-# jobs whose work flag is another job's: both PyPI jobs run when the plan sets run_pypi
-_FLAG_OF = {"pypi-dist": "pypi", "pages": "publish"}
+# jobs whose work flag is another job's: both PyPI jobs run when the plan sets run_pypi,
+# prepare and pages with publish
+_FLAG_OF = {"pypi-dist": "pypi", "pages": "publish", "prepare": "publish"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,14 +1,18 @@
-"""The jobs after the builds: publish (select → restore → index → attest → release), Pages,
-PyPI, status.
+"""The jobs after the builds: prepare and publish the release, Pages, PyPI, status.
 
-- `publish` runs only when every build and smoke job with work passed, in the protected
-  environment `ci.environment` (its reviewers approve each publish) and the Pages
-  concurrency group (`ci.pages_group`, never cancelled): it keeps the wheels a smoke report
-  passed, restores the published record (authenticated: `cisteps.record`), indexes the selection
-  with links to the release assets (`--wheel-url`), attests the selection and the new
-  record (SLSA provenance and the release statement naming the tag's commit and the run:
-  `cisteps.provenance`), verifies those attestations, uploads everything to the tag's draft
-  release, records `index.json` and publishes the release.
+- `prepare` runs only when every build and smoke job with work passed, with read
+  permissions only: it keeps the wheels a smoke report of their own family passed and a
+  build leg reported, restores the published record (authenticated: `cisteps.record`),
+  indexes the selection with links to the release assets (`--wheel-url`), writes what to
+  attest (the release statement names the tag's commit and the run:
+  `cisteps.provenance`), and bundles all of it (`cisteps.bundle`), outputting the
+  bundle's digest.
+- `publish` signs and publishes, in the protected environment `ci.environment` (its
+  reviewers approve each publish) and the Pages concurrency group (`ci.pages_group`,
+  never cancelled). It checks nothing out and runs no repository code: the bundle is
+  checked against the prepare job's digest and the builds' outputs, attested by the
+  pinned action, the attestations verified with `gh`, the release's assets uploaded,
+  checked, recorded and published through the REST API (`workflows.signing`).
 - `pages` deploys the uploaded pages: `pages: write` and `id-token: write` only, the
   `github-pages` environment, no checkout, no install.
 - `pypi-dist` / `pypi` (optional, `ci.pypi`): the one variant without its local label, and
@@ -22,6 +26,7 @@ __all__ = [
     "drift_job",
     "gate_condition",
     "pages_job",
+    "prepare_job",
     "preview_job",
     "publish_job",
     "pypi_jobs",
@@ -37,21 +42,22 @@ from ..ecosystem import load_ecosystem
 from .common import Context
 from .publish_scripts import (
     ATTEST_DIR,
+    bundle_script,
     index_script,
     preview_script,
     pypi_dist_script,
     pypi_verify_script,
-    release_script,
     restore_script,
     select_script,
     subjects_script,
-    verify_script,
 )
 from .scripts import bash, commit_status_script, status_script
+from .signing import BUNDLE_DIR, attestation_check_script, bundle_check_script, release_script
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"
 _SMOKE = f"{layout.ARTIFACTS}/smoke"
-_ATTEST = ATTEST_DIR
+_ATTEST = f"{BUNDLE_DIR}/{ATTEST_DIR}"
+_BUNDLE_SITE = f"{BUNDLE_DIR}/site"
 
 
 def pages_enabled(ctx: Context) -> bool:
@@ -101,6 +107,63 @@ def _built_env(job: str) -> str:
     return "BT_BUILT_" + layout.output_name(job).upper()
 
 
+def prepare_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+    """Everything the release needs the repository's code for, with read permissions only:
+    select, restore the record, index, say what to attest; the bundle and its digest."""
+    site = {"SITE": "${{ steps.site.outputs.path }}"}
+    builds = [j for j in gated if j.startswith("build-")]
+    steps: list[dict[str, Any]] = [
+        ctx.checkout(),
+        ctx.setup_python(),
+        ctx.install_tools(),
+        *_downloads(ctx),
+        {
+            "name": "Select the smoke-tested wheels the builds reported",
+            "env": {_built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in builds},
+            "run": select_script(ctx.matrix, built=[_built_env(j) for j in builds]),
+        },
+        ctx.upload("selection", layout.SELECTION),
+        {
+            "name": "Restore the published record (authenticated, checked against Pages)",
+            "id": "site",
+            "env": {"GITHUB_TOKEN": "${{ github.token }}", "GH_TOKEN": "${{ github.token }}"},
+            "run": restore_script(ctx.matrix),
+        },
+        {
+            "name": "Index the selection with links to the release (nox -s index)",
+            "env": {**_tag_env(), **site},
+            "run": index_script(ctx.matrix),
+        },
+        {
+            "name": "What to attest: the selection and the record",
+            "env": {**_tag_env(), **site},
+            "run": subjects_script(ctx.matrix),
+        },
+        {
+            "name": "Bundle what the signing job publishes (its digest: this job's output)",
+            "id": "bundle",
+            "env": {
+                "BT_TAG": "${{ needs.plan.outputs.tag }}",
+                **site,
+                "BT_RECORD": "${{ steps.site.outputs.record }}",
+            },
+            "run": bundle_script(ctx.matrix),
+        },
+        ctx.upload(BUNDLE_DIR, f"{BUNDLE_DIR}/", hidden=True),
+    ]
+    return {
+        "name": "prepare the release",
+        "needs": ["plan", *gated],
+        "if": gate_condition(gated, "publish"),
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.ASSETS_TIMEOUT,
+        # reads the published record and verifies its release attestation
+        "permissions": {"contents": "read", "attestations": "read"},
+        "outputs": {"bundle": "${{ steps.bundle.outputs.bundle }}"},
+        "steps": steps,
+    }
+
+
 def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
     with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
     if release:
@@ -116,80 +179,50 @@ def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
 
 
 def publish_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
-    """Select, restore the record, index, attest, verify, upload to the draft release,
-    record, publish; in the protected environment, one publish at a time (Pages group).
-
-    The token reaches only the steps that talk to GitHub: tools and nox sessions are
-    installed before any of them, from hashed pins, and later steps never install.
-    """
-    site = {"SITE": "${{ steps.site.outputs.path }}"}
-    token = {"GITHUB_TOKEN": "${{ github.token }}", "GH_TOKEN": "${{ github.token }}"}
+    """Sign and publish the prepare job's bundle, in the protected environment, one publish
+    at a time (Pages group): no checkout, no repository code, nothing installed; the
+    runner's bash, coreutils, curl, jq and gh, and actions pinned by commit."""
+    builds = [j for j in gated if j.startswith("build-")]
     steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        ctx.setup_python(),
-        ctx.install_tools(),
+        ctx.download(BUNDLE_DIR, name=BUNDLE_DIR, title="Download the release bundle"),
         {
-            "name": "Prepare the nox sessions (no token in this step)",
-            "run": bash(layout.join(["nox", "--install-only", "-s", "ci", "index"])),
-        },
-        *_downloads(ctx),
-        {
-            "name": "Select the smoke-tested wheels the builds reported",
+            "name": "Check the bundle: the prepare job's digest, the builds' wheels",
             "env": {
-                _built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}"
-                for job in gated
-                if job.startswith("build-")
+                "BT_BUNDLE": "${{ needs.prepare.outputs.bundle }}",
+                **{_built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in builds},
             },
-            "run": select_script(
-                ctx.matrix, built=[_built_env(j) for j in gated if j.startswith("build-")]
-            ),
-        },
-        ctx.upload("selection", layout.SELECTION),
-        {
-            "name": "Restore the published record (authenticated, checked against Pages)",
-            "id": "site",
-            "env": token,
-            "run": restore_script(ctx.matrix),
-        },
-        {
-            "name": "Index the selection with links to the release (nox -s index)",
-            "env": {**_tag_env(), **site},
-            "run": index_script(ctx.matrix),
-        },
-        {
-            "name": "What to attest: the selection and the record",
-            "env": {**_tag_env(), **site},
-            "run": subjects_script(ctx.matrix),
+            "run": bundle_check_script([_built_env(j) for j in builds]),
         },
         _attest(ctx, release=False),
         _attest(ctx, release=True),
         {
             "name": "Verify each file's attestation (this run, the tag's commit)",
-            "env": {**_tag_env(), **site, "GH_TOKEN": "${{ github.token }}"},
-            "run": verify_script(ctx.matrix),
+            "env": {**_tag_env(), "GH_TOKEN": "${{ github.token }}"},
+            "run": attestation_check_script(),
         },
         {
             "name": "Upload to the draft release, record, publish it",
-            "env": {**_tag_env(), **site, "GITHUB_TOKEN": "${{ github.token }}"},
-            "run": release_script(ctx.matrix),
+            "env": {"BT_TAG": "${{ needs.plan.outputs.tag }}", "GH_TOKEN": "${{ github.token }}"},
+            "run": release_script(),
         },
-        ctx.upload("site", layout.SITE, hidden=True),
+        ctx.upload("site", _BUNDLE_SITE, hidden=True),
     ]
     if pages_enabled(ctx):
         steps.append(
             {
                 "name": "Upload the pages",
                 "uses": ctx.pins.uses("actions/upload-pages-artifact"),
-                "with": {"path": layout.SITE, "retention-days": 1},
+                "with": {"path": _BUNDLE_SITE, "retention-days": 1},
             }
         )
     return {
         "name": "publish the release",
-        "needs": ["plan", *gated],
-        "if": gate_condition(gated, "publish"),
+        "needs": ["plan", "prepare", *builds],
+        "if": "${{ !cancelled() && needs.prepare.result == 'success' && "
+        f"needs.plan.outputs.{layout.run_flag('publish')} == 'true' }}}}",
         "runs-on": ctx.control,
         "timeout-minutes": layout.ASSETS_TIMEOUT,
-        # restore → record, one at a time across releases and Pages workflows
+        # record → deploy, one at a time across releases and Pages workflows
         "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
         # required reviewers approve every publish (docs/ci.md, repository settings)
         "environment": ctx.mf.matrix.ci.environment,

@@ -1,28 +1,28 @@
-"""The `run:` scripts of the publishing steps: selection, record, index, attestation
-subjects, provenance, the release, PyPI.
+"""The `run:` scripts of the release's `prepare` job (selection, record, index, attestation
+subjects, the bundle the signing job publishes), the pull request's index preview and PyPI.
 
 Every value arrives through `env:` (BT_TAG, BT_SHA, SITE, GH_TOKEN, …), never as an
-expression inside the script. The publish job's scripts run `nox --no-install`: its
-sessions were installed in a step that held no token.
+expression inside the script. These jobs hold no write permission; the signing job's own
+scripts (no repository code) are in `workflows.signing`.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ATTEST_DIR",
+    "bundle_script",
     "index_script",
     "preview_script",
     "pypi_dist_script",
     "pypi_verify_script",
-    "release_script",
     "restore_script",
     "select_script",
     "subjects_script",
-    "verify_script",
 ]
 
 from ..ciplan import layout
 from .scripts import bash
+from .signing import BUNDLE_DIR
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"
 _SMOKE = f"{layout.ARTIFACTS}/smoke"
@@ -34,16 +34,11 @@ _GATES = (
     '  gates+=(--require-smoke "$report")',
     f"done < <(find {_SMOKE} -name report.json | sort)",
 )
-# the publish job installed its nox sessions before any step held a token: never again
-_NOX = ["nox", "--no-install", "-s"]
+_NOX = ["nox", "-s"]
 
 
 def _ci(matrix: str, verb: str, *args: str) -> str:
     return layout.join(["nox", "-s", "ci", "--", verb, *layout.matrix_args(matrix), *args])
-
-
-def _ci_installed(matrix: str, verb: str, *args: str) -> str:
-    return layout.join([*_NOX, "ci", "--", verb, *layout.matrix_args(matrix), *args])
 
 
 def _release_url() -> str:
@@ -66,9 +61,7 @@ def select_script(matrix: str, *, built: list[str]) -> str:
     return bash(
         f"mkdir -p {_WHEELS} {_SMOKE}",
         *_GATES,
-        _ci_installed(
-            matrix, "select", _WHEELS, "--out", _SELECTED, "--selection", layout.SELECTION, *checks
-        )
+        _ci(matrix, "select", _WHEELS, "--out", _SELECTED, "--selection", layout.SELECTION, *checks)
         + ' "${gates[@]}"',
         f"if ! find {_SELECTED} -name '*.whl' | grep -q .; then",
         '  echo "::error::no wheel passed its smoke test: nothing to publish"',
@@ -80,7 +73,7 @@ def select_script(matrix: str, *, built: list[str]) -> str:
 def restore_script(matrix: str) -> str:
     """Start the site from the published record (authenticated), checked against Pages."""
     return bash(
-        _ci_installed(matrix, "restore-site", "--site", layout.SITE, "--from-releases")
+        _ci(matrix, "restore-site", "--site", layout.SITE, "--from-releases")
         + ' --cache-bust "$GITHUB_RUN_ID"'
     )
 
@@ -111,30 +104,20 @@ def subjects_script(matrix: str) -> str:
     the release predicate (the vetted tag, its commit, this run)."""
     return bash(
         *_files(with_record=True),
-        _ci_installed(matrix, "release-subjects", "--out", ATTEST_DIR)
+        _ci(matrix, "release-subjects", "--out", ATTEST_DIR)
         + ' --tag "$BT_TAG" --sha "$BT_SHA" "${files[@]}"',
         f"cat {ATTEST_DIR}/subjects.sha256",
     )
 
 
-def verify_script(matrix: str) -> str:
-    """Every file about to be published carries this run's release statement for the tag."""
+def bundle_script(matrix: str) -> str:
+    """The bundle the signing job publishes (the selection, the site, the attestation's
+    inputs, the links the release must hold, the record merged into); output its digest."""
     return bash(
-        *_files(with_record=True),
-        _ci_installed(matrix, "verify-provenance")
-        + ' --tag "$BT_TAG" --sha "$BT_SHA" "${files[@]}"',
-    )
-
-
-def release_script(matrix: str) -> str:
-    """Upload the wheels to the tag's draft release (resumable, idempotent), check every link
-    of the index against the release, record index.json, publish the release."""
-    return bash(
-        *_files(with_record=False),
-        _ci_installed(matrix, "upload-assets") + ' --tag "$BT_TAG" "${files[@]}"',
         f"url={_release_url()}",
-        _ci_installed(matrix, "record")
-        + ' --tag "$BT_TAG" --site "$SITE" --url-prefix "$url" --publish',
+        _ci(matrix, "bundle", "--out", BUNDLE_DIR, "--wheels", _SELECTED)
+        + f' --site-root {layout.SITE} --record "$SITE/index.json" --attest {ATTEST_DIR}'
+        + ' --url-prefix "$url" --base-record "$BT_RECORD"',
     )
 
 

@@ -8,8 +8,9 @@ machines can name `release.yml@refs/heads/<default>` exactly, and no branch, tag
 can bring its own version of it to those machines. Each job checks out the tag's commit.
 
 plan (vets the tag before anything is checked out) → images → build-<family> →
-smoke-<family> → publish (protected environment) → pages → status; optionally
-pypi-dist → pypi. Only publishing is serialized (the Pages group); builds of different
+smoke-<family> → prepare (read-only: selection, record, index, the bundle and its digest)
+→ publish (protected environment; no checkout, no repository code: checks the bundle,
+signs, uploads, publishes) → pages → status; optionally pypi-dist → pypi. Only publishing is serialized (the Pages group); builds of different
 tags run side by side.
 """
 
@@ -26,7 +27,14 @@ from ..planner import Plan
 from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
 from .input_jobs import images_job
-from .publish_jobs import pages_enabled, pages_job, publish_job, pypi_jobs, status_job
+from .publish_jobs import (
+    pages_enabled,
+    pages_job,
+    prepare_job,
+    publish_job,
+    pypi_jobs,
+    status_job,
+)
 from .scripts import bash, vet_script
 from .yamlwriter import dump
 
@@ -173,6 +181,7 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
                 ctx, group, smoke_label(ctx.mf, group), job, needs=["plan", build], from_run=None
             )
             gated.append(job)
+    jobs["prepare"] = prepare_job(ctx, gated)
     jobs["publish"] = publish_job(ctx, gated)
     if pages_enabled(ctx):
         jobs["pages"] = pages_job(ctx)
@@ -192,7 +201,7 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
         [
             f"started by {layout.TAG_WORKFLOW} (a v* tag) or by hand with the tag; runs from",
             "the default branch and checks the tag out. plan -> build (docker backend) ->",
-            "smoke (per family) -> publish (environment "
+            "smoke (per family) -> prepare (read-only) -> publish (environment "
             + ctx.mf.matrix.ci.environment
             + ": the draft release, its record, then published) -> "
             + target

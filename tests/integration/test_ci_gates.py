@@ -142,7 +142,7 @@ def test_a_draft_record_is_skipped_and_a_foreign_one_stops_the_release(
     _bump(world, "0.2.0")
     second = _manual(world, "v0.2.0", "second", only=ONE)
     assert second.jobs["publish"].result == "success", second.leg_log("publish")
-    assert "skipped the index.json of the draft release v0.1.9" in second.leg_log("publish")
+    assert "skipped the index.json of the draft release v0.1.9" in second.leg_log("prepare")
     # a person uploads an index.json to a published release: the next release stops at
     # its plan, before anything is built, naming who uploaded what
     world["gh"].put("v0.2.1", "index.json", record, uploader="mallory")
@@ -210,6 +210,26 @@ def test_a_rerun_of_the_publish_keeps_the_same_bytes_and_refuses_others(
     log = "\n".join(refused.logs)
     assert refused.result == "failure" and "[exit 11]" in log
     assert f"{wheels[0]}: the release v0.1.0 has an asset of this name with other bytes" in log
+
+
+def test_a_record_made_between_prepare_and_publish_stops_the_publish(
+    world: dict[str, Any],
+) -> None:
+    """Another release records its index.json after this run's prepare job merged the site:
+    recording this one would drop that release's wheels, so the signing job stops."""
+    first = _manual(world, "v0.1.0", "first", only=ONE)
+    assert first.jobs["publish"].result == "success", first.leg_log("publish")
+    _bump(world, "0.2.0")
+
+    def meanwhile(run: LocalRun) -> None:
+        world["gh"].put("v0.1.5", "index.json", _record_of(world, "v0.1.0"))
+
+    run = _manual(world, "v0.2.0", "second", only=ONE, hooks={"publish": meanwhile})
+    log = run.leg_log("publish")
+    assert run.jobs["prepare"].result == "success"
+    assert run.jobs["publish"].result == "failure", log
+    assert "the release v0.1.5 recorded index.json" in log and "re-run the prepare job" in log
+    assert world["gh"].release("v0.2.0") is None  # nothing uploaded
 
 
 def test_a_builder_image_that_is_not_this_runs_stops_the_build(world: dict[str, Any]) -> None:

@@ -149,7 +149,7 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
         "plan": "success", "images": "success", "build-cpu": "success", "build-cuda": "success",
         "build-rocm": "skipped", "smoke-cpu": "success", "smoke-cpu-aarch64": "success",
         "smoke-cuda": "success", "smoke-cuda-aarch64": "success",
-        "publish": "success", "pages": "success", "status": "success",
+        "prepare": "success", "publish": "success", "pages": "success", "status": "success",
     }, run.leg_log("status")[-3000:] + run.leg_log("publish")[-3000:]  # fmt: skip
     wheels = {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")}
     # CPU and CUDA (24 x86_64, 2 aarch64); ROCm has no smoke runner, so it is not built
@@ -174,10 +174,13 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
     assert {a["predicate"].get("commit") for a in attested if "tag" in a["predicate"]} == {
         _git(world["repo"], "rev-parse", "v0.1.0")
     }
-    # no step that held the token installed anything: the sessions were installed first
-    assert calls.index("nox --install-only -s ci index") < min(
-        i for i, c in enumerate(calls) if c.startswith("nox --no-install")
-    )
+    # the signing job ran no repository code: nox (and so buildtools) ran in the jobs
+    # before it only, and its workspace held the bundle and nothing checked out
+    (publish_ws,) = run.work.glob("ws*-publish")
+    assert sorted(p.name for p in publish_ws.iterdir() if not p.name.startswith(".")) == [
+        "release-bundle"
+    ]
+    assert "release bundle" in run.leg_log("publish") and "published" in run.leg_log("publish")
     assert world["gh"].release("v0.1.0")["draft"] is False
     assert any(c.startswith("nox -s build -- --profile release --only") for c in calls)
     assert "### Published: 26 wheel(s)" in run.leg_log("status")
@@ -202,13 +205,13 @@ def test_the_next_release_merges_into_the_record_not_the_cdn(world: dict[str, An
     )
     run = _manual(world, "v0.2.0", "second")
     assert run.jobs["publish"].result == "success", run.leg_log("publish")
-    assert "in the record, not served yet" in run.leg_log("publish")
+    assert "in the record, not served yet" in run.leg_log("prepare")
     # the first release's record was authenticated before the second merged into it
     assert any(
         c.startswith("gh attestation verify") and "/index.json " not in c for c in run.calls()
     )
-    # the publish job's summary has the coverage map of what the site now lists
-    (summary,) = run.work.glob("ws*-publish/.step_summary")
+    # the prepare job's summary has the coverage map of what the site now lists
+    (summary,) = run.work.glob("ws*-prepare/.step_summary")
     assert "### Coverage of the index" in summary.read_text()
     assert "| 2.13.0 | CUDA 13.0 | **missing** | **missing** | 📦 published | **missing** |" in (
         summary.read_text()
@@ -237,9 +240,10 @@ def test_a_wheel_no_build_made_is_never_published(world: dict[str, Any]) -> None
             json.dumps({"schema": "torch-buildtools/smoke-report/v1", "results": [result]})
         )
 
-    run = _manual(world, "v0.1.0", "evil", hooks={"publish": plant})
-    assert run.jobs["publish"].result == "failure"
-    log = run.leg_log("publish")
+    run = _manual(world, "v0.1.0", "evil", hooks={"prepare": plant})
+    assert run.jobs["prepare"].result == "failure"
+    assert run.jobs["publish"].result == "skipped"
+    log = run.leg_log("prepare")
     assert "no build job of this run" in log and "something else put it into an artifact" in log
     assert run.jobs["pages"].result == "skipped" and run.jobs["status"].result == "failure"
     assert not any(c.startswith("gh attestation") for c in run.calls())  # nothing attested
@@ -247,11 +251,57 @@ def test_a_wheel_no_build_made_is_never_published(world: dict[str, Any]) -> None
     assert world["gh"].release("v0.1.0") is None
 
 
+def _tamper(run: LocalRun, change: str) -> None:
+    """What another job of the run could do to the bundle artifact after the prepare job
+    made it (every job of a run can write its artifacts)."""
+    bundle = run.artifacts / "release-bundle"
+    wheel = next((bundle / "wheels").glob("*cp312*.whl"))
+    if change == "bytes":  # another wheel's bytes, the manifest left alone
+        wheel.write_bytes(wheel.read_bytes() + b"\0")
+    elif change == "extra":  # one more file the manifest does not list
+        (bundle / "wheels" / wheel.name.replace("cp312", "cp39")).write_bytes(b"evil")
+    elif change == "manifest":  # the wheel and the manifest changed together
+        wheel.write_bytes(wheel.read_bytes() + b"\0")
+        manifest = bundle / "MANIFEST.sha256"
+        rel = f"wheels/{wheel.name}"
+        sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        lines = [f"{sha}  {rel}" if line.endswith(f"  {rel}") else line
+                 for line in manifest.read_text().splitlines()]  # fmt: skip
+        manifest.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ("bytes", "WARNING: 1 computed checksum did NOT match"),
+        ("extra", "holds files its manifest does not list"),
+        ("manifest", "but the prepare job made"),
+    ],
+)
+def test_the_signing_job_refuses_a_bundle_the_prepare_job_did_not_make(
+    world: dict[str, Any], change: str, why: str
+) -> None:
+    run = _manual(
+        world,
+        "v0.1.0",
+        f"tamper-{change}",
+        only="torch2.13.0-cpu-cp312",
+        hooks={"publish": lambda r: _tamper(r, change)},
+    )
+    assert run.jobs["prepare"].result == "success"
+    assert run.jobs["publish"].result == "failure"
+    log = run.leg_log("publish")
+    assert why in log, log[-2000:]
+    assert world["stores"].attested.read_text() == ""  # nothing was signed
+    assert world["gh"].release("v0.1.0") is None  # nothing uploaded
+    assert run.jobs["pages"].result == "skipped" and run.jobs["status"].result == "failure"
+
+
 def test_a_failed_smoke_test_publishes_nothing_and_says_why(world: dict[str, Any]) -> None:
     run = _manual(world, "v0.1.0", "smoke", env={"BT_FAIL_SMOKE": "*pt213cu130-cp312*"})
     assert run.jobs["smoke-cuda"].result == "failure"
     assert run.jobs["smoke-cpu"].result == "success"
-    assert run.jobs["publish"].result == "skipped"
+    assert run.jobs["prepare"].result == run.jobs["publish"].result == "skipped"
     status = run.leg_log("status")
     assert run.jobs["status"].result == "failure"
     assert (

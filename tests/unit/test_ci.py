@@ -112,7 +112,8 @@ def test_release_graph_is_per_family(reference: dict[str, Any]) -> None:
     graph = jobs(reference, layout.RELEASE_WORKFLOW)
     assert list(graph) == [
         "plan", "images", "build-cpu", "build-cuda", "build-rocm", "smoke-cpu",
-        "smoke-cpu-aarch64", "smoke-cuda", "smoke-cuda-aarch64", "publish", "pages", "status",
+        "smoke-cpu-aarch64", "smoke-cuda", "smoke-cuda-aarch64", "prepare", "publish", "pages",
+        "status",
     ]  # fmt: skip
     for group in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):
         smoke = graph[f"smoke-{group}"]
@@ -132,13 +133,16 @@ def test_release_graph_is_per_family(reference: dict[str, Any]) -> None:
     assert qemu["if"] == "matrix.platform == 'linux_aarch64' && runner.arch != 'ARM64'"
     assert graph["build-cuda"]["needs"] == ["plan", "images"]
     assert "!cancelled()" in graph["build-cuda"]["if"]  # the image job is optional
-    # the publish waits for every build and smoke job: each passed, or had no work
-    gate = graph["publish"]["if"]
+    # the release is prepared once every build and smoke job passed, or had no work
+    gate = graph["prepare"]["if"]
     for job in ("build-cpu", "build-cuda", "build-rocm", "smoke-cpu", "smoke-cuda-aarch64"):
         assert (
             f"(needs.{job}.result == 'success' || (needs.{job}.result == 'skipped' && "
             f"needs.plan.outputs.run_{job.replace('-', '_')} != 'true'))"
         ) in gate
+    # and signed only from what the prepare job bundled (its digest, its output)
+    assert graph["publish"]["needs"] == ["plan", "prepare", "build-cpu", "build-cuda", "build-rocm"]
+    assert "needs.prepare.result == 'success'" in graph["publish"]["if"]
     assert graph["pages"]["needs"] == ["plan", "publish"]
     assert set(graph["status"]["needs"]) == set(graph) - {"status"}
     assert graph["status"]["if"] == "always()"
@@ -205,7 +209,10 @@ def test_no_pages_without_base_url(tmp_path: Path) -> None:
     uses = [str(s.get("uses", "")) for _, _, s in steps(files)]
     assert not any("pages" in u for u in uses)
     # the record and the site artifact still are
-    assert any(" -- record " in s.get("run", "") for s in graph["publish"]["steps"])
+    assert any(
+        "Upload to the draft release, record" in s["name"] for s in graph["publish"]["steps"]
+    )
+    assert any(s["name"] == "Upload site" for s in graph["publish"]["steps"])
 
 
 def test_pypi_is_off_by_default_and_reviewed_when_on(
@@ -278,6 +285,8 @@ PERMISSIONS = {
     "build": [{"contents": "read"}],
     "plan": [{"contents": "read"}, {"contents": "read", "attestations": "read"}],
     "publish": [{"contents": "write", "id-token": "write", "attestations": "write"}],
+    # reads the published record and verifies its attestation; signs nothing
+    "prepare": [{"contents": "read", "attestations": "read"}],
     "pages": [{"pages": "write", "id-token": "write"}],
     "index": [{"contents": "read"}],  # the pull request's preview
     "pypi-dist": [{"contents": "read", "attestations": "read"}],

@@ -139,7 +139,7 @@ def test_release_all_green(tmp_path: Path, reference: dict[str, Any]) -> None:
     run, status = _release(tmp_path, reference)
     assert run.ran() == {
         "plan", "images", "build-cpu", "build-cuda", "smoke-cpu", "smoke-cuda",
-        "smoke-cpu-aarch64", "smoke-cuda-aarch64", "publish", "pages", "status",
+        "smoke-cpu-aarch64", "smoke-cuda-aarch64", "prepare", "publish", "pages", "status",
     }  # fmt: skip
     # the reference matrix has no ROCm smoke runner: not built for a release
     assert run.results["build-rocm"] == "skipped"
@@ -147,7 +147,7 @@ def test_release_all_green(tmp_path: Path, reference: dict[str, Any]) -> None:
     assert any("no runners.smoke.rocm" in why for _, why in status.not_run)
     # the GPU runner runs only the CUDA smoke job; publishing runs on a hosted runner
     assert run.runs_on["smoke-cuda"] == ["self-hosted", "linux", "gpu-h100"]
-    for job in ("plan", "publish", "pages", "status"):
+    for job in ("plan", "prepare", "publish", "pages", "status"):
         assert hosted(run.runs_on[job])
 
 
@@ -163,11 +163,11 @@ def test_release_with_one_failed_cuda_build(tmp_path: Path, reference: dict[str,
     assert run.results["smoke-cpu"] == "success"
     assert run.results["smoke-cuda"] == "skipped"
     # the publish is gated on every family: nothing goes out, and the check is red
-    assert run.results["publish"] == run.results["pages"] == "skipped"
+    assert run.results["prepare"] == run.results["publish"] == run.results["pages"] == "skipped"
     assert run.results["status"] == "failure"
     bad = {j.job: j.why for j in status.jobs if not j.ok}
     assert bad["build-cuda"] == "failure"
-    assert bad["publish"] == bad["pages"] == "had work but did not run"
+    assert bad["prepare"] == bad["publish"] == bad["pages"] == "had work but did not run"
     text = status_markdown(status)
     assert (
         f"`{failed}`: build failed: nvcc: error; reproduce: `nox -s build -- --profile release "

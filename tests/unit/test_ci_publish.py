@@ -339,7 +339,8 @@ def test_restore_and_record_commands(tmp_path: Path, monkeypatch: pytest.MonkeyP
     fetcher = DirFetcher(BASE, tmp_path / "none")
     assert cmd_restore_site(args, out, fetcher=fetcher, api=gh, runner=runner) == 0
     site = tmp_path / "_site" / "whl"
-    assert gh_out.read_text() == f"path={site}\n"
+    # the record the site was merged into (none yet): the signing job checks it is the newest
+    assert gh_out.read_text() == f"path={site}\nrecord=none\n"
     assert "first publish" in out.getvalue()
     wheel = _wheel(tmp_path / "w", "0.1.0+pt213cpu")
     url = f"{RELEASES}/v0.1.0/"

@@ -7,6 +7,7 @@ commit. The scripts themselves run end to end in tests/integration/test_ci_runs.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,76 @@ def test_a_tag_pattern_bash_cannot_read_is_refused(
     assert message in str(err.value)
 
 
-def test_publishing_waits_for_reviewers_and_installs_before_any_token(
+# what the signing job's scripts may run: bash and the runner image's own tools (the
+# scripts' helper functions `api` and `pages` call curl)
+_RUNNER_TOOLS = {
+    "set", "cd", "if", "then", "else", "fi", "for", "do", "done", "while", "break", "continue",
+    "echo", "exit", "printf", "read", "mapfile", "local", "trap", "return", "[",
+    "sha256sum", "cut", "grep", "find", "diff", "cat", "sort", "sed", "stat", "mktemp",
+    "jq", "curl", "gh", "api", "pages", "}", "{", "api(", "pages(", "[[", "true", ":",
+}  # fmt: skip
+_COMMAND_START = re.compile(r"(?:^|\$\(|<\(|\|\s|&&\s|\|\|\s|;\s)\s*(?:!\s+)?([^\s;)|]+)")
+
+
+def _code(script: str) -> str:
+    """`script` with the text of every quoted string replaced by Q (what is inside `$( )` of
+    a double-quoted string stays: it runs)."""
+    out, stack, i = [], ["code"], 0
+    while i < len(script):
+        c, state = script[i], stack[-1]
+        if state == "single":
+            if c == "'":
+                stack.pop()
+            i += 1
+            continue
+        if c == "\\":
+            out.append("Q" if state == "double" else script[i : i + 2])
+            i += 2
+            continue
+        if state == "double" and c == '"':
+            stack.pop()
+        elif state == "double" and script.startswith("$(", i):
+            stack.append("code")
+            out.append("$(")
+            i += 2
+            continue
+        elif state == "double":
+            out.append("Q")
+        elif c == "'":
+            stack.append("single")
+            out.append("Q")
+        elif c == '"':
+            stack.append("double")
+            out.append("Q")
+        elif c == ")" and len(stack) > 1:
+            stack.pop()
+            out.append(c)
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _programs(script: str) -> set[str]:
+    """The first word of every command of `script` (roughly: what a reviewer would list)."""
+    found = set()
+    code_text = re.sub(r"\[\[.*?\]\]", "[[", _code(script.replace("\\\n", " ")))
+    code_text = code_text.replace("$((", "N").replace("$(", " $( ").replace("<(", " <( ")
+    # a keyword starts a command after it, as `;` does
+    code_text = re.sub(r"\b(?:if|then|do|while|else|elif|until)\s", "; ", code_text)
+    for line in code_text.splitlines():
+        code = line.split(" # ", 1)[0].strip()
+        if not code or code.startswith("#"):
+            continue
+        for m in _COMMAND_START.finditer(code):
+            word = m.group(1)
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=.*", word):
+                continue  # an assignment
+            found.add(word)
+    return found
+
+
+def test_the_signing_job_checks_out_nothing_and_runs_no_repository_code(
     release: dict[str, Any],
 ) -> None:
     publish = release["jobs"]["publish"]
@@ -120,58 +190,100 @@ def test_publishing_waits_for_reviewers_and_installs_before_any_token(
         "id-token": "write",
         "attestations": "write",
     }
-    steps = publish["steps"]
-    holds = [i for i, s in enumerate(steps) if "${{ github.token }}" in str(s.get("env"))]
-    installs = [
-        i
-        for i, s in enumerate(steps)
-        if "pip install" in s.get("run", "") or "--install-only" in s.get("run", "")
+    uses = [s["uses"].split("@")[0] for s in publish["steps"] if "uses" in s]
+    # no checkout, no setup-python, no cache: the bundle, the attest action, the artifacts
+    assert uses == [
+        "actions/download-artifact",
+        "actions/attest-build-provenance",
+        "actions/attest-build-provenance",
+        "actions/upload-artifact",
+        "actions/upload-pages-artifact",
     ]
-    assert installs and holds and max(installs) < min(holds)
-    for step in steps[min(holds) :]:
-        # nothing is installed once a step has held the token: every nox call reuses
-        for line in step.get("run", "").splitlines():
-            if line.lstrip().startswith("nox "):
-                assert line.lstrip().startswith("nox --no-install "), line
-    # select and index run without the token
-    for name in ("Select the smoke-tested wheels", "Index the selection"):
-        assert "github.token" not in str(_step(publish, name).get("env"))
+    runs = [s["run"] for s in publish["steps"] if "run" in s]
+    assert len(runs) == 3
+    programs = set().union(*(_programs(r) for r in runs))
+    assert programs <= _RUNNER_TOOLS, programs - _RUNNER_TOOLS
+    for forbidden in ("nox", "python", "pip", "buildtools", "uv", "bash", "source", "make"):
+        assert forbidden not in programs
+    # the bundle it downloads is bound by the digest the prepare job output
+    check = _step(publish, "Check the bundle")
+    assert check["env"]["BT_BUNDLE"] == "${{ needs.prepare.outputs.bundle }}"
+    assert 'if [ "$got" != "$BT_BUNDLE" ]; then' in check["run"]
+    assert "sha256sum --check --strict --quiet MANIFEST.sha256" in check["run"]
+    assert release["jobs"]["prepare"]["outputs"] == {"bundle": "${{ steps.bundle.outputs.bundle }}"}
+    # no token reaches the check; the attestation check and the upload get the job's token
+    assert "github.token" not in str(check["env"])
 
 
-def test_the_publish_attests_only_the_selection_and_verifies_it_first(
+def test_a_programs_list_that_can_fail() -> None:
+    """The tool list above catches a repository step in the signing job's scripts."""
+    assert "nox" in _programs("set -euo pipefail\nnox -s ci -- bundle --out x\n")
+    assert "python" in _programs('x="$(python -c 1)"\n')
+    assert "./tool" in _programs("if ./tool; then echo; fi\n")
+    assert _programs('a="$(jq -r .id <<< "$b")"\n') == {"jq"}
+
+
+def test_the_prepare_job_holds_no_write_permission_and_bundles_the_release(
     release: dict[str, Any],
 ) -> None:
-    steps = release["jobs"]["publish"]["steps"]
-    names = [s["name"] for s in steps]
+    prepare = release["jobs"]["prepare"]
+    assert prepare["permissions"] == {"contents": "read", "attestations": "read"}
+    assert "environment" not in prepare and "concurrency" not in prepare
+    names = [s["name"] for s in prepare["steps"]]
     order = [
         "Select the smoke-tested wheels the builds reported",
         "Restore the published record (authenticated, checked against Pages)",
         "Index the selection with links to the release (nox -s index)",
         "What to attest: the selection and the record",
+        "Bundle what the signing job publishes (its digest: this job's output)",
+        "Upload release-bundle",
+    ]
+    assert [n for n in names if n in order] == order
+    bundle = _step(prepare, "Bundle what the signing job publishes")
+    assert bundle["env"]["BT_RECORD"] == "${{ steps.site.outputs.record }}"
+    assert "nox -s ci -- bundle --out release-bundle --wheels selected" in bundle["run"]
+    upload = _step(prepare, "Upload release-bundle")
+    assert upload["with"]["include-hidden-files"] is True
+    # select and index run without the token
+    for name in ("Select the smoke-tested wheels", "Index the selection"):
+        assert "github.token" not in str(_step(prepare, name).get("env"))
+
+
+def test_the_publish_attests_only_the_bundle_and_verifies_it_first(
+    release: dict[str, Any],
+) -> None:
+    steps = release["jobs"]["publish"]["steps"]
+    names = [s["name"] for s in steps]
+    order = [
+        "Download the release bundle",
+        "Check the bundle: the prepare job's digest, the builds' wheels",
         "Attest provenance (SLSA)",
         "Attest the release (tag, commit, run)",
         "Verify each file's attestation (this run, the tag's commit)",
         "Upload to the draft release, record, publish it",
     ]
     assert [n for n in names if n in order] == order
-    slsa, ours = (steps[names.index(n)] for n in order[4:6])
-    assert slsa["with"] == {"subject-checksums": "attest/subjects.sha256"}
+    slsa, ours = (steps[names.index(n)] for n in order[2:4])
+    assert slsa["with"] == {"subject-checksums": "release-bundle/attest/subjects.sha256"}
     assert ours["with"] == {
-        "subject-checksums": "attest/subjects.sha256",
+        "subject-checksums": "release-bundle/attest/subjects.sha256",
         "predicate-type": RELEASE_PREDICATE,
-        "predicate-path": "attest/predicate.json",
+        "predicate-path": "release-bundle/attest/predicate.json",
     }
-    subjects = steps[names.index(order[3])]["run"]
-    assert "find selected -name '*.whl'" in subjects and 'files+=("$SITE/index.json")' in subjects
-    verify = steps[names.index(order[6])]
-    assert "verify-provenance" in verify["run"] and verify["env"]["BT_SHA"] == (
-        "${{ needs.plan.outputs.sha }}"
+    check = steps[names.index(order[1])]["run"]
+    assert "attest/subjects.sha256 is not the bundle's wheels and record" in check
+    verify = steps[names.index(order[4])]
+    assert (
+        "gh attestation verify" in verify["run"] and "--deny-self-hosted-runners" in verify["run"]
     )
-    upload = steps[names.index(order[7])]["run"]
-    assert upload.index("upload-assets") < upload.index("record --tag") < upload.index("--publish")
-    # the build jobs sign nothing any more
+    assert verify["env"]["BT_SHA"] == "${{ needs.plan.outputs.sha }}"
+    upload = steps[names.index(order[5])]["run"]
+    assert upload.index("base-record") < upload.index("POST") < upload.index("linked.tsv")
+    assert upload.index("linked.tsv") < upload.index("name=index.json") < upload.index("PATCH")
+    assert "exit 11" in upload
+    # the build jobs sign nothing
     for name, job in release["jobs"].items():
-        if name.startswith(("build-", "smoke-", "images")):
+        if name.startswith(("build-", "smoke-", "images")) or name == "prepare":
             assert "id-token" not in job["permissions"], name
             assert not any("attest" in str(s.get("uses")) for s in job["steps"]), name
 
@@ -267,9 +379,16 @@ def test_the_publish_takes_only_the_bytes_the_build_legs_reported(release: dict[
         report = _step(jobs[name], "Report the wheels this job built")
         assert report["env"] == {"BT_LEG": "${{ strategy.job-index }}"}
         assert 'echo "wheels_$BT_LEG=$built" >> "$GITHUB_OUTPUT"' in report["run"]
-    select = _step(jobs["publish"], "Select the smoke-tested wheels")
+    select = _step(jobs["prepare"], "Select the smoke-tested wheels")
     assert select["env"]["BT_BUILT_BUILD_CUDA"] == "${{ toJSON(needs.build-cuda.outputs) }}"
     assert "--built-env BT_BUILT_BUILD_CPU --built-env BT_BUILT_BUILD_CUDA" in select["run"]
+    # and the signing job checks the bundle's wheels against the same outputs again
+    check = _step(jobs["publish"], "Check the bundle")
+    assert check["env"]["BT_BUILT_BUILD_CUDA"] == "${{ toJSON(needs.build-cuda.outputs) }}"
+    assert (
+        "for var in BT_BUILT_BUILD_CPU BT_BUILT_BUILD_CUDA BT_BUILT_BUILD_ROCM; do"
+        in (check["run"])
+    )
 
 
 def test_zizmor_ignores_name_exactly_the_designed_lines() -> None:

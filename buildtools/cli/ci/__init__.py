@@ -15,6 +15,7 @@ from typing import Any
 from . import (
     backfill,
     builder_image,
+    bundle,
     github,
     matrix,
     prefetch,
@@ -37,6 +38,7 @@ VERBS: tuple[ModuleType, ...] = (
     upload_assets,
     record,
     release_subjects,
+    bundle,
     verify_provenance,
     pypi_dist,
     builder_image,

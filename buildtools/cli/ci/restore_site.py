@@ -97,7 +97,11 @@ def cmd_restore_site(
         )
     else:
         out.write(f"restored {restored.hosted} published wheel(s) from {base_url} into {site}\n")
-    write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), {"path": str(site)})
+    outputs = {"path": str(site)}
+    if args.from_releases:
+        # the record this site was merged into: the signing job checks it is still the newest
+        outputs["record"] = record.asset if record is not None else "none"
+    write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), outputs)
     return 0
 
 
