@@ -11,6 +11,10 @@ code                what it catches
 bundled-torch-lib   a torch/c10/CUDA/ROCm runtime library grafted into the wheel
 undefined-symbol    a dynamic symbol neither torch, the allowed system libraries,
                     libpython nor the wheel itself provides (fails at import)
+unstable-symbol     a stable-ABI wheel imports a torch/c10 symbol outside the stable
+                    surface (C++ API, or a C function no stable C header declares)
+shim-too-new        a stable-ABI wheel imports a shim its oldest allowed torch does not
+                    export (names the first release that has it)
 no-device-code      a CUDA/ROCm cell without device code, or a shared object without a
                     promised arch or PTX
 extra-device-code   device code the cell did not promise (cubin, PTX, LTO IR, gfx
@@ -56,7 +60,19 @@ from pathlib import Path
 from ...knowledge import Knowledge, load_knowledge
 from ...model import Finding, Severity
 from ..elf import ElfInfo
-from . import abi, bundled, device, machine, metadata, platform, pythons, record, size, symbols
+from . import (
+    abi,
+    bundled,
+    device,
+    machine,
+    metadata,
+    platform,
+    pythons,
+    record,
+    size,
+    stable,
+    symbols,
+)
 from .device import expected_archs
 from .elves import WheelElf, describe_device_code, extract_elves, is_grafted
 from .expect import Expectation
@@ -68,6 +84,7 @@ from .target import TorchTarget, load_torch_target
 CHECKS: tuple[Check, ...] = (
     bundled.CHECK,
     symbols.CHECK,
+    stable.CHECK,
     device.CHECK,
     abi.CHECK,
     metadata.CHECK,
