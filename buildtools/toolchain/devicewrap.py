@@ -106,34 +106,19 @@ class WrapConfig:
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> WrapConfig:
-        def text(key: str) -> str | None:
-            value = data.get(key)
-            return value if isinstance(value, str) else None
-
-        def texts(key: str) -> tuple[str, ...]:
-            value = data.get(key)
-            return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
-
-        if data.get("schema") != SCHEMA or not texts("downstream"):
+        """The config `to_json` wrote; a value of another type than its field's is refused."""
+        if data.get("schema") != SCHEMA or not data.get("downstream"):
             raise ValueError("not a devicewrap config of schema 1 with a downstream command")
-        flags = data.get("arch_flags")
-        timeout = data.get("timeout")
-        return cls(
-            downstream=texts("downstream"),
-            compiler=text("compiler") or texts("downstream")[-1],
-            timeout=float(timeout)
-            if isinstance(timeout, (int, float)) and timeout > 0
-            else 4 * 3600.0,
-            kind=text("kind") or "nvcc",
-            arch_flags=None if flags is None else texts("arch_flags"),
-            store=text("store"),
-            job=text("job") or "",
-            site_packages=text("site_packages"),
-            python_include=texts("python_include"),
-            project=text("project"),
-            log=text("log"),
-            host_compiler=text("host_compiler"),
-        )
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            value = data.get(f.name)
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                value = tuple(value)
+            if value is not None and not isinstance(value, (str, tuple, int, float)):
+                raise ValueError(f"devicewrap config: {f.name}: {type(value).__name__}")
+            if value is not None:
+                values[f.name] = value
+        return cls(**values)
 
 
 def _load_decoder() -> Callable[..., Any]:
