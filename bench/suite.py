@@ -49,6 +49,8 @@ NAMES = (
     "estimate",
     "compiler_cache",
     "distributed",
+    # every Python's cu130 cell of one torch cold against one cell (device units compiled once)
+    "pythons",
 )
 
 
@@ -441,6 +443,7 @@ def device_rows(raw: dict[str, Any]) -> list[Row]:
     for cell in (raw.get("containers_corpus") or {}).get("cells", []):
         edited = f"one .cu ({cell['edited'].rsplit('/', 1)[-1]})"
         rows += _docker_rows(cell, f"{cell['project']}, {cell['cell']}", edited, "≤ 0.25")
+    rows += pythons_rows(raw.get("pythons") or {})
     est = raw.get("estimate")
     if est and "measured_s" in est:
         error = abs(est["model_ratio"] - 1)
@@ -470,6 +473,35 @@ def device_rows(raw: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def pythons_rows(py: dict[str, Any]) -> list[Row]:
+    """Every Python's cell of one torch × CUDA against one (bench/pythons.py)."""
+    if "ratio" not in py:
+        return []
+    n = len(py["cells"])
+    rows = [
+        Row(
+            f"{n} Pythons' cells cold / one cell ({py['cells'][0]} …; device units compiled once)",
+            _s(py["all_s"]),
+            _s(py["one_s"]),
+            py["ratio"],
+            "≤ 1.5 (5 Pythons)",
+            py["ratio"] <= 1.5,
+        )
+    ]
+    for cell, same in (py.get("identical") or {}).items():
+        rows.append(
+            Row(
+                f"the same: {cell}'s wheel against its cell built alone",
+                "identical" if same else "differ",
+                "-",
+                None,
+                "identical",
+                same,
+            )
+        )
+    return rows
+
+
 def table(rows: list[Row]) -> str:
     head = ("benchmark", "ours", "baseline", "ratio", "target", "verdict")
     body = [
@@ -492,7 +524,14 @@ def table(rows: list[Row]) -> str:
 
 
 # the benchmarks that build the CUDA cell with the shared environment (~5 GB of wheels)
-NEEDS_CUDA_ENV = ("incremental", "device", "containers", "containers_corpus", "distributed")
+NEEDS_CUDA_ENV = (
+    "incremental",
+    "device",
+    "containers",
+    "containers_corpus",
+    "distributed",
+    "pythons",
+)
 
 
 def ensure_cuda_env() -> str | None:
@@ -563,6 +602,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "compiler_cache": ["--cuda", "no"],
         "distributed": [],
+        # the example's torch 2.11.0 cu130 cells, every Python the plan has (the environments
+        # bench/device.py's setup makes for 3.12; the others as `buildtools build` makes them)
+        "pythons": ["--identity", "one"],
     }
     started = time.perf_counter()
     raw: dict[str, Any] = {}
