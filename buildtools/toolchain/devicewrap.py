@@ -212,7 +212,14 @@ def enforce_arch_flags(
                     removed += [f"{name}: {g}" for g in gone]
     if not removed and not _compiles_device_code(args, kind):
         return list(args), dict(env), []
-    return [*kept, *flags], new_env, [r for r in removed if r.split(": ")[-1] not in flags]
+    # what the cell's list holds too, however spelled ("-gencode arch=…" is "-gencode=arch=…"),
+    # was not replaced
+    same = {f.replace(" ", "=") for f in flags}
+    return (
+        [*kept, *flags],
+        new_env,
+        [r for r in removed if r.split(": ")[-1].replace(" ", "=") not in same],
+    )
 
 
 # ------------------------------------------------------------------------ unit reuse

@@ -84,6 +84,19 @@ def test_enforce_replaces_arguments_and_nvccs_environment_flags() -> None:
     assert replaced == ["-gencode arch=compute_80,code=sm_80", "NVCC_APPEND_FLAGS: -arch=sm_75"]
 
 
+def test_a_project_flag_the_cells_list_holds_too_is_not_called_replaced() -> None:
+    flags = cuda_arch_flags("9.0")
+    own = [
+        "-c",
+        "k.cu",
+        "-gencode",
+        "arch=compute_90,code=sm_90",
+        "-gencode=arch=compute_80,code=sm_80",
+    ]
+    _, _, replaced = enforce_arch_flags(own, {}, flags)
+    assert replaced == ["-gencode=arch=compute_80,code=sm_80"]
+
+
 def test_enforce_adds_the_cells_archs_to_a_device_compile_that_named_none() -> None:
     flags = cuda_arch_flags("9.0")
     args, _, replaced = enforce_arch_flags(["-c", "k.cu", "-o", "k.o"], {}, flags)
