@@ -23,7 +23,6 @@ reused and from which cell. The environments must exist already (`buildtools bui
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +60,15 @@ def cells(matrix: Path, torch: str, accelerator: str, pythons: list[str] | None)
     return [j.id for j in sorted(found, key=lambda j: tuple(map(int, j.build_python.split("."))))]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def differing_members(one: Path, two: Path) -> list[str]:
+    """The members of two wheels whose bytes differ (or that only one has)."""
+    with zipfile.ZipFile(one) as a, zipfile.ZipFile(two) as b:
+        names = sorted(set(a.namelist()) | set(b.namelist()))
+        return [
+            n
+            for n in names
+            if n not in a.namelist() or n not in b.namelist() or a.read(n) != b.read(n)
+        ]
 
 
 def build(
@@ -121,11 +128,15 @@ def main(argv: list[str] | None = None) -> int:
         wheels = {c["cell"]: c for c in report["cells"]}
         compare = {"all": ids[1:], "one": ids[-1:], "none": []}[args.identity]
         identical: dict[str, bool] = {}
+        differ: dict[str, list[str]] = {}
         for cell in compare:
             _, alone = build([cell], name=f"separate-{cell}", reuse=False, **kw)
-            theirs = alone["cells"][0]["sha256"]
-            identical[cell] = theirs == wheels[cell]["sha256"]
+            theirs = alone["cells"][0]
+            identical[cell] = theirs["sha256"] == wheels[cell]["sha256"]
             print(f"  {cell}: the same wheel as built alone: {identical[cell]}", flush=True)
+            if not identical[cell]:
+                differ[cell] = differing_members(Path(wheels[cell]["wheel"]), Path(theirs["wheel"]))
+                print(f"  {cell}: members that differ: {differ[cell]}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     result: dict[str, Any] = {
@@ -135,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratio": round(every / one, 3),
         "units": {c: wheels[c].get("units") for c in ids},
         "identical": identical,
+        "differing_members": differ,
     }
     print(json.dumps(result, indent=1))
     if args.json:
