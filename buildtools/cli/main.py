@@ -35,7 +35,7 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..planner import abi_window
+    from ..planner import abi_window, window_build
 
     # values are text, never rich markup (an image or a reason may hold "[/…]")
     console = Console(
@@ -70,6 +70,7 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
         window = abi_window(job)
         if window:
             console.print(f"ABI window of {job.id} (Requires-Dist {job.requires_dist}):")
+            console.print(f"  {window_build(job)}")
             for torch, where in window:
                 console.print(f"  torch {torch}: {where}")
     for resolution in result.ranges:

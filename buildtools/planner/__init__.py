@@ -16,12 +16,14 @@ __all__ = [
     "ServedTorch",
     "abi_window",
     "arch_list_from_torch",
+    "build_candidates",
     "current_local_version",
     "local_version",
     "matrix_cells",
     "needs_current",
     "plan",
     "torch_index_for",
+    "window_build",
 ]
 
 from dataclasses import dataclass, field
@@ -31,7 +33,14 @@ from ..matrix.config import MatrixFile
 from ..model import BuildJob, Cell
 from ..torchinstall import TorchInstall
 from .cells import MatrixCells, RemovedCell, Selection, matrix_cells, needs_current, select_cells
-from .derive import abi_window, arch_list_from_torch, current_local_version, local_version
+from .derive import (
+    abi_window,
+    arch_list_from_torch,
+    build_candidates,
+    current_local_version,
+    local_version,
+    window_build,
+)
 from .jobs import group_jobs, torch_index_for
 from .ranges import RangeResolution, ServedTorch
 

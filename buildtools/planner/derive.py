@@ -9,16 +9,19 @@ from __future__ import annotations
 __all__ = [
     "abi_window",
     "arch_list_from_torch",
+    "build_candidates",
     "current_local_version",
     "local_version",
     "requires_dist",
     "target_version_hex",
+    "window_build",
 ]
 
 from collections.abc import Sequence
 
 from packaging.version import Version
 
+from ..knowledge import Knowledge
 from ..model import BuildJob
 
 
@@ -120,3 +123,39 @@ def abi_window(job: BuildJob) -> tuple[tuple[str, str], ...]:
             )
         out.append((torch, where))
     return tuple(out)
+
+
+def build_candidates(job: BuildJob, kb: Knowledge) -> tuple[tuple[str, str], ...]:
+    """The torch a job may be compiled with, in the order to try: (release, requirement).
+
+    A stable-ABI job is built once for its whole window with any release of it: every
+    release of the window, newest first (the field builds with the newest headers and sets
+    `TORCH_TARGET_VERSION` to the floor, which the job's environment already names), each
+    pinned to its build for the job's accelerator, so that a release whose build for the
+    accelerator cannot be had is refused by the installer before any download: `+cpu`, the
+    PyPI default where its CUDA is the accelerator's (`pypi_cuda`), else `+cuXYZ` /
+    `+rocmX.Y`. Any other job is built with its own torch, as planned.
+    """
+    if job.abi != "stable" or job.torch_source != "index" or len(job.torch_versions) < 2:
+        return ((job.torch, job.torch_requirement),)
+    accel = job.accelerator
+    out = []
+    for torch in sorted(job.torch_versions, key=Version, reverse=True):
+        pypi = kb.torch_release(torch).pypi_cuda
+        if accel.kind == "cuda" and accel.version == pypi:
+            out.append((torch, f"torch=={torch}"))
+        else:
+            out.append((torch, f"torch=={torch}+{accel.name}"))
+    return tuple(out)
+
+
+def window_build(job: BuildJob) -> str:
+    """How a stable-ABI job's one wheel is built, in words (for `plan`)."""
+    torches = sorted(job.torch_versions, key=Version, reverse=True)
+    floor = torches[-1]
+    target = dict(job.env).get("BUILDTOOLS_TORCH_TARGET_VERSION", target_version_hex(floor))
+    return (
+        f"built once, with the newest of {', '.join(torches)} whose {job.accelerator.name} "
+        f"build installs, for the floor: TORCH_TARGET_VERSION={target} (torch {floor}); "
+        f"one wheel serves {len(torches)} torch release(s)"
+    )

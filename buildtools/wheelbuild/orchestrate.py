@@ -43,7 +43,6 @@ from ..model import BuildJob, BuildRecord, Finding, Severity
 from ..planner import Plan
 from ..process import ProcessRunner, SubprocessRunner
 from ..toolchain.envs import Toolchain
-from ..toolchain.prepare import prepare_toolchain
 from ..wheel.checks import Expectation, check_wheel
 from ..wheel.meta import relabel_wheel
 from ..wheel.repair import RepairTarget, repair_against_torch
@@ -62,7 +61,7 @@ from .incremental import PriorWheels, compute_fingerprints, skipped_results
 from .progress import make_progress
 from .scheduler import Slots, device_sources, host_resources, nvcc_threads, plan_slots
 from .timings import JobTiming, read_timings, update_timings
-from .window import window_targets
+from .window import build_toolchain, window_targets
 
 # A local host's glibc decides the best tag; a weaker one than promised is reported, not
 # fatal (the docker backend builds in the promised image).
@@ -140,14 +139,14 @@ def _build_job_locked(
             try:
                 started = time.monotonic()
                 stage(job.id, "env")
-                toolchain = prepare_toolchain(
+                run.job, toolchain = build_toolchain(  # a stable window: a torch it can have
                     job,
-                    job.build_python,
-                    cache_dir=opts.cache_dir / "envs",
-                    cuda_home=opts.cuda_home,
+                    kb,
+                    opts,
                     with_toolkit=backend.needs_host_toolkit,
                     ctx=RunContext(processes=runner, env=opts.env, log=log),
                 )
+                job = run.job
                 _timed(run, "env", started)
 
                 stage(job.id, "waiting for a compile slot")
@@ -225,7 +224,7 @@ def _build_job_locked(
 
                 started = time.monotonic()
                 stage(job.id, "check")
-                targets = window_targets(job, toolchain, opts, runner, log)
+                targets = window_targets(toolchain)
                 run.findings.extend(
                     check_wheel(
                         final,

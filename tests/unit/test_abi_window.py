@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from pathlib import Path
 
+import pytest
+from fixtures.factories import make_toolchain
+from fixtures.fakes import FakeRunner
+
+from buildtools.context import RunContext
+from buildtools.errors import ToolchainError
 from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
-from buildtools.planner import abi_window, plan
+from buildtools.model import BuildJob
+from buildtools.planner import abi_window, build_candidates, plan
 from buildtools.smoke.envs import torch_matches
 from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
+from buildtools.toolchain.envs import Toolchain
 from buildtools.torchinstall import TorchInstall
+from buildtools.wheelbuild.options import BuildOptions
+from buildtools.wheelbuild.window import build_toolchain
 
 KB = load_knowledge()
 
@@ -111,3 +122,62 @@ def test_a_window_release_of_a_cpu_wheel_may_be_any_build_of_it(tmp_path: Path) 
     assert torch_matches(other, _torch("2.14.1+cu130", cuda="13.0"))
     assert not torch_matches(other, _torch("2.14.0+cu130", cuda="13.0"))
     assert not torch_matches(other, None)
+
+
+# --- built once: the newest release of the window whose build for the accelerator installs ---
+
+
+def _window_job(accelerator: str, torches: list[str]) -> BuildJob:
+    data = {
+        "project": {"path": ".", "abi": "stable"},
+        "axes": {"torch": torches, "accelerator": [accelerator], "python": ["3.11"]},
+    }
+    mf = parse_matrix(data, SourceMap(path=Path("matrix.yaml"), lines={(): 1}), knowledge=KB)
+    (job,) = plan(mf, KB, host_python="3.11").jobs
+    return job
+
+
+def test_a_stable_window_targets_its_floor_and_may_build_with_any_release() -> None:
+    job = _window_job("cpu", ["2.10.0", "2.13.0", "2.15.0"])
+    assert job.env_dict["BUILDTOOLS_TORCH_TARGET_VERSION"] == "0x020a000000000000"
+    assert job.requires_dist == "torch>=2.10,<2.16"
+    assert build_candidates(job, KB) == (
+        ("2.15.0", "torch==2.15.0+cpu"),
+        ("2.13.0", "torch==2.13.0+cpu"),
+        ("2.10.0", "torch==2.10.0+cpu"),
+    )
+    # a CUDA window: PyPI's default build where its CUDA is the accelerator's, else +cuXYZ
+    cuda = build_candidates(_window_job("cu130", ["2.10.0", "2.13.0"]), KB)
+    assert cuda == (("2.13.0", "torch==2.13.0"), ("2.10.0", "torch==2.10.0+cu130"))
+    single = _window_job("cpu", ["2.13.0"])
+    assert build_candidates(single, KB) == (("2.13.0", single.torch_requirement),)
+
+
+def test_the_build_takes_the_first_candidate_that_installs(tmp_path: Path) -> None:
+    job = _window_job("cpu", ["2.10.0", "2.13.0", "2.15.0"])
+    tried: list[str] = []
+
+    def prepare(built: BuildJob, python: str, **_: object) -> Toolchain:
+        tried.append(built.torch_requirement)
+        if built.torch != "2.13.0":
+            raise ToolchainError(f"pip could not install {built.torch_requirement}\nmore")
+        return make_toolchain(tmp_path / "env", torch_version="2.13.0+cpu")
+
+    log = io.StringIO()
+    opts = BuildOptions(
+        project_dir=tmp_path, wheelhouse=tmp_path / "wh", cache_dir=tmp_path, env={}
+    )
+    ctx = RunContext(processes=FakeRunner(), env={}, log=log)
+    built, toolchain = build_toolchain(job, KB, opts, with_toolkit=True, ctx=ctx, prepare=prepare)
+    assert toolchain.torch.version == "2.13.0+cpu"
+    assert tried == ["torch==2.15.0+cpu", "torch==2.13.0+cpu"]
+    assert (built.torch, built.torch_requirement) == ("2.13.0", "torch==2.13.0+cpu")
+    assert (built.id, built.requires_dist, built.env) == (job.id, job.requires_dist, job.env)
+    assert "built once with torch==2.13.0+cpu" in log.getvalue()
+
+    def never(built: BuildJob, python: str, **_: object) -> Toolchain:
+        raise ToolchainError(f"pip could not install {built.torch_requirement}")
+
+    with pytest.raises(ToolchainError, match=r"no release of its window has a cpu build") as err:
+        build_toolchain(job, KB, opts, with_toolkit=True, ctx=ctx, prepare=never)
+    assert "torch==2.10.0+cpu: pip could not install torch==2.10.0+cpu" in str(err.value)

@@ -124,3 +124,12 @@ def test_other_abi_modes_are_not_judged(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path, [CHECK_FAIL], "torch==2.13.*")
     abi3 = Expectation(accelerator="cpu", abi="abi3", build_record=False)
     assert _stable(check_wheel(wheel, targets=[], expect=abi3)) == []
+
+
+def test_libstdcxx_templates_torch_happens_to_export_are_not_torch_api(tmp_path: Path) -> None:
+    """ld binds an unversioned libstdc++ template to the first library that defines it; torch's
+    libraries export copies of some (a real 2.13.0 build: basic_stringbuf::str() &&)."""
+    stringbuf = "_ZNOSt7__cxx1115basic_stringbufIcSt11char_traitsIcESaIcEE3strEv"
+    site = make_site_packages(tmp_path / "site", torch_exports=[stringbuf])
+    wheel = _wheel(tmp_path, ["aoti_torch_get_dtype", stringbuf], "torch>=2.10")
+    assert _stable(check_wheel(wheel, targets=[load_torch_target(site)], expect=STABLE)) == []

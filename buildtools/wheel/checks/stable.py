@@ -90,9 +90,22 @@ def _torch_owned(
             )
     elif shim_like(sym.name):
         return "a C function of torch that no stable C header declares"
+    if _runtime_library(pretty):
+        return None  # torch's libraries export copies of libstdc++ templates; not torch's API
     if any(sym.name in exports for exports in torch_exports):
         return "exported by the target torch, outside the stable surface"
     return None
+
+
+_SPECIAL = ("typeinfo name for ", "typeinfo for ", "vtable for ", "VTT for ", "guard variable for ")
+_RUNTIME = ("std::", "__gnu_cxx::", "__cxxabiv1::", "operator new", "operator delete")
+
+
+def _runtime_library(pretty: str) -> bool:
+    """Whether a demangled name is the C++ runtime's (libstdc++, its ABI), wherever it resolves."""
+    for prefix in _SPECIAL:
+        pretty = pretty.removeprefix(prefix)
+    return pretty.startswith(_RUNTIME)
 
 
 def _shim_problem(shim: ShimSymbol, facts: StableAbiFacts, floor: str, newest: str) -> str | None:
