@@ -70,6 +70,8 @@ def _settings(
         alias_patches=config.alias_patches if args.alias_patches is None else args.alias_patches,
         aliases={k: tuple(v) for k, v in sorted(config.aliases.items())},
         torch_indexes=_torch_indexes(mf, cells) if mf is not None and cells is not None else {},
+        wheel_variants=config.wheel_variants,
+        local_version=config.local_version,
     )
 
 
@@ -101,6 +103,8 @@ def cmd_index(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  kept       {name} ({why})\n")
     for name, reason in result.held_back:
         out.write(f"  held back  {name} ({reason})\n")
+    for note in result.notes:
+        out.write(f"note: {note}\n")
     verb = "would publish" if args.dry_run else "published"
     links = settings.base_url or "relative links"
     out.write(

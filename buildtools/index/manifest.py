@@ -47,13 +47,17 @@ _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 WheelIdentity = tuple[str, str, str, str]
 """(PEP 503 name, canonical version, build tag, tags: python-abi-platform, lower-cased, each
-compressed set sorted)."""
+compressed set sorted, and `~label` for a PEP 825 variant wheel)."""
 
 
 @functools.lru_cache(maxsize=65536)
 def wheel_identity(filename: str) -> WheelIdentity:
     """What pip tells a wheel by (see the module); `filename` must be a wheel file name."""
     parts = filename[: -len(".whl")].split("-")
+    label = ""
+    if len(parts) == 6 and not parts[2][:1].isdigit():
+        # PEP 825: name-version-python-abi-platform-label (a build tag starts with a digit)
+        label = parts.pop()
     tags = "-".join(parts[-3:]).lower()
     if "." in tags:  # a compressed tag set (py2.py3): the same set in any order
         tags = "-".join(".".join(sorted(set(t.split(".")))) for t in tags.split("-"))
@@ -61,7 +65,7 @@ def wheel_identity(filename: str) -> WheelIdentity:
         _canonical(parts[0]),
         _canonical_version(parts[1]),
         parts[2] if len(parts) == 6 else "",
-        tags,
+        f"{tags}~{label}" if label else tags,
     )
 
 
@@ -115,6 +119,18 @@ class IndexedWheel:
     # the build record's job fingerprint: `buildtools build --index-site` skips a job whose
     # fingerprint is published (absent from manifests written before it existed)
     fingerprint: str | None = None
+    # PEP 825 (index.wheel_variants): the variant label of a variant wheel and its
+    # properties ('namespace :: feature :: value'); `variant_fallback` marks the plain wheel
+    # of a variant version, for installers that know no variants. The three make the set
+    # the variant index lists (`variantindex`); absent from every other wheel's entry
+    variant_label: str | None = None
+    variant_properties: tuple[str, ...] = ()
+    variant_fallback: bool = False
+
+    @property
+    def in_variant_set(self) -> bool:
+        """Whether the wheel belongs to the variant index rather than the ordinary pages."""
+        return self.variant_label is not None or self.variant_fallback
 
     @property
     def project(self) -> str:
@@ -149,6 +165,13 @@ class IndexedWheel:
             "accelerator": self.accelerator,
             "url": self.url,
             **({"fingerprint": self.fingerprint} if self.fingerprint else {}),
+            **({"variant_fallback": True} if self.variant_fallback else {}),
+            **({"variant_label": self.variant_label} if self.variant_label is not None else {}),
+            **(
+                {"variant_properties": list(self.variant_properties)}
+                if self.variant_label is not None
+                else {}
+            ),
         }
 
     @classmethod
@@ -157,7 +180,13 @@ class IndexedWheel:
         site: nothing in it is trusted); ValueError or UnsafeArtefactError names the entry."""
         if not _plain_types(raw):
             _check_types(raw)  # raises, naming the first key that is wrong
-        check_wheel_filename(raw["filename"], what=f"{MANIFEST_NAME} entry")
+        label, properties, fallback = _variant_fields(raw)
+        base = raw["filename"]
+        if label is not None:
+            if not base.endswith(f"-{label}.whl"):
+                raise ValueError(f"{base}: variant_label: {label!r} is not its file name's label")
+            base = base[: -len(f"-{label}.whl")] + ".whl"
+        check_wheel_filename(base, what=f"{MANIFEST_NAME} entry")
         for key in ("sha256", "metadata_sha256"):
             if not _SHA256_RE.fullmatch(raw[key]):
                 raise ValueError(f"{raw['filename']}: {key}: expected 64 hexadecimal digits")
@@ -182,7 +211,37 @@ class IndexedWheel:
             accelerator=raw["accelerator"],
             url=raw.get("url"),
             fingerprint=raw.get("fingerprint"),
+            variant_label=label,
+            variant_properties=properties,
+            variant_fallback=fallback,
         )
+
+
+_LABEL_RE = re.compile(r"[0-9a-z_.]{1,64}")  # PEP 825's label, bounded
+_PROPERTY_RE = re.compile(r"[a-z0-9_]+ :: [a-z0-9_]+ :: [a-z0-9_.]+")  # as variantlib writes
+
+
+def _variant_fields(raw: dict[str, Any]) -> tuple[str | None, tuple[str, ...], bool]:
+    """An entry's PEP 825 fields, checked (ValueError naming the key)."""
+    filename = raw["filename"]
+    label, props, fallback = (
+        raw.get("variant_label"),
+        raw.get("variant_properties", []),
+        raw.get("variant_fallback", False),
+    )
+    if label is not None and (not isinstance(label, str) or not _LABEL_RE.fullmatch(label)):
+        raise ValueError(f"{filename}: variant_label: expected a PEP 825 label ([0-9a-z_.]+)")
+    if not isinstance(props, list) or not all(
+        isinstance(p, str) and _PROPERTY_RE.fullmatch(p) for p in props
+    ):
+        raise ValueError(
+            f"{filename}: variant_properties: expected 'namespace :: feature :: value' strings"
+        )
+    if props and label is None:
+        raise ValueError(f"{filename}: variant_properties: only a variant wheel has them")
+    if not isinstance(fallback, bool) or (fallback and label is not None):
+        raise ValueError(f"{filename}: variant_fallback: true only for a plain (unlabelled) wheel")
+    return label, tuple(props), fallback
 
 
 def _check_names(raw: dict[str, Any]) -> None:
@@ -309,8 +368,16 @@ def _wheel_line(w: IndexedWheel) -> str:
         f'"name": {_string(w.name)}, "requires_python": {_json(w.requires_python)}, '
         f'"sha256": {_string(w.sha256)}, "size": {int(w.size)!r}, "torch": {_string(w.torch)}, '
         f'"torch_specifier": {_json(w.torch_specifier)}, "torch_versions": [{versions}], '
-        f'"url": {_json(w.url)}, "version": {_string(w.version)}}}'
+        f'"url": {_json(w.url)}, {_variant_line(w)}"version": {_string(w.version)}}}'
     )
+
+
+def _variant_line(w: IndexedWheel) -> str:
+    """The PEP 825 keys of `_wheel_line`, in their sorted place (none for most wheels)."""
+    if w.variant_label is None:
+        return '"variant_fallback": true, ' if w.variant_fallback else ""
+    props = ", ".join(_string(p) for p in w.variant_properties)
+    return f'"variant_label": {_string(w.variant_label)}, "variant_properties": [{props}], '
 
 
 def read_manifest(site: Path) -> Manifest:

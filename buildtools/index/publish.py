@@ -12,8 +12,10 @@ from __future__ import annotations
 
 __all__ = ["PublishOptions", "PublishResult", "publish"]
 
+import contextlib
 import stat
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from .pages import WHEELS_DIR
 from .settings import IndexSettings
 from .site import render_site
 from .transaction import Exchange, Fault, exchange_dirs, site_transaction
+from .variantindex import refuse_variant_inputs, variant_sources
 from .variants import unknown_variant
 from .wheels import WheelSource
 
@@ -44,6 +47,7 @@ class PublishResult:
     wheels: int  # wheels the site lists now
     written: bool
     coverage: CoverageMap = field(default_factory=CoverageMap)  # the map of the new site
+    notes: tuple[str, ...] = ()  # e.g. a wheel that gets no variant twin, and why
 
 
 def _check_foreign(site: Path, added: Sequence[WheelSource]) -> None:
@@ -127,9 +131,46 @@ def publish(
     published before included); `matrix` (the cells matrix.yaml names) completes the
     coverage map.
     """
+    refuse_variant_inputs(sources)
+    _check_variants(sources, kb)
+    with _workdir(site if settings.wheel_variants else None) as workdir:
+        how = _How(gate=gate, matrix=matrix, options=options, workdir=workdir)
+        return _publish(site, sources, settings, kb, how)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _How:
+    """What `publish` was given beyond the wheels, and where variant wheels are made."""
+
+    gate: SmokeGate | None
+    matrix: MatrixCells | None
+    options: PublishOptions
+    workdir: Path | None
+
+
+@contextlib.contextmanager
+def _workdir(site: Path | None) -> Iterator[Path | None]:
+    """Where the variant wheels are made: next to the site (one filesystem, so they are
+    linked in, not copied), removed after the publish; None without index.wheel_variants."""
+    if site is None:
+        yield None
+        return
+    parent = site.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{site.name}.variants-", dir=parent) as tmp:
+        yield Path(tmp)
+
+
+def _publish(
+    site: Path,
+    sources: Sequence[WheelSource],
+    settings: IndexSettings,
+    kb: Knowledge,
+    how: _How,
+) -> PublishResult:
+    gate, matrix, options, workdir = how.gate, how.matrix, how.options, how.workdir
     dry_run, link, verify = options.dry_run, options.link, options.verify
     exchange, fault = options.exchange, options.fault
-    _check_variants(sources, kb)
     held: list[tuple[str, str]] = []
     passing: list[WheelSource] = []
     for src in sources:
@@ -138,6 +179,10 @@ def publish(
             passing.append(src)
         else:
             held.append((src.wheel.filename, reason))
+    notes: list[str] = []
+    if workdir is not None:  # the twins of wheels the gate let through vouch by their bytes
+        twins, notes = variant_sources(passing, settings, workdir)
+        passing += twins
     site = site.absolute()
 
     def decide() -> tuple[Manifest, MergeResult, dict[str, bytes], PublishResult]:
@@ -145,7 +190,8 @@ def publish(
         result = merge(manifest.wheels, passing)
         _check_foreign(site, result.added)
         runs = {*manifest.smoke, *(gate.runs if gate is not None else ())}
-        cmap = coverage_map(result.wheels, kb=kb, runs=runs, matrix=matrix)
+        ordinary = [w for w in result.wheels if not w.in_variant_set]
+        cmap = coverage_map(ordinary, kb=kb, runs=runs, matrix=matrix)
         files = render_site(result.wheels, settings, kb, runs=runs, matrix=matrix, coverage=cmap)
         outcome = PublishResult(
             site=site,
@@ -157,6 +203,7 @@ def publish(
             wheels=len(result.wheels),
             written=not dry_run,
             coverage=cmap,
+            notes=tuple(notes),
         )
         return manifest, result, files, outcome
 

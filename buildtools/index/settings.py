@@ -20,6 +20,11 @@ class IndexSettings:
     # the install commands name it. Unset: PyTorch's index of the accelerator, where PyPI's
     # torch is another build
     torch_indexes: Mapping[str, str] = field(default_factory=dict)
+    # matrix.yaml index.wheel_variants: publish PEP 825 variant wheels beside the ordinary
+    # ones (`variantindex`), at a version whose local label is `local_version`'s without
+    # the accelerator ('pt{torch_major}{torch_minor}{accelerator}' → +pt213)
+    wheel_variants: bool = False
+    local_version: str = "pt{torch_major}{torch_minor}{accelerator}"
 
     def __post_init__(self) -> None:
         if self.base_url is not None:

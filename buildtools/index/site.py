@@ -33,6 +33,7 @@ from .pages import (
 )
 from .settings import IndexSettings
 from .smokelog import SmokeRun
+from .variantindex import render_variant_index
 from .variants import Aliases, Variant
 
 SIMPLE_DIR = "simple"
@@ -153,7 +154,9 @@ def render_site(
     published wheels); `matrix`: the cells matrix.yaml names, for the coverage map;
     `coverage`: that map, when the caller has made it already (`coverage_map` of the same
     wheels, runs and matrix)."""
-    wheels = sorted(wheels, key=lambda w: w.filename)
+    listed_all = sorted(wheels, key=lambda w: w.filename)
+    variant_files = render_variant_index(listed_all, settings)  # PEP 825: their own pages
+    wheels = [w for w in listed_all if not w.in_variant_set]
     base = settings.base_url
     aliases = Aliases(settings, kb)
     # each wheel's <a> line is made once per depth, then shared by every page listing it
@@ -218,7 +221,8 @@ def render_site(
         accelerator_order=accelerators,
     )
     files[".nojekyll"] = ""  # GitHub Pages: serve the files as they are
+    files.update(variant_files)
     out = {path: text.encode("utf-8") for path, text in sorted(files.items())}
-    manifest = Manifest(wheels=tuple(wheels), generated=tuple(sorted(out)), smoke=kept)
+    manifest = Manifest(wheels=tuple(listed_all), generated=tuple(sorted(out)), smoke=kept)
     out[MANIFEST_NAME] = manifest.to_json().encode("utf-8")
     return out

@@ -13,7 +13,7 @@ import re
 import string
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .fields import Strict, check_url
 
@@ -44,6 +44,21 @@ class IndexConfig(Strict):
     alias_patches: bool = True
     aliases: dict[PageKey, list[PageKey]] = Field(default_factory=dict)
     wheel_url: str | None = None
+    # PEP 825 wheel variants (docs/index.md "Wheel variants"): `buildtools index` also
+    # publishes each wheel as a variant of the version `local_version` gives without the
+    # accelerator, on one index where uv's variant preview picks the accelerator. Off by
+    # default: the format is provisional and only previews of installers read it
+    wheel_variants: bool = False
+
+    @model_validator(mode="after")
+    def _variants_need_accelerator(self) -> IndexConfig:
+        if self.wheel_variants and "{accelerator}" not in self.local_version:
+            raise ValueError(
+                f"wheel_variants: true needs {{accelerator}} in local_version "
+                f"({self.local_version!r}): the variants of one version are its accelerators, "
+                "e.g. local_version: 'pt{torch_major}{torch_minor}{accelerator}'"
+            )
+        return self
 
     @field_validator("base_url")
     @classmethod

@@ -37,6 +37,7 @@ __all__ = [
     "retag_wheel",
     "torch_requirements",
     "validate_build_record",
+    "variant_wheel",
     "with_local_version",
 ]
 
@@ -78,6 +79,7 @@ _LOCAL_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*$", re.IGNORECASE)
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 _DEFAULT_DATE = (1980, 1, 1, 0, 0, 0)
 _ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z, the oldest date a zip entry holds
+_VARIANT_JSON = "variant.json"  # PEP 825 variant metadata (wheel.variantprops)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,8 +275,10 @@ def _rewrite(
         for info in infos:
             top, _, rest = info.filename.partition("/")
             if top == old_dist_info:
-                if rest == "RECORD" or rest in _SIGNATURES:
-                    continue  # regenerated below; signatures no longer match
+                if rest == "RECORD" or rest in _SIGNATURES or rest == _VARIANT_JSON:
+                    # regenerated below; signatures no longer match; a variant's metadata
+                    # is only ever the one this rewrite is given
+                    continue
                 arcname = f"{new_dist_info}/{rest}"
             elif top == old_data:
                 arcname = f"{new_data}/{rest}"
@@ -384,6 +388,31 @@ def public_wheel(wheel: Path, *, out_dir: Path) -> Path:
     except InvalidVersion as exc:
         raise ValueError(f"{wheel.name}: {wname.version!r} is not a PEP 440 version") from exc
     return _rewrite(wheel, out_dir=out_dir, version=public)
+
+
+def variant_wheel(
+    wheel: Path, *, out_dir: Path, local_version: str, label: str | None, variant_json: bytes
+) -> Path:
+    """A copy of `wheel` at version `<public>+<local_version>`: with `label`, a PEP 825
+    variant wheel (`…-<platform>-<label>.whl`, `variant_json` as `*.dist-info/variant.json`);
+    without, the plain wheel of that version (installers that know no variants take it).
+
+    Only the version, the file name and that one file change: every other member keeps its
+    bytes, date and mode, so the same input always gives the same bytes.
+    """
+    wname = WheelName.parse(wheel.name)
+    if wname.build:
+        raise ValueError(f"{wheel.name}: a wheel with a build tag gets no variant (PEP 825)")
+    version = with_local_version(wname.version.replace("_", "-"), local_version)
+    if not label:
+        return _rewrite(wheel, out_dir=out_dir, version=version)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".variant-") as tmp:
+        plain = _rewrite(
+            wheel, out_dir=Path(tmp), version=version, extra_files={_VARIANT_JSON: variant_json}
+        )
+        # PEP 825: the label follows the platform tag
+        return plain.replace(out_dir / f"{plain.name.removesuffix('.whl')}-{label}.whl")
 
 
 def retag_wheel(wheel: Path, *, out_dir: Path, platform_tag: str) -> Path:

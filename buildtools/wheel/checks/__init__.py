@@ -31,6 +31,8 @@ elf-machine         a shared object built for another architecture than the plat
 build-record        the wheel's buildtools.json missing or invalid
 wheel-size          a wheel above the upload limit (warning) or the release-asset limit
                     (error), with its CUDA device code per arch
+variant-properties  a variant wheel whose label or properties are not its build
+                    record's and device code's
 ==================  ======================================================================
 
 Which libraries are torch's, the GPU runtime's or the driver's is read from
@@ -72,6 +74,7 @@ from . import (
     size,
     stable,
     symbols,
+    variantclaims,
 )
 from .device import expected_archs
 from .elves import WheelElf, describe_device_code, extract_elves, is_grafted
@@ -93,6 +96,7 @@ CHECKS: tuple[Check, ...] = (
     machine.CHECK,
     record.CHECK,
     size.CHECK,
+    variantclaims.CHECK,
 )
 CHECK_CODES: tuple[str, ...] = tuple(code.name for check in CHECKS for code in check.codes)
 
