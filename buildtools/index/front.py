@@ -166,7 +166,13 @@ def _combos_table(rows: Sequence[FrontRow], anchors: Sequence[tuple[str, list[st
             f"<td>{escape(_versions(row.versions))}</td>"
             f'<td>pip: <code class="cmd-pip"{_fill("shell", c.pip)}>{escape(c.pip)}</code><br>'
             f'uv: <code class="cmd-uv"{_fill("shell", c.uv)}>{escape(c.uv)}</code>'
-            "<details><summary>PEP 503 index, uv project</summary>"
+            + (
+                f'<br>uv, the variant for this machine (PEP 825 preview): <code class="cmd-uv-'
+                f'variants"{_fill("shell", c.uv_variants)}>{escape(c.uv_variants)}</code>'
+                if c.uv_variants
+                else ""
+            )
+            + "<details><summary>PEP 503 index, uv project</summary>"
             f'<pre><code class="cmd-pip-index"{_fill("shell", c.pip_index)}>'
             f"{escape(c.pip_index)}</code></pre>"
             f'<pre><code class="cmd-uv-project"{_fill("text", c.uv_project)}>'
@@ -244,6 +250,7 @@ def render_front(
                 "pip_index": r.commands.pip_index,
                 "uv": r.commands.uv,
                 "uv_project": r.commands.uv_project,
+                **({"uv_variants": r.commands.uv_variants} if r.commands.uv_variants else {}),
             }
             for r in rows
         ],

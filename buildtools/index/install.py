@@ -16,6 +16,7 @@ __all__ = [
     "install_commands",
     "pypi_accelerator",
     "torch_index",
+    "variant_command",
 ]
 
 import json
@@ -44,6 +45,9 @@ class InstallCommands:
     # a uv project's pyproject.toml: [[tool.uv.index]] and [tool.uv.sources], and the
     # `uv add` that uses them (torch too: uv applies sources to direct dependencies only)
     uv_project: str
+    # uv's wheel-variants preview on the variant index (index.wheel_variants): uv picks the
+    # accelerator and GPU archs itself; None where the row's wheel has no variant twin
+    uv_variants: str | None = None
 
 
 def pypi_accelerator(kb: Knowledge, torch: str, platform: str) -> str | None:
@@ -137,4 +141,15 @@ def install_commands(
         pip_index=f"pip install {name} --index-url {index}{extra}",
         uv=f"uv pip install {name} --find-links {page}{extra}",
         uv_project="\n".join(lines),
+    )
+
+
+def variant_command(project: str, torch: str, *, site: str | None) -> str:
+    """uv's variant-aware install of `project` for torch `torch` from the variant index:
+    the torch release is the resolver's (`torch==2.13.*`), the accelerator uv's choice."""
+    minor = ".".join(torch.split(".")[:2])
+    index = _url(site, "wheel-variants/")  # variantindex.VARIANT_INDEX_DIR
+    return (
+        f"uv pip install --preview-features wheel-variants --index-url {index} "
+        f"{shlex.quote(project)} {shlex.quote(f'torch=={minor}.*')}"
     )

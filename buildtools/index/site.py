@@ -13,6 +13,7 @@ __all__ = ["SIMPLE_DIR", "render_site"]
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from packaging.version import InvalidVersion, Version
 
@@ -21,7 +22,7 @@ from ..model import DEFAULT_PLATFORM
 from ..planner import MatrixCells
 from .coverage import CoverageMap, coverage_map, python_order, wheel_platforms, wheel_pythons
 from .front import FrontRow, render_front
-from .install import install_commands, torch_index
+from .install import install_commands, torch_index, variant_command
 from .manifest import MANIFEST_NAME, IndexedWheel, Manifest
 from .pages import (
     anchor_href_start,
@@ -105,6 +106,7 @@ def _front_rows(
     kb: Knowledge,
     serves: _Serves,
     version_key: Callable[[str], _Order],
+    twins: frozenset[tuple[str, str, str]] = frozenset(),
 ) -> list[FrontRow]:
     rows: list[FrontRow] = []
     for variant in order:
@@ -128,11 +130,18 @@ def _front_rows(
                         pythons=tuple(sorted(pythons[platform], key=python_order)),
                         page=variant.page,
                         index=f"{variant.index_dir}/",
-                        commands=install_commands(
-                            project,
-                            variant,
-                            site=settings.base_url,
-                            torch_from=torch_index(variant, platform, settings, kb),
+                        commands=replace(
+                            install_commands(
+                                project,
+                                variant,
+                                site=settings.base_url,
+                                torch_from=torch_index(variant, platform, settings, kb),
+                            ),
+                            uv_variants=variant_command(
+                                project, variant.torch, site=settings.base_url
+                            )
+                            if (project, variant.torch, variant.accelerator) in twins
+                            else None,
                         ),
                     )
                 )
@@ -200,7 +209,13 @@ def render_site(
     shas = {w.sha256 for w in wheels}
     kept = tuple(sorted({r for r in runs if r.sha256 in shas}))
     serves = _Serves(kb, matrix)
-    rows = _front_rows(pages, order, settings, kb, serves, version_key)
+    twins = frozenset(
+        (w.project, t, w.accelerator)
+        for w in listed_all
+        if w.variant_label is not None
+        for t in w.torch_versions
+    )
+    rows = _front_rows(pages, order, settings, kb, serves, version_key, twins)
     torches = sorted({v.torch for v in order}, key=_version_key, reverse=True)
     accelerators = list(
         dict.fromkeys(

@@ -291,6 +291,11 @@ def test_publish_adds_twins_fallback_and_the_variants_json_on_their_own_pages(
     assert "variants" not in (site / "index.json").read_text().split('"generated"')[0].replace(
         "variant_", ""
     )
+    front = (site / "index.html").read_text()
+    command = "uv pip install --preview-features wheel-variants --index-url &lt;site-url&gt;"
+    assert f"{command}/wheel-variants/ bt-scatter &#x27;torch==2.13.*&#x27;" in front
+    assert f"{command}/wheel-variants/ bt-scatter &#x27;torch==2.11.*&#x27;" in front
+    assert front.count('class="cmd-uv-variants"') == 2  # the ROCm row has none
     # a second publish of the same wheels makes the same twins: nothing changes
     again = publish(site, [read_wheel(p) for p in (cpu, cuda, rocm)], VARIANTS, kb)
     assert again.added == () and len(again.unchanged) == 6

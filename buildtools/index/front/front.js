@@ -163,9 +163,13 @@
     var uv = pick.installer === "uv";
     command.textContent = fill(uv ? cmds.uv : cmds.pip, true);
     altLabel.textContent = uv
-      ? "Or in a uv project (pyproject.toml):"
+      ? (cmds.uv_variants
+        ? "Or let uv pick the variant for this machine (wheel variants, a uv preview), or in a uv project (pyproject.toml):"
+        : "Or in a uv project (pyproject.toml):")
       : "Or from the PEP 503 index of the same wheels:";
-    altCode.textContent = fill(uv ? cmds.uv_project : cmds.pip_index, !uv);
+    altCode.textContent = uv && cmds.uv_variants
+      ? fill(cmds.uv_variants, true) + "\n\n" + fill(cmds.uv_project, false)
+      : fill(uv ? cmds.uv_project : cmds.pip_index, !uv);
   }
 
   copy.addEventListener("click", function () {
