@@ -1,9 +1,14 @@
 """The durable published record: the wheels of a release are assets of the tag's GitHub Release.
 
 - `select_wheels`: the wheels a release may publish, from the downloaded `wheels-<job>`
-  artifacts (whose attestations the job verified first) and the smoke reports: the same
-  gate as `buildtools index --require-smoke`. The selection (published and held back, with
-  each wheel's job) is written as `selection.json` for the index and status jobs.
+  artifacts and the smoke reports: the same gate as `buildtools index --require-smoke`,
+  bound to this run's job outputs (which only the job that declares them can set): a
+  wheel must be one a build leg reported (`built_wheels`), and a smoke report counts only
+  when a smoke leg reported its sha256, and only for the wheels of that leg's own family
+  (`SmokeBinding`): one compromised GPU machine can write any artifact of the run, but
+  cannot vouch for another family's wheels, and a family without a smoke runner is never
+  passed. The selection (published and held back, with each wheel's job) is written as
+  `selection.json` for the index and status jobs.
 - `upload_assets`: resumable and idempotent. An asset already there with the same bytes
   is kept, a half-finished upload is replaced, and an asset with other bytes under the
   same name stops the job (a published file never changes).
@@ -19,12 +24,14 @@ from __future__ import annotations
 
 __all__ = [
     "Selection",
+    "SmokeBinding",
     "UploadResult",
     "built_wheels",
     "ensure_release",
     "missing_assets",
     "publish_release",
     "read_selection",
+    "reported_smoke",
     "select_wheels",
     "selection_lines",
     "upload_assets",
@@ -34,6 +41,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,8 +134,78 @@ def built_wheels(outputs: Iterable[str]) -> dict[str, str]:
     return built
 
 
+def _outputs(text: str, what: str) -> dict[str, object]:
+    try:
+        data = decode_json(text or "{}", what=what)
+    except ValueError:
+        raise PublishError(f"{what} are not JSON (toJSON(needs…))") from None
+    if not isinstance(data, dict):
+        raise PublishError(f"{what} are not a JSON object")
+    return data
+
+
+def reported_smoke(outputs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """smoke report sha256 → family, from (family, `toJSON(needs.<smoke job>.outputs)`)
+    pairs: `report_<leg>` is the sha256 of the report.json that leg wrote, which only
+    that leg could set."""
+    bound: dict[str, str] = {}
+    for family, text in outputs:
+        for key, value in _outputs(text, "the smoke jobs' outputs").items():
+            if not str(key).startswith("report_") or not value:
+                continue
+            sha = str(value)
+            if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+                raise PublishError(f"smoke output {key}: {sha!r} is not a sha256")
+            if bound.setdefault(sha, family) != family:
+                raise PublishError(
+                    f"smoke report {sha}: reported by a {bound[sha]} and a {family} smoke leg; "
+                    "nothing is published"
+                )
+    return bound
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeBinding:
+    """Which smoke report may vouch for which wheel: a report counts only when a smoke leg
+    of this run reported its sha256 (`reports`: sha256 → that leg's family), and only for
+    the wheels of that family (`wheels`: name → the family of the build that reported it)."""
+
+    reports: Mapping[str, str]
+    wheels: Mapping[str, str]
+
+    def gates(self, paths: Sequence[Path]) -> dict[str, SmokeGate]:
+        """family → the gate of the reports its smoke legs reported; any other report stops
+        the publish (something else put it into an artifact)."""
+        by_family: dict[str, list[Path]] = defaultdict(list)
+        for path in paths:
+            sha = sha256_file(path)
+            family = self.reports.get(sha)
+            if family is None:
+                raise PublishError(
+                    f"{path} (sha256 {sha}): no smoke leg of this run reported a report with "
+                    "these bytes; something else put it into an artifact, so nothing is published"
+                )
+            by_family[family].append(path)
+        return {family: SmokeGate.load(found) for family, found in by_family.items()}
+
+    def verdict(self, gates: Mapping[str, SmokeGate], name: str, sha: str) -> str | None:
+        """None when a report of the wheel's own family passed it, else why not."""
+        family = self.wheels.get(name)
+        if family is None:
+            return "no build job of this run reported its family"
+        gate = gates.get(family)
+        if gate is None:
+            return f"no smoke report of the {family} family in this run"
+        return gate.verdict(sha)
+
+
 def select_wheels(
-    root: Path, reports: Sequence[Path], out: Path, *, built: Mapping[str, str] | None = None
+    root: Path,
+    reports: Sequence[Path],
+    out: Path,
+    *,
+    built: Mapping[str, str] | None = None,
+    binding: SmokeBinding | None = None,
 ) -> Selection:
     """Link the wheels under `root` that the smoke reports passed into `out`; the selection.
 
@@ -135,8 +213,11 @@ def select_wheels(
     name is a conflict, not a choice). With `built` (what the build jobs of this run said
     they made: their job outputs, which no other job can set), a wheel whose name and
     sha256 no build job reported stops the publish: something else put it in an artifact.
+    With `binding`, a report no smoke leg reported stops it too, and a wheel passes only
+    on a report of its own family's smoke legs.
     """
-    gate = SmokeGate.load(reports) if reports else None
+    gate = SmokeGate.load(reports) if reports and binding is None else None
+    gates = binding.gates(reports) if binding is not None else {}
     out.mkdir(parents=True, exist_ok=True)
     published: dict[str, tuple[str, str]] = {}
     held: list[tuple[str, str, str]] = []
@@ -156,7 +237,10 @@ def select_wheels(
                 )
                 + "; something else put it into an artifact, so nothing is published"
             )
-        reason = "no smoke report in this run" if gate is None else gate.verdict(sha)
+        if binding is not None:
+            reason = binding.verdict(gates, path.name, sha)
+        else:
+            reason = "no smoke report in this run" if gate is None else gate.verdict(sha)
         if reason is not None:
             held.append((path.name, job, reason))
             continue

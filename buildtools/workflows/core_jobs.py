@@ -42,6 +42,7 @@ from .scripts import (
     plan_script,
     qemu_script,
     smoke_script,
+    smoked_script,
 )
 
 
@@ -219,14 +220,24 @@ def build_job(
 
 
 def smoke_job(
-    ctx: Context, group: str, label: Label, job: str, *, needs: list[str], from_run: str | None
+    ctx: Context,
+    group: str,
+    label: Label,
+    job: str,
+    *,
+    needs: list[str],
+    from_run: str | None,
+    legs: int = 0,
 ) -> dict[str, Any]:
     """The smoke tests of one group's wheels on its runner (`from_run`: another run's).
 
     A group is a family's x86_64 wheels (`cuda`) or its aarch64 ones (`cuda-aarch64`, on
-    an ARM machine from runners.linux_aarch64.smoke).
+    an ARM machine from runners.linux_aarch64.smoke). A release's smoke leg also outputs
+    the sha256 of its report (`report_<leg>`, `legs` outputs declared): only that leg can
+    set it, so a report counts for this family's wheels only with those bytes.
     """
     family = group_family(group)
+    release = ctx.kind == layout.RELEASE_NAME
     permissions = {"contents": "read"}
     if from_run:
         permissions["actions"] = "read"
@@ -240,37 +251,52 @@ def smoke_job(
             f"({result} == 'success' || ({result} == 'skipped' && "
             f"needs.plan.outputs.{layout.run_flag(build)} != 'true'))"
         )
-    return {
+    steps: list[dict[str, Any]] = [
+        ctx.checkout(),
+        ctx.setup_python("${{ matrix.python_versions }}"),
+        ctx.install_tools(),
+        *_wheel_downloads(ctx, from_run),
+        {
+            "name": "Smoke test (nox -s smoke)",
+            "env": {
+                "BT_JOB": "${{ matrix.id }}",
+                "BT_REPRODUCE": "${{ matrix.reproduce }}",
+                "BT_SMOKE": "${{ matrix.smoke }}",
+                RUNNER_ACCELERATOR_ENV: family,
+            },
+            "run": smoke_script(ctx.matrix, family),
+        },
+    ]
+    if release:
+        steps.append(
+            {
+                "name": "Report the smoke report's sha256",
+                "id": "smoked",
+                "env": {"BT_LEG": "${{ strategy.job-index }}"},
+                "run": smoked_script(),
+            }
+        )
+    steps.append(
+        ctx.upload("smoke-${{ matrix.id }}", f"{layout.SMOKE_OUT}/", always=True, missing="ignore")
+    )
+    smoke: dict[str, Any] = {
         "name": f"smoke ${{{{ matrix.id }}}} ({group})",
         "needs": needs,
         "if": "${{ " + " && ".join(parts) + " }}",
         "runs-on": runs_on(label),
         "timeout-minutes": layout.SMOKE_TIMEOUT,
         "permissions": permissions,
-        "strategy": {
-            "fail-fast": False,
-            "matrix": f"${{{{ fromJSON(needs.plan.outputs.{layout.output_name(job)}) }}}}",
-        },
-        "steps": [
-            ctx.checkout(),
-            ctx.setup_python("${{ matrix.python_versions }}"),
-            ctx.install_tools(),
-            *_wheel_downloads(ctx, from_run),
-            {
-                "name": "Smoke test (nox -s smoke)",
-                "env": {
-                    "BT_JOB": "${{ matrix.id }}",
-                    "BT_REPRODUCE": "${{ matrix.reproduce }}",
-                    "BT_SMOKE": "${{ matrix.smoke }}",
-                    RUNNER_ACCELERATOR_ENV: family,
-                },
-                "run": smoke_script(ctx.matrix, family),
-            },
-            ctx.upload(
-                "smoke-${{ matrix.id }}", f"{layout.SMOKE_OUT}/", always=True, missing="ignore"
-            ),
-        ],
     }
+    if release and legs:
+        smoke["outputs"] = {
+            f"report_{n}": f"${{{{ steps.smoked.outputs.report_{n} }}}}" for n in range(legs)
+        }
+    smoke["strategy"] = {
+        "fail-fast": False,
+        "matrix": f"${{{{ fromJSON(needs.plan.outputs.{layout.output_name(job)}) }}}}",
+    }
+    smoke["steps"] = steps
+    return smoke
 
 
 def _wheel_downloads(ctx: Context, from_run: str | None) -> list[dict[str, Any]]:

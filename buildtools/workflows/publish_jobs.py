@@ -33,6 +33,7 @@ __all__ = [
     "status_job",
 ]
 
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
@@ -107,11 +108,23 @@ def _built_env(job: str) -> str:
     return "BT_BUILT_" + layout.output_name(job).upper()
 
 
-def prepare_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+def _smoked_env(job: str) -> str:
+    """The variable holding a smoke job's outputs: `smoke-cuda-aarch64` → BT_SMOKED_…."""
+    return "BT_SMOKED_" + layout.output_name(job).removeprefix("smoke_").upper()
+
+
+def prepare_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
     """Everything the release needs the repository's code for, with read permissions only:
-    select, restore the record, index, say what to attest; the bundle and its digest."""
+    select, restore the record, index, say what to attest; the bundle and its digest.
+
+    `families`: each build and smoke job of the run → its family. A wheel is selected only
+    when a build leg reported its bytes and a smoke leg of its own family reported the
+    report that passed it (both through their job outputs).
+    """
+    gated = list(families)
     site = {"SITE": "${{ steps.site.outputs.path }}"}
     builds = [j for j in gated if j.startswith("build-")]
+    smokes = [j for j in gated if j.startswith("smoke-")]
     steps: list[dict[str, Any]] = [
         ctx.checkout(),
         ctx.setup_python(),
@@ -119,8 +132,15 @@ def prepare_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
         *_downloads(ctx),
         {
             "name": "Select the smoke-tested wheels the builds reported",
-            "env": {_built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in builds},
-            "run": select_script(ctx.matrix, built=[_built_env(j) for j in builds]),
+            "env": {
+                **{_built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in builds},
+                **{_smoked_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in smokes},
+            },
+            "run": select_script(
+                ctx.matrix,
+                built=[f"{families[j]}={_built_env(j)}" for j in builds],
+                smoked=tuple(f"{families[j]}={_smoked_env(j)}" for j in smokes),
+            ),
         },
         ctx.upload("selection", layout.SELECTION),
         {

@@ -51,13 +51,16 @@ def _files(with_record: bool) -> tuple[str, ...]:
     return (*lines, 'files+=("$SITE/index.json")') if with_record else lines
 
 
-def select_script(matrix: str, *, built: list[str]) -> str:
+def select_script(matrix: str, *, built: list[str], smoked: tuple[str, ...] = ()) -> str:
     """The wheels a smoke report passed, linked into selected/; selection.json for later.
 
-    `built`: the variables holding each build job's outputs; every wheel must be one of
-    the wheels (name and sha256) a build leg of this run reported.
+    `built`: `FAMILY=VAR`, the variables holding each build job's outputs; every wheel
+    must be one of the wheels (name and sha256) a build leg of this run reported.
+    `smoked`: `FAMILY=VAR` of each smoke job: a report counts only when a smoke leg
+    reported its sha256, and only for its own family's wheels.
     """
     checks = [a for var in built for a in ("--built-env", var)]
+    checks += [a for var in smoked for a in ("--smoked-env", var)]
     return bash(
         f"mkdir -p {_WHEELS} {_SMOKE}",
         *_GATES,

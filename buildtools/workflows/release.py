@@ -167,22 +167,29 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
         ),
         "images": images_job(ctx, profile, slots=shape.images),
     }
-    gated: list[str] = []
+    families: dict[str, str] = {}  # each build and smoke job → its family
     for family in shape.build:
         for job in shape.build_jobs(family):
             jobs[job] = build_job(
                 ctx, profile, family, job, needs=["plan", "images"], legs=shape.legs.get(family, 0)
             )
-            gated.append(job)
+            families[job] = family
     for group in shape.smoke:
-        builds = shape.build_jobs(group_family(group))
+        family = group_family(group)
+        builds = shape.build_jobs(family)
         for build, job in zip(builds, shape.smoke_jobs(group), strict=True):
             jobs[job] = smoke_job(
-                ctx, group, smoke_label(ctx.mf, group), job, needs=["plan", build], from_run=None
+                ctx,
+                group,
+                smoke_label(ctx.mf, group),
+                job,
+                needs=["plan", build],
+                from_run=None,
+                legs=shape.legs.get(family, 0),
             )
-            gated.append(job)
-    jobs["prepare"] = prepare_job(ctx, gated)
-    jobs["publish"] = publish_job(ctx, gated)
+            families[job] = family
+    jobs["prepare"] = prepare_job(ctx, families)
+    jobs["publish"] = publish_job(ctx, list(families))
     if pages_enabled(ctx):
         jobs["pages"] = pages_job(ctx)
     if pypi:

@@ -288,6 +288,17 @@ def built_script() -> str:
     )
 
 
+def smoked_script() -> str:
+    """A release smoke leg's output `report_<BT_LEG>`: the sha256 of the report it wrote
+    (only this leg can set it: a report counts for its family only with this digest)."""
+    report = f"{layout.SMOKE_OUT}/report.json"
+    return bash(
+        f'if [ -f {report} ]; then sha="$(sha256sum {report} | cut -d" " -f1)"; else sha=""; fi',
+        'echo "report_$BT_LEG=$sha" >> "$GITHUB_OUTPUT"',
+        'echo "smoke report: ${sha:-none}"',
+    )
+
+
 def smoke_script(matrix: str, family: str) -> str:
     """One smoke job's script: `nox -s smoke` of a build job's wheels."""
     return bash(

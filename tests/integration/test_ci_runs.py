@@ -297,6 +297,47 @@ def test_the_signing_job_refuses_a_bundle_the_prepare_job_did_not_make(
     assert run.jobs["pages"].result == "skipped" and run.jobs["status"].result == "failure"
 
 
+def test_a_gpu_machine_cannot_pass_another_familys_wheels(world: dict[str, Any]) -> None:
+    """The CUDA smoke machine is compromised: its leg sees the ROCm wheels too (planted in
+    its artifact) and its report passes them; it also rewrites the CPU family's report.
+    A report counts only for its own family's wheels and only with the digest its leg
+    output, so the ROCm wheels (no smoke runner) are held back, and the rewritten CPU
+    report stops the publish."""
+    cells = "torch2.13.0-rocm7.2-cp312 torch2.13.0-cu130-cp312 torch2.13.0-cpu-cp312"
+
+    def widen(run: LocalRun) -> None:  # before the CUDA smoke job: its wheels + ROCm's
+        for wheel in (run.artifacts / "wheels-torch2.13.0-rocm7.2-cp312").glob("*.whl"):
+            shutil.copy2(wheel, run.artifacts / "wheels-torch2.13.0-cu130-cp312" / wheel.name)
+
+    run = _manual(world, "v0.1.0", "widen", only=cells, inputs={"unsmoked": True},
+                  hooks={"smoke-cuda": widen})  # fmt: skip
+    assert run.jobs["publish"].result == "success", run.leg_log("prepare")[-3000:]
+    published = {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")}
+    assert published == {
+        "bt_scatter-0.1.0+pt213cpu-cp312-cp312-manylinux_2_28_x86_64.whl",
+        "bt_scatter-0.1.0+pt213cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+    }
+    select = run.leg_log("prepare").split("--- Select")[1].split("--- ")[0]
+    assert "held back  bt_scatter-0.1.0+pt213rocm7.2-cp312" in select, select
+    assert "no smoke report of the rocm family in this run" in select
+
+    def rewrite(run: LocalRun) -> None:  # before prepare: another family's report rewritten
+        report = run.artifacts / "smoke-torch2.13.0-cpu-cp312" / "report.json"
+        report.write_text(report.read_text().replace('"results": [', '"results": [ '))
+
+    _bump = "0.1.1"
+    init = world["repo"] / "examples" / "scatter" / "src" / "bt_scatter" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "0.1.0"', f'__version__ = "{_bump}"'))
+    _git(world["repo"], "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", _bump)
+    forged = _manual(world, f"v{_bump}", "forged", only=cells, hooks={"prepare": rewrite})
+    assert forged.jobs["prepare"].result == "failure"
+    assert "no smoke leg of this run reported a report with these bytes" in forged.leg_log(
+        "prepare"
+    )
+    assert forged.jobs["publish"].result == "skipped"
+    assert world["gh"].release(f"v{_bump}") is None
+
+
 def test_a_failed_smoke_test_publishes_nothing_and_says_why(world: dict[str, Any]) -> None:
     run = _manual(world, "v0.1.0", "smoke", env={"BT_FAIL_SMOKE": "*pt213cu130-cp312*"})
     assert run.jobs["smoke-cuda"].result == "failure"

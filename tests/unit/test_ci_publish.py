@@ -17,9 +17,11 @@ from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 
 from buildtools.cisteps.assets import (
+    SmokeBinding,
     built_wheels,
     missing_assets,
     read_selection,
+    reported_smoke,
     select_wheels,
     upload_assets,
 )
@@ -137,6 +139,78 @@ def test_select_takes_only_what_the_build_jobs_reported(tmp_path: Path) -> None:
     for bad in ('{"wheels_0": "nothex:x.whl"}', "[1]", "not json"):
         with pytest.raises(PublishError):
             built_wheels([bad])
+
+
+def test_a_smoke_report_counts_only_for_its_own_familys_wheels(tmp_path: Path) -> None:
+    """A report is bound to the smoke leg that output its sha256, and vouches only for the
+    wheels of that leg's family: a compromised GPU machine cannot pass another family's
+    wheels, a family without a smoke runner is never passed, and a report no leg reported
+    stops the publish."""
+    arts = tmp_path / "artifacts"
+    cpu = _wheel(arts / "wheels-torch2.13.0-cpu-cp312", "0.1.0+pt213cpu")
+    cuda = _wheel(arts / "wheels-torch2.13.0-cu130-cp312", "0.1.0+pt213cu130")
+    rocm = _wheel(arts / "wheels-torch2.13.0-rocm7.2-cp312", "0.1.0+pt213rocm72")
+    sha = {w: hashlib.sha256(w.read_bytes()).hexdigest() for w in (cpu, cuda, rocm)}
+    # the CUDA machine's own report passes every wheel it can see, the other families' too
+    cuda_report = _report(tmp_path / "smoke-cuda" / "report.json", {cpu: "passed", cuda: "passed", rocm: "passed"})  # fmt: skip
+    cpu_report = _report(tmp_path / "smoke-cpu" / "report.json", {cpu: "segfault"})
+    digest = {r: hashlib.sha256(r.read_bytes()).hexdigest() for r in (cuda_report, cpu_report)}
+    bound = reported_smoke(
+        [
+            ("cuda", json.dumps({"report_0": digest[cuda_report], "report_1": ""})),
+            ("cpu", json.dumps({"report_0": digest[cpu_report]})),
+        ]
+    )
+    assert bound == {digest[cuda_report]: "cuda", digest[cpu_report]: "cpu"}
+    binding = SmokeBinding(
+        reports=bound, wheels={cpu.name: "cpu", cuda.name: "cuda", rocm.name: "rocm"}
+    )
+    built = {w.name: sha[w] for w in (cpu, cuda, rocm)}
+    selection = select_wheels(
+        arts, [cuda_report, cpu_report], tmp_path / "sel", built=built, binding=binding
+    )
+    assert [w for w, _, _ in selection.published] == [cuda.name]
+    held = {w: r for w, _, r in selection.held_back}
+    assert held[cpu.name] == "smoke segfault"  # its own family's report failed it
+    assert held[rocm.name] == "no smoke report of the rocm family in this run"
+    # without the binding the CUDA report's pass would have let the ROCm wheel through
+    loose = select_wheels(arts, [cuda_report], tmp_path / "loose")
+    assert rocm.name in {w for w, _, _ in loose.published}
+    # a report no smoke leg reported (another family's artifact, rewritten): stop
+    cpu_report.write_text(cpu_report.read_text().replace("segfault", "passed"))
+    with pytest.raises(PublishError, match="no smoke leg of this run reported a report"):
+        select_wheels(arts, [cpu_report], tmp_path / "forged", built=built, binding=binding)
+    # one digest claimed by two families, or not a digest at all
+    with pytest.raises(PublishError, match="reported by a cuda and a cpu smoke leg"):
+        reported_smoke([("cuda", '{"report_0": "' + "a" * 64 + '"}'),
+                        ("cpu", '{"report_3": "' + "a" * 64 + '"}')])  # fmt: skip
+    with pytest.raises(PublishError, match="is not a sha256"):
+        reported_smoke([("cpu", '{"report_0": "passed"}')])
+
+
+def test_select_binds_reports_from_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arts = tmp_path / "artifacts"
+    cpu = _wheel(arts / "wheels-torch2.13.0-cpu-cp312", "0.1.0+pt213cpu")
+    report = _report(tmp_path / "smoke-cpu" / "report.json", {cpu: "passed"})
+    sha = hashlib.sha256(cpu.read_bytes()).hexdigest()
+    monkeypatch.setenv("BUILT", json.dumps({"wheels_0": f"{sha}:{cpu.name}"}))
+    monkeypatch.setenv(
+        "SMOKED", json.dumps({"report_0": hashlib.sha256(report.read_bytes()).hexdigest()})
+    )
+    base = ["ci", "select", str(arts), "--selection", str(tmp_path / "s.json")]
+    gate = ["--require-smoke", str(report)]
+    assert main([*base, "--out", str(tmp_path / "a"), "--built-env", "cpu=BUILT",
+                 "--smoked-env", "cpu=SMOKED", *gate]) == 0  # fmt: skip
+    assert (tmp_path / "a" / cpu.name).is_file()
+    # bound to the CUDA family: the CPU wheel is not passed by it
+    assert main([*base, "--out", str(tmp_path / "b"), "--built-env", "cpu=BUILT",
+                 "--smoked-env", "cuda=SMOKED", *gate]) == 0  # fmt: skip
+    assert not (tmp_path / "b").exists() or not list((tmp_path / "b").iterdir())
+    # binding needs each build's family
+    assert main([*base, "--out", str(tmp_path / "c"), "--built-env", "BUILT",
+                 "--smoked-env", "cpu=SMOKED", *gate]) == 10  # fmt: skip
 
 
 def test_select_refuses_two_wheels_of_one_name(tmp_path: Path) -> None:

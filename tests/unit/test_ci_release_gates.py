@@ -381,7 +381,9 @@ def test_the_publish_takes_only_the_bytes_the_build_legs_reported(release: dict[
         assert 'echo "wheels_$BT_LEG=$built" >> "$GITHUB_OUTPUT"' in report["run"]
     select = _step(jobs["prepare"], "Select the smoke-tested wheels")
     assert select["env"]["BT_BUILT_BUILD_CUDA"] == "${{ toJSON(needs.build-cuda.outputs) }}"
-    assert "--built-env BT_BUILT_BUILD_CPU --built-env BT_BUILT_BUILD_CUDA" in select["run"]
+    assert (
+        "--built-env cpu=BT_BUILT_BUILD_CPU --built-env cuda=BT_BUILT_BUILD_CUDA" in select["run"]
+    )
     # and the signing job checks the bundle's wheels against the same outputs again
     check = _step(jobs["publish"], "Check the bundle")
     assert check["env"]["BT_BUILT_BUILD_CUDA"] == "${{ toJSON(needs.build-cuda.outputs) }}"
@@ -413,3 +415,27 @@ def test_zizmor_ignores_name_exactly_the_designed_lines() -> None:
         "self-hosted.yml:13",
     ]
     assert seen == 6
+
+
+def test_each_smoke_leg_outputs_its_reports_digest_and_the_selection_binds_it(
+    release: dict[str, Any],
+) -> None:
+    """A smoke report counts only for its own family and with the digest its leg output
+    (`report_<leg>`): the selection gets every smoke job's outputs with its family."""
+    jobs = release["jobs"]
+    for name, family in (("smoke-cpu", "CPU"), ("smoke-cuda-aarch64", "CUDA_AARCH64")):
+        smoke = jobs[name]
+        assert smoke["outputs"]["report_0"] == "${{ steps.smoked.outputs.report_0 }}"
+        step = _step(smoke, "Report the smoke report's sha256")
+        assert step["env"] == {"BT_LEG": "${{ strategy.job-index }}"}
+        assert 'echo "report_$BT_LEG=$sha" >> "$GITHUB_OUTPUT"' in step["run"]
+        names = [s["name"] for s in smoke["steps"]]
+        assert names.index("Smoke test (nox -s smoke)") < names.index(step["name"])
+        select = _step(jobs["prepare"], "Select the smoke-tested wheels")
+        assert select["env"][f"BT_SMOKED_{family}"] == f"${{{{ toJSON(needs.{name}.outputs) }}}}"
+    run = _step(jobs["prepare"], "Select the smoke-tested wheels")["run"]
+    assert "--built-env cpu=BT_BUILT_BUILD_CPU --built-env cuda=BT_BUILT_BUILD_CUDA" in run
+    assert "--smoked-env cpu=BT_SMOKED_CPU --smoked-env cpu=BT_SMOKED_CPU_AARCH64" in run
+    assert "--smoked-env cuda=BT_SMOKED_CUDA --smoked-env cuda=BT_SMOKED_CUDA_AARCH64" in run
+    # the ROCm family has no smoke runner: no smoke job, so its wheels are never passed
+    assert "rocm=BT_SMOKED" not in run and "smoke-rocm" not in jobs
