@@ -51,7 +51,7 @@ CUDA_HOME=$(dirname "$(dirname "$(readlink -f "$NVCC")")")
 cd "$WORK" || exit 1
 
 if [ "${LEG:-smoke}" = smoke ]; then
-    for x in cc ft; do
+    for x in ${APPS:-cc ft}; do
         echo "=== $x: buildtools check" | tee -a "$OUT/smoke.txt"
         buildtools check "$C"/$x/wh/*.whl 2>&1 | tee -a "$OUT/smoke.txt"
         echo "=== $x: buildtools smoke --accelerator cuda" | tee -a "$OUT/smoke.txt"

@@ -232,7 +232,7 @@ def _info(torch_values: Sequence[str]) -> VariantInfo:
 
 def _with_schema(text: str) -> bytes:
     """variantlib's JSON with the `$schema` uv reads (variantlib 0.2.2 writes its own)."""
-    data = json.loads(text)
+    data = decode_json(text, what="variantlib's variants JSON")
     data["$schema"] = variant_facts().schema
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
@@ -268,7 +268,9 @@ def index_json(specs: Iterable[VariantSpec]) -> bytes:
     doc.variants = {label: by_label[label].description() for label in sorted(by_label)}
     out = _with_schema(doc.to_str())
     try:
-        VariantsJson(json.loads(out))  # variantlib's own validation of the index document
+        VariantsJson(
+            decode_json(out, what="variants JSON")
+        )  # variantlib's own validation of the index document
     except ValidationError as exc:
         raise ValueError(f"variants JSON: {exc}") from None
     return out

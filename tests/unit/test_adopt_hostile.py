@@ -84,7 +84,8 @@ def test_300000_blank_lines_in_every_file_init_reads(tmp_path: Path) -> None:
     ]
     out = io.StringIO()
     assert cli.main(["init", str(root), "--dry-run", "--torch", "2.11.0"], out=out) == 0
-    assert "CUDA 13.0 build compiles: 7.0+PTX;8.0;9.0+PTX\n" in out.getvalue()
+    # setup.py runs no cmake: the CMake files' settings are listed, not counted (its -gencode is)
+    assert "CUDA 13.0 build compiles: 8.0\n" in out.getvalue()
 
 
 @pytest.fixture
