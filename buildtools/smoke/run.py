@@ -358,6 +358,16 @@ def _smoke_one(  # noqa: PLR0912, PLR0915
             timeout=opts.timeout,
         )
         child = parse_child_report(stage.output)
+        ran = child.torch.get("version") if child.torch else None
+        if isinstance(ran, str) and w.torch is not None and ran != w.torch:
+            expected, w.torch = w.torch, ran
+            return w.result(
+                stage,
+                child,
+                status=SmokeStatus.FAILED,
+                diagnosis=f"the wheel ran on torch {ran}, not the {expected} under test: "
+                "installing it put another torch first on the path",
+            )
         w.modules, failures, notes = load_outcomes(listed, child, opts.optional_modules)
         for name in sorted(opts.optional_modules - {m.name for m in listed if m.name}):
             notes.append(f"optional module {name} is not in the wheel")

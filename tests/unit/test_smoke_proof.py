@@ -758,3 +758,35 @@ def test_optional_modules_are_validated_with_file_and_line(tmp_path: Path) -> No
     matrix.write_text(head + textwrap.indent("- a.b\n- a.b\n", "    ") + axes)
     with pytest.raises(ConfigError, match=r"'a\.b' is listed twice"):
         load_matrix(matrix)
+
+
+def test_a_wheel_install_that_swaps_the_torch_under_test_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pip constraint (`torch<=2.14.1` on the machine this was found on) made the wheel's
+    install put torch 2.14.1 over the 2.15.0 under test: the entry names the torch that ran,
+    never the one it was meant to test, and fails."""
+    swapped = _say(
+        {"event": "imported", "module": "torch", "version": "2.10.0+cu128"},
+        {"event": "imported", "module": "bt_scatter"},
+        {"event": "maps", "libs": {}, "watched": []},
+    )
+
+    class ImportCheck(FakeRunner):
+        def respond(self, call: Call) -> CommandResult:
+            if len(call.argv) > 1 and call.argv[1].endswith("buildtools_import_check.py"):
+                return CommandResult(argv=call.argv, returncode=0, output=swapped)
+            return super().respond(call)
+
+    runner = ImportCheck()
+    runner.on(ANY, "-m", "pip", "--version", output="pip 24.0 from /x (python 3.12)\n")
+    runner.on(ANY, "-m", "venv", effect=_make_venv)
+    status, diagnosis, report = _run(
+        tmp_path, monkeypatch, _torch(), _cuda_wheel(tmp_path, SM90A), runner
+    )
+    assert status is SmokeStatus.FAILED
+    assert diagnosis == (
+        "the wheel ran on torch 2.10.0+cu128, not the 2.11.0+cu130 under test: installing it "
+        "put another torch first on the path"
+    )
+    assert report.to_json()["results"][0]["torch"] == "2.10.0+cu128"  # type: ignore[attr-defined]
