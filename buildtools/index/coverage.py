@@ -32,6 +32,7 @@ __all__ = [
     "render_markdown",
     "render_text",
     "run_note",
+    "shared_wheels",
     "wheel_platforms",
     "wheel_pythons",
 ]
@@ -298,6 +299,30 @@ def _unavailable(kb: Knowledge, cell: Cell) -> str | None:
     return kb.cell_unavailable_reason(cell)
 
 
+def shared_wheels(cmap: CoverageMap) -> list[tuple[str, tuple[str, ...]]]:
+    """(wheel, the torch pages it serves) of each published wheel that serves more than one
+    torch release (a stable-ABI wheel): one file, N pages, oldest torch first."""
+    pages: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for grid in cmap.grids:
+        for (torch, acc), row in zip(grid.rows, grid.cells, strict=True):
+            for cell in row:
+                for wheel in cell.wheels:
+                    pages[wheel].add((torch, acc))
+    out = []
+    for wheel, found in sorted(pages.items()):
+        if len({t for t, _ in found}) > 1:
+            ordered = sorted(found, key=_row_key)
+            out.append((wheel, tuple(f"{t}+{a}" for t, a in ordered)))
+    return out
+
+
+def _shared_lines(cmap: CoverageMap) -> list[str]:
+    return [
+        f"one wheel, {len(pages)} torch pages: {wheel} serves {', '.join(pages)}"
+        for wheel, pages in shared_wheels(cmap)
+    ]
+
+
 # -- text renderings --------------------------------------------------------------------
 
 
@@ -380,6 +405,9 @@ def render_markdown(cmap: CoverageMap, *, title: str = "Coverage") -> str:
     if notes.items():
         lines.append("")
         lines += [f"{n}. {_md(text)}" for n, text in notes.items()]
+    shared = _shared_lines(cmap)
+    if shared:
+        lines += ["", *(f"- {_md(line)}" for line in shared)]
     return "\n".join(lines) + "\n"
 
 
@@ -400,4 +428,4 @@ def render_text(cmap: CoverageMap, *, max_rows: int = 60) -> list[str]:
             out.append(label.ljust(width) + " " + " ".join(c.status.symbol.rjust(5) for c in row))
     if used:
         out.append("  ".join(f"{s.symbol} {s.value}" for s in Status if s in used))
-    return out
+    return out + _shared_lines(cmap)

@@ -26,6 +26,7 @@ from buildtools.index.coverage import (
     coverage_map,
     render_markdown,
     render_text,
+    shared_wheels,
     wheel_platforms,
     wheel_pythons,
 )
@@ -542,3 +543,35 @@ def test_matrix_cells_of_the_reference_matrix() -> None:
     assert "torch2.13.0-cpu-cp312-aarch64" in ids  # an include rule
     assert "torch2.11.0-rocm7.2-cp312" in {c.id for c in cells.excluded}  # an exclude rule
     assert all(c.id not in ids for c in cells.excluded)
+
+
+def test_one_stable_wheel_shows_as_one_file_on_every_torch_page_it_serves(
+    tmp_path: Path,
+) -> None:
+    window = ["2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+    record = {
+        "schema": 1,
+        "torch": "2.13.0+cpu",
+        "accelerator": "cpu",
+        "cxx11_abi": True,
+        "abi": "stable",
+        "torch_versions": window,
+    }
+    path = make_wheel(
+        tmp_path,
+        name="ext_stable",
+        version="0.1.0+pt210cpu",
+        tag="cp311-abi3-manylinux_2_28_x86_64",
+        files={"ext_stable/__init__.py": b""},
+        requires=["torch<2.16,>=2.10"],
+        dist_info_files={"buildtools.json": json.dumps(record).encode()},
+    )
+    stable, plain = read_wheel(path), wheel(tmp_path, "cp311-cp311-manylinux_2_28_x86_64")
+    cmap = coverage_map([stable.wheel, plain.wheel], kb=KB)
+    assert shared_wheels(cmap) == [(path.name, tuple(f"{t}+cpu" for t in window))]
+    lines = render_text(cmap)
+    assert lines[-1] == (
+        f"one wheel, 6 torch pages: {path.name} serves 2.10.0+cpu, 2.11.0+cpu, 2.12.1+cpu, "
+        "2.13.0+cpu, 2.14.1+cpu, 2.15.0+cpu"
+    )
+    assert "one wheel, 6 torch pages" in render_markdown(cmap)
