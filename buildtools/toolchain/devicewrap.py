@@ -270,15 +270,13 @@ class _Paths:
         # only paths the build maps out of what it writes (-ffile-prefix-map): a unit's
         # bytes never depend on them. Not the object directory: it differs by job and a
         # header generated there keeps its path.
-        for value, mark in ((config.site_packages, "@SP@"), (config.project, "@PROJ@")):
-            if value:
-                pairs.append((os.path.realpath(value), mark))
-                if os.path.realpath(value) != value:
-                    pairs.append((value, mark))
         include = config.python_include or _python_includes()
         self.python = tuple(os.path.realpath(p) for p in include)
-        for index, value in enumerate(include):
-            pairs.append((os.path.realpath(value), f"@PY{index}@"))
+        marks = [(config.site_packages, "@SP@"), (config.project, "@PROJ@")]
+        marks += [(value, f"@PY{index}@") for index, value in enumerate(include)]
+        for value, mark in marks:  # each as spelt (through a link) and resolved
+            if value:
+                pairs += {(os.path.realpath(value), mark), (str(Path(value).absolute()), mark)}
         self.pairs = sorted(pairs, key=lambda p: -len(p[0]))
 
     def normal(self, text: str) -> str:

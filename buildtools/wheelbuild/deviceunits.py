@@ -76,8 +76,9 @@ def wrap_env(
     # a path is a placeholder in the store's keys only where the build maps it out of the
     # objects (wheelbuild.environment.reproducible_env); else it stays, and keys differ
     nvcc_flags = env.get("NVCC_APPEND_FLAGS", "")
-    site = toolchain.site_packages.resolve()
-    project = opts.project_dir.resolve()
+    # as the compiler sees them (a linked cache's spelling; the wrapper adds the resolved one)
+    site = toolchain.site_packages.absolute()
+    project = opts.project_dir.absolute()
     config = devicewrap.WrapConfig(
         downstream=tuple(downstream),
         compiler=str(nvcc),

@@ -139,6 +139,11 @@ def _maps(project_dir: Path, site_packages: Path | None) -> list[str]:
     maps = [f"{root}=.", f"{relative}=."]
     if site_packages is not None:  # torch's headers, whose TORCH_CHECKs embed __FILE__
         maps.append(f"{site_packages.resolve()}=/site-packages")
+    # a path through a symbolic link (a linked cache or checkout) reaches the compiler as
+    # spelt: it is mapped too
+    for path, new in ((project_dir, "."), (site_packages, "/site-packages")):
+        if path is not None and path.absolute() != path.resolve():
+            maps.append(f"{path.absolute()}={new}")
     return maps
 
 

@@ -168,3 +168,23 @@ def test_enforce_replaces_the_projects_arch_flags(tmp_path: Path, project: Path)
         "-gencode arch=compute_80,code=sm_80",
         "-gencode=arch=compute_86,code=sm_86",
     ]
+
+
+@needs_nvcc
+def test_a_cell_whose_environment_is_reached_through_a_link_reuses_too(
+    tmp_path: Path, project: Path
+) -> None:
+    """A linked cache directory: the compiler sees the linked spelling of site-packages."""
+    store = tmp_path / "store"
+    one = _cell(tmp_path, "cp311", 11)
+    real = _cell(tmp_path / "real", "cp312", 12)
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    two = {
+        k: Path(str(v).replace(str(tmp_path / "real"), str(tmp_path / "linked")))
+        for k, v in real.items()
+    }
+    first, _ = _compile(project, one, "unit.cu", job="cp311", store=store, arch=SM90)
+    reused, log = _compile(project, two, "unit.cu", job="cp312", store=store, arch=SM90)
+    assert log[-1]["reuse"] == "reused"
+    alone, _ = _compile(project, two, "unit.cu", job="alone", store=None, arch=SM90)
+    assert reused == first == alone

@@ -250,3 +250,18 @@ def test_a_unit_whose_objects_keep_real_paths_is_not_reusable(
     assert unit_key(base, {}, config, []) is not None
     assert unit_key([*base, *flags], {}, config, []) is None
     assert unit_key(base, {"NVCC_APPEND_FLAGS": " ".join(flags)}, config, []) is None
+
+
+def test_a_path_reached_through_a_link_is_mapped_as_spelt_too(tmp_path: Path) -> None:
+    from buildtools.wheelbuild.environment import reproducible_env
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    site = tmp_path / "link" / "sp"
+    (tmp_path / "real" / "sp").mkdir()
+    flags = reproducible_env({}, project_dir=tmp_path / "link", site_packages=site, device=True)
+    nvcc = flags["NVCC_APPEND_FLAGS"]
+    for spelt in (site, site.resolve()):
+        assert f"-ffile-prefix-map={spelt}=/site-packages" in nvcc
+    for spelt in (tmp_path / "link", (tmp_path / "link").resolve()):
+        assert f"-ffile-prefix-map={spelt}=." in nvcc
