@@ -175,9 +175,7 @@ def _index_torch(
                             f"{', '.join(kb.torch_release(torch).cuda_archs)}",
                         )
                     )
-        toolkit = _toolkit(
-            accel, arch_list, kb.toolkit_requirements(build_torch, accel), override
-        )
+        toolkit = _toolkit(accel, arch_list, kb.toolkit_requirements(build_torch, accel), override)
     index = torch_index_for(mf, accel)
     return _BuildTorch(
         torch=build_torch,
