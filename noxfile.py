@@ -48,7 +48,9 @@ def _install(session: nox.Session, extras: str = "") -> None:
     if not Path(_LOCK).is_file():
         session.error(f"BUILDTOOLS_REQUIREMENTS={_LOCK}: no such file; run `nox -s ci`")
     session.install("--require-hashes", "-r", _LOCK)
-    session.install("--no-deps", "-e", f".{extras}")
+    # the build backend (setuptools, wheel) came hashed from the lock: no isolated build,
+    # which would fetch it unhashed
+    session.install("--no-deps", "--no-build-isolation", "-e", f".{extras}")
 
 
 @nox.session

@@ -11,8 +11,9 @@ Three files, each the closure of a few top-level requirements:
   (`pip install --require-hashes --no-deps`); pure-Python wheels only (one hash serves
   every runner: the script refuses a platform wheel);
 - buildtools/data/buildtools-requirements.txt: buildtools' dependencies (pyproject.toml's
-  `dependencies` and the `docker` extra), which the nox sessions install with
-  `--require-hashes` before buildtools itself; the wheel for each of python.machines;
+  `dependencies`, the `docker` extra and the `[build-system] requires`), which the nox
+  sessions install with `--require-hashes` before buildtools itself (`--no-deps
+  --no-build-isolation`); the wheel for each of python.machines;
 - docker/tools-requirements.txt: the tools venv of the builder images (the versions in that
   file are the top-level pins: edit one, then run this), for every Python >= 3.10 of an image.
 
@@ -74,10 +75,12 @@ CI_HEADER = """\
 # --require-hashes --no-deps, so a rebuild months later gets the same bytes.
 """
 LOCK_HEADER = """\
-# buildtools' own dependencies (pyproject.toml's dependencies and the `docker` extra), each
-# pinned by version and sha256 of its wheel for the CI Python ({python}) on every runner
-# architecture. The workflows set BUILDTOOLS_REQUIREMENTS to this file; the nox sessions then
-# install it with --require-hashes and buildtools itself with --no-deps.
+# buildtools' own dependencies (pyproject.toml's dependencies and the `docker` extra) and
+# its build backend (`[build-system] requires`), each pinned by version and sha256 of its
+# wheel for the CI Python ({python}) on every runner architecture. The workflows set
+# BUILDTOOLS_REQUIREMENTS to this file; the nox sessions then install it with
+# --require-hashes and buildtools itself with --no-deps --no-build-isolation (nothing fetched
+# unhashed).
 """
 DOCKER_HEADER = """\
 # What the in-container steps of torch-buildtools need, installed into /opt/buildtools/venv
@@ -162,9 +165,16 @@ def render(target: Target, pins: Pins) -> str:
 
 
 def project_requires() -> list[str]:
-    """pyproject.toml's dependencies and its `docker` extra (PEP 508 lines)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return [*project["dependencies"], *project["optional-dependencies"]["docker"]]
+    """pyproject.toml's dependencies, its `docker` extra and its build backend (PEP 508
+    lines): the sessions install the checkout with --no-build-isolation, so the backend
+    comes from the lock too, never fetched unhashed by pip's isolated build."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    project = data["project"]
+    return [
+        *project["dependencies"],
+        *project["optional-dependencies"]["docker"],
+        *data["build-system"]["requires"],
+    ]
 
 
 def _for_machine(lines: list[str], python: str, machine: str) -> list[str]:

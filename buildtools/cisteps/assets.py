@@ -216,17 +216,13 @@ def select_wheels(
     With `binding`, a report no smoke leg reported stops it too, and a wheel passes only
     on a report of its own family's smoke legs.
     """
-    gate = SmokeGate.load(reports) if reports and binding is None else None
-    gates = binding.gates(reports) if binding is not None else {}
-    out.mkdir(parents=True, exist_ok=True)
-    published: dict[str, tuple[str, str]] = {}
-    held: list[tuple[str, str, str]] = []
+    wheels = []
     for path in sorted(root.rglob("*.whl")):
         check_wheel_filename(path.name, what=f"downloaded artifact {path}")
         if path.is_symlink() or not path.is_file():
             raise PublishError(f"{path}: not a regular file; refusing to publish it")
-        sha = sha256_file(path)
-        job = _job_of(path, root)
+        wheels.append((path, sha256_file(path), _job_of(path, root)))
+    for path, sha, job in wheels:
         if built is not None and built.get(path.name) != sha:
             raise PublishError(
                 f"{path.name} (artifact of {job}, sha256 {sha}): no build job of this run "
@@ -237,6 +233,13 @@ def select_wheels(
                 )
                 + "; something else put it into an artifact, so nothing is published"
             )
+    # then the reports: each one a smoke leg reported (with a binding), per family
+    gate = SmokeGate.load(reports) if reports and binding is None else None
+    gates = binding.gates(reports) if binding is not None else {}
+    out.mkdir(parents=True, exist_ok=True)
+    published: dict[str, tuple[str, str]] = {}
+    held: list[tuple[str, str, str]] = []
+    for path, sha, job in wheels:
         if binding is not None:
             reason = binding.verdict(gates, path.name, sha)
         else:

@@ -171,7 +171,7 @@ def build_job(
                 "BT_ONLY": "${{ matrix.only }}",
                 "BT_REPRODUCE": "${{ matrix.reproduce }}",
             },
-            "run": build_script(ctx.matrix, profile, recheck=release),
+            "run": build_script(ctx.matrix, profile, isolated=release),
         },
         *(
             [

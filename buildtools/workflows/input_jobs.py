@@ -1,19 +1,21 @@
 """What a build job brings in besides the source: its builder image, its downloads, its
 compiler cache; and the jobs that make them (images, prefetch). Per workflow, by trust:
 
-- release: the builder image comes from this run's `images` job (an artifact, or the
-  registry by digest), checked against the image ID that job output (`image_<slot>`);
-  without one (the job failed) the build makes its own from the tag's Dockerfiles. The
-  downloads are restored by exact key and re-checked against their index's sha256; the
-  compiler cache is sccache's Actions backend (`SCCACHE_GHA_VERSION=bt-rel-sccache-1`,
-  read-write), or with ccache its directory by exact key (`bt-rel-…`), saved when missing.
+- release: reads no cache at all. The builder image comes from this run's `images` job
+  (an artifact, or the registry by digest), checked against the image ID that job output
+  (`image_<slot>`); without one (the job failed) the build makes its own from the tag's
+  Dockerfiles. The build runs in an emptied cache directory of its own (`build_script`):
+  its downloads come from the index into an empty directory, pip checking each file
+  against the sha256 the index publishes, and its compiler cache starts empty (only what
+  this build compiles is in it). Nothing is saved: a cache a pull request or
+  `self-hosted.yml` could write is never what a release reads.
 - pull requests: the images and downloads the scheduled `caches.yml` saved (read only),
-  and the compiler cache: sccache's Actions backend under the release's version, read
-  only; with ccache their own (`bt-pr<number>-…`, in the pull request's scope).
+  and the compiler cache: sccache's Actions backend (read-write: its writes land in the
+  pull request's own scope), or ccache's directory (`bt-pr<number>-…`, in that scope).
 - self-hosted.yml (a branch's code, run with the default branch's cache scope): images and
-  downloads read only, no compiler cache at all: nothing it could write is ever read by a
-  release, and it reads nothing a release wrote for its compiles.
-- caches.yml (scheduled, default branch): saves the images and downloads.
+  downloads read only, no compiler cache at all, nothing saved.
+- caches.yml (scheduled, default branch): saves the images and downloads, for pull
+  requests and self-hosted.yml only.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ __all__ = ["build_inputs", "image_outputs", "images_job", "prefetch_job", "regis
 from typing import Any
 
 from ..ciplan import layout
-from ..ciplan.cachekeys import RELEASE_NAMESPACE, SCCACHE_GHA_NAMESPACE
+from ..ciplan.cachekeys import SCCACHE_GHA_NAMESPACE
 from .common import Context
 from .scripts import (
     free_disk_script,
@@ -129,40 +131,29 @@ def _cached_image(ctx: Context) -> list[dict[str, Any]]:
     ]
 
 
-def _downloads(*, exact: bool, save: bool, ctx: Context) -> tuple[list[Any], list[Any]]:
-    with_: dict[str, Any] = {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"}
-    if not exact:
-        with_["restore-keys"] = "${{ matrix.prefetch_restore }}"
-    restore = [
+def _downloads(ctx: Context) -> list[Any]:
+    """The downloads caches.yml saved (the same pins, these Pythons or others): read only."""
+    return [
         {
             "name": "Restore downloads (torch, toolkit, build requirements)",
             "id": "downloads",
             "uses": ctx.pins.uses("actions/cache", "restore"),
-            "with": with_,
+            "with": {
+                "path": _PREFETCH_PATH,
+                "key": "${{ matrix.prefetch_key }}",
+                "restore-keys": "${{ matrix.prefetch_restore }}",
+            },
         }
     ]
-    saves = [
-        {
-            "name": "Save downloads",
-            "if": "success() && steps.downloads.outputs.cache-hit != 'true'",
-            "uses": ctx.pins.uses("actions/cache", "save"),
-            "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
-        }
-    ]
-    return restore, saves if save else []
 
 
 def _sccache_gha(ctx: Context) -> list[Any]:
-    """sccache's GitHub Actions backend for this workflow's builds (by trust): a release
-    reads and writes `bt-rel-sccache-…` (the default branch's scope: release.yml runs on
-    workflow_run), a pull request reads it only (READ_ONLY; its token could write only its
-    own scope, which no release reads), anything else gets none."""
-    if ctx.kind == layout.RELEASE_NAME:
-        mode = "READ_WRITE"
-    elif ctx.kind == layout.PR_NAME:
-        mode = "READ_ONLY"
-    else:
+    """sccache's GitHub Actions backend for a pull request's builds, read-write: the cache
+    service scopes its writes to the pull request (`refs/pull/N/merge`), which no release
+    and no other pull request reads. Releases and everything else get none."""
+    if ctx.kind != layout.PR_NAME:
         return []
+    mode = "READ_WRITE"
     # the cache service's URL and token reach JavaScript actions only; sccache (in the
     # build, and in its container: the docker backend passes these by name) needs them
     script = "\n".join(
@@ -184,24 +175,19 @@ def _sccache_gha(ctx: Context) -> list[Any]:
 
 def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
     """With sccache (the matrix's build.compiler_cache): its Actions backend (`_sccache_gha`).
-    ccache: release: exact key in the trusted namespace, saved when missing. Pull request:
-    its own namespace and scope, the newest entry of this pull request. Others: none."""
+    ccache: a pull request's own namespace and scope, the newest entry of this pull
+    request. A release none: compiler-cache objects cannot be verified, so a release
+    compiles everything itself (what that costs: docs/ci.md, Caches). Others: none."""
     tool = ctx.mf.matrix.build.cache_tool
     if tool is None:
         return [], []
     if tool == "sccache":
         return _sccache_gha(ctx), []
-    if ctx.kind == layout.RELEASE_NAME:
-        key = f"{RELEASE_NAMESPACE}${{{{ matrix.ccache_key }}}}"
-        restore_with: dict[str, Any] = {"path": "${{ matrix.ccache_path }}", "key": key}
-        saved_if = "steps.ccache.outputs.cache-hit != 'true'"
-    elif ctx.kind == layout.PR_NAME:
-        prefix = f"{_PR_NAMESPACE}${{{{ matrix.ccache_key }}}}-"
-        key = prefix + RUN_ID
-        restore_with = {"path": "${{ matrix.ccache_path }}", "key": key, "restore-keys": prefix}
-        saved_if = "true"
-    else:
+    if ctx.kind != layout.PR_NAME:
         return [], []
+    prefix = f"{_PR_NAMESPACE}${{{{ matrix.ccache_key }}}}-"
+    key = prefix + RUN_ID
+    restore_with = {"path": "${{ matrix.ccache_path }}", "key": key, "restore-keys": prefix}
     restore = {
         "name": "Restore the compiler cache",
         "id": "ccache",
@@ -212,7 +198,7 @@ def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
     save = {
         # also after a failed build: what compiled is still worth keeping
         "name": "Save the compiler cache",
-        "if": f"always() && matrix.ccache_key != '' && {saved_if}".replace(" && true", ""),
+        "if": "always() && matrix.ccache_key != ''",
         "uses": ctx.pins.uses("actions/cache", "save"),
         "with": {"path": "${{ matrix.ccache_path }}", "key": key},
     }
@@ -220,12 +206,13 @@ def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
 
 
 def build_inputs(ctx: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(steps before the build, steps after it) of a build job in this workflow."""
-    release = ctx.kind == layout.RELEASE_NAME
-    image = _release_image(ctx) if release else _cached_image(ctx)
-    downloads, saved = _downloads(exact=release, save=ctx.trusted, ctx=ctx)
+    """(steps before the build, steps after it) of a build job in this workflow: a
+    release's this run's image only (no cache read, none saved)."""
+    if ctx.kind == layout.RELEASE_NAME:
+        return [*registry_login(ctx), *_release_image(ctx)], []
+    downloads = _downloads(ctx)
     ccache, ccache_saved = _compiler_cache(ctx)
-    return [*registry_login(ctx), *image, *downloads, *ccache], [*saved, *ccache_saved]
+    return [*registry_login(ctx), *_cached_image(ctx), *downloads, *ccache], ccache_saved
 
 
 def image_outputs(count: int) -> dict[str, str]:

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "commit_status_job",
     "drift_job",
     "gate_condition",
     "pages_job",
@@ -363,7 +364,11 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
 
 
 def status_job(ctx: Context, needs: list[str], *, commit_status: bool = False) -> dict[str, Any]:
-    """The required check: the final summary; fails unless every job with work passed."""
+    """The required check: the final summary; fails unless every job with work passed.
+
+    `commit_status` (self-hosted.yml): it also outputs the verdict (`state`,
+    `description`), which `commit_status_job` posts on the pull request's commit.
+    """
     reports = f"{layout.ARTIFACTS}/reports"
     steps: list[dict[str, Any]] = [
         ctx.checkout(),
@@ -384,44 +389,56 @@ def status_job(ctx: Context, needs: list[str], *, commit_status: bool = False) -
                 title="Download the selection",
             )
         )
-    summary: dict[str, Any] = {
-        "name": "Summary: published, held back, failed",
-        "id": "status",
-        "env": {"NEEDS": "${{ toJSON(needs) }}"},
-        "run": status_script(ctx.matrix, ctx.kind),
-    }
-    permissions = {"contents": "read"}
-    if commit_status:
-        permissions["statuses"] = "write"
-        steps += [
-            summary,
-            {
-                "name": "Post the verdict on the pull request's commit",
-                "if": "always()",
-                "env": {
-                    "GH_TOKEN": "${{ github.token }}",
-                    "BT_HEAD_SHA": "${{ github.event.workflow_run.head_sha }}",
-                    "BT_STATE": "${{ steps.status.outputs.state || 'error' }}",
-                    "BT_DESCRIPTION": "${{ steps.status.outputs.description || 'see the run' }}",
-                },
-                "run": commit_status_script(),
-            },
-        ]
-    else:
-        steps.append(summary)
+    steps.append(
+        {
+            "name": "Summary: published, held back, failed",
+            "id": "status",
+            "env": {"NEEDS": "${{ toJSON(needs) }}"},
+            "run": status_script(ctx.matrix, ctx.kind),
+        }
+    )
     job: dict[str, Any] = {
         "name": "status",
         "needs": needs,
         "if": "always()",
         "runs-on": ctx.control,
         "timeout-minutes": layout.STATUS_TIMEOUT,
-        "permissions": permissions,
-        "steps": steps,
+        "permissions": {"contents": "read"},
     }
     if commit_status:
         # a fork's pull request is never tested on the project's machines: no verdict
         job["if"] = "always() && needs.plan.result != 'skipped'"
+        job["outputs"] = {
+            "state": "${{ steps.status.outputs.state }}",
+            "description": "${{ steps.status.outputs.description }}",
+        }
+    job["steps"] = steps
     return job
+
+
+def commit_status_job(ctx: Context) -> dict[str, Any]:
+    """Post the status job's verdict on the pull request's commit: the one job that can
+    write (`statuses`), so it checks nothing out and runs no repository code (gh only)."""
+    return {
+        "name": "post the verdict on the commit",
+        "needs": ["plan", "status"],
+        "if": "always() && needs.plan.result != 'skipped'",
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.STATUS_TIMEOUT,
+        "permissions": {"statuses": "write"},
+        "steps": [
+            {
+                "name": "Post the verdict on the pull request's commit",
+                "env": {
+                    "GH_TOKEN": "${{ github.token }}",
+                    "BT_HEAD_SHA": "${{ github.event.workflow_run.head_sha }}",
+                    "BT_STATE": "${{ needs.status.outputs.state || 'error' }}",
+                    "BT_DESCRIPTION": "${{ needs.status.outputs.description || 'see the run' }}",
+                },
+                "run": commit_status_script(),
+            }
+        ],
+    }
 
 
 def drift_job(ctx: Context) -> dict[str, Any]:

@@ -244,19 +244,35 @@ def prefetch_script(matrix: str, profile: str) -> str:
     )
 
 
-def build_script(matrix: str, profile: str, *, recheck: bool = False) -> str:
+def build_script(matrix: str, profile: str, *, isolated: bool = False) -> str:
     """One build job's script: `nox -s build` of its cells, and how to reproduce it.
 
-    `recheck` (a release): forget which downloads were done, so every `pip download` of the
-    offline build runs again and checks each restored file against the sha256 its index
-    publishes (pip downloads a file anew when it differs): the cache gives speed, not bytes.
+    `isolated` (a release): the build reads no cache. Its cache directory is an emptied
+    one of its own under RUNNER_TEMP, so the downloads come from the index into an empty
+    directory (pip checks each file against the sha256 the index publishes; nothing else
+    is there to install) and the compiler cache starts empty: nothing a pull request,
+    `self-hosted.yml` or an earlier job on this machine wrote reaches the wheel. Other
+    workflows use the runner's default cache directory, where their caches are restored.
     """
     fixed = layout.join([*layout.matrix_args(matrix), "--profile", profile])
     cache = f'"$HOME/{layout.CACHE_DIR.removeprefix("~/")}"'
-    return bash(
+    setup = (
+        [
+            'export BUILDTOOLS_CACHE_DIR="${RUNNER_TEMP:?}/torch-buildtools"',
+            'rm -rf "$BUILDTOOLS_CACHE_DIR"',
+            'mkdir -p "$BUILDTOOLS_CACHE_DIR"',
+            'export PIP_CACHE_DIR="$BUILDTOOLS_CACHE_DIR/pip"',
+            "unset BUILDTOOLS_CCACHE_DIR",
+            'echo "a release build reads no cache: $BUILDTOOLS_CACHE_DIR starts empty (downloads'
+            " from the index, each checked against the sha256 it publishes; no compiler cache"
+            ' from another run)"',
+        ]
+        if isolated
         # the caches the workflow restores live in the default cache dir of the runner
-        f"export BUILDTOOLS_CACHE_DIR={cache}",
-        *(['rm -rf "$BUILDTOOLS_CACHE_DIR/prefetch/.prefetched"'] if recheck else []),
+        else [f"export BUILDTOOLS_CACHE_DIR={cache}"]
+    )
+    return bash(
+        *setup,
         "# BT_ONLY: the globs that select exactly this job's cells (from the plan job)",
         'read -r -a globs <<< "$BT_ONLY"',
         f"args=({fixed})",

@@ -6,7 +6,9 @@ when that run was for a pull request from a branch of this repository and passed
 builds what needs a self-hosted build runner and smoke-tests on the self-hosted smoke
 runners (the wheels built here, or those the pull request's run built on hosted runners),
 restores caches but never saves them, and posts its verdict on the pull request's commit
-as the status `self-hosted`. For a fork's pull request nothing runs and nothing is posted.
+as the status `self-hosted` (from a job of its own, the one with a write permission:
+`statuses`, no checkout, no repository code). For a fork's pull request nothing runs and
+nothing is posted.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
-from .publish_jobs import status_job
+from .publish_jobs import commit_status_job, status_job
 from .yamlwriter import dump
 
 _RUN = "github.event.workflow_run"
@@ -58,6 +60,8 @@ def render_self_hosted(ctx: Context, plan: Plan, shape: Shape) -> str:
                 from_run=f"${{{{ {_RUN}.id }}}}",
             )
     jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"], commit_status=True)
+    # the one job that can write (statuses): no checkout, no repository code
+    jobs["commit-status"] = commit_status_job(ctx)
     header = workflow_header(
         ctx,
         "Self-hosted jobs of pull requests",

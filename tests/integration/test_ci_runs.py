@@ -414,7 +414,10 @@ def test_pull_requests_from_a_fork_and_from_a_branch(world: dict[str, Any]) -> N
              "head_sha": _git(repo, "rev-parse", "HEAD")}  # fmt: skip
     for head, expect in (
         ("mallory/bt-scatter", set()),
-        ("example/bt-scatter", {"plan", "smoke-cuda", "smoke-cuda-aarch64", "status"}),
+        (
+            "example/bt-scatter",
+            {"plan", "smoke-cuda", "smoke-cuda-aarch64", "status", "commit-status"},
+        ),
     ):
         run = LocalRun(
             follow_up,
@@ -459,6 +462,73 @@ def test_the_cache_workflow_seeds_downloads_and_images(world: dict[str, Any]) ->
         c.startswith("nox -s ci -- prefetch --profile release --group bt-rel-dl-")
         for c in run.calls()
     )
+
+
+def _plant(run: LocalRun, *, ccache_key: str) -> None:
+    """A newer ninja wheel under every downloads key of this run's plan, and a compiler
+    object under every compiler-cache key (`ccache_key`: the workflow's key for an entry's
+    `ccache_key`), in the Actions cache: what a branch's code in self-hosted.yml could save
+    with the runner's token."""
+    entries = json.loads((run.artifacts / "plan" / "entries.json").read_text())
+    store = run.stores.root / "cache"
+    for entry in entries["build"]:
+        downloads = store / entry["prefetch_key"]
+        downloads.mkdir(parents=True, exist_ok=True)
+        (downloads / "ninja-99.0.0-py3-none-any.whl").write_bytes(b"planted")
+        if entry.get("ccache_key"):
+            objects = store / ccache_key.format(entry["ccache_key"])
+            objects.mkdir(parents=True, exist_ok=True)
+            (objects / "planted.o").write_text("PLANTED OBJECT\n")
+
+
+def _built(run: LocalRun, job: str) -> tuple[str, str]:
+    """(the ninja version the wheel of `job` was built with, the objects it linked)."""
+    import zipfile
+
+    (wheel,) = (run.artifacts / f"wheels-{job}").glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        record = json.loads(zf.read(next(n for n in names if n.endswith("/buildtools.json"))))
+        objects = next((zf.read(n).decode() for n in names if n.endswith("/_objects.txt")), "")
+    return record["ninja"], objects
+
+
+def test_planted_downloads_and_compiler_objects_never_reach_a_release(
+    world: dict[str, Any],
+) -> None:
+    """A newer `ninja` wheel in the downloads cache and an object in the compiler cache,
+    under every key a release used to read: the release's build reads no cache (it says
+    so), so its wheel has the index's ninja and no planted object. The same plants reach a
+    pull request's wheel (which reads the caches): the stand-in build models the threat."""
+    cell = "torch2.13.0-cpu-cp312"
+    run = _manual(world, "v0.1.0", "planted", only=cell,
+                  hooks={"build-cpu": lambda r: _plant(r, ccache_key="bt-rel-{}")})  # fmt: skip
+    assert run.jobs["publish"].result == "success", run.leg_log("build-cpu")[-3000:]
+    log = run.leg_log("build-cpu")
+    assert "a release build reads no cache:" in log and "starts empty" in log
+    assert f"fake build {cell}: ninja 1.13.0" in log and "0 cached object(s)" in log
+    assert _built(run, cell) == ("1.13.0", "")
+    assert not any(
+        line.startswith("--- Restore") for line in log.splitlines()
+    )  # no cache step at all
+    repo = world["repo"]
+    pr = LocalRun(
+        _workflow(repo, layout.PR_WORKFLOW),
+        repo=repo,
+        work=world["tmp"] / "pr-planted",
+        stores=world["stores"],
+        github={
+            "event_name": "pull_request",
+            "repository": "example/bt-scatter",
+            "event": {"pull_request": {"number": 5}},
+        },
+        env=world["env"],
+    )
+    pr.hooks["build-cpu"] = lambda r: _plant(r, ccache_key="bt-pr5-{}-0")
+    pr.run()
+    assert pr.jobs["build-cpu"].result == "success", pr.leg_log("build-cpu")[-3000:]
+    ninja, objects = _built(pr, cell)
+    assert ninja == "99.0.0" and objects == "PLANTED OBJECT\n"
 
 
 def _reconfigure(world: dict[str, Any], extra: str) -> None:
@@ -552,7 +622,7 @@ def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:
     run.run()
     assert {j: r.result for j, r in run.jobs.items()} == {
         "plan": "success", "build-cuda": "success", "smoke-cuda": "success",
-        "smoke-cuda-aarch64": "success", "status": "success",
+        "smoke-cuda-aarch64": "success", "status": "success", "commit-status": "success",
     }, run.leg_log("plan")  # fmt: skip
     # the x86 CUDA wheel was built here, the aarch64 one by the pull request's run
     assert [e["id"] for e, _ in run.jobs["build-cuda"].legs] == ["torch2.11.0-cu130-cp312"]

@@ -266,7 +266,7 @@ def test_every_action_is_pinned_by_sha_with_its_version(
             assert SHA_USES.match(step["uses"]), (path, job, step["uses"])
             seen.add("/".join(step["uses"].split("@")[0].split("/")[:2]))
     # pypa/gh-action-pypi-publish: only with ci.pypi; actions/github-script: only with
-    # build.compiler_cache: sccache (test_sccache_actions_cache_is_written_by_releases…)
+    # build.compiler_cache: sccache (test_sccache_actions_cache_only_for_pull_requests…)
     optional = {"pypa/gh-action-pypi-publish", "actions/github-script"}
     assert seen == set(PINS.actions) - optional
     source = generate(REPO / "matrix.yaml")
@@ -293,10 +293,57 @@ PERMISSIONS = {
     "pypi": [{"id-token": "write"}],
     "tag": [{}],
     "smoke": [{"contents": "read"}, {"contents": "read", "actions": "read"}],
-    "status": [{"contents": "read"}, {"contents": "read", "statuses": "write"}],
+    "status": [{"contents": "read"}],
+    # self-hosted.yml: posts the status job's verdict, nothing checked out
+    "commit-status": [{"statuses": "write"}],
     # backfill.yml: one job reads the tag and the record, another starts release.yml
     "dispatch": [{"actions": "write"}],
 }
+
+
+# jobs that hold a write permission (or id-token) and check the repository out, and why
+# that is safe: their installs are all hashed (the tools by --require-hashes, buildtools'
+# dependencies and build backend from the lock, the checkout with --no-build-isolation)
+_WRITERS_WITH_CHECKOUT = {"images": {"packages"}}  # pushes the builder image (a registry)
+
+
+@pytest.mark.parametrize("files_name", ["reference", "large", "registry"])
+def test_no_job_that_can_write_runs_repository_code(
+    files_name: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A job holding a write permission or `id-token` checks nothing out and runs no nox,
+    pip or python (the runner's tools and pinned actions only), unless listed above."""
+    if files_name == "registry":
+        text = (REPO / "matrix.yaml").read_text() + (
+            "ci:\n  image_registry: ghcr.io/example/builder\n"
+            "  pypi: {torch: '2.13.0', accelerator: cu130}\n"
+        )
+        files = workflows(project(tmp_path, REPO / "matrix.yaml", text=text))
+    else:
+        files = request.getfixturevalue(files_name)
+    seen = set()
+    for path, name, job in all_jobs(files):
+        writes = {k for k, v in job.get("permissions", {}).items() if v == "write"}
+        if not writes:
+            continue
+        seen.add(name)
+        uses = [str(s.get("uses", "")) for s in job["steps"]]
+        runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
+        if writes <= _WRITERS_WITH_CHECKOUT.get(name, set()):
+            assert "--require-hashes" in runs and files[path]["env"][layout.LOCK_ENV], name
+            continue
+        assert not any(
+            u.startswith(("actions/checkout@", "actions/setup-python@")) for u in uses
+        ), (
+            path,
+            name,
+        )
+        for word in ("nox ", "pip ", "python", "buildtools "):
+            assert word not in runs, (path, name, word)
+    expected = {"publish", "pages", "commit-status", "dispatch"}
+    if files_name == "registry":
+        expected |= {"images", "pypi"}
+    assert expected <= seen, seen
 
 
 @pytest.mark.parametrize("files_name", ["reference", "large"])
@@ -393,7 +440,8 @@ def test_caches_are_saved_only_in_their_own_namespace(reference: dict[str, Any])
                 # a pull request saves only its compiler cache, under its own number
                 assert key.startswith("bt-pr${{ github.event.pull_request.number }}-"), key
             else:
-                assert path in (layout.RELEASE_WORKFLOW, layout.CACHES_WORKFLOW), (path, name)
+                # the scheduled cache workflow; a release reads no cache and saves none
+                assert path == layout.CACHES_WORKFLOW, (path, name)
     build = jobs(reference, layout.PR_WORKFLOW)["build-cuda"]
     restore = {
         s["name"]: s["with"] for s in build["steps"] if "cache/restore@" in str(s.get("uses"))
@@ -424,35 +472,32 @@ def _with(tmp_path: Path, tool: str) -> dict[str, Any]:
     )
 
 
-def test_sccache_actions_cache_is_written_by_releases_and_read_only_for_pull_requests(
+def test_sccache_actions_cache_only_for_pull_requests_in_their_own_scope(
     tmp_path: Path,
 ) -> None:
-    """Trust: the release (vetted tag; release.yml runs on workflow_run, in the default
-    branch's cache scope) reads and writes one version; a pull request reads the same
-    version and cannot write it; self-hosted.yml (a branch's code in the default branch's
-    scope) and the cache workflow get no compiler cache at all."""
+    """Trust: a pull request reads and writes sccache's Actions backend (the cache service
+    scopes its writes to the pull request); the release reads no compiler cache at all
+    (its objects cannot be verified), and self-hosted.yml (a branch's code in the default
+    branch's scope) and the cache workflow get none either."""
     reference = _with(tmp_path, "sccache")
-    modes = {}
-    for path in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
-        found = _sccache_steps(reference, path)
-        assert found, path
-        for step in found:
-            script = step["with"]["script"]
-            assert "${{" not in script  # nothing of the run's context in the script
-            exported = dict(re.findall(r"exportVariable\('(\w+)', '([^']*)'\)", script))
-            assert exported["SCCACHE_GHA_ENABLED"] == "on"
-            assert exported["SCCACHE_GHA_VERSION"] == "bt-rel-sccache-1"
-            modes.setdefault(path, set()).add(exported["SCCACHE_GHA_RW_MODE"])
-            for var in ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"):
-                assert f"exportVariable('{var}', process.env.{var} || '')" in script
-    assert modes == {layout.RELEASE_WORKFLOW: {"READ_WRITE"}, layout.PR_WORKFLOW: {"READ_ONLY"}}
+    found = _sccache_steps(reference, layout.PR_WORKFLOW)
+    assert found
+    for step in found:
+        script = step["with"]["script"]
+        assert "${{" not in script  # nothing of the run's context in the script
+        exported = dict(re.findall(r"exportVariable\('(\w+)', '([^']*)'\)", script))
+        assert exported["SCCACHE_GHA_ENABLED"] == "on"
+        assert exported["SCCACHE_GHA_VERSION"] == "bt-rel-sccache-1"
+        assert exported["SCCACHE_GHA_RW_MODE"] == "READ_WRITE"
+        for var in ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN"):
+            assert f"exportVariable('{var}', process.env.{var} || '')" in script
     for path, doc in reference.items():
-        if path not in (layout.RELEASE_WORKFLOW, layout.PR_WORKFLOW):
+        if path != layout.PR_WORKFLOW:
             assert not _sccache_steps(reference, path), path
             text = str(doc)
             assert "SCCACHE_GHA" not in text and "ccache_path" not in text, path
     # the build step runs after the export (GITHUB_ENV reaches later steps only)
-    build = jobs(reference, layout.RELEASE_WORKFLOW)["build-cuda"]["steps"]
+    build = jobs(reference, layout.PR_WORKFLOW)["build-cpu"]["steps"]
     names = [s.get("name", "") for s in build]
     assert names.index("Build (nox -s build)") > next(
         i for i, n in enumerate(names) if n.startswith("Compiler cache: sccache")

@@ -110,6 +110,10 @@ def test_sessions_install_the_lock_hashed(
     first, second = session.installs
     assert first == ("--require-hashes", "-r", str(lock))
     assert second[0] == "--no-deps"
+    if which == "repository":
+        # the checkout is built with the lock's (hashed) setuptools, not an isolated
+        # build's unhashed one
+        assert second[1] == "--no-build-isolation"
     _buildtools(which, name, second)
     assert not session.logs
 
