@@ -79,8 +79,8 @@ def _gpu_present() -> bool:
 CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
     "abi_window": (
         lambda: os.environ.get("BUILDTOOLS_TEST_WINDOW") == "1",
-        "smoke-tests a stable-ABI wheel on torch 2.14.1 too (PyPI's CUDA build, ~3 GB; 2-4 min "
-        "once cached): run with BUILDTOOLS_TEST_WINDOW=1",
+        "smoke-tests a stable-ABI wheel on every torch 2.10.0 … 2.15.0 (PyPI's CUDA builds, "
+        "~15 GB in uv's cache; ~10 min once cached): run with BUILDTOOLS_TEST_WINDOW=1",
     ),
     "cuda_toolchain": (
         lambda: os.environ.get("BUILDTOOLS_TEST_CUDA") == "1",
