@@ -9,7 +9,7 @@
 #
 # The only file added to the checkout is the matrix (tests/realworld/stable/). PyPI serves
 # the releases other than the local CPU build as CUDA builds (their CPU libraries are what a
-# CPU wheel uses): ~15 GB in uv's cache the first time. PIP_CONSTRAINT=/dev/null lifts a
+# CPU wheel uses): ~24 GB in uv's cache the first time. PIP_CONSTRAINT=/dev/null lifts a
 # machine-wide pip constraint that would put another torch over the release under test.
 set -euo pipefail
 checkout=$(cd "$1" && pwd)

@@ -80,7 +80,7 @@ CAPABILITIES: dict[str, tuple[Callable[[], bool], str]] = {
     "abi_window": (
         lambda: os.environ.get("BUILDTOOLS_TEST_WINDOW") == "1",
         "smoke-tests a stable-ABI wheel on every torch 2.10.0 … 2.15.0 (PyPI's CUDA builds, "
-        "~15 GB in uv's cache; ~10 min once cached): run with BUILDTOOLS_TEST_WINDOW=1",
+        "~24 GB in uv's cache; ~10 min once cached): run with BUILDTOOLS_TEST_WINDOW=1",
     ),
     "cuda_toolchain": (
         lambda: os.environ.get("BUILDTOOLS_TEST_CUDA") == "1",

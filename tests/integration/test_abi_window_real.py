@@ -8,7 +8,7 @@ build pinned TORCH_TARGET_VERSION to 2.13 (tests/fixtures/ext_stable_newshim) fa
 
 Only 2.13.0 has a CPU build here; PyPI serves the other releases as CUDA builds, which carry
 the same CPU libraries, so they prove the CPU wheel's window releases (the report says which
-build ran): opt-in, it fills uv's cache with ~15 GB (five CUDA torch releases).
+build ran): opt-in, it fills uv's cache with ~24 GB (five CUDA torch releases).
 """
 
 from __future__ import annotations
