@@ -61,14 +61,20 @@ def cells(matrix: Path, torch: str, accelerator: str, pythons: list[str] | None)
 
 
 def differing_members(one: Path, two: Path) -> list[str]:
-    """The members of two wheels whose bytes differ (or that only one has)."""
+    """The members of two wheels whose bytes differ (or that only one has); for the build
+    record, the keys that differ (its fingerprint follows buildtools' own code)."""
+    out = []
     with zipfile.ZipFile(one) as a, zipfile.ZipFile(two) as b:
-        names = sorted(set(a.namelist()) | set(b.namelist()))
-        return [
-            n
-            for n in names
-            if n not in a.namelist() or n not in b.namelist() or a.read(n) != b.read(n)
-        ]
+        for n in sorted(set(a.namelist()) | set(b.namelist())):
+            if n in a.namelist() and n in b.namelist() and a.read(n) == b.read(n):
+                continue
+            if n.endswith("/buildtools.json") and n in a.namelist() and n in b.namelist():
+                ra, rb = json.loads(a.read(n)), json.loads(b.read(n))
+                keys = sorted(k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k))
+                out.append(f"{n} (keys: {', '.join(keys)})")
+                continue
+            out.append(n)
+    return out
 
 
 def build(
@@ -76,10 +82,13 @@ def build(
 ) -> tuple[float, dict[str, Any]]:
     """One cold `buildtools build` of `ids`; (seconds, its report)."""
     base = default_cache_dir(os.environ)
-    cache = scratch / f"{name}-cache"
+    # every build at the same project and cache paths, made afresh: a wheel is reproducible at
+    # one path (the object directory's name follows the project's), so a comparison needs it
+    cache, src = scratch / "cache", scratch / "src"
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)
     cache.mkdir()
     (cache / "envs").symlink_to(base / "envs")
-    src = scratch / f"{name}-src"
     shutil.copytree(project, src, ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.egg-info"))
     wheelhouse = scratch / f"{name}-wh"
     env = {k: v for k, v in os.environ.items() if k != "BUILDTOOLS_CCACHE_DIR"}
