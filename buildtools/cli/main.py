@@ -35,7 +35,8 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..planner import abi_window, window_build
+    from ..knowledge import load_knowledge
+    from ..planner import abi_window, cuda_split, window_build
 
     # values are text, never rich markup (an image or a reason may hold "[/…]")
     console = Console(
@@ -73,6 +74,8 @@ def _print_plan_table(result: Plan, out: TextIO) -> None:
             console.print(f"  {window_build(job)}")
             for torch, where in window:
                 console.print(f"  torch {torch}: {where}")
+    for line in cuda_split(result.jobs, result.removed, load_knowledge()):
+        console.print(line)
     for resolution in result.ranges:
         console.print(
             f"torch {resolution.spec!r} → {', '.join(resolution.versions) or 'no release'} "

@@ -17,6 +17,7 @@ __all__ = [
     "abi_window",
     "arch_list_from_torch",
     "build_candidates",
+    "cuda_split",
     "current_local_version",
     "local_version",
     "matrix_cells",
@@ -43,6 +44,7 @@ from .derive import (
 )
 from .jobs import group_jobs, torch_index_for
 from .ranges import RangeResolution, ServedTorch
+from .split import cuda_split
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ from buildtools.knowledge import load_knowledge
 from buildtools.matrix.config import parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob
-from buildtools.planner import abi_window, build_candidates, plan
+from buildtools.planner import abi_window, build_candidates, cuda_split, plan
 from buildtools.smoke.envs import torch_matches
 from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
 from buildtools.toolchain.envs import Toolchain
@@ -181,3 +181,35 @@ def test_the_build_takes_the_first_candidate_that_installs(tmp_path: Path) -> No
     with pytest.raises(ToolchainError, match=r"no release of its window has a cpu build") as err:
         build_toolchain(job, KB, opts, with_toolkit=True, ctx=ctx, prepare=never)
     assert "torch==2.10.0+cpu: pip could not install torch==2.10.0+cpu" in str(err.value)
+
+
+# --- the CUDA-major split ------------------------------------------------------------------
+
+
+def test_the_plan_splits_stable_cuda_wheels_per_major_and_says_why() -> None:
+    data = {
+        "project": {"path": ".", "abi": "stable"},
+        "axes": {
+            "torch": ["2.10.0", "2.11.0", "2.13.0"],
+            "accelerator": ["cpu", "cu126", "cu128", "cu130"],
+            "python": ["3.11"],
+        },
+    }
+    mf = parse_matrix(data, SourceMap(path=Path("matrix.yaml"), lines={(): 1}), knowledge=KB)
+    result = plan(mf, KB, host_python="3.11")
+    lines = cuda_split(result.jobs, result.removed, KB)
+    text = "\n".join(lines)
+    cu12 = text.split("  CUDA 13, linux_x86_64:")[0]
+    cu13 = text.split("  CUDA 13, linux_x86_64:")[1]
+    assert "torch2.10.0-2.13.0-cu126-stable (cu126) serves torch 2.10.0, 2.11.0, 2.13.0" in cu12
+    assert "torch2.10.0-2.11.0-cu128-stable (cu128) serves torch 2.10.0, 2.11.0" in cu12
+    # a release of the window a wheel leaves out, with the knowledge base's reason
+    assert "left out torch 2.13.0: torch 2.13.0 was not built for CUDA 12.8" in cu12
+    # PyPI's default CUDA moved to 13 at 2.11: which major serves `pip install torch` users
+    assert "from PyPI: 2.10.0 is a CUDA 12 build, served here" in cu12
+    assert "from PyPI: 2.11.0, 2.13.0 are CUDA 13.0 builds: their users need another" in cu12
+    assert "2 wheels of one CUDA major: cu126's serves the releases of the others too" in cu12
+    assert "from PyPI: 2.11.0, 2.13.0 are CUDA 13 builds, served here" in cu13
+    assert "2 wheels of one CUDA major" not in cu13
+    cpu_only = _window_job("cpu", ["2.10.0", "2.13.0"])
+    assert cuda_split([cpu_only], (), KB) == []
