@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import PlanError
 from ..index.manifest import IndexedWheel
-from ..index.published import published_cells
+from ..index.published import published_cells, window_cells
 from ..matrix.ciconfig import DEFAULT_TAG_PATTERN
 from ..model import BuildJob
 
@@ -178,10 +178,13 @@ def published_jobs(
     wheels: Sequence[IndexedWheel],
 ) -> dict[str, str]:
     """job id → the published wheel that already covers it: every cell of the job served
-    (one rule with `plan --missing` and the backfill: `index.published.published_cells`)."""
+    (one rule with `plan --missing` and the backfill: `index.published.published_cells`), or
+    inside the window of the stable-ABI wheel that serves the others (a smoke-only cell: the
+    wheel is not built again, `window_cells`)."""
     if not project:
         return {}
     served = published_cells(jobs, project=project, version=version, wheels=wheels)
+    served |= window_cells(jobs, project=project, version=version, wheels=wheels)
     return {
         job.id: served[job.cells[0].id]
         for job in jobs

@@ -95,6 +95,9 @@ def _print_published(report: MissingReport, out: TextIO) -> None:
         )
         + "\n"
     )
+    for cell, wheel in report.smoke_only:  # inside a published window: smoke, never rebuild
+        line = f"  smoke-only {cell}: {wheel} admits its torch; smoke it there, no rebuild"
+        out.write(shown(line, newlines=False) + "\n")
 
 
 def _print_coverage(result: Plan, site: Path | None, out: TextIO) -> None:

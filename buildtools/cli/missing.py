@@ -3,7 +3,9 @@
 The site is a directory or URL `buildtools index` made (its `index.json` is the record of
 what is published); the project's version is read from its source (as a release's plan
 job reads it), or given with `--project-version`. The plan keeps only the missing cells,
-so `--format json` is the Actions matrix of exactly what a backfill builds.
+so `--format json` is the Actions matrix of exactly what a backfill builds. A cell inside a
+published stable-ABI wheel's window that its record does not name yet (a torch released
+after the wheel) is neither: it needs that wheel's smoke run, not a build (`smoke_only`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ..cisteps.tagcheck import project_version
 from ..errors import NetworkError, PlanError
 from ..http import Http, UrllibHttp
 from ..index.manifest import MANIFEST_NAME, Manifest, read_manifest
-from ..index.published import published_cells
+from ..index.published import published_cells, window_cells
 from ..matrix.config import load_matrix
 from ..planner import Plan
 from ..planning import PlanRequest, default_matrix_path, load_plan
@@ -39,6 +41,8 @@ class MissingReport:
     site: str
     version: str
     published: tuple[tuple[str, str], ...]  # (cell id, wheel file name)
+    # (cell id, the window wheel whose smoke run on the cell's torch would publish it)
+    smoke_only: tuple[tuple[str, str], ...] = ()
 
 
 def read_site(site: str, *, http: Http | None = None) -> Manifest:
@@ -94,11 +98,13 @@ def missing_plan(
     version = _version(args, project_dir, name, mf.matrix.ci.version_file)
     manifest = read_site(args.missing, http=http)
     published = published_cells(full.jobs, project=name, version=version, wheels=manifest.wheels)
-    missing = [c.id for c in full.cells if c.id not in published]
+    inside = window_cells(full.jobs, project=name, version=version, wheels=manifest.wheels)
+    missing = [c.id for c in full.cells if c.id not in published and c.id not in inside]
     report = MissingReport(
         site=args.missing,
         version=str(version),
         published=tuple(sorted(published.items())),
+        smoke_only=tuple(sorted(inside.items())),
     )
     if not missing:
         empty = dataclasses.replace(full, cells=(), jobs=())

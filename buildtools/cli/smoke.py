@@ -97,6 +97,15 @@ def add_smoke_parser(sub: Any) -> None:
         default=None,
         help=f"index for torch (default: {load_ecosystem().pytorch_index}/<accelerator>)",
     )
+    p.add_argument(
+        "--window-torch",
+        dest="window_torches",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="a torch release a stable-ABI wheel is tested on beyond its build record's, "
+        "inside its Requires-Dist range (release day's smoke-only run; repeatable)",
+    )
     p.add_argument("--timeout", type=seconds, default=600.0, help="seconds per child process")
     p.add_argument(
         "--import",
@@ -224,6 +233,7 @@ def cmd_smoke(args: argparse.Namespace, out: TextIO) -> int:
         timeout=args.timeout,
         modules=tuple(args.modules),
         keep_envs=args.keep_envs,
+        window_torches=tuple(args.window_torches),
         command=shlex.join(["buildtools", "smoke", *sys.argv[2:]]),
     )
     if smoke_command is None:

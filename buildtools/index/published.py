@@ -6,13 +6,19 @@ make), for the cell's architecture, whose Python tag installs on the cell's Pyth
 (cp312 for per-python; cp39-abi3 for every Python from 3.9 on), and whose torch
 requirement admits the cell's torch (a 2.14.0 wheel pinned `torch==2.14.*` serves the
 2.14.1 cell; a stable wheel serves the torches its tested range admits).
+
+A window wheel (a stable-ABI wheel: its `Requires-Dist` a range, `torch>=2.10,<2.16`) is
+published for the releases its build record names, the ones its smoke proved before it was
+published. A release its range admits that the record does not name (2.15.1, out after the
+wheel) is promised, not proven: the cell is `smoke_only` (`window_cells`), the existing wheel
+needs a smoke run on it, never a rebuild. A release outside the range is missing: rebuild.
 """
 
 from __future__ import annotations
 
-__all__ = ["published_cells"]
+__all__ = ["is_window", "published_cells", "window_cells"]
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
@@ -44,14 +50,29 @@ def _installs_on(tags: frozenset[Tag], python: str, arch: str) -> bool:
     return False
 
 
-def _serves_torch(wheel: IndexedWheel, cell: Cell) -> bool:
-    if cell.torch in wheel.torch_versions:
-        return True
+def _admits(wheel: IndexedWheel, cell: Cell) -> bool:
     try:
         spec = SpecifierSet(wheel.torch_specifier or "")
         return bool(wheel.torch_specifier) and spec.contains(cell.torch, prereleases=True)
     except InvalidSpecifier:
         return False
+
+
+def is_window(wheel: IndexedWheel) -> bool:
+    """Whether `wheel`'s torch requirement is a range (a stable-ABI window), not a pin."""
+    try:
+        spec = SpecifierSet(wheel.torch_specifier or "")
+    except InvalidSpecifier:
+        return False
+    return bool(wheel.torch_specifier) and all(
+        s.operator in (">=", ">", "<", "<=", "!=") for s in spec
+    )
+
+
+def _serves_torch(wheel: IndexedWheel, cell: Cell) -> bool:
+    if cell.torch in wheel.torch_versions:
+        return True
+    return not is_window(wheel) and _admits(wheel, cell)
 
 
 def published_cells(
@@ -62,6 +83,36 @@ def published_cells(
     wheels: Sequence[IndexedWheel],
 ) -> dict[str, str]:
     """cell id → the file name of the published wheel that serves it."""
+    return _cells(jobs, project=project, version=version, wheels=wheels, serves=_serves_torch)
+
+
+def window_cells(
+    jobs: Sequence[BuildJob],
+    *,
+    project: str,
+    version: Version,
+    wheels: Sequence[IndexedWheel],
+) -> dict[str, str]:
+    """cell id → the published window wheel whose range admits the cell's torch though its
+    record does not name it: a smoke-only run proves it (see the module); cells already
+    published are not here."""
+    published = published_cells(jobs, project=project, version=version, wheels=wheels)
+
+    def inside(wheel: IndexedWheel, cell: Cell) -> bool:
+        return is_window(wheel) and _admits(wheel, cell)
+
+    found = _cells(jobs, project=project, version=version, wheels=wheels, serves=inside)
+    return {c: w for c, w in found.items() if c not in published}
+
+
+def _cells(
+    jobs: Sequence[BuildJob],
+    *,
+    project: str,
+    version: Version,
+    wheels: Sequence[IndexedWheel],
+    serves: Callable[[IndexedWheel, Cell], bool],
+) -> dict[str, str]:
     want = canonicalize_name(project)
     by_version: dict[Version, list[tuple[IndexedWheel, frozenset[Tag]]]] = {}
     for wheel in wheels:
@@ -84,7 +135,7 @@ def published_cells(
         ]
         for cell in job.cells:
             for wheel, tags in candidates:
-                if _installs_on(tags, cell.python, arch) and _serves_torch(wheel, cell):
+                if _installs_on(tags, cell.python, arch) and serves(wheel, cell):
                     found[cell.id] = wheel.filename
                     break
     return found

@@ -35,7 +35,7 @@ from .pages import (
 from .settings import IndexSettings
 from .smokelog import SmokeRun
 from .variantindex import render_variant_index
-from .variants import Aliases, Variant
+from .variants import Aliases, Variant, proven_variants
 
 SIMPLE_DIR = "simple"
 
@@ -163,6 +163,7 @@ def render_site(
     published wheels); `matrix`: the cells matrix.yaml names, for the coverage map;
     `coverage`: that map, when the caller has made it already (`coverage_map` of the same
     wheels, runs and matrix)."""
+    runs = tuple(runs)  # read twice: the pages a run proved, the runs the manifest keeps
     listed_all = sorted(wheels, key=lambda w: w.filename)
     variant_files = render_variant_index(listed_all, settings)  # PEP 825: their own pages
     wheels = [w for w in listed_all if not w.in_variant_set]
@@ -182,7 +183,7 @@ def render_site(
         else:
             flat[w.filename] = flat_start + tail
             deep[w.filename] = deep_start + tail
-        for variant in aliases.variants(w):
+        for variant in aliases.variants(w) | proven_variants(w, runs, kb):
             pages[variant].append(w)
     version_key = _VersionOrder()
 

@@ -3,12 +3,18 @@
 A page is one torch release × one accelerator (`torch-2.11.0+cu130.html`). A wheel built
 against 2.11.0 also serves 2.11.1 when its own `Requires-Dist: torch…` admits it, so users
 find it from the page of the torch they have.
+
+A stable-ABI wheel (its `Requires-Dist` a range, `published.is_window`) is listed on the
+pages of the releases its build record names and of those a passing smoke run proved since
+(`proven_variants`: a torch released after the wheel, inside its range, once the backfill's
+smoke-only run passed there), never on a patch its range merely admits.
 """
 
 from __future__ import annotations
 
-__all__ = ["Aliases", "Variant", "unknown_variant", "wheel_variants"]
+__all__ = ["Aliases", "Variant", "proven_variants", "unknown_variant", "wheel_variants"]
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +24,9 @@ from packaging.version import InvalidVersion, Version
 from ..knowledge import Knowledge
 from ..model import Accelerator
 from .manifest import IndexedWheel
+from .published import is_window
 from .settings import IndexSettings
+from .smokelog import SmokeRun
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +110,7 @@ class Aliases:
 
     def _find(self, wheel: IndexedWheel) -> set[Variant]:
         found = {Variant(torch=t, accelerator=wheel.accelerator) for t in wheel.torch_versions}
-        if self.settings.alias_patches:
+        if self.settings.alias_patches and not is_window(wheel):  # a window: proven pages only
             spec = wheel.torch_specifier or ""
             for torch in wheel.torch_versions:
                 for patch in self.patches(torch):
@@ -122,6 +130,30 @@ def wheel_variants(
     A patch alias is added only when the wheel's own `Requires-Dist: torch…` admits it.
     """
     return tuple(sorted(Aliases(settings, kb).variants(wheel), key=Variant.sort_key))
+
+
+def proven_variants(
+    wheel: IndexedWheel, runs: Iterable[SmokeRun], kb: Knowledge
+) -> frozenset[Variant]:
+    """The pages of the releases passing smoke runs proved a window wheel on, beyond its
+    record's: each run's torch (public version) that the wheel's range admits and the
+    knowledge base knows as a release of the wheel's accelerator."""
+    if not is_window(wheel):
+        return frozenset()
+    spec = SpecifierSet(wheel.torch_specifier or "")
+    found: set[Variant] = set()
+    for run in runs:
+        if run.sha256 != wheel.sha256 or not run.torch:
+            continue
+        try:
+            torch = Version(run.torch).public
+        except InvalidVersion:
+            continue
+        if spec.contains(torch, prereleases=False) and not unknown_variant(
+            torch, wheel.accelerator, kb
+        ):
+            found.add(Variant(torch=torch, accelerator=wheel.accelerator))
+    return frozenset(found)
 
 
 def unknown_variant(torch: str, accelerator: str, kb: Knowledge) -> str | None:

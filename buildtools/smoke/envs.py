@@ -75,6 +75,8 @@ class SmokeOptions:
     # compiled modules that may fail to load (matrix.yaml project.optional_modules): reported
     optional_modules: frozenset[str] = frozenset()
     keep_envs: bool = False
+    # releases beyond its record a stable wheel is smoke-tested on too (release day)
+    window_torches: tuple[str, ...] = ()
     command: str = ""
     # the GPU driver as the machine shows it; None: read it (nvidia-smi, /proc, /dev)
     driver: DriverFacts | None = None

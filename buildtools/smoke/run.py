@@ -541,6 +541,7 @@ def run_smoke(
         runner_python=".".join(runner_python.split(".")[:2]),
         runner_torch=runner_torch.version if runner_torch else None,
         unrecorded=unrecorded_accel,
+        window_torches=opts.window_torches,
     )
     if check is not None and not check.ok:
         return SmokeReport(

@@ -33,7 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import parse_wheel_filename
+from packaging.version import InvalidVersion
 
 from ..errors import ConfigError
 from ..files import check_wheel_filename, copy_atomic, read_regular, sha256_file
@@ -316,6 +318,7 @@ def plan_targets(
     runner_torch: str | None = None,
     runner_machine: str | None = None,
     unrecorded: Accelerator | None = None,
+    window_torches: Sequence[str] = (),
 ) -> list[SmokeTarget | SmokeResult]:
     """A target per wheel to test on this runner, or a `skipped` result saying why not.
 
@@ -328,6 +331,10 @@ def plan_targets(
     A wheel without a build record (not built by buildtools: a third-party wheel from PyPI)
     is skipped, unless `unrecorded` names the accelerator of the runner's torch: then it is
     tested against that torch (`runner_torch`, `runner_python`) as it is, cell `unrecorded`.
+
+    `window_torches`: releases beyond its record that a stable-ABI wheel is tested on too (a
+    torch released after the wheel, inside its `Requires-Dist` range: release day's
+    smoke-only run); one outside the range is a skipped result saying so.
     """
     machine = runner_machine or platform.machine()
     out: list[SmokeTarget | SmokeResult] = []
@@ -458,8 +465,39 @@ def plan_targets(
         )
         out.append(target)
         if record.abi == "stable" and runner_accelerator == "cpu":
-            out += window_targets(target, record.torch)
+            window = window_targets(target, record.torch)
+            out += window
+            seen = {_public(t.torch) for t in (target, *window)}
+            for extra in window_torches:
+                if _public(extra) in seen:
+                    continue
+                seen.add(_public(extra))
+                out.append(_beyond_record(target, record.torch_requirement, extra, skipped))
     return out
+
+
+def _beyond_record(
+    target: SmokeTarget,
+    requirement: str | None,
+    torch: str,
+    skipped: Callable[[str, str | None], SmokeResult],
+) -> SmokeTarget | SmokeResult:
+    """A stable wheel's target on a release its record does not name (see `plan_targets`)."""
+    cell = Cell(torch=_public(torch), accelerator=target.accelerator.name, python=target.python).id
+    try:
+        spec = Requirement(requirement).specifier if requirement else None
+        admitted = spec is not None and spec.contains(_public(torch), prereleases=True)
+    except (InvalidRequirement, InvalidVersion):
+        admitted = False
+    if not admitted:
+        return skipped(
+            f"--window-torch {torch}: outside the wheel's range ({requirement or 'none'}): "
+            "a release outside it needs a new build, not a smoke run",
+            cell,
+        )
+    return dataclasses.replace(
+        target, cell=cell, torch=_cell_torch(target.torch, _public(torch)), window=True
+    )
 
 
 def window_targets(target: SmokeTarget, built_torch: str) -> list[SmokeTarget]:

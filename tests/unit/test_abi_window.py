@@ -213,3 +213,27 @@ def test_the_plan_splits_stable_cuda_wheels_per_major_and_says_why() -> None:
     assert "2 wheels of one CUDA major" not in cu13
     cpu_only = _window_job("cpu", ["2.10.0", "2.13.0"])
     assert cuda_split([cpu_only], (), KB) == []
+
+
+def test_release_day_smoke_targets_a_release_inside_the_range_only(tmp_path: Path) -> None:
+    """`smoke --window-torch`: the published wheel on a release its record does not name.
+    Inside its range (2.14.0 under <2.15): a target, any build of it; outside: skipped."""
+    src = WheelSource(path=_stable_wheel(tmp_path), origin="wheelhouse")
+    got = plan_targets(
+        [src],
+        runner_accelerator="cpu",
+        runner_python="3.11",
+        window_torches=("2.14.0", "2.14.1", "2.15.0"),
+    )
+    targets = [(t.cell, t.torch, t.window) for t in got if isinstance(t, SmokeTarget)]
+    assert targets == [
+        ("torch2.13.0-cpu-cp311", "2.13.0+cpu", False),
+        ("torch2.14.1-cpu-cp311", "2.14.1+cpu", True),  # the record's (2.14.1 asked again: once)
+        ("torch2.14.0-cpu-cp311", "2.14.0+cpu", True),
+    ]
+    (skipped,) = [t for t in got if not isinstance(t, SmokeTarget)]
+    assert skipped.cell == "torch2.15.0-cpu-cp311"
+    assert skipped.diagnosis == (
+        "--window-torch 2.15.0: outside the wheel's range (torch>=2.13,<2.15): a release "
+        "outside it needs a new build, not a smoke run"
+    )

@@ -96,3 +96,46 @@ def test_backfill_outputs_the_smoked_cells_the_record_lacks(
     assert "4 cell(s) without a smoke runner: never published, not backfilled" in text
     with pytest.raises(PlanError, match=r"releases 0\.2\.0"):
         _run(["--tag", "v0.2.0"], gh, tmp_path)
+
+
+def test_a_new_torch_inside_a_published_window_is_smoke_only_outside_it_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    """A stable wheel published for 2.13.0 with `torch>=2.13,<2.15`: 2.14.1 (out since) is
+    inside its window, so the backfill proposes that wheel's smoke there, no build; 2.15.0
+    is outside, so it is rebuilt."""
+    record = {
+        "schema": 1,
+        "torch": "2.13.0+cpu",
+        "accelerator": "cpu",
+        "cxx11_abi": True,
+        "abi": "stable",
+        "torch_versions": ["2.13.0"],
+    }
+    wheel = make_wheel(
+        tmp_path / "w",
+        name="bt_scatter",
+        version="0.1.0+pt213cpu",
+        tag="cp312-abi3-manylinux_2_28_x86_64",
+        files={"bt_scatter/__init__.py": b""},
+        requires=["torch<2.15,>=2.13"],
+        dist_info_files={"buildtools.json": json.dumps(record).encode()},
+    )
+    site = tmp_path / "site"
+    url = "https://github.com/example/bt-scatter/releases/download/v0.1.0/{filename}"
+    publish(site, [read_wheel(wheel, wheel_url_template=url)], IndexSettings(), load_knowledge())
+    gh = FakeGitHub()
+    release = gh.publish_release(gh.create_release("v0.1.0"))
+    upload_record(gh, release, site / "index.json")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        f"project: {{path: {REPO / 'examples' / 'scatter'}, name: bt-scatter, abi: stable}}\n"
+        'axes: {torch: ["2.13.0", "2.14.1", "2.15.0"], accelerator: [cpu], python: ["3.12"]}\n'
+        "runners: {smoke: {cpu: ubuntu-24.04}}\n"
+        "profiles: {release: {description: every cell}}\n"
+    )
+    outputs, text = _run(["--matrix", str(matrix), "--tag", "v0.1.0"], gh, tmp_path)
+    assert outputs["smoke_only"] == "torch2.14.1-cpu-cp312"
+    assert outputs["only"] == "torch2.15.0-cpu-cp312" and outputs["count"] == "1"
+    assert "1 cell(s) inside a published wheel's window: a smoke-only run proves them" in text
+    assert f"- `torch2.14.1-cpu-cp312`: `{wheel.name}`" in text

@@ -19,7 +19,8 @@ from buildtools.index.merge import merge
 from buildtools.index.publish import PublishOptions, publish
 from buildtools.index.settings import IndexSettings
 from buildtools.index.site import render_site
-from buildtools.index.variants import wheel_variants
+from buildtools.index.smokelog import SmokeRun
+from buildtools.index.variants import Variant, proven_variants, wheel_variants
 from buildtools.index.wheels import WheelSource, read_wheel
 from buildtools.knowledge import Knowledge, load_knowledge
 from buildtools.matrix.config import load_matrix
@@ -192,7 +193,45 @@ def test_stable_abi_wheel_is_listed_for_each_torch_it_covers(tmp_path: Path) -> 
         torch_versions=["2.12.0", "2.11.0"],
         abi="stable",
     )
-    assert keys(path) == ["2.11.0+cu130", "2.12.0+cu130", "2.12.1+cu130"]
+    # 2.12.1 is admitted by its range but no smoke ran there: promised, not proven, not listed
+    assert keys(path) == ["2.11.0+cu130", "2.12.0+cu130"]
+
+
+def test_a_window_wheel_joins_a_new_torch_page_once_a_smoke_run_passed_there(
+    tmp_path: Path,
+) -> None:
+    """Release day for a stable-ABI wheel: 2.12.1 came out after it, inside its range; the
+    backfill's smoke-only run passed there, so the site lists the same file on 2.12.1's page.
+    A run on a torch outside the range, or of another wheel, adds no page."""
+    path = wheel(
+        tmp_path,
+        version="0.1.0+cu130",
+        torch="2.11.0+cu130",
+        accelerator="cu130",
+        torch_spec="torch<2.13,>=2.11",
+        torch_versions=["2.12.0", "2.11.0"],
+        abi="stable",
+    )
+    w = read_wheel(path).wheel
+
+    def run(torch: str, sha: str = w.sha256) -> SmokeRun:
+        return SmokeRun(
+            sha256=sha,
+            cell=None,
+            runner="cuda",
+            gpu="NVIDIA H100 80GB HBM3",
+            driver="580.159.04",
+            date="2026-12-07",
+            python="3.11.7",
+            torch=torch,
+        )
+
+    runs = [run("2.12.1+cu130"), run("2.13.0+cu130"), run("2.12.1+cu130", "c" * 64)]
+    kb = kb_with_patches()
+    assert proven_variants(w, runs, kb) == {Variant(torch="2.12.1", accelerator="cu130")}
+    files = render_site([w], REL, kb, runs=runs)
+    assert "torch-2.12.1+cu130.html" in files and "torch-2.13.0+cu130.html" not in files
+    assert w.filename in files["torch-2.12.1+cu130.html"].decode()
 
 
 def test_configured_aliases_add_pages(tmp_path: Path) -> None:

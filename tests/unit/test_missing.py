@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from fixtures.factories import make_job
+from fixtures.factories import make_cell, make_job
 from packaging.version import Version
 
 from buildtools.cli.main import main
 from buildtools.index.manifest import IndexedWheel, Manifest
-from buildtools.index.published import published_cells
+from buildtools.index.published import is_window, published_cells, window_cells
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -158,3 +158,44 @@ def test_a_url_site_is_read_through_its_index_json(tmp_path: Path) -> None:
 
     with pytest.raises(NetworkError, match="has one at its root"):
         read_site("https://example.test/nothing", http=http)
+
+
+def test_a_release_inside_a_window_wheel_s_range_is_smoke_only_not_published() -> None:
+    """A stable wheel's record names the releases its smoke proved; a release its range admits
+    beyond those is promised, not proven: smoke-only. Outside the range: missing."""
+    cells = [
+        make_cell(torch=t, accelerator="cpu", python="3.11") for t in ("2.13.0", "2.14.1", "2.15.0")
+    ]
+    jobs = [make_job(cells=cells, abi="stable")]  # one job, labelled by its floor (pt213cpu)
+    window = wheel(
+        "bt_scatter-0.1.0+pt213cpu-cp311-abi3-manylinux_2_28_x86_64.whl",
+        torch="2.13.0",
+        specifier="<2.15,>=2.13",
+    )
+    kwargs = {"project": "bt-scatter", "version": Version("0.1.0"), "wheels": [window]}
+    published = published_cells(jobs, **kwargs)  # type: ignore[arg-type]
+    inside = window_cells(jobs, **kwargs)  # type: ignore[arg-type]
+    assert list(published) == ["torch2.13.0-cpu-cp311"]
+    assert inside == {"torch2.14.1-cpu-cp311": window.filename}
+    assert is_window(window) and not is_window(wheel(PUBLISHED))
+
+
+def test_plan_missing_says_which_cells_a_smoke_only_run_proves(tmp_path: Path) -> None:
+    (tmp_path / "matrix.yaml").write_text(
+        f"project: {{path: {REPO / 'examples' / 'scatter'}, name: bt-scatter, abi: stable}}\n"
+        'axes: {torch: ["2.13.0", "2.14.1", "2.15.0"], accelerator: [cpu], python: ["3.11"]}\n'
+    )
+    window = wheel(
+        "bt_scatter-0.1.0+pt213cpu-cp311-abi3-manylinux_2_28_x86_64.whl",
+        torch="2.13.0",
+        specifier="<2.15,>=2.13",
+    )
+    root = site(tmp_path, window)
+    m = str(tmp_path / "matrix.yaml")
+    rc, out = run("plan", "--matrix", m, "--missing", str(root), "--format", "ids")
+    assert rc == 0 and out.split() == ["torch2.15.0-cpu-cp311"]  # rebuilt: outside the range
+    rc, out = run("plan", "--matrix", m, "--missing", str(root))
+    assert (
+        f"smoke-only torch2.14.1-cpu-cp311: {window.filename} admits its torch; smoke it there"
+        in out
+    )

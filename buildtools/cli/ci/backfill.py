@@ -29,7 +29,7 @@ from ...cisteps.tagcheck import check_tag, project_version
 from ...context import RunContext
 from ...errors import PlanError
 from ...http import Http
-from ...index.published import published_cells
+from ...index.published import published_cells, window_cells
 from ...matrix.config import load_matrix
 from ...planning import PlanRequest, default_matrix_path, load_plan
 from ...process import SubprocessRunner
@@ -108,12 +108,22 @@ def cmd_backfill(
     record = latest_record(api, policy)
     wheels = record.manifest.wheels if record is not None else ()
     published = published_cells(full.jobs, project=name, version=version, wheels=wheels)
+    # a new torch inside a published stable wheel's window: that wheel's smoke, no rebuild
+    inside = window_cells(full.jobs, project=name, version=version, wheels=wheels)
     never = mf.matrix.ci.unsmoked != "build"
     unprovable = {c.id for j in full.jobs if j.smoke_runner is None and never for c in j.cells}
-    missing = [c.id for c in full.cells if c.id not in published and c.id not in unprovable]
+    missing = [
+        c.id
+        for c in full.cells
+        if c.id not in published and c.id not in unprovable and c.id not in inside
+    ]
     write_outputs(
         args.github_output or env.get("GITHUB_OUTPUT"),
-        {"count": str(len(missing)), "only": " ".join(missing)},
+        {
+            "count": str(len(missing)),
+            "only": " ".join(missing),
+            "smoke_only": " ".join(sorted(c for c in inside if c not in unprovable)),
+        },
     )
     lines = [
         f"## Backfill of {args.tag} (version {version} of `{name}`)",
@@ -131,6 +141,15 @@ def cmd_backfill(
             f"- {len(unprovable - set(published))} cell(s) without a smoke runner: never "
             "published, not backfilled"
         )
+    smoke_only = sorted((c, w) for c, w in inside.items() if c not in unprovable)
+    if smoke_only:
+        lines += [
+            "",
+            f"{len(smoke_only)} cell(s) inside a published wheel's window: a "
+            "smoke-only run proves them (no rebuild):",
+            "",
+        ]
+        lines += [f"- `{cid}`: `{wheel}`" for cid, wheel in smoke_only]
     if missing:
         lines += ["", f"{len(missing)} cell(s) missing, released now:", ""]
         lines += [f"- `{cid}`" for cid in missing]
