@@ -1,22 +1,25 @@
 #!/usr/bin/env python3
-"""Refresh docker/pins.yaml: the digest of every builder base the knowledge base names.
+"""Refresh buildtools/data/image_pins.yaml: the digest of every builder base the knowledge
+base names (the facts live with the others, in buildtools/data/).
 
-    python docker/refresh-pins.py            # ask the registry (needs network access)
-    python docker/refresh-pins.py --list     # only (re)write the list; digests kept as they are
-    python docker/refresh-pins.py --check    # exit 1 when an image lacks a digest or the list
-                                             # is out of date (offline; add --online to also
-                                             # compare every digest with the registry)
+    python ci/refresh-image-pins.py            # ask the registry (needs network access)
+    python ci/refresh-image-pins.py --list     # only (re)write the list; digests kept as they are
+    python ci/refresh-image-pins.py --check    # exit 1 when an image lacks a digest or the list
+                                               # is out of date (offline; add --online to also
+                                               # compare every digest with the registry)
 
 Digests come from `docker buildx imagetools inspect IMAGE --format '{{json .Manifest}}'`
 (the manifest list's digest: the same on every architecture), or from
 `skopeo inspect --raw docker://IMAGE` hashed, or, with neither tool, from the registry's
 HTTP API (an anonymous pull token, then `HEAD /v2/<name>/manifests/<tag>` asking for the
 manifest list or OCI index: its `Docker-Content-Digest`). The docker backend then builds
-FROM `IMAGE@sha256:…`, so a re-pushed tag cannot change a build silently; the release
-workflow's plan summary names every base that is still used by tag.
+FROM `IMAGE@sha256:…`, so a re-pushed tag cannot change a build silently; a release plan
+stops on any base without a digest (`buildtools ci matrix --workflow release`, exit 4),
+naming this script.
 
 Not run where no registry is reachable (the machine this was written on): the pins
-there are null, and images are used by tag.
+there are null; pull requests then build from the tag (their plan summary says so), and
+a release stops until the pins are filled.
 """
 
 from __future__ import annotations
@@ -38,14 +41,16 @@ from typing import Any
 from ruamel.yaml import YAML
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+from buildtools.backends.docker.images import PINS_FILE
 from buildtools.knowledge import load_knowledge
 from buildtools.process import SubprocessRunner
 
-PINS = Path(__file__).resolve().parent / "pins.yaml"
+PINS = PINS_FILE
 HEADER = """\
 # Digests of the builder bases named by buildtools/data/images.yaml, one per image the
-# knowledge base can produce. Written by docker/refresh-pins.py; `digest: null` means no
-# digest was known when it last ran (the image is then used by tag).
+# knowledge base can produce. Written by ci/refresh-image-pins.py; `digest: null` means no
+# digest was known when it last ran: a pull request then builds FROM the tag, and a release
+# plan stops (a re-pushed tag would change what it builds).
 """
 
 
@@ -177,8 +182,8 @@ def main() -> int:
     if args.check:
         problems = check(old, kb_images(), online=args.online)
         for problem in problems:
-            print(f"refresh-pins: {problem}")
-        print(f"refresh-pins: {len(problems)} problem(s) in {PINS}")
+            print(f"refresh-image-pins: {problem}")
+        print(f"refresh-image-pins: {len(problems)} problem(s) in {PINS}")
         return 1 if problems else 0
     rows = []
     failed = []
@@ -200,8 +205,8 @@ def main() -> int:
         fh.write(HEADER)
         yaml.dump({"pins": rows}, fh)
     for image in failed:
-        print(f"refresh-pins: no digest for {image} (registry unreachable, or no such tag)")
-    print(f"refresh-pins: {len(rows)} image(s), {len(failed)} without a new digest -> {PINS}")
+        print(f"refresh-image-pins: no digest for {image} (registry unreachable, or no such tag)")
+    print(f"refresh-image-pins: {len(rows)} image(s), {len(failed)} without a new digest -> {PINS}")
     return 1 if failed else 0
 
 

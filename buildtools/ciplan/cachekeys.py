@@ -42,7 +42,14 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..backends.docker.images import builder_image, docker_dir, load_pins
+from ..backends.docker.images import (
+    builder_image,
+    docker_dir,
+    load_pins,
+    pinned,
+    pins_file,
+    validate_image_ref,
+)
 from ..errors import BuildtoolsError
 from ..model import BuildJob
 from ..toolchain.envs import BUILD_REQUIREMENTS
@@ -102,21 +109,18 @@ def image_tag(job: BuildJob, env: Mapping[str, str]) -> str:
     Computed without a local base image ID, as on a fresh runner; a runner that has the
     base already gets another tag and builds its own image.
     """
+    pins = load_pins(pins_file(env))  # a pins file that cannot be read is an error, not ''
     try:
-        directory = docker_dir(env)
-        return builder_image(job, docker=directory, pins=load_pins(directory / "pins.yaml")).tag
+        return builder_image(job, docker=docker_dir(env), pins=pins).tag
     except BuildtoolsError:
         return ""
 
 
 def unpinned_bases(jobs: Iterable[BuildJob], env: Mapping[str, str]) -> list[str]:
-    """The builder base images of `jobs` that docker/pins.yaml has no digest for."""
-    try:
-        directory = docker_dir(env)
-        pins = load_pins(directory / "pins.yaml")
-        bases = {builder_image(j, docker=directory, pins=pins).base for j in jobs}
-    except BuildtoolsError:
-        return []
+    """The builder base images of `jobs` that the pins (buildtools/data/image_pins.yaml, or
+    $BUILDTOOLS_IMAGE_PINS) have no digest for: a build would use them by tag."""
+    pins = load_pins(pins_file(env))
+    bases = {pinned(validate_image_ref(j.image, what=f"{j.id}: base image"), pins) for j in jobs}
     return sorted(b for b in bases if "@sha256:" not in b)
 
 

@@ -17,7 +17,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "ci" / "act"
-DEFAULT_MIRROR = "/work/.mirror/{owner}+{name}/repo"
+# where the pinned actions' repositories come from: GitHub, where a user runs this; a
+# directory of mirrors (`--mirror DIR/{owner}+{name}`: one git directory per action) or
+# another URL template is an option (docs/ci.md, "The pipeline run locally")
+DEFAULT_MIRROR = "https://github.com/{owner}/{name}"
 DEFAULT_CELL = "torch2.13.0-cpu-cp311"
 # actions whose pinned code cannot run here, and why (listed in every run's summary)
 STANDINS = {
@@ -206,7 +209,7 @@ def base_image(repo: Path, cell: str, given: str | None, work: Path) -> tuple[st
     name = str(entry["recipe"]).split("|", 1)[1]
     if "@" in name:
         raise SystemExit(
-            f"ci-run: {name}: pinned by digest in docker/pins.yaml; a local image "
+            f"ci-run: {name}: pinned by digest in buildtools/data/image_pins.yaml; a local image "
             "cannot stand in for it (run with the digest removed)"
         )
     tag = re.search(r"-cp(\d)(\d+)", cell)

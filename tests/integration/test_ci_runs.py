@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 from fixtures.fakegh import FakeGitHub, GitHubHandler
+from fixtures.imagepins import PINS_ENV, digest_of, pin_every_base
 from fixtures.localrun import LocalRun, Stores
 from ruamel.yaml import YAML
 
+from buildtools.backends.docker.images import load_pins
 from buildtools.ciplan import layout
 from buildtools.workflows.generate import generate, write_files
 
@@ -66,9 +68,16 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
     write_files(generate(repo / "matrix.yaml"))
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    # every builder base pinned by digest (a release plan stops otherwise), and the
+    # stand-in registry serving exactly those digests
+    pins = pin_every_base(tmp_path / "image_pins.yaml")
+    served = tmp_path / "bases-served"
+    served.write_text("".join(f"{i}@{d}\n" for i, d in load_pins(pins).items()))
     env = {
         "GITHUB_API_URL": f"http://127.0.0.1:{api.server_address[1]}/api",
         "BT_BASE_URL": base_url,
+        PINS_ENV: str(pins),
+        "BT_BASES_SERVED": str(served),
     }
     yield {"repo": repo, "stores": stores, "gh": handler.store, "env": env, "tmp": tmp_path}
     api.shutdown()
@@ -529,6 +538,22 @@ def test_planted_downloads_and_compiler_objects_never_reach_a_release(
     assert pr.jobs["build-cpu"].result == "success", pr.leg_log("build-cpu")[-3000:]
     ninja, objects = _built(pr, cell)
     assert ninja == "99.0.0" and objects == "PLANTED OBJECT\n"
+
+
+def test_a_base_whose_digest_changed_stops_the_build(world: dict[str, Any]) -> None:
+    """The CPU base's tag was pushed again: the registry serves another digest, the one the
+    pins name is gone. The release builds FROM the pinned digest only, so the image and the
+    build stop (as docker's pull does), and nothing is published."""
+    cpu = "pytorch/manylinux2_28-builder:cpu"
+    served = Path(world["env"]["BT_BASES_SERVED"])
+    pinned = load_pins(Path(world["env"][PINS_ENV]))[cpu]
+    served.write_text(served.read_text().replace(pinned, digest_of(cpu, "re-pushed")))
+    run = _manual(world, "v0.1.0", "repushed", only="torch2.13.0-cpu-cp312")
+    message = f"manifest for {cpu}@{pinned} not found: manifest unknown"
+    assert run.jobs["images"].result == "failure" and message in run.leg_log("images")
+    assert run.jobs["build-cpu"].result == "failure" and message in run.leg_log("build-cpu")
+    assert run.jobs["publish"].result == "skipped" and run.jobs["status"].result == "failure"
+    assert world["gh"].release("v0.1.0") is None
 
 
 def _reconfigure(world: dict[str, Any], extra: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fixtures.gha import Run, simulate
+from fixtures.imagepins import PINS_ENV, pin_every_base
 from ruamel.yaml import YAML
 
 from buildtools.ciplan import layout
@@ -103,7 +104,10 @@ def reference() -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _ci_python(monkeypatch: pytest.MonkeyPatch) -> None:
+def _ci_python(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # a release plan needs every base pinned by digest: made-up digests for the tests
+    pins = pin_every_base(tmp_path_factory.mktemp("pins") / "image_pins.yaml")
+    monkeypatch.setenv(PINS_ENV, str(pins))
     monkeypatch.chdir(REPO)
     monkeypatch.setattr("buildtools.cli.ci.matrix.host_python", lambda: "3.12")
     monkeypatch.setattr("buildtools.planning.host_python", lambda: "3.12")

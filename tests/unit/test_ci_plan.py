@@ -16,6 +16,7 @@ from fixtures.attestations import AttestedRunner, published_record
 from fixtures.crafted import make_wheel
 from fixtures.factories import make_cell, make_job
 from fixtures.fakegh import FakeGitHub
+from fixtures.imagepins import PINS_ENV, pin_every_base
 from packaging.version import Version
 
 from buildtools.ciplan import layout
@@ -56,7 +57,10 @@ def _entries(p: Plan, full: Plan | None = None, **kw: Any) -> list[MatrixEntry]:
 
 
 @pytest.fixture(autouse=True)
-def _ci_python(monkeypatch: pytest.MonkeyPatch) -> None:
+def _ci_python(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # a release plan needs every base pinned by digest: made-up digests for the tests
+    pins = pin_every_base(tmp_path_factory.mktemp("pins") / "image_pins.yaml")
+    monkeypatch.setenv(PINS_ENV, str(pins))
     monkeypatch.setattr("buildtools.planning.host_python", lambda: "3.12")
     monkeypatch.setattr("buildtools.cli.ci.matrix.host_python", lambda: "3.12")
 
@@ -444,3 +448,41 @@ def test_cmd_matrix_for_a_pull_request(tmp_path: Path, monkeypatch: pytest.Monke
         )
         == PlanError.exit_code
     )
+
+
+def test_a_release_plan_stops_on_a_base_without_a_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A release builds only FROM bases pinned by digest: an unpinned one stops its plan
+    (exit 4) naming the base and the refresh script; a pull request's plan only notes it."""
+    monkeypatch.chdir(REPO)
+    pins = pin_every_base(tmp_path / "pins.yaml")
+    text = pins.read_text()
+    # the CPU base loses its digest (a new base the refresh has not seen yet)
+    cpu = "- image: pytorch/manylinux2_28-builder:cpu\n"
+    start = text.index(cpu)
+    pins.write_text(text[:start] + cpu + "  digest:\n" + text[text.index("\n-", start + 1) + 1 :])
+    monkeypatch.setenv(PINS_ENV, str(pins))
+    release = ["ci", "matrix", "--profile", "release", "--workflow", "release",
+               "--only", "torch2.13.0-*-cp312", "--github-output", str(tmp_path / "o1")]  # fmt: skip
+    assert main(release, out=io.StringIO()) == PlanError.exit_code
+    err = capsys.readouterr().err
+    assert "a release builds only FROM bases pinned by digest" in err
+    assert "has none for pytorch/manylinux2_28-builder:cpu (" in err
+    assert "run `python ci/refresh-image-pins.py` where the registry is reachable" in err
+    assert len(err.strip().splitlines()) == 1
+    # the committed pins have no digest at all (no registry here): the same, every base
+    monkeypatch.delenv(PINS_ENV)
+    assert main(release, out=io.StringIO()) == PlanError.exit_code
+    assert "image_pins.yaml has none for" in capsys.readouterr().err
+    # every base pinned: the plan goes on
+    monkeypatch.setenv(PINS_ENV, str(pin_every_base(tmp_path / "all.yaml")))
+    assert main(release, out=io.StringIO()) == 0
+    # a pull request builds by tag and says so
+    monkeypatch.setenv(PINS_ENV, str(pins))
+    summary = tmp_path / "summary.md"
+    pr = ["ci", "matrix", "--profile", "pr", "--workflow", "pull-request",
+          "--github-output", str(tmp_path / "o2"), "--summary", str(summary)]  # fmt: skip
+    assert main(pr, out=io.StringIO()) == 0
+    assert "`pytorch/manylinux2_28-builder:cpu`" in summary.read_text()
+    assert "a release stops on them" in summary.read_text()

@@ -11,11 +11,14 @@ from fixtures.factories import planned_job
 
 from buildtools.backends.docker.images import (
     BUILDER_REPOSITORY,
+    PINS_ENV,
+    PINS_FILE,
     builder_image,
     default_base,
     docker_dir,
     load_pins,
     pinned,
+    pins_file,
     validate_image_ref,
 )
 from buildtools.errors import ConfigError, ToolMissingError
@@ -107,7 +110,7 @@ def test_builder_tag_changes_with_every_input(tmp_path: Path) -> None:
 def test_pins_file_lists_every_knowledge_base_image() -> None:
     from ruamel.yaml import YAML
 
-    data = YAML(typ="safe").load((DOCKER / "pins.yaml").read_text())
+    data = YAML(typ="safe").load(PINS_FILE.read_text())
     listed = {row["image"] for row in data["pins"]}
     for release in KB.torch.values():
         torch = release.patches[-1]
@@ -119,7 +122,22 @@ def test_pins_file_lists_every_knowledge_base_image() -> None:
             except LookupError:
                 continue
             assert image in listed, image
-    assert load_pins(DOCKER / "pins.yaml") == {}  # no registry was reachable to fill them
+    # the facts live with the others (buildtools/data/), none in docker/ any more
+    assert PINS_FILE.parent.name == "data" and not (DOCKER / "pins.yaml").exists()
+    assert load_pins(PINS_FILE) == {}  # no registry was reachable to fill them
+
+
+def test_another_pins_file_by_environment(tmp_path: Path) -> None:
+    """BUILDTOOLS_IMAGE_PINS names another pins file (a registry mirror's); a named file
+    that does not exist is one clear error, never 'no pins'."""
+    assert pins_file({}) == PINS_FILE
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"pins:\n- image: pytorch/manylinux2_28-builder:cpu\n  digest: '{DIGEST}'\n")
+    assert load_pins(pins_file({PINS_ENV: str(mine)})) == {
+        "pytorch/manylinux2_28-builder:cpu": DIGEST
+    }
+    with pytest.raises(ConfigError, match=r"BUILDTOOLS_IMAGE_PINS=.*: no such file"):
+        load_pins(pins_file({PINS_ENV: str(tmp_path / "missing.yaml")}))
 
 
 def test_pins_are_validated(tmp_path: Path) -> None:

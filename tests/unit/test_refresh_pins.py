@@ -1,4 +1,4 @@
-"""docker/refresh-pins.py: image names, the registry's digest over HTTP, and --check (no
+"""ci/refresh-image-pins.py: image names, the registry's digest over HTTP, and --check (no
 socket: a fake opener answers as Docker Hub does)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docker" / "refresh-pins.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "ci" / "refresh-image-pins.py"
 DIGEST = "sha256:" + "ab" * 32
 
 
@@ -90,7 +90,7 @@ def test_registry_digest_unreachable(refresh: ModuleType) -> None:
 def test_check_reports_missing_and_unpinned(refresh: ModuleType) -> None:
     old = {"a:1": {"digest": DIGEST}, "b:1": {"digest": None}, "gone:1": {"digest": DIGEST}}
     assert refresh.check(old, ["a:1", "b:1", "new:1"], online=False) == [
-        "new:1: not in pins.yaml",
-        "gone:1: in pins.yaml, no longer named by the knowledge base",
+        "new:1: not in image_pins.yaml",
+        "gone:1: in image_pins.yaml, no longer named by the knowledge base",
         "b:1: no digest (used by tag)",
     ]

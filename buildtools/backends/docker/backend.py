@@ -68,6 +68,7 @@ from .images import (
     builder_image,
     docker_dir,
     load_pins,
+    pins_file,
     validate_image_ref,
 )
 from .uvbin import ensure_uv
@@ -159,7 +160,7 @@ class DockerBackend:
         return builder_image(
             job,
             docker=directory,
-            pins=load_pins(directory / "pins.yaml"),
+            pins=load_pins(pins_file(self.env)),
             base_override=self.base_image,
             base_id=base_id,
         )

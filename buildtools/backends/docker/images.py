@@ -3,7 +3,7 @@
 A job's `image` (from the knowledge base, or `accelerators.<name>.image`) is the *base*:
 a manylinux builder such as `pytorch/manylinux2_28-builder:cuda13.0`. The builder image
 cibuildwheel runs is `docker/<kind>.Dockerfile` FROM that base (pinned by digest when
-`docker/pins.yaml` knows one), tagged `torch-buildtools/builder:<kind><version>-<hash>`
+`buildtools/data/image_pins.yaml` knows one: `pins_file`), tagged `torch-buildtools/builder:<kind><version>-<hash>`
 where the hash covers the Dockerfile, the files it copies and the base reference: the
 same inputs always give the same tag, and a changed input never reuses a stale image.
 Pure: nothing here runs a process.
@@ -14,12 +14,15 @@ from __future__ import annotations
 __all__ = [
     "BUILDER_REPOSITORY",
     "CONTEXT_FILES",
+    "PINS_ENV",
+    "PINS_FILE",
     "BuilderImage",
     "builder_image",
     "default_base",
     "docker_dir",
     "load_pins",
     "pinned",
+    "pins_file",
     "validate_image_ref",
 ]
 
@@ -32,9 +35,15 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from ...errors import ConfigError, ToolMissingError
+from ...knowledge import DATA_DIR
 from ...model import Accelerator, BuildJob
 
 BUILDER_REPOSITORY = "torch-buildtools/builder"
+# The digests of the bases: a fact of the knowledge base's directory, refreshed by
+# ci/refresh-image-pins.py; BUILDTOOLS_IMAGE_PINS names another file (a registry mirror's
+# pins; the tests' stand-in registry)
+PINS_FILE = DATA_DIR / "image_pins.yaml"
+PINS_ENV = "BUILDTOOLS_IMAGE_PINS"
 # Files of docker/ that every builder Dockerfile copies (the wheels/ dir is made per build).
 CONTEXT_FILES = ("install-tools.sh", "tools-requirements.txt")
 
@@ -77,9 +86,17 @@ def docker_dir(env: Mapping[str, str]) -> Path:
     return path
 
 
+def pins_file(env: Mapping[str, str]) -> Path:
+    """The pins of the builder bases: $BUILDTOOLS_IMAGE_PINS, else buildtools/data's."""
+    given = env.get(PINS_ENV)
+    return Path(given) if given else PINS_FILE
+
+
 def load_pins(path: Path) -> dict[str, str]:
-    """image reference → digest, from docker/pins.yaml (entries whose digest is null skipped)."""
+    """image reference → digest, from a pins file (entries whose digest is null skipped)."""
     if not path.is_file():
+        if path != PINS_FILE:
+            raise ConfigError(f"{PINS_ENV}={path}: no such file")
         return {}
     data = YAML(typ="safe").load(path.read_text(encoding="utf-8")) or {}
     pins: dict[str, str] = {}

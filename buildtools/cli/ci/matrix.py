@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from ...backends.docker.images import pins_file
 from ...ciplan import layout
 from ...ciplan.cachekeys import unpinned_bases
 from ...ciplan.entries import matrix_entries
@@ -144,12 +145,20 @@ def cmd_matrix(
         flags = {"index": bool(selection.build)}
     built = {e.id for e in selection.build}
     unpinned = unpinned_bases([j for j in selected.jobs if j.id in built], env)
+    if unpinned and release:
+        raise PlanError(
+            f"a release builds only FROM bases pinned by digest, and {pins_file(env)} has none "
+            "for " + ", ".join(unpinned) + " (a re-pushed tag would change what the release "
+            "builds); run `python ci/refresh-image-pins.py` where the registry is reachable "
+            "and commit buildtools/data/image_pins.yaml (or set BUILDTOOLS_IMAGE_PINS to a "
+            "pins file of yours)"
+        )
     if unpinned:
         notes.append(
-            "builder base images without a digest in docker/pins.yaml (used by tag, so a "
-            "re-pushed tag changes the build): "
+            f"builder base images without a digest in {pins_file(env).name} (used by tag, so "
+            "a re-pushed tag changes the build; a release stops on them): "
             + ", ".join(f"`{b}`" for b in unpinned)
-            + "; run `python docker/refresh-pins.py` and commit it"
+            + "; run `python ci/refresh-image-pins.py` and commit it"
         )
     outputs = {**github_outputs(jobs, build_count=len(selection.build), flags=flags), **extra}
     write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), outputs)
