@@ -109,8 +109,8 @@ def ci_run(session: nox.Session) -> None:
     The pull-request workflow for one CPU cell of the `pr` profile, the release workflow for
     a test tag through the index with stand-ins for what only GitHub does, and the
     release gates with a bad tag and a bad record. `-- --target pr` for one of them;
-    `-- --mirror URL` where the actions' repositories are reachable (default: the local
-    mirror). Needs Docker and the act binary (the `act` extra installs it).
+    the actions' repositories come from GitHub (`-- --mirror DIR/{owner}+{name}` reads a
+    directory of git mirrors instead). Needs Docker and the act binary (the `act` extra).
     """
     session.install("-e", ".[act]")
     session.run("python", "ci/act-run.py", *session.posargs)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Make the local action cache that `nox -s ci-run` points act at (no GitHub at run time).
 
-    python ci/act-actions.py --source '/work/.mirror/{owner}+{name}/repo' --out .act/actions
     python ci/act-actions.py --source 'https://github.com/{owner}/{name}' --out .act/actions
+    python ci/act-actions.py --source "$MIRRORS/{owner}+{name}" --out .act/actions
 
 For every action that buildtools/data/actions.yaml pins, the pinned commit is read from a
 git directory (a mirror) or fetched from a URL, `git cat-file` proves that exact commit is

@@ -7,8 +7,9 @@
 What it does (docs/ci.md, "The pipeline run locally"):
   1. snapshots this checkout (tracked and untracked, git-ignored files left out) into
      WORK/repo as a fresh git repository: that is what act checks out for every job;
-  2. makes the action cache from the mirrors (ci/act-actions.py: each pinned commit
-     checked) and puts the stand-ins (ci/act/standins/) where an action cannot run here;
+  2. makes the action cache (ci/act-actions.py: each pinned commit fetched from GitHub, or
+     read from a directory of mirrors with --mirror, and checked) and puts the stand-ins
+     (ci/act/standins/) where an action cannot run here;
   3. makes the runner: act's host mode (`-P ubuntu-24.04=-self-hosted`) with a tool cache
      of this machine's CPython builds (what setup-python finds on a hosted runner), its own
      HOME, and the builder base image the workflows name (the manylinux builder, which no
@@ -316,7 +317,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "bt-ci-run"
     )
-    parser.add_argument("--mirror", default=os.environ.get("BT_ACT_MIRROR", DEFAULT_MIRROR))
+    parser.add_argument(
+        "--mirror",
+        default=os.environ.get("BT_ACT_MIRROR", DEFAULT_MIRROR),
+        metavar="SOURCE",
+        help="where the actions' repositories are: a URL or git directory template with "
+        "{owner} and {name} (default: GitHub, $BT_ACT_MIRROR overrides)",
+    )
     parser.add_argument("--base-image", help="local image standing in for the manylinux builder")
     return parser
 

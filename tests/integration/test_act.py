@@ -3,8 +3,8 @@
 Opt-in (`-m act` or BUILDTOOLS_TEST_ACT=1): its runs add up to about 20 min on the
 project's 2-core machine (docs/ci.md, "The pipeline run locally", has each figure).
 Needs a Docker engine, the act binary (`pip install -e .[act]`) and the actions'
-repositories (BT_ACT_MIRROR, default the local mirror; a URL template such as
-https://github.com/{owner}/{name} where GitHub is reachable).
+repositories: from GitHub by default, or BT_ACT_MIRROR (a URL or git directory template
+with {owner} and {name}, such as a directory of mirrors).
 """
 
 from __future__ import annotations
