@@ -97,8 +97,9 @@ def missing_plan(
         )
     version = _version(args, project_dir, name, mf.matrix.ci.version_file)
     manifest = read_site(args.missing, http=http)
-    published = published_cells(full.jobs, project=name, version=version, wheels=manifest.wheels)
-    inside = window_cells(full.jobs, project=name, version=version, wheels=manifest.wheels)
+    wheels, runs = manifest.wheels, manifest.smoke
+    published = published_cells(full.jobs, project=name, version=version, wheels=wheels, runs=runs)
+    inside = window_cells(full.jobs, project=name, version=version, wheels=wheels, runs=runs)
     missing = [c.id for c in full.cells if c.id not in published and c.id not in inside]
     report = MissingReport(
         site=args.missing,

@@ -76,7 +76,10 @@ class SmokeGate:
                 raise PublishError(
                     f"{exc} (a report written by `buildtools smoke` has it)"
                 ) from None
-        return cls(statuses={sha: tuple(v) for sha, v in seen.items()}, runs=tuple(sorted(runs)))
+        return cls(
+            statuses={sha: tuple(v) for sha, v in seen.items()},
+            runs=tuple(sorted(runs, key=SmokeRun.key)),
+        )
 
     def verdict(self, sha256: str) -> str | None:
         """None when the wheel may be published, else why not.

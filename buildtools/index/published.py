@@ -9,7 +9,7 @@ requirement admits the cell's torch (a 2.14.0 wheel pinned `torch==2.14.*` serve
 
 A window wheel (a stable-ABI wheel: its `Requires-Dist` a range, `torch>=2.10,<2.16`) is
 published for the releases its build record names, the ones its smoke proved before it was
-published. A release its range admits that the record does not name (2.15.1, out after the
+published, and for those a passing smoke run the site keeps proved since. A release its range admits that the record does not name (2.15.1, out after the
 wheel) is promised, not proven: the cell is `smoke_only` (`window_cells`), the existing wheel
 needs a smoke run on it, never a rebuild. A release outside the range is missing: rebuild.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 __all__ = ["is_window", "published_cells", "window_cells"]
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag
@@ -27,6 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..model import BuildJob, Cell
 from .manifest import IndexedWheel
+from .smokelog import SmokeRun
 
 
 def _installs_on(tags: frozenset[Tag], python: str, arch: str) -> bool:
@@ -69,10 +70,16 @@ def is_window(wheel: IndexedWheel) -> bool:
     )
 
 
-def _serves_torch(wheel: IndexedWheel, cell: Cell) -> bool:
-    if cell.torch in wheel.torch_versions:
-        return True
-    return not is_window(wheel) and _admits(wheel, cell)
+def _proven(runs: Iterable[SmokeRun]) -> dict[str, set[str]]:
+    """sha256 → the torch releases (public versions) passing runs of that wheel ran on."""
+    out: dict[str, set[str]] = {}
+    for run in runs:
+        if run.torch:
+            try:
+                out.setdefault(run.sha256, set()).add(Version(run.torch).public)
+            except InvalidVersion:
+                continue
+    return out
 
 
 def published_cells(
@@ -81,9 +88,20 @@ def published_cells(
     project: str,
     version: Version,
     wheels: Sequence[IndexedWheel],
+    runs: Iterable[SmokeRun] = (),
 ) -> dict[str, str]:
-    """cell id → the file name of the published wheel that serves it."""
-    return _cells(jobs, project=project, version=version, wheels=wheels, serves=_serves_torch)
+    """cell id → the file name of the published wheel that serves it; `runs` (the site's
+    passing smoke runs): a window wheel serves the releases they proved, too."""
+    proven = _proven(runs)
+
+    def serves(wheel: IndexedWheel, cell: Cell) -> bool:
+        if cell.torch in wheel.torch_versions:
+            return True
+        if is_window(wheel):
+            return _admits(wheel, cell) and cell.torch in proven.get(wheel.sha256, ())
+        return _admits(wheel, cell)
+
+    return _cells(jobs, project=project, version=version, wheels=wheels, serves=serves)
 
 
 def window_cells(
@@ -92,11 +110,12 @@ def window_cells(
     project: str,
     version: Version,
     wheels: Sequence[IndexedWheel],
+    runs: Iterable[SmokeRun] = (),
 ) -> dict[str, str]:
     """cell id → the published window wheel whose range admits the cell's torch though its
-    record does not name it: a smoke-only run proves it (see the module); cells already
-    published are not here."""
-    published = published_cells(jobs, project=project, version=version, wheels=wheels)
+    record does not name it and no passing run proved it: a smoke-only run proves it (see
+    the module); cells already published are not here."""
+    published = published_cells(jobs, project=project, version=version, wheels=wheels, runs=runs)
 
     def inside(wheel: IndexedWheel, cell: Cell) -> bool:
         return is_window(wheel) and _admits(wheel, cell)

@@ -208,7 +208,7 @@ def render_site(
             f"Links for {project}", [deep[w.filename] for w in group]
         )
     shas = {w.sha256 for w in wheels}
-    kept = tuple(sorted({r for r in runs if r.sha256 in shas}))
+    kept = tuple(sorted({r for r in runs if r.sha256 in shas}, key=SmokeRun.key))
     serves = _Serves(kb, matrix)
     twins = frozenset(
         (w.project, t, w.accelerator)

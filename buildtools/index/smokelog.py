@@ -72,6 +72,23 @@ class SmokeRun:
     python: str | None
     torch: str | None
 
+    def key(self) -> tuple[str, ...]:
+        """An order for runs whose optional fields are None in some and set in others (a
+        run of an older report names no torch): `sorted(runs, key=SmokeRun.key)`."""
+        return tuple(
+            v or ""
+            for v in (
+                self.sha256,
+                self.cell,
+                self.runner,
+                self.gpu,
+                self.driver,
+                self.date,
+                self.python,
+                self.torch,
+            )
+        )
+
     @property
     def device(self) -> str:
         """'NVIDIA H100 80GB HBM3, driver 580.159.04', or 'CPU runner (no GPU)'."""
@@ -137,6 +154,8 @@ def passing_runs(report: Mapping[str, Any], where: str) -> list[SmokeRun]:
         if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha.lower()):
             continue  # a wheel that was never read (or no wheel's hash) vouches for no file
         raw = {**fields, "sha256": result.get("sha256"), "cell": result.get("cell")}
+        if result.get("torch") is not None:  # the torch this entry ran on (a stable wheel's
+            raw["torch"] = result.get("torch")  # window: another release than the runner's)
         runs.append(
             SmokeRun._checked(
                 raw, runner.get("accelerator"), runner.get("date"), f"{where}: results[{i}]"

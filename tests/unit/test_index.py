@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -19,7 +20,7 @@ from buildtools.index.merge import merge
 from buildtools.index.publish import PublishOptions, publish
 from buildtools.index.settings import IndexSettings
 from buildtools.index.site import render_site
-from buildtools.index.smokelog import SmokeRun
+from buildtools.index.smokelog import SmokeRun, passing_runs
 from buildtools.index.variants import Variant, proven_variants, wheel_variants
 from buildtools.index.wheels import WheelSource, read_wheel
 from buildtools.knowledge import Knowledge, load_knowledge
@@ -662,3 +663,21 @@ def test_wheel_changed_after_reading_is_not_published(tmp_path: Path) -> None:
     with pytest.raises(PublishError, match="changed while publishing"):
         publish(site, [src], REL, KB)
     assert snapshot(site) == before and leftovers(site) == []
+
+
+def test_a_smoke_report_entry_names_the_torch_it_ran_on_and_runs_sort_without_one() -> None:
+    """A stable wheel's window entries ran on other releases than the runner's own torch: the
+    run keeps the entry's torch; a run of an older report (no torch) still sorts beside it."""
+    report = {
+        "runner": {"accelerator": "cpu", "date": "2026-12-07T20:00:00", "python": "3.11.7",
+                   "torch": None},
+        "results": [
+            {"sha256": "a" * 64, "cell": "torch2.14.0-cpu-cp311", "status": "passed",
+             "torch": "2.14.0+cu130"},
+            {"sha256": "a" * 64, "cell": "torch2.13.0-cpu-cp311", "status": "passed"},
+        ],
+    }  # fmt: skip
+    first, second = passing_runs(report, "report.json")
+    assert (first.torch, second.torch) == ("2.14.0+cu130", None)
+    older = dataclasses.replace(first, torch=None)
+    assert sorted({first, older, second}, key=SmokeRun.key)[0].cell == "torch2.13.0-cpu-cp311"

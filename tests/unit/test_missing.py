@@ -13,6 +13,7 @@ from packaging.version import Version
 from buildtools.cli.main import main
 from buildtools.index.manifest import IndexedWheel, Manifest
 from buildtools.index.published import is_window, published_cells, window_cells
+from buildtools.index.smokelog import SmokeRun
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -199,3 +200,28 @@ def test_plan_missing_says_which_cells_a_smoke_only_run_proves(tmp_path: Path) -
         f"smoke-only torch2.14.1-cpu-cp311: {window.filename} admits its torch; smoke it there"
         in out
     )
+
+
+def test_a_passing_smoke_run_on_the_new_release_makes_it_published() -> None:
+    cells = [make_cell(torch=t, accelerator="cpu", python="3.11") for t in ("2.13.0", "2.14.1")]
+    jobs = [make_job(cells=cells, abi="stable")]
+    window = wheel(
+        "bt_scatter-0.1.0+pt213cpu-cp311-abi3-manylinux_2_28_x86_64.whl",
+        torch="2.13.0",
+        specifier="<2.15,>=2.13",
+    )
+    run = SmokeRun(
+        sha256=window.sha256,
+        cell="torch2.14.1-cpu-cp311",
+        runner="cpu",
+        gpu=None,
+        driver=None,
+        date="2026-12-07",
+        python="3.11.7",
+        torch="2.14.1+cu130",  # any build of the release, for a CPU wheel
+    )
+    kwargs = {"project": "bt-scatter", "version": Version("0.1.0"), "wheels": [window]}
+    assert "torch2.14.1-cpu-cp311" in window_cells(jobs, **kwargs)  # type: ignore[arg-type]
+    published = published_cells(jobs, runs=[run], **kwargs)  # type: ignore[arg-type]
+    assert sorted(published) == ["torch2.13.0-cpu-cp311", "torch2.14.1-cpu-cp311"]
+    assert window_cells(jobs, runs=[run], **kwargs) == {}  # type: ignore[arg-type]

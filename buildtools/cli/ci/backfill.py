@@ -107,9 +107,10 @@ def cmd_backfill(
     )
     record = latest_record(api, policy)
     wheels = record.manifest.wheels if record is not None else ()
-    published = published_cells(full.jobs, project=name, version=version, wheels=wheels)
+    runs = record.manifest.smoke if record is not None else ()
+    published = published_cells(full.jobs, project=name, version=version, wheels=wheels, runs=runs)
     # a new torch inside a published stable wheel's window: that wheel's smoke, no rebuild
-    inside = window_cells(full.jobs, project=name, version=version, wheels=wheels)
+    inside = window_cells(full.jobs, project=name, version=version, wheels=wheels, runs=runs)
     never = mf.matrix.ci.unsmoked != "build"
     unprovable = {c.id for j in full.jobs if j.smoke_runner is None and never for c in j.cells}
     missing = [
