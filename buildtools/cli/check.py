@@ -63,6 +63,13 @@ def add_check_parser(sub: Any) -> None:
     p.add_argument("--local-version", default=None, help="expected local label, e.g. pt211cu130")
     p.add_argument("--requires-torch", default=None, help="expected pin, e.g. 'torch==2.11.*'")
     p.add_argument("--no-build-record", action="store_true", help="do not require buildtools.json")
+    p.add_argument(
+        "--abi",
+        choices=ABI_MODES,
+        default=None,
+        help="the wheel's ABI mode (default: its build record's); `stable` judges every torch "
+        "symbol it imports by the stable-ABI facts, e.g. of a wheel not built by buildtools",
+    )
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.set_defaults(handler=cmd_check)
 
@@ -156,7 +163,8 @@ def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
         requires_dist_torch=args.requires_torch or (record.torch_requirement if record else None),
         build_record=not args.no_build_record,
         cells=record.cells if record else (),
-        abi=next((mode for mode in ABI_MODES if record and mode == record.abi), None),
+        abi=getattr(args, "abi", None)
+        or next((mode for mode in ABI_MODES if record and mode == record.abi), None),
     )
 
 

@@ -37,6 +37,7 @@ from packaging.version import Version
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ..errors import KnowledgeError
+from ..jsonfields import decode_json
 from .load import DATA_DIR
 from .shimheaders import Declaration
 
@@ -169,8 +170,8 @@ def _read(path: Path) -> StableAbiFacts:
         raise KnowledgeError(f"{path}: cannot read the stable-ABI facts: {exc.strerror}") from None
     if len(raw) > _MAX_BYTES:
         raise KnowledgeError(f"{path}: larger than {_MAX_BYTES} bytes; not the facts file")
-    try:
-        plain = json.loads(raw)
+    try:  # one shim per row: a schema bounds the depth it reads
+        plain = decode_json(raw, what=str(path), max_bytes=_MAX_BYTES, max_depth=None)
     except ValueError as exc:
         raise KnowledgeError(f"{path}: not valid JSON: {exc}") from None
     try:

@@ -133,3 +133,24 @@ def test_libstdcxx_templates_torch_happens_to_export_are_not_torch_api(tmp_path:
     site = make_site_packages(tmp_path / "site", torch_exports=[stringbuf])
     wheel = _wheel(tmp_path, ["aoti_torch_get_dtype", stringbuf], "torch>=2.10")
     assert _stable(check_wheel(wheel, targets=[load_torch_target(site)], expect=STABLE)) == []
+
+
+def test_check_abi_stable_judges_a_wheel_buildtools_did_not_build(tmp_path: Path) -> None:
+    """`buildtools check --abi stable`: a wheel with no build record (from PyPI) judged as a
+    stable-ABI wheel, one line per symbol."""
+    import io
+
+    from buildtools.cli.main import main
+    from buildtools.errors import ExitCode
+
+    wheel = _wheel(tmp_path, ["aoti_torch_get_dtype", CHECK_FAIL], "torch>=2.10")
+    site = make_site_packages(tmp_path / "site")
+    argv = ["check", str(wheel), "--no-build-record", "--torch", str(site)]
+    out = io.StringIO()
+    assert main([*argv, "--abi", "stable"], out) == ExitCode.CHECK_FAILED
+    assert "error   unstable-symbol: ext_stable/_C.abi3.so imports c10::detail::torchCheckFail" in (
+        out.getvalue()
+    )
+    plain = io.StringIO()
+    main(argv, plain)
+    assert "unstable-symbol" not in plain.getvalue()  # without it: no ABI mode, no judgment
