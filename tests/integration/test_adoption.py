@@ -90,7 +90,8 @@ def test_check_finds_the_environment_of_the_build_record(tmp_path: Path) -> None
         empty = {**env, "BUILDTOOLS_CACHE_DIR": str(tmp_path / "empty-cache")}
         missing = buildtools("check", str(wheel), env=empty)
         assert missing.returncode == 6, missing.stdout + missing.stderr
-        assert "pip install 'torch==2.13.0' --index-url https://download.pytorch.org/whl/cpu" in (
+        # argv lists joined by shlex: a plain requirement needs no quotes
+        assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in (
             missing.stderr
         )
         assert f"buildtools check {wheel} --torch /tmp/torch-2.13.0-cpu/lib/python" in (
