@@ -265,3 +265,13 @@ def test_a_path_reached_through_a_link_is_mapped_as_spelt_too(tmp_path: Path) ->
         assert f"-ffile-prefix-map={spelt}=/site-packages" in nvcc
     for spelt in (tmp_path / "link", (tmp_path / "link").resolve()):
         assert f"-ffile-prefix-map={spelt}=." in nvcc
+
+
+def test_arch_flags_enforce_is_part_of_the_jobs_fingerprint() -> None:
+    from buildtools.wheelbuild.fingerprint import job_config
+
+    job = make_job(accelerator="cu130", python="3.12", arch_list="9.0")
+    assert job.toolkit is not None
+    enforced = replace(job, toolkit=replace(job.toolkit, arch_flags="enforce"))
+    assert job_config(job) != job_config(enforced)
+    assert "arch_flags" not in job.toolkit.to_json()  # the default's plans stay as they were
