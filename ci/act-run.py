@@ -12,12 +12,15 @@ What it does (docs/ci.md, "The pipeline run locally"):
      (ci/act/standins/) where an action cannot run here;
   3. makes the runner: act's host mode (`-P ubuntu-24.04=-self-hosted`) with a tool cache
      of this machine's CPython builds (what setup-python finds on a hosted runner), its own
-     HOME, and the builder base image the workflows name (the manylinux builder, which no
-     registry serves here) tagged from the local base (docker/local-base.sh);
+     HOME, and the builder base: the local base (docker/local-base.sh) pushed to a registry
+     on loopback (ci/act/registry.py) and pinned by the digest it got (a release builds
+     only FROM a base pinned by digest);
   4. runs the pull-request workflow for one CPU cell of the `pr` profile (act --matrix
      id:CELL), the release workflow for a test tag with a local stand-in for GitHub's
      REST API (ci/act/fakegithub.py), and the release-proof gates with a bad tag and a bad
-     record; then prints each run's verdict, duration and the steps stood in for.
+     record, a base pinned to a digest no longer served, a forged smoke report, and caches
+     planted in the runner's HOME (ci/act/gates.py); then prints each run's verdict,
+     duration and the steps stood in for.
 
 Exit 0 when every run ended as expected (a gate run is expected to fail at its gate).
 """
@@ -39,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "ci" / "act"))
 
+from gates import bad_base, check_release_trust, forged_smoke, plant_caches  # noqa: E402
 from harness import (  # noqa: E402
     DEFAULT_CELL,
     DEFAULT_MIRROR,
@@ -280,7 +284,10 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
         print(f"- {name}: {why} (ci/act/standins/)")
     print("- gh (api, attestation verify): no GitHub CLI here (ci/act/bin/gh)")
     print("- GitHub's REST API and the Pages host: ci/act/fakegithub.py")
-    print("- the manylinux builder base image: the local base (docker/local-base.sh)")
+    print(
+        "- the manylinux builder base image: the local base (docker/local-base.sh), pushed "
+        "to a registry on loopback (ci/act/registry.py) and pinned by its digest"
+    )
     print("- act's gaps in release.yml, GitHub's values written into the snapshot:")
     print("  `strategy.job-index` = 0 (one leg per matrix), a skipped job's outputs = {}")
     print("\n### Stand-in calls per run\n")
@@ -302,6 +309,19 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
             print(f"- {key} (x{count})")
 
 
+TARGETS = ("pr", "pr-fail", "release", "bad-tag", "bad-record", "bad-base", "forged-smoke")
+
+
+def _targets(asked: list[str] | None) -> set[str]:
+    """The runs asked for (`all`: every one); bad-record needs the release before it."""
+    targets = set(asked or ["all"])
+    if "all" in targets:
+        targets = set(TARGETS)
+    if "bad-record" in targets:
+        targets.add("release")
+    return targets
+
+
 def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -311,7 +331,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--target",
         action="append",
-        choices=["pr", "pr-fail", "release", "bad-tag", "bad-record", "all"],
+        choices=[*TARGETS, "all"],
     )
     parser.add_argument("--cell", default=DEFAULT_CELL, help="the pr profile's CPU cell to run")
     parser.add_argument(
@@ -333,11 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM ends the run like Ctrl-C: the running act (its own process group) is
     # killed with its group, and the fake GitHub is stopped (finally below)
     signal.signal(signal.SIGTERM, _interrupted)
-    targets = set(args.target or ["all"])
-    if "all" in targets:
-        targets = {"pr", "pr-fail", "release", "bad-tag", "bad-record"}
-    if "bad-record" in targets:
-        targets.add("release")
+    targets = _targets(args.target)
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -346,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     capture(["git", "remote", "set-url", "origin", f"https://github.com/{repository}"], cwd=repo)
     lr = action_cache(work, args.mirror)
     tool_cache(work)
-    base, created = base_image(repo, args.cell, args.base_image, work)
+    base, pins, (_registry, server) = base_image(repo, args.cell, args.base_image, work)
+    pinned_env = {"BUILDTOOLS_IMAGE_PINS": str(pins)}
     if targets & {"pr", "pr-fail"}:
         log(
             "pr profile narrowed to " + args.cell + ":\n" + narrow_pr_profile(repo, work, args.cell)
@@ -367,10 +384,11 @@ def main(argv: list[str] | None = None) -> int:
                 workflow="pull-request.yml",
                 payload=pr_event(repository),
                 extra=secret,
+                env=pinned_env,
             )
             check_pr(o, args.cell)
             outcomes.append(o)
-        if targets & {"release", "bad-tag"}:
+        if targets & {"release", "bad-tag", "bad-base", "forged-smoke"}:
             from ruamel.yaml import YAML
 
             data = YAML(typ="safe").load((repo / "matrix.yaml").read_text()) or {}
@@ -383,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             tag = f"v{version_of(repo)}"
             before_gaps = capture(["git", "rev-parse", "HEAD"], cwd=repo).strip()
-            if "release" in targets:
+            if targets & {"release", "bad-base", "forged-smoke"}:
                 counts = stand_in_act_gaps(repo, "release.yml")
                 log(f"release.yml: act's gaps stood in for: {counts}")
             capture(
@@ -402,7 +420,12 @@ def main(argv: list[str] | None = None) -> int:
                 ],
                 cwd=repo,
             )
-            env = fake.env()
+            env = {**fake.env(), **pinned_env}
+            payload = release_event(repository, tag, args.cell)
+            if "bad-base" in targets:
+                outcomes.append(bad_base(work, repo, lr, payload, env, secret))
+            if "forged-smoke" in targets:
+                outcomes.append(forged_smoke(work, repo, lr, payload, env, secret))
             if "bad-tag" in targets:
                 for bad in ("release-1", "v99.0.0"):
                     o = act(
@@ -436,17 +459,20 @@ def main(argv: list[str] | None = None) -> int:
                     payload=release_event(repository, tag, args.cell),
                     extra=secret,
                     env=env,
+                    before=plant_caches,
                 )
                 for job in (
                     "plan",
                     "image",
                     f"build {args.cell}",
                     f"smoke {args.cell}",
+                    "prepare the release",
                     "publish the release",
                     "deploy to GitHub Pages",
                     "status",
                 ):
                     o.require(o.job(job) == "succeeded", f"job {job!r}: {o.job(job)}")
+                check_release_trust(o, args.cell)
                 compare_index(o, work, repo, tag, repository, fake.ports["api"], subpath)
                 outcomes.append(o)
             released = (
@@ -485,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                 workflow="pull-request.yml",
                 payload=pr_event(repository),
                 extra=secret,
+                env=pinned_env,
                 expect="the build fails; status fails naming it",
             )
             check_pr_failing(o, args.cell)
@@ -492,8 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if fake is not None:
             fake.stop()
-        if created:
-            subprocess.run(["docker", "rmi", base], capture_output=True, timeout=120, check=False)
+        server.shutdown()
+        subprocess.run(["docker", "rmi", base], capture_output=True, timeout=120, check=False)
     print_summary(outcomes, fake)
     log(f"total {time.monotonic() - started:.0f} s")
     for name in missing:

@@ -12,8 +12,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "ci" / "act"
@@ -174,14 +175,21 @@ def tool_cache(work: Path) -> Path:
     return cache
 
 
-def base_image(repo: Path, cell: str, given: str | None, work: Path) -> tuple[str, bool]:
-    """Tag the local base as the builder base the workflows name for `cell`.
+def base_image(repo: Path, cell: str, given: str | None, work: Path) -> tuple[str, Path, Any]:
+    """The builder base of `cell`, pinned by digest as a release requires.
 
     No registry serves the manylinux builders here; docker/local-base.sh makes a
-    "manylinux-like" Debian image instead. Tagged with the builder's name in the local
-    engine, `docker build FROM <builder>` finds it without pulling (what a registry mirror
-    would do). Returns (the name, whether this run created the tag: removed at the end).
+    "manylinux-like" Debian image instead, pushed to a registry on loopback
+    (`registry.py`, which docker reaches without configuration). The snapshot's matrix.yaml
+    names it as the CPU family's `image` (a commit in the snapshot) and the pins file the
+    runs get (BUILDTOOLS_IMAGE_PINS) names its digest, so every build pulls it
+    `FROM 127.0.0.1:PORT/bt-base:cpu@sha256:…` as a runner would from Docker Hub.
+    Returns (the image, the pins file, the registry: its `forget` drops the manifest, as a
+    registry does once the tag was pushed again).
     """
+    from registry import serve
+    from ruamel.yaml import YAML
+
     out = work / "entries.json"
     capture(
         [
@@ -206,12 +214,6 @@ def base_image(repo: Path, cell: str, given: str | None, work: Path) -> tuple[st
             f"ci-run: --cell {cell}: not a CPU build job of the pr profile "
             f"({', '.join(e['id'] for e in entries['build'] if e['family'] == 'cpu')})"
         )
-    name = str(entry["recipe"]).split("|", 1)[1]
-    if "@" in name:
-        raise SystemExit(
-            f"ci-run: {name}: pinned by digest in buildtools/data/image_pins.yaml; a local image "
-            "cannot stand in for it (run with the digest removed)"
-        )
     tag = re.search(r"-cp(\d)(\d+)", cell)
     if tag is None:
         raise SystemExit(f"ci-run: --cell {cell}: no cpXY in the id")
@@ -224,14 +226,28 @@ def base_image(repo: Path, cell: str, given: str | None, work: Path) -> tuple[st
         .strip()
         .splitlines()[-1]
     )
-    exists = (
-        subprocess.run(
-            ["docker", "image", "inspect", name], capture_output=True, timeout=60, check=False
-        ).returncode
-        == 0
-    )
-    capture(["docker", "tag", local, name])
-    return name, not exists
+    registry, server = serve()
+    image = f"127.0.0.1:{server.server_address[1]}/bt-base:cpu"
+    capture(["docker", "tag", local, image])
+    capture(["docker", "push", image], timeout=1800)
+    capture(["docker", "rmi", image])  # the builds pull it by digest, as from a registry
+    digest = next(d for (name, d) in registry.manifests if name == "bt-base" and "@" not in d
+                  and d.startswith("sha256:"))  # fmt: skip
+    pins = work / "image_pins.yaml"
+    pins.write_text(f"pins:\n- image: {image}\n  digest: '{digest}'\n", encoding="utf-8")
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.width = 4096
+    path = repo / "matrix.yaml"
+    data = yaml.load(path.read_text(encoding="utf-8"))
+    data["accelerators"]["cpu"]["image"] = image
+    with path.open("w", encoding="utf-8") as fh:
+        yaml.dump(data, fh)
+    capture([sys.executable, "-m", "buildtools", "ci", "github"], cwd=repo)
+    ident = ["-c", "user.name=ci-run", "-c", "user.email=ci-run@localhost"]
+    capture(["git", *ident, "commit", "-q", "-am", f"ci-run: the CPU base is {image}"], cwd=repo)
+    return f"{image}@{digest}", pins, (registry, server)
 
 
 def narrow_pr_profile(repo: Path, work: Path, cell: str) -> str:
@@ -339,11 +355,16 @@ def act(
     env: dict[str, str] | None = None,
     expect: str = "success",
     timeout: float = 5400.0,
+    before: Callable[[Path], None] | None = None,
 ) -> Outcome:
+    """One act run; `before(run_dir)` prepares its directories first (HOME: `run_dir/home`,
+    which every job of the run shares, as on a persistent self-hosted runner)."""
     run_dir = work / "runs" / name.replace(" ", "-")
     shutil.rmtree(run_dir, ignore_errors=True)
     for sub in ("home", "artifacts"):
         (run_dir / sub).mkdir(parents=True)
+    if before is not None:
+        before(run_dir)
     (run_dir / "standins.jsonl").touch()
     (run_dir / "event.json").write_text(json.dumps(payload))
     argv = [

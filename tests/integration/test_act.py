@@ -50,7 +50,17 @@ def _row(output: str, run: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "run", ["pr", "pr-fail", "release", "bad-tag release-1", "bad-tag v99.0.0", "bad-record"]
+    "run",
+    [
+        "pr",
+        "pr-fail",
+        "release",
+        "bad-tag release-1",
+        "bad-tag v99.0.0",
+        "bad-record",
+        "bad-base",
+        "forged-smoke",
+    ],
 )
 def test_run_ends_as_expected(ci_run: tuple[int, str], run: str) -> None:
     row = _row(ci_run[1], run)
