@@ -148,7 +148,12 @@ def _report(wheel: str, text: str) -> SmokeReport:
     return SmokeReport(runner=runner, results=(result,))
 
 
-def test_the_smoke_reports_carry_no_control_markup_or_workflow_command() -> None:
+def test_the_smoke_reports_carry_no_control_markup_or_workflow_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # rich's own colour (FORCE_COLOR=1, as CI sets) is ours; what is looked for is the input's
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
     wheel = "pkg-1.0-py3-none-any.whl`</summary><script>alert(1)</script>|x"
     report = _report(wheel, HOSTILE)
     table = io.StringIO()
