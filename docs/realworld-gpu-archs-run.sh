@@ -10,6 +10,9 @@
 #     LEG=smoke OUT=/tmp/out bash docs/realworld-gpu-archs-run.sh
 #     LEG=keep  OUT=/tmp/out bash docs/realworld-gpu-archs-run.sh
 #
+# The keep build (nine archs) can outlast one call on a lent machine: BUILD_TIMEOUT (seconds,
+# default 560) bounds it; WORK (default /tmp/bt-archs) keeps two legs apart.
+#
 # CARRY (default .devcarry) holds what the machine cannot download:
 #   deps/*.whl     buildtools and its dependencies' wheels for Python 3.12 x86_64 (`pip
 #                  download --only-binary=:all: --python-version 3.12 --platform
@@ -65,7 +68,7 @@ else
     # as its setup.py asks: the matrix without arch_flags (keep), the same promise "9.0"
     cp -r "$C/cc/src" "$WORK/cc-src"
     sed -i '/arch_flags: enforce/d' "$WORK/cc-src/matrix.yaml"
-    timeout 560 buildtools build --matrix "$WORK/cc-src/matrix.yaml" --torch current \
+    timeout "${BUILD_TIMEOUT:-560}" buildtools build --matrix "$WORK/cc-src/matrix.yaml" --torch current \
         --wheelhouse "$WORK/keep-wh" --no-live 2>&1 | tee "$OUT/keep-build.txt"
     echo "exit status: ${PIPESTATUS[0]}" | tee -a "$OUT/keep-build.txt"
     buildtools check "$WORK"/keep-wh/*.whl 2>&1 | tee "$OUT/keep-check.txt"
