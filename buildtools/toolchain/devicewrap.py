@@ -39,7 +39,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,11 +48,7 @@ __all__ = [
     "DOWNSTREAM_VAR",
     "SCHEMA",
     "WrapConfig",
-    "cuda_arch_flags",
-    "enforce_arch_flags",
     "parse_depfile",
-    "rocm_arch_flags",
-    "strip_arch_flags",
     "unit_key",
 ]
 
@@ -60,11 +56,6 @@ SCHEMA = 1
 # a launcher set after the wrapper's config was written (a --distribute job's): the command
 # the compile goes to instead of the config's `downstream`
 DOWNSTREAM_VAR = "BUILDTOOLS_NVCC_DOWNSTREAM"
-# nvcc's own environment options (`nvcc --help`), as toolchain.ccachekeys names them
-_ENV_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
-# options naming the virtual and real archs: with a value after them or after '='
-_NVCC_ARCH = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
-_HIP_ARCH = ("--offload-arch", "--amdgpu-target")
 # options whose value is where the compile writes, or what only changes its speed
 _OUTPUT_WITH_VALUE = ("-o", "--output-file", "-MF", "--dependency-output", "-odir")
 _NEUTRAL_WITH_VALUE = ("--threads", "-t", "--keep-dir", "-keep-dir")
@@ -79,7 +70,6 @@ _PATHS_IN_OUTPUT = (
     "-ggdb",
     "-g3",
 )
-_DEVICE_SOURCES = (".cu",)
 _LOCK_WAIT = 4 * 3600.0  # seconds a cell waits for another's compile of the same unit
 _VARIANTS = 8  # header sets kept per key (a changed header adds one)
 
@@ -99,6 +89,9 @@ class WrapConfig:
     project: str | None = None
     log: str | None = None
     host_compiler: str | None = None  # nvcc's host compiler when no -ccbin names one
+    # a container's cell: its interpreter, asked for its site-packages and include
+    # directories, which the wrapper then maps out of each compile itself (`_cell_paths`)
+    python: str | None = None
     timeout: float = 4 * 3600.0  # seconds one compile may take
 
     def to_json(self) -> dict[str, object]:
@@ -121,105 +114,22 @@ class WrapConfig:
         return cls(**values)
 
 
-def _load_decoder() -> Callable[..., Any]:
-    """jsonfields.decode_json (a store entry is read within its limits): imported, or, run
-    as a script by path, from the sibling file (standard library only)."""
-    try:
-        from ..jsonfields import decode_json
-    except ImportError:
-        path = Path(__file__).resolve().parents[1] / "jsonfields.py"
-        spec = importlib.util.spec_from_file_location("_buildtools_jsonfields", path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        decode_json = module.decode_json
-    return decode_json
+def _sibling(module: str) -> Any:
+    """A standard-library module of the package (`jsonfields`, `toolchain.archopts`):
+    imported, or, when this file runs as a script by path, loaded from its file."""
+    if __package__:
+        return importlib.import_module(f"buildtools.{module}")
+    path = Path(__file__).resolve().parents[1].joinpath(*module.split(".")).with_suffix(".py")
+    spec = importlib.util.spec_from_file_location(f"_buildtools_{module.replace('.', '_')}", path)
+    assert spec is not None and spec.loader is not None
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
 
 
-_decode_json = _load_decoder()
-
-
-# ------------------------------------------------------------------------- arch flags
-
-
-def _arch_tokens(arch_list: str) -> list[str]:
-    return [t for t in re.split(r"[;,\s]+", arch_list.strip()) if t]
-
-
-def cuda_arch_flags(arch_list: str) -> list[str]:
-    """TORCH_CUDA_ARCH_LIST as nvcc options, the way torch's cpp_extension writes them:
-    '8.0;9.0a;12.0+PTX' → -gencode=arch=compute_80,code=sm_80 … code=compute_120."""
-    flags: list[str] = []
-    for token in _arch_tokens(arch_list):
-        m = re.fullmatch(r"(\d+)\.(\d+)([af]?)(\+PTX)?", token, re.IGNORECASE)
-        if m is None:
-            raise ValueError(f"{token!r} in {arch_list!r} is not a CUDA arch such as '9.0'")
-        num = f"{m[1]}{m[2]}{m[3].lower()}"
-        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
-        if m[4]:
-            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
-    return flags
-
-
-def rocm_arch_flags(arch_list: str) -> list[str]:
-    """PYTORCH_ROCM_ARCH as hipcc options: 'gfx90a;gfx942' → --offload-arch=gfx90a …"""
-    return [f"--offload-arch={t}" for t in _arch_tokens(arch_list)]
-
-
-def strip_arch_flags(words: Sequence[str], kind: str = "nvcc") -> tuple[list[str], list[str]]:
-    """(the words without arch options, the arch options removed, each as one string)."""
-    names = _NVCC_ARCH if kind == "nvcc" else _HIP_ARCH
-    kept: list[str] = []
-    removed: list[str] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name = word.split("=", 1)[0]
-        if word in names and i + 1 < len(words):
-            removed.append(f"{word} {words[i + 1]}")
-            i += 2
-            continue
-        joined = kind == "nvcc" and re.fullmatch(r"-arch(sm|compute)_\w+", word)
-        if ("=" in word and name in names) or joined:
-            removed.append(word)
-        else:
-            kept.append(word)
-        i += 1
-    return kept, removed
-
-
-def _compiles_device_code(args: Sequence[str], kind: str) -> bool:
-    """Whether a call compiles or device-links code (not `--version`, not a plain link)."""
-    sources = (".cu", ".hip") if kind == "hipcc" else _DEVICE_SOURCES
-    return any(a.endswith(sources) for a in args) or any(
-        a in ("-dlink", "--device-link", "-dc", "--device-c", "-rdc=true") for a in args
-    )
-
-
-def enforce_arch_flags(
-    args: Sequence[str], env: Mapping[str, str], flags: Sequence[str], kind: str = "nvcc"
-) -> tuple[list[str], dict[str, str], list[str]]:
-    """(arguments, environment, what was removed) with the project's arch options replaced by
-    `flags`. A call that compiles no device code and names no arch is left as it is."""
-    kept, removed = strip_arch_flags(args, kind)
-    new_env = dict(env)
-    if kind == "nvcc":
-        for name in _ENV_FLAGS:
-            if env.get(name):
-                words, gone = strip_arch_flags(shlex.split(env[name]), kind)
-                if gone:
-                    new_env[name] = shlex.join(words)
-                    removed += [f"{name}: {g}" for g in gone]
-    if not removed and not _compiles_device_code(args, kind):
-        return list(args), dict(env), []
-    # what the cell's list holds too, however spelled ("-gencode arch=…" is "-gencode=arch=…"),
-    # was not replaced
-    same = {f.replace(" ", "=") for f in flags}
-    return (
-        [*kept, *flags],
-        new_env,
-        [r for r in removed if r.split(": ")[-1].replace(" ", "=") not in same],
-    )
+_decode_json = _sibling("jsonfields").decode_json  # a store entry is read within its limits
+_archopts = _sibling("toolchain.archopts")
+_ENV_FLAGS, _DEVICE_SOURCES = _archopts.ENV_FLAGS, _archopts.DEVICE_SOURCES
 
 
 # ------------------------------------------------------------------------ unit reuse
@@ -407,6 +317,28 @@ def unit_key(
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
+def _cell_paths(config: WrapConfig, args: list[str]) -> tuple[WrapConfig, list[str]]:
+    """The config with the site-packages and include directories of `config.python`, and a
+    compile's arguments with that site-packages mapped out of the object, as the host's build
+    maps it (a container's path differs per Python: lib/python3.X)."""
+    code = (
+        "import json, sysconfig as s; p = s.get_paths(); "
+        "print(json.dumps([p[k] for k in ('purelib', 'include', 'platinclude')]))"
+    )
+    done = subprocess.run(
+        [config.python or "python", "-I", "-c", code], capture_output=True, timeout=60, check=True
+    )
+    site, *include = _decode_json(done.stdout, what="the cell's paths")
+    if "-c" in args:
+        args += [
+            w
+            for path in dict.fromkeys((site, os.path.realpath(site)))
+            for w in ("-Xcompiler", f"-ffile-prefix-map={path}=/site-packages")
+        ]
+    paths = tuple(dict.fromkeys(include))
+    return dataclasses.replace(config, site_packages=site, python_include=paths, python=None), args
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -543,7 +475,9 @@ def run(config: WrapConfig, args: list[str], env: dict[str, str]) -> int:
     started = time.monotonic()
     record: dict[str, object] = {"job": config.job}
     if config.arch_flags is not None:
-        args, env, replaced = enforce_arch_flags(args, env, config.arch_flags, config.kind)
+        args, env, replaced = _archopts.enforce_arch_flags(
+            args, env, config.arch_flags, config.kind
+        )
         if replaced:
             record["replaced"] = replaced
     unit = _unit(args) if config.kind == "nvcc" else None
@@ -590,7 +524,14 @@ def main(argv: Sequence[str]) -> int:
         except ValueError as exc:
             print(f"devicewrap: {DOWNSTREAM_VAR}: {exc}", file=sys.stderr)
             return 2
-    return run(config, list(argv[1:]), env)
+    args = list(argv[1:])
+    if config.python:
+        try:
+            config, args = _cell_paths(config, args)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            print(f"devicewrap: the paths of {config.python}: {exc}", file=sys.stderr)
+            return 2
+    return run(config, args, env)
 
 
 if __name__ == "__main__":

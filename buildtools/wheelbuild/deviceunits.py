@@ -35,6 +35,7 @@ from typing import Any
 from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..toolchain import devicewrap
+from ..toolchain.archopts import cuda_arch_flags
 from ..toolchain.envs import Toolchain
 from .options import BuildOptions
 
@@ -82,7 +83,7 @@ def wrap_env(
     config = devicewrap.WrapConfig(
         downstream=tuple(downstream),
         compiler=str(nvcc),
-        arch_flags=tuple(devicewrap.cuda_arch_flags(toolkit.arch_list)) if enforce else None,
+        arch_flags=tuple(cuda_arch_flags(toolkit.arch_list)) if enforce else None,
         store=str(unit_store(opts.cache_dir, env)) if reuse else None,
         job=job.id,
         site_packages=str(site) if f"-ffile-prefix-map={site}=" in nvcc_flags else None,

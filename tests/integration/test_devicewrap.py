@@ -20,6 +20,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from buildtools.toolchain import devicewrap
+from buildtools.toolchain.archopts import cuda_arch_flags
 from buildtools.wheel.devicecode import parse_fatbin
 
 pytestmark = pytest.mark.integration
@@ -159,7 +160,7 @@ def test_enforce_replaces_the_projects_arch_flags(tmp_path: Path, project: Path)
     own = ["-gencode", "arch=compute_80,code=sm_80", "-gencode=arch=compute_86,code=sm_86"]
     data, _ = _compile(project, one, "unit.cu", job="keep", store=None, arch=own)
     assert _archs(data, tmp_path) == {"sm_80", "sm_86"}
-    flags = devicewrap.cuda_arch_flags("9.0+PTX")
+    flags = cuda_arch_flags("9.0+PTX")
     data, log = _compile(
         project, one, "unit.cu", job="enforce", store=None, arch=own, enforce=flags
     )

@@ -10,16 +10,13 @@ from typing import Literal
 import pytest
 from fixtures.factories import make_job, make_toolchain
 
-from buildtools.toolchain.devicewrap import (
-    DOWNSTREAM_VAR,
-    WrapConfig,
+from buildtools.toolchain.archopts import (
     cuda_arch_flags,
     enforce_arch_flags,
-    parse_depfile,
     rocm_arch_flags,
     strip_arch_flags,
-    unit_key,
 )
+from buildtools.toolchain.devicewrap import DOWNSTREAM_VAR, WrapConfig, parse_depfile, unit_key
 from buildtools.toolchain.envs import Toolchain
 from buildtools.wheelbuild.deviceunits import read_wrap_log, rewrap, wrap_env
 from buildtools.wheelbuild.environment import job_environment
