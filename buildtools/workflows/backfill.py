@@ -9,7 +9,15 @@ Something missing: a second job, which holds the one write permission (`actions:
 and runs none of the tag's code, starts `release.yml` for that tag with exactly those cells
 (`workflow_dispatch`, tag + only), so the cells are built from the tag's source,
 smoke-tested per family, attached to the tag's Release and merged into the index by the
-release workflow itself. A backfill therefore passes every gate a release passes (the
+release workflow itself.
+
+The smoke-only path (release day for a stable-ABI window): a cell whose torch was released
+inside a published stable wheel's window (`smoke_only` of `ci backfill`) is passed as
+`window`, never as `only`: release.yml builds nothing for it; its `smoke-window-<family>`
+leg downloads the published wheel (the authenticated record's URL and sha256), runs
+`smoke --window-torch` on a runner of the wheel's family, and the release's own prepare and
+signing jobs list the wheel on the new torch's page only when that leg's report (bound by
+its digest, as every smoke leg's) passed it (`ciplan.window`, `workflows.window_jobs`). A backfill therefore passes every gate a release passes (the
 vetted tag, the protected environment, the attestations, the exact caches, the record's
 authentication), now and whenever those gates change, and the self-hosted runner groups
 keep admitting one workflow file (`release.yml`) only.
@@ -55,9 +63,12 @@ def _missing_script(ctx: Context) -> str:
 
 def _dispatch_script() -> str:
     return bash(
-        f'echo "starting {_RELEASE_FILE} for $BT_TAG with $BT_COUNT missing cell(s)"',
+        f'echo "starting {_RELEASE_FILE} for $BT_TAG: $BT_COUNT missing cell(s) to build, '
+        'smoke-only: ${BT_WINDOW:-none}"',
+        # no cell to build: `only` must still name none (empty means every cell), so the
+        # release's plan builds nothing when `window` is set and `only` is empty
         f'gh workflow run {_RELEASE_FILE} --repo "$GITHUB_REPOSITORY" --ref "$BT_DEFAULT_BRANCH" '
-        '-f tag="$BT_TAG" -f only="$BT_ONLY"',
+        '-f tag="$BT_TAG" -f only="$BT_ONLY" -f window="$BT_WINDOW"',
     )
 
 
@@ -96,6 +107,7 @@ def render_backfill(ctx: Context) -> str:
             "tag": tag,
             "count": "${{ steps.missing.outputs.count }}",
             "only": "${{ steps.missing.outputs.only }}",
+            "smoke_only": "${{ steps.missing.outputs.smoke_only }}",
         },
         "steps": steps,
     }
@@ -103,7 +115,7 @@ def render_backfill(ctx: Context) -> str:
     dispatch: dict[str, Any] = {
         "name": f"release the missing cells ({_RELEASE_FILE} for the tag)",
         "needs": "missing",
-        "if": "needs.missing.outputs.count != '0'",
+        "if": "needs.missing.outputs.count != '0' || needs.missing.outputs.smoke_only != ''",
         "runs-on": ctx.control,
         "timeout-minutes": 5,
         "permissions": {"actions": "write"},
@@ -114,6 +126,7 @@ def render_backfill(ctx: Context) -> str:
                     "BT_TAG": "${{ needs.missing.outputs.tag }}",
                     "BT_ONLY": "${{ needs.missing.outputs.only }}",
                     "BT_COUNT": "${{ needs.missing.outputs.count }}",
+                    "BT_WINDOW": "${{ needs.missing.outputs.smoke_only }}",
                     "BT_DEFAULT_BRANCH": default_branch,
                     "GH_TOKEN": "${{ github.token }}",
                 },
@@ -132,7 +145,9 @@ def render_backfill(ctx: Context) -> str:
         f"Backfill: daily ({SCHEDULE}, UTC) and by hand, from the default branch: the cells",
         "of the `release` profile the latest release tag promises (a torch range meets a new",
         f"torch) and its record lacks are released by {_RELEASE_FILE} for that tag, through",
-        "every gate of a release; nothing missing: nothing else runs.",
+        "every gate of a release; a new torch inside a published stable-ABI wheel's window is",
+        "passed as `window`: smoke-tested with that wheel, no rebuild. Nothing missing: nothing",
+        "else runs.",
     ]
     doc: dict[str, Any] = {
         "name": BACKFILL_NAME,

@@ -31,6 +31,7 @@ from ..ciplan.labels import (
     unsmoked_families,
 )
 from ..ciplan.shapes import Shape
+from ..ciplan.window import window_families, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
 from ..planner import Plan
 from .common import Context
@@ -59,6 +60,10 @@ def plan_outputs(ctx: Context, shape: Shape, extra: tuple[str, ...]) -> dict[str
     jobs += [j for g in shape.smoke for j in shape.smoke_jobs(g)]
     for job in jobs:
         names += [layout.output_name(job), layout.run_flag(job)]
+    if ctx.kind == layout.RELEASE_NAME:  # the smoke-only legs (workflows.window_jobs)
+        for family in window_families(shape.smoke):
+            job = window_job(family)
+            names += [layout.output_name(job), layout.run_flag(job), f"window_built_{family}"]
     for job in extra:
         if job in ("images", "prefetch"):
             names.append(job)

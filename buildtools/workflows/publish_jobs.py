@@ -55,6 +55,7 @@ from .publish_scripts import (
 )
 from .scripts import bash, commit_status_script, status_script
 from .signing import BUNDLE_DIR, attestation_check_script, bundle_check_script, release_script
+from .window_jobs import window_built_env, window_plan_output
 
 _WHEELS = f"{layout.ARTIFACTS}/wheels"
 _SMOKE = f"{layout.ARTIFACTS}/smoke"
@@ -109,6 +110,14 @@ def _built_env(job: str) -> str:
     return "BT_BUILT_" + layout.output_name(job).upper()
 
 
+def _windows(gated: list[str], families: Mapping[str, str]) -> dict[str, str]:
+    """The smoke-only jobs' families → their wheels' variable: the plan job's output of the
+    record's bytes stands for the build leg that would have reported them."""
+    return {
+        families[j]: window_built_env(families[j]) for j in gated if j.startswith("smoke-window-")
+    }
+
+
 def _smoked_env(job: str) -> str:
     """The variable holding a smoke job's outputs: `smoke-cuda-aarch64` → BT_SMOKED_…."""
     return "BT_SMOKED_" + layout.output_name(job).removeprefix("smoke_").upper()
@@ -126,6 +135,7 @@ def prepare_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
     site = {"SITE": "${{ steps.site.outputs.path }}"}
     builds = [j for j in gated if j.startswith("build-")]
     smokes = [j for j in gated if j.startswith("smoke-")]
+    windows = _windows(gated, families)
     steps: list[dict[str, Any]] = [
         ctx.checkout(),
         ctx.setup_python(),
@@ -135,11 +145,13 @@ def prepare_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
             "name": "Select the smoke-tested wheels the builds reported",
             "env": {
                 **{_built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in builds},
+                **{var: window_plan_output(f) for f, var in windows.items()},
                 **{_smoked_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in smokes},
             },
             "run": select_script(
                 ctx.matrix,
-                built=[f"{families[j]}={_built_env(j)}" for j in builds],
+                built=[f"{families[j]}={_built_env(j)}" for j in builds]
+                + [f"{f}={var}" for f, var in windows.items()],
                 smoked=tuple(f"{families[j]}={_smoked_env(j)}" for j in smokes),
             ),
         },
@@ -199,11 +211,13 @@ def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
     }
 
 
-def publish_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+def publish_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
     """Sign and publish the prepare job's bundle, in the protected environment, one publish
     at a time (Pages group): no checkout, no repository code, nothing installed; the
     runner's bash, coreutils, curl, jq and gh, and actions pinned by commit."""
+    gated = list(families)
     builds = [j for j in gated if j.startswith("build-")]
+    windows = _windows(gated, families)
     steps: list[dict[str, Any]] = [
         ctx.download(BUNDLE_DIR, name=BUNDLE_DIR, title="Download the release bundle"),
         {
@@ -211,8 +225,9 @@ def publish_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
             "env": {
                 "BT_BUNDLE": "${{ needs.prepare.outputs.bundle }}",
                 **{_built_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in builds},
+                **{var: window_plan_output(f) for f, var in windows.items()},
             },
-            "run": bundle_check_script([_built_env(j) for j in builds]),
+            "run": bundle_check_script([_built_env(j) for j in builds] + list(windows.values())),
         },
         _attest(ctx, release=False),
         _attest(ctx, release=True),

@@ -23,6 +23,7 @@ from typing import Any
 from ..ciplan import layout
 from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
+from ..ciplan.window import window_families, window_job
 from ..planner import Plan
 from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
@@ -36,6 +37,7 @@ from .publish_jobs import (
     status_job,
 )
 from .scripts import bash, vet_script
+from .window_jobs import window_smoke_job
 from .yamlwriter import dump
 
 _TAG = "${{ inputs.tag || github.event.workflow_run.head_branch }}"
@@ -109,6 +111,14 @@ def _inputs() -> dict[str, Any]:
             "required": False,
             "default": "",
         },
+        "window": {
+            "description": "Cell ids inside a published stable-ABI wheel's window, separated "
+            "by spaces: that wheel is smoke-tested on their torch, nothing built "
+            "(backfill.yml sets it)",
+            "type": "string",
+            "required": False,
+            "default": "",
+        },
         "unsmoked": {
             "description": "Also build the families without a smoke runner (kept as "
             "artifacts, never published)",
@@ -145,6 +155,7 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
                     "BT_TAG": "${{ steps.vet.outputs.tag }}",
                     "BT_SHA": "${{ steps.vet.outputs.sha }}",
                     "BT_ONLY": "${{ inputs.only }}",
+                    "BT_WINDOW": "${{ inputs.window }}",
                     "BT_UNSMOKED": "${{ inputs.unsmoked }}",
                     "BT_PUBLISH": "${{ inputs.publish }}",
                     "GITHUB_TOKEN": "${{ github.token }}",
@@ -188,8 +199,12 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
                 legs=shape.legs.get(family, 0),
             )
             families[job] = family
+    # the backfill's smoke-only path: a published window wheel on a new torch, no build
+    for family in window_families(shape.smoke):
+        jobs[window_job(family)] = window_smoke_job(ctx, family, smoke_label(ctx.mf, family))
+        families[window_job(family)] = family
     jobs["prepare"] = prepare_job(ctx, families)
-    jobs["publish"] = publish_job(ctx, list(families))
+    jobs["publish"] = publish_job(ctx, families)
     if pages_enabled(ctx):
         jobs["pages"] = pages_job(ctx)
     if pypi:

@@ -109,6 +109,9 @@ def plan_script(matrix: str, profile: str, *, kind: str, shape: str) -> str:
             'read -r -a globs <<< "${BT_ONLY:-}"',
             f'args=(--tag "$BT_TAG" --sha "$sha" --published-from-releases {files})',
             'for glob in "${globs[@]}"; do args+=(--only "$glob"); done',
+            "# BT_WINDOW: the `window` input, cells a published stable wheel is smoked for",
+            'read -r -a window <<< "${BT_WINDOW:-}"',
+            'for cell in "${window[@]}"; do args+=(--window "$cell"); done',
             'if [ "${BT_UNSMOKED:-false}" = true ]; then args+=(--unsmoked); fi',
             'if [ "${BT_PUBLISH:-true}" != true ]; then args+=(--no-publish); fi',
         ]

@@ -112,7 +112,8 @@ def test_release_graph_is_per_family(reference: dict[str, Any]) -> None:
     graph = jobs(reference, layout.RELEASE_WORKFLOW)
     assert list(graph) == [
         "plan", "images", "build-cpu", "build-cuda", "build-rocm", "smoke-cpu",
-        "smoke-cpu-aarch64", "smoke-cuda", "smoke-cuda-aarch64", "prepare", "publish", "pages",
+        "smoke-cpu-aarch64", "smoke-cuda", "smoke-cuda-aarch64", "smoke-window-cpu", "prepare",
+        "publish", "pages",
         "status",
     ]  # fmt: skip
     for group in ("cpu", "cuda", "cpu-aarch64", "cuda-aarch64"):

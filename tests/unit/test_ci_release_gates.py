@@ -389,8 +389,8 @@ def test_the_publish_takes_only_the_bytes_the_build_legs_reported(release: dict[
     check = _step(jobs["publish"], "Check the bundle")
     assert check["env"]["BT_BUILT_BUILD_CUDA"] == "${{ toJSON(needs.build-cuda.outputs) }}"
     assert (
-        "for var in BT_BUILT_BUILD_CPU BT_BUILT_BUILD_CUDA BT_BUILT_BUILD_ROCM; do"
-        in (check["run"])
+        "for var in BT_BUILT_BUILD_CPU BT_BUILT_BUILD_CUDA BT_BUILT_BUILD_ROCM "
+        "BT_BUILT_WINDOW_CPU; do" in (check["run"])
     )
 
 

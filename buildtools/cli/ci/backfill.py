@@ -118,12 +118,16 @@ def cmd_backfill(
         for c in full.cells
         if c.id not in published and c.id not in unprovable and c.id not in inside
     ]
+    # release.yml proves a window on a CPU runner only (workflows.window_jobs): a GPU wheel's
+    # new torch is reported below, not dispatched
+    cpu = {c.id for j in full.jobs if j.accelerator.kind == "cpu" for c in j.cells}
+    window = sorted(c for c in inside if c not in unprovable and c in cpu)
     write_outputs(
         args.github_output or env.get("GITHUB_OUTPUT"),
         {
             "count": str(len(missing)),
             "only": " ".join(missing),
-            "smoke_only": " ".join(sorted(c for c in inside if c not in unprovable)),
+            "smoke_only": " ".join(window),
         },
     )
     lines = [
@@ -150,7 +154,11 @@ def cmd_backfill(
             "smoke-only run proves them (no rebuild):",
             "",
         ]
-        lines += [f"- `{cid}`: `{wheel}`" for cid, wheel in smoke_only]
+        lines += [
+            f"- `{cid}`: `{wheel}`"
+            + ("" if cid in window else " (not a CPU wheel: no smoke-only job proves it)")
+            for cid, wheel in smoke_only
+        ]
     if missing:
         lines += ["", f"{len(missing)} cell(s) missing, released now:", ""]
         lines += [f"- `{cid}`" for cid in missing]

@@ -7,6 +7,7 @@ from __future__ import annotations
 __all__ = ["add_parser", "cmd_matrix"]
 
 import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -26,6 +27,7 @@ from ...ciplan.shapes import (
     summary_markdown,
     write_outputs,
 )
+from ...ciplan.window import window_families, window_outputs, window_rows
 from ...cisteps.github_api import GitHubApi, RestApi
 from ...cisteps.provenance import record_policy
 from ...cisteps.record import latest_record
@@ -35,6 +37,7 @@ from ...cisteps.status import (
 from ...cisteps.tagcheck import check_tag, project_version, published_jobs
 from ...context import RunContext
 from ...errors import PlanError
+from ...index.published import window_cells
 from ...matrix.config import load_matrix
 from ...planning import default_matrix_path, host_python
 from ...process import ProcessRunner, SubprocessRunner
@@ -56,9 +59,18 @@ def cmd_matrix(
     if args.torch_axis is not None:
         raise PlanError("ci matrix: --torch does not apply; CI builds the profile's torches")
     release = args.workflow == layout.RELEASE_NAME
-    for flag, given in (("--tag", args.tag), ("--unsmoked", args.unsmoked)):
+    for flag, given in (
+        ("--tag", args.tag),
+        ("--unsmoked", args.unsmoked),
+        ("--window", args.window),
+    ):
         if given and not release:
             raise PlanError(f"ci matrix: {flag} applies to --workflow release only")
+    if args.window and not (args.tag and args.published_from_releases):
+        raise PlanError(
+            "ci matrix: --window needs --tag and --published-from-releases (its wheel comes "
+            "from the authenticated record)"
+        )
     env = dict(os.environ)
     only = list(args.only)
     args.only = []
@@ -67,6 +79,8 @@ def cmd_matrix(
     if only:
         args.only = only
         selected, _ = plan_from_args(args)
+    elif args.window:  # a smoke-only run (the backfill's): nothing else is built
+        selected = dataclasses.replace(full, cells=(), jobs=())
     matrix = str(args.matrix) if args.matrix else layout.DEFAULT_MATRIX
     mf = load_matrix(args.matrix or default_matrix_path())
     hosted = load_pins().hosted_runners.labels
@@ -92,6 +106,7 @@ def cmd_matrix(
     published: dict[str, str] = {}
     notes: list[str] = []
     extra: dict[str, str] = {}
+    windows: dict[str, list[dict[str, Any]]] = {}
     if args.tag is not None:
         version_file = mf.matrix.ci.version_file
         where = f"{project_dir}/{version_file}" if version_file else str(project_dir)
@@ -118,6 +133,14 @@ def cmd_matrix(
                     f"published record: {len(record.manifest.wheels)} wheel(s) "
                     f"(`index.json` of the release {record.tag})"
                 )
+            if args.window:
+                windows = _windows(args.window, full, record, name, tagged, entries_of)
+                notes += [
+                    f"smoke-only `{r['id']}`: `{r['wheel']}` (published, sha256 "
+                    f"`{r['sha256'][:12]}…`) on torch {r['window_torch']}, no build"
+                    for rows in windows.values()
+                    for r in rows
+                ]
             if not name:
                 notes.append(
                     "project.name is not set in matrix.yaml: published wheels cannot be "
@@ -130,7 +153,9 @@ def cmd_matrix(
     jobs = assignments(selection, shape, regenerate=regen_command(matrix))
     flags: dict[str, bool] = {}
     if release:
-        publish = not args.no_publish and any(e.smoke_runner for e in selection.build)
+        publish = not args.no_publish and (
+            any(e.smoke_runner for e in selection.build) or bool(windows)
+        )
         pypi = mf.matrix.ci.pypi
         flags = {
             "publish": publish,
@@ -161,6 +186,8 @@ def cmd_matrix(
             + "; run `python ci/refresh-image-pins.py` and commit it"
         )
     outputs = {**github_outputs(jobs, build_count=len(selection.build), flags=flags), **extra}
+    if release:
+        outputs.update(window_outputs(windows, window_families(shape.smoke)))
     write_outputs(args.github_output or env.get("GITHUB_OUTPUT"), outputs)
     summary = summary_markdown(
         selection, profile=args.profile, matrix=matrix, only=only, notes=notes
@@ -196,6 +223,22 @@ def cmd_matrix(
     return 0
 
 
+def _windows(
+    asked: list[str], full: Any, record: Any, name: str | None, version: Any, entries_of: Any
+) -> dict[str, list[dict[str, Any]]]:
+    """The smoke-only legs of `--window` cells, their wheels from the authenticated record."""
+    if record is None or not name:
+        raise PlanError(
+            "ci matrix: --window: no published record (or no project.name) to take the "
+            "window's wheel from; a smoke-only run proves a wheel that was published"
+        )
+    manifest = record.manifest
+    inside = window_cells(
+        full.jobs, project=name, version=version, wheels=manifest.wheels, runs=manifest.smoke
+    )
+    return window_rows(asked, inside, manifest.wheels, entries_of(full, images=False))
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "matrix",
@@ -226,6 +269,14 @@ def add_parser(sub: Any) -> None:
         help="release: also build the families without a smoke runner",
     )
     p.add_argument("--no-publish", action="store_true", help="release: build and test only")
+    p.add_argument(
+        "--window",
+        action="append",
+        default=[],
+        metavar="CELL",
+        help="release: a cell inside a published stable-ABI wheel's window: smoke that wheel "
+        "on the cell's torch (smoke-window-<family>), build nothing for it (repeatable)",
+    )
     p.add_argument(
         "--github-output",
         default=None,
