@@ -19,6 +19,8 @@ from ..toolchain.envs import Toolchain
 __all__ = [
     "JOB_CACHE_TOOL_VAR",
     "JOB_CCACHE_VAR",
+    "JOB_UNITS_VAR",
+    "JOB_WRAP_LOG_VAR",
     "NVCC_THREADS_VAR",
     "Backend",
     "nvcc_flags_env",
@@ -34,6 +36,9 @@ JOB_CCACHE_VAR = "BUILDTOOLS_JOB_CCACHE_DIR"
 # ... and the tool that wraps the compilers with it (sccache or ccache)
 JOB_CACHE_TOOL_VAR = "BUILDTOOLS_JOB_CACHE_TOOL"
 NVCC_THREADS_VAR = "BUILDTOOLS_NVCC_THREADS"
+# ... and, for a CUDA job whose nvcc goes through the wrapper, its log file and unit store
+JOB_WRAP_LOG_VAR = "BUILDTOOLS_JOB_WRAP_LOG"
+JOB_UNITS_VAR = "BUILDTOOLS_JOB_UNITS_DIR"
 
 
 class Backend(Protocol):

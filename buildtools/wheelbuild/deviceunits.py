@@ -18,6 +18,7 @@ __all__ = [
     "UNITS_DIR_VAR",
     "UNIT_REUSE_VAR",
     "WrapSummary",
+    "container_wrap_env",
     "read_wrap_log",
     "rewrap",
     "unit_store",
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..backends.base import JOB_UNITS_VAR, JOB_WRAP_LOG_VAR
 from ..jsonfields import decode_json
 from ..model import BuildJob
 from ..toolchain import devicewrap
@@ -97,6 +99,23 @@ def wrap_env(
     # the job's own Python runs it: its include directory is the one a unit must not use
     argv = [str(toolchain.python), "-I", str(_WRAPPER), str(path)]
     return {"PYTORCH_NVCC": shlex.join(argv), devicewrap.DOWNSTREAM_VAR: shlex.join(downstream)}
+
+
+def container_wrap_env(
+    job: BuildJob, env: Mapping[str, str], *, staging: Path, opts: BuildOptions
+) -> dict[str, str]:
+    """What a container build of a CUDA job is told for its wrapper (the docker backend
+    mounts both): the log file, and the unit store when units are reused; {} for no wrapper."""
+    toolkit = job.toolkit
+    if toolkit is None or toolkit.kind != "cuda":
+        return {}
+    reuse = env.get(UNIT_REUSE_VAR, "1") != "0"
+    if not reuse and toolkit.arch_flags != "enforce":
+        return {}
+    out = {JOB_WRAP_LOG_VAR: str(staging / "devicewrap.jsonl")}
+    if reuse:
+        out[JOB_UNITS_VAR] = str(unit_store(opts.cache_dir, env))
+    return out
 
 
 def rewrap(env: Mapping[str, str], outer: Mapping[str, str]) -> dict[str, str]:

@@ -54,7 +54,7 @@ from .compilercache import (
     sccache_server,
     select_compiler_cache,
 )
-from .deviceunits import WrapSummary, read_wrap_log, wrap_env
+from .deviceunits import WrapSummary, container_wrap_env, read_wrap_log, wrap_env
 from .distribute import DistributingBackend, plan_distribution
 from .fingerprint import scan_sources, source_fingerprint
 from .incremental import PriorWheels, compute_fingerprints, skipped_results
@@ -321,6 +321,7 @@ def _compile(
             directory.mkdir(parents=True, exist_ok=True)
             env[JOB_CCACHE_VAR] = str(directory)
             env[JOB_CACHE_TOOL_VAR] = compiler_cache.tool
+        env.update(container_wrap_env(job, env, staging=staging, opts=opts))
     log.write(
         "# job environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(job.env)) + "\n"
     )

@@ -9,6 +9,7 @@ directories whose headers differ, as two Pythons' environments of one torch have
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from elftools.elf.elffile import ELFFile
 
 from buildtools.toolchain import devicewrap
 from buildtools.toolchain.archopts import cuda_arch_flags
+from buildtools.toolchain.pythons import find_python
 from buildtools.wheel.devicecode import parse_fatbin
 
 pytestmark = pytest.mark.integration
@@ -189,3 +191,91 @@ def test_a_cell_whose_environment_is_reached_through_a_link_reuses_too(
     assert log[-1]["reuse"] == "reused"
     alone, _ = _compile(project, two, "unit.cu", job="alone", store=None, arch=SM90)
     assert reused == first == alone
+
+
+FILE_HEADER = "inline const char* twice_file() { return __FILE__; }\n"
+FILE_UNIT = UNIT + "const char* where() { return twice_file(); }\n"
+
+
+def _pythons() -> list[str]:
+    """Two interpreters of other minor versions than this one's (pyenv, uv or PATH)."""
+    found = []
+    for minor in range(10, 15):
+        if minor != sys.version_info[1]:
+            with contextlib.suppress(Exception):
+                found.append(str(find_python(f"3.{minor}", env=dict(os.environ), home=Path.home())))
+    return found[:2]
+
+
+needs_two_pythons = pytest.mark.skipif(
+    len(_pythons()) < 2, reason="needs two Pythons 3.10+ on PATH besides this one"
+)
+
+
+def _python_cell(root: Path, python: str) -> dict[str, Path]:
+    """A container's cell: a real interpreter (a venv of `python`) whose site-packages holds
+    the torch-like header; the wrapper is told only the interpreter."""
+    venv = root / f"venv-{Path(python).parent.parent.name}"
+    subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    code = "import sysconfig as s; print(s.get_paths()['purelib']); print(s.get_paths()['include'])"
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-c", code],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.split("\n")  # fmt: skip
+    sp = Path(out[0])
+    (sp / "torch").mkdir(parents=True)
+    # __FILE__ in a header, as torch's TORCH_CHECK has: the path reaches the object unless mapped
+    (sp / "torch" / "twice.h").write_text(HEADER + FILE_HEADER)
+    return {"python": venv / "bin" / "python", "sp": sp, "py": Path(out[1]), "obj": venv / "obj"}
+
+
+def _cell_compile(
+    project: Path, cell: dict[str, Path], source: str, *, job: str, store: Path | None
+) -> tuple[bytes, dict[str, object]]:
+    """The wrapper as a container's build runs it: under another Python (this one), the
+    cell's `python` named in the config, no site-packages map in the arguments."""
+    assert NVCC is not None
+    cell["obj"].mkdir(exist_ok=True)
+    log = cell["obj"] / f"{job}.jsonl"
+    config = devicewrap.WrapConfig(
+        downstream=(NVCC,), compiler=NVCC, store=str(store) if store else None, job=job,
+        project=str(project), log=str(log), python=str(cell["python"]),
+    )  # fmt: skip
+    path = cell["obj"] / f"{job}.json"
+    path.write_text(json.dumps(config.to_json()))
+    obj = cell["obj"] / "unit.o"
+    obj.unlink(missing_ok=True)
+    argv = [
+        sys.executable, "-I", devicewrap.__file__, str(path),
+        "--generate-dependencies-with-compile", "--dependency-output", f"{obj}.d",
+        f"-I{cell['sp']}", f"-I{cell['py']}", "-c", str(project / source), "-o", str(obj),
+        *SM90, "-frandom-seed=x", "--keep", "--keep-dir", str(cell["obj"]),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_")}
+    subprocess.run(argv, check=True, env=env, timeout=600)
+    return obj.read_bytes(), json.loads(log.read_text().splitlines()[-1])
+
+
+@needs_nvcc
+@needs_two_pythons
+def test_a_containers_cells_name_only_their_python_and_reuse_across_versions(
+    tmp_path: Path, project: Path
+) -> None:
+    """Two Python versions' site-packages (lib/python3.X: different paths): the wrapper asks
+    each cell's interpreter, maps its site-packages out, and the second cell reuses the first's
+    object, byte-identical to compiling it there; a Python header is still found per cell."""
+    store = tmp_path / "store"
+    (project / "unit.cu").write_text(FILE_UNIT)
+    one, two = (_python_cell(tmp_path, p) for p in _pythons())
+    assert one["sp"].parent.name != two["sp"].parent.name  # python3.X differs
+    first, rec1 = _cell_compile(project, one, "unit.cu", job="one", store=store)
+    assert rec1["reuse"] == "stored"
+    reused, rec2 = _cell_compile(project, two, "unit.cu", job="two", store=store)
+    assert (rec2["reuse"], rec2["source_job"]) == ("reused", "one")
+    alone, _ = _cell_compile(project, two, "unit.cu", job="alone", store=None)
+    assert reused == first == alone
+    assert b"/site-packages/torch/twice.h" in alone  # the header's __FILE__, mapped
+    assert str(two["sp"]).encode() not in alone
+    (project / "pyunit2.cu").write_text(PY_UNIT.replace("PY_FLAVOUR", "PY_MAJOR_VERSION"))
+    _, rec = _cell_compile(project, two, "pyunit2.cu", job="py", store=store)
+    assert rec["reuse"] == "python-dependent"

@@ -7,6 +7,7 @@ will do, and no matrix value can become shell or docker syntax.
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from collections.abc import Sequence
@@ -540,6 +541,68 @@ def test_the_job_cache_with_sccache_wraps_every_compiler_and_is_flushed_before_r
     assert got["NVCC_CCBIN"] == "/opt/rh/gcc-toolset-14/root/usr/bin/gcc"
     assert got["PATH"] == "/opt/buildtools/sccache:/usr/bin"
     assert "CIBW_ENVIRONMENT_PASS_LINUX" not in run.options_dict
+
+
+def _wrapped(run: CibwRun) -> dict[str, Any]:
+    """The job directory's wrapper config that `run` writes (asserting it writes one)."""
+    files = dict(run.files)
+    assert set(files) == {"devicewrap.json"}
+    config: dict[str, Any] = json.loads(files["devicewrap.json"])
+    return config
+
+
+WRAP_LOG = Path("/cache/staging/job/devicewrap.jsonl")
+UNITS = Path("/cache/units")
+WRAPPER = (
+    f"{TOOLS} -I /buildtools/lib/buildtools/toolchain/devicewrap.py /buildtools/job/devicewrap.json"
+)
+
+
+def test_a_cuda_containers_nvcc_goes_through_the_wrapper_in_front_of_its_cache() -> None:
+    """The wrapper, under the image's tools Python, in front of the compiler cache's launcher;
+    the store and the log mounted read-write; the cell's `python` asked for its paths."""
+    job = planned_job("torch2.11.0-cu130-cp312")
+    run = compose(job, ccache_dir=Path("/cache/ccache/job"), wrap_log=WRAP_LOG, units_dir=UNITS)
+    env = dict(run.container_env)
+    assert env["PYTORCH_NVCC"] == WRAPPER
+    assert [k for k, _ in run.container_env].count("PYTORCH_NVCC") == 1
+    config = _wrapped(run)
+    assert config["downstream"] == [
+        "env", "CCACHE_DEPEND=1", "/opt/buildtools/venv/bin/ccache", "/tmp/buildtools/cuda/bin/nvcc"
+    ]  # fmt: skip
+    assert config["compiler"] == "/tmp/buildtools/cuda/bin/nvcc"
+    assert (config["store"], config["log"]) == ("/buildtools/units", "/buildtools/devicewrap.jsonl")
+    assert (config["python"], config["project"], config["site_packages"]) == (
+        "python", "/project", None
+    )  # fmt: skip
+    assert config["arch_flags"] is None and config["job"] == job.id
+    assert f"--volume={WRAP_LOG}:/buildtools/devicewrap.jsonl" in run.create_args
+    assert f"--volume={UNITS}:/buildtools/units" in run.create_args
+    # cibuildwheel reads the wrapper's command back as written
+    args = cibw_options.CommandLineArguments.defaults()
+    args = replace(args, platform="linux", output_dir=OUT, package_dir=PROJECT)
+    options = cibw_options.compute_options("linux", args, env=run.options_dict)
+    got = options.build_options("cp312-manylinux_x86_64").environment.as_dictionary(
+        prev_environment={"PATH": "/usr/bin"}, executor=no_commands
+    )
+    assert got["PYTORCH_NVCC"] == WRAPPER
+
+
+def test_the_container_wrapper_enforces_the_cells_archs_without_reuse_or_cache() -> None:
+    job = planned_job("torch2.11.0-cu130-cp312", cuda={"arch_list": "9.0", "arch_flags": "enforce"})
+    run = compose(job, wrap_log=WRAP_LOG)
+    config = _wrapped(run)
+    assert config["arch_flags"] == ["-gencode=arch=compute_90,code=sm_90"]
+    assert config["downstream"] == ["/tmp/buildtools/cuda/bin/nvcc"] and config["store"] is None
+    assert not any("/buildtools/units" in a for a in run.create_args)
+
+
+def test_no_wrapper_where_the_build_asked_for_none_or_the_job_has_no_nvcc() -> None:
+    cuda = compose(planned_job("torch2.11.0-cu130-cp312"), ccache_dir=Path("/c/j"))
+    assert cuda.files == () and "devicewrap" not in dict(cuda.container_env)["PYTORCH_NVCC"]
+    cpu = compose(planned_job("torch2.13.0-cpu-cp311"), wrap_log=WRAP_LOG, units_dir=UNITS)
+    assert cpu.files == () and "PYTORCH_NVCC" not in dict(cpu.container_env)
+    assert not any("devicewrap" in a for a in cpu.create_args)
 
 
 def test_sccache_on_the_actions_cache_gets_its_service_by_name_and_a_network() -> None:

@@ -18,7 +18,7 @@ from buildtools.toolchain.archopts import (
 )
 from buildtools.toolchain.devicewrap import DOWNSTREAM_VAR, WrapConfig, parse_depfile, unit_key
 from buildtools.toolchain.envs import Toolchain
-from buildtools.wheelbuild.deviceunits import read_wrap_log, rewrap, wrap_env
+from buildtools.wheelbuild.deviceunits import container_wrap_env, read_wrap_log, rewrap, wrap_env
 from buildtools.wheelbuild.environment import job_environment
 from buildtools.wheelbuild.options import BuildOptions
 
@@ -272,3 +272,24 @@ def test_arch_flags_enforce_is_part_of_the_jobs_fingerprint() -> None:
     enforced = replace(job, toolkit=replace(job.toolkit, arch_flags="enforce"))
     assert job_config(job) != job_config(enforced)
     assert "arch_flags" not in job.toolkit.to_json()  # the default's plans stay as they were
+
+
+def test_a_container_build_is_told_where_its_wrappers_log_and_store_are(tmp_path: Path) -> None:
+    job = make_job(accelerator="cu130", python="3.12", arch_list="9.0")
+    assert job.toolkit is not None
+    opts = BuildOptions(
+        project_dir=tmp_path / "p", wheelhouse=tmp_path / "w", cache_dir=tmp_path / "c", env={}
+    )
+    staging = tmp_path / "s"
+    assert container_wrap_env(job, {}, staging=staging, opts=opts) == {
+        "BUILDTOOLS_JOB_WRAP_LOG": str(staging / "devicewrap.jsonl"),  # the file the build reads
+        "BUILDTOOLS_JOB_UNITS_DIR": str(tmp_path / "c" / "units"),
+    }
+    off = {"BUILDTOOLS_UNIT_REUSE": "0"}
+    assert container_wrap_env(job, off, staging=staging, opts=opts) == {}
+    enforced = replace(job, toolkit=replace(job.toolkit, arch_flags="enforce"))
+    assert container_wrap_env(enforced, off, staging=staging, opts=opts) == {
+        "BUILDTOOLS_JOB_WRAP_LOG": str(staging / "devicewrap.jsonl")
+    }
+    cpu = make_job(accelerator="cpu", python="3.12")
+    assert container_wrap_env(cpu, {}, staging=staging, opts=opts) == {}

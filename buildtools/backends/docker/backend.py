@@ -41,6 +41,8 @@ from ...toolchain.indexprobe import job_index
 from ..base import (
     JOB_CACHE_TOOL_VAR,
     JOB_CCACHE_VAR,
+    JOB_UNITS_VAR,
+    JOB_WRAP_LOG_VAR,
     NVCC_THREADS_VAR,
     BackendOptions,
     BackendSetting,
@@ -425,8 +427,17 @@ class DockerBackend:
                 nvcc_threads=int(env.get(NVCC_THREADS_VAR) or 1),
                 cross_toolchain=cross.path if cross is not None else None,
                 uv_dir=uv_dir,
+                wrap_log=Path(env[JOB_WRAP_LOG_VAR]) if env.get(JOB_WRAP_LOG_VAR) else None,
+                units_dir=Path(env[JOB_UNITS_VAR]) if env.get(JOB_UNITS_VAR) else None,
             ),
         )
+        for name, text in run.files:
+            (job_dir / name).write_text(text, encoding="utf-8")
+        if env.get(JOB_WRAP_LOG_VAR):  # mounted as a file: it must exist (docker makes a dir)
+            Path(env[JOB_WRAP_LOG_VAR]).parent.mkdir(parents=True, exist_ok=True)
+            Path(env[JOB_WRAP_LOG_VAR]).touch()
+        if env.get(JOB_UNITS_VAR):
+            Path(env[JOB_UNITS_VAR]).mkdir(parents=True, exist_ok=True)
         cibw_env = {
             k: v
             for k, v in env.items()

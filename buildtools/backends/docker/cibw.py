@@ -2,20 +2,15 @@
 
 One job is one cibuildwheel run (`python -m cibuildwheel --platform linux`) configured
 only through `CIBW_*` environment variables, so the exact configuration is a value tests
-can assert on. Every matrix value that reaches a shell or docker is validated or quoted:
+can assert on. Every matrix value that reaches a shell or docker is validated or quoted
+(docs/docker.md, "No injection"): identifiers from validated Pythons and platforms,
+CIBW_ENVIRONMENT values quoted for cibuildwheel's bashlex, commands `shlex.join`ed, image
+references validated, mount sources absolute without `:` or `,`.
 
-- CIBW_BUILD gets identifiers made from validated Python versions and platforms;
-- CIBW_ENVIRONMENT values are double-quoted with backslash, quote, dollar and backtick
-  escaped (cibuildwheel evaluates it with bashlex, where an unquoted `$(…)` would run
-  inside the container);
-- before-build, repair and test commands are `shlex.join`ed argv lists;
-- image references are validated (a leading `-` would be an option to `docker create`);
-- mount sources must be absolute paths without `:` or `,` (docker's volume syntax).
-
-In the container (see `buildtools.backends.docker.incontainer`): /buildtools/lib holds this package
-(read-only), /buildtools/job the job's files (pip constraints, setuptools build dir),
+In the container (see `buildtools.backends.docker.incontainer`): /buildtools/lib holds this
+package (read-only), /buildtools/job the job's files (pip constraints, setuptools build dir),
 /buildtools/wheels the prefetched wheels (offline), /buildtools/pip/N the host's pip
-configuration files (online).
+configuration files (online); a CUDA job's nvcc wrapper is `containerwrap`'s.
 """
 
 from __future__ import annotations
@@ -64,6 +59,7 @@ from .compilercache import (
     masquerade,
     stop_words,
 )
+from .containerwrap import WrapLayout, container_wrap
 from .cross import CROSS_BIN, CROSS_GXX, CROSS_PREFIX, cross_environment
 from .images import validate_image_ref
 from .incontainer import CUDA_LINK, LIB_LINK_DIR
@@ -79,6 +75,7 @@ CONTAINER_PIP_DIR = "/buildtools/pip"
 CONTAINER_BUILD_DIR = "/tmp/buildtools/build"
 CONTAINER_BUILD_TEMP = f"{CONTAINER_BUILD_DIR}/temp"  # the object files: ninja's directory
 CONTAINER_PROJECT = "/project"  # where cibuildwheel copies the project
+_WRAP_LAYOUT = WrapLayout(TOOLS_PYTHON, CONTAINER_LIB_DIR, CONTAINER_JOB_DIR, CONTAINER_PROJECT)
 # The sources' paths the compiler sees, absolute or as ccache's base_dir makes them relative
 # to the object directory, mapped to `.` as on the host (`build.environment`): the wheel has
 # the same __FILE__ strings with and without the compiler cache.
@@ -149,6 +146,7 @@ class CibwRun:
     options: tuple[tuple[str, str], ...]  # the CIBW_* variables
     container_env: tuple[tuple[str, str], ...]  # what CIBW_ENVIRONMENT sets, unquoted
     create_args: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = ()  # more files of the job directory (name, text)
 
     @property
     def options_dict(self) -> dict[str, str]:
@@ -383,7 +381,7 @@ class CibwInputs:
     project_dir: Path
     output_dir: Path
     job_dir: Path
-    buildtools_dir: Path = Path(__file__).resolve().parents[2]
+    buildtools_dir: Path = Path(__file__).resolve().parents[2]  # at /buildtools/lib/buildtools
     max_jobs: int = 1
     offline: bool = False
     wheels_dir: Path | None = None
@@ -398,24 +396,19 @@ class CibwInputs:
     nvcc_threads: int = 1
     cross_toolchain: Path | None = None
     uv_dir: Path | None = None
+    # a CUDA job's nvcc wrapper (containerwrap): its log file and the unit store (host paths)
+    wrap_log: Path | None = None
+    units_dir: Path | None = None
 
 
 def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     job: BuildJob, inputs: CibwInputs
 ) -> CibwRun:
-    """The cibuildwheel run that builds, repairs and import-tests `job` in `image`.
-
-    `buildtools_dir` is the `buildtools` package directory (mounted at
-    /buildtools/lib/buildtools); `job_dir` holds `job_files(job, …)`; `wheels_dir` the prefetched
-    wheels (offline); `pip` the host pip configuration (online); `torch_index` is used
-    only online. `host_python` runs cibuildwheel on the host. `ccache_dir` is the job's
-    compiler cache, mounted read-write and put in front of c++ and nvcc as on the host;
-    `nvcc_threads` the scheduler's `nvcc --threads` for the job's device code.
-    `cross_toolchain` (an emulated aarch64 job) is the x86_64 cross GCC mounted at
-    CROSS_PREFIX, with CC/CXX set to the job directory's wrappers (`.cross`); its uv
-    installs offline. `uv_dir` (a native offline job) holds bin/uv (`uvbin.ensure_uv`),
-    mounted at UV_MOUNT: the build environment and the test venv are installed with it.
-    """
+    """The cibuildwheel run that builds, repairs and import-tests `job` in `inputs.image`:
+    `job_dir` holds `job_files(job, …)`; `ccache_dir`, the job's compiler cache, is mounted
+    read-write and put in front of c++ and nvcc as on the host; `cross_toolchain` (an
+    emulated aarch64 job) is the x86_64 cross GCC mounted at CROSS_PREFIX, CC/CXX the job
+    directory's wrappers; `uv_dir` (a native offline job) holds bin/uv, mounted at UV_MOUNT."""
     image, project_dir, output_dir = inputs.image, inputs.project_dir, inputs.output_dir
     buildtools_dir, job_dir, max_jobs = inputs.buildtools_dir, inputs.job_dir, inputs.max_jobs
     offline, wheels_dir, pip = inputs.offline, inputs.wheels_dir, inputs.pip
@@ -486,6 +479,13 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
             project=CONTAINER_PROJECT,
             nvcc=f"{CUDA_LINK}/bin/nvcc" if accel.kind == "cuda" else None,
         )
+    launcher = dict(container_env).get("PYTORCH_NVCC")  # the compiler cache's, if any
+    wrap = container_wrap(job, inputs.units_dir, inputs.wrap_log, launcher, _WRAP_LAYOUT)
+    if wrap is not None:
+        for source, target in wrap.mounts:
+            create_args.append(f"--volume={Mount(source=source, target=target).source}:{target}")
+        container_env = [(k, v) for k, v in container_env if k != "PYTORCH_NVCC"]
+        container_env += wrap.env
     # the job's build_env, with the path maps appended to its CFLAGS/CXXFLAGS/NVCC flags
     build_env = {_env_name(k, f"{job.id}: build_env"): v for k, v in job.env}
     build_env.update(prefix_maps_env(CONTAINER_PREFIX_MAPS, build_env, device=accel.kind == "cuda"))
@@ -595,4 +595,5 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         options=tuple(options),
         container_env=tuple(container_env),
         create_args=tuple(create_args),
+        files=(wrap.config,) if wrap is not None else (),
     )
