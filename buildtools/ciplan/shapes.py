@@ -68,7 +68,8 @@ class Shape:
     chunks: Mapping[str, int] = field(default_factory=dict)
     build: tuple[str, ...] = ()  # families with build jobs
     smoke: tuple[str, ...] = ()  # smoke groups with smoke jobs: `cuda`, `cuda-aarch64`
-    # the release's images job outputs one image ID per builder recipe: `image_1` … `image_N`
+    # the images job of a release (and of caches.yml) outputs one image ID and archive
+    # digest per builder recipe: `image_1` … `image_N`
     images: int = 0
     # the release's build jobs output what each leg built (`wheels_<leg>`): legs per matrix
     legs: Mapping[str, int] = field(default_factory=dict)
@@ -232,6 +233,8 @@ def shape_of(entries: Sequence[MatrixEntry], kind: str) -> Shape:
             )
     release = kind == layout.RELEASE_NAME
     recipes = {e.recipe for e in most.build} if release else set()
+    if kind == layout.CACHES_NAME:  # one image per recipe (their tags are known at run time)
+        recipes = {e.recipe for e in entries}
     legs = {
         f: min(layout.MAX_MATRIX_JOBS, sum(e.family == f for e in most.build))
         for f in build
@@ -262,9 +265,9 @@ def assignments(
     sources = {e.id: src for e, src in selection.smoke}
     built = {e.id for e in selection.build}
     jobs: dict[str, list[dict[str, Any]]] = {}
-    # the release's images job hands each image to the builds by slot (its output image_<n>)
+    # the images job hands each image on by slot (its outputs image_<n>, archive_<n>)
     slots = {e.image: n for n, e in enumerate(selection.images, 1)}
-    if selection.kind == layout.RELEASE_NAME and len(slots) > shape.images:
+    if selection.kind in (layout.RELEASE_NAME, layout.CACHES_NAME) and len(slots) > shape.images:
         raise PlanError(
             f"this plan does not fit the workflow it runs in ({len(slots)} builder images, "
             f"{shape.images} image outputs): the workflow was generated from another "
@@ -325,12 +328,10 @@ def assignments(
                     for e in part
                     if e.id in sources and e.smoke_group == group
                 ]
-    if selection.kind == layout.RELEASE_NAME:
+    if selection.kind in (layout.RELEASE_NAME, layout.CACHES_NAME):
         jobs["images"] = [
             {**e.view(IMAGE_KEYS), "image_slot": n} for n, e in enumerate(selection.images, 1)
         ]
-    elif selection.kind == layout.CACHES_NAME:
-        jobs["images"] = [e.view(IMAGE_KEYS) for e in selection.images]
     if selection.kind == layout.CACHES_NAME:
         jobs["prefetch"] = [e.view(PREFETCH_KEYS) for e in selection.prefetch]
     return jobs

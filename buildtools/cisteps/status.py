@@ -26,8 +26,8 @@ from .assets import Selection, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"
 # jobs whose work flag is another job's: both PyPI jobs run when the plan sets run_pypi,
-# prepare and pages with publish
-_FLAG_OF = {"pypi-dist": "pypi", "pages": "publish", "prepare": "publish"}
+# prepare and pages with publish, push-images (a registry's) with images
+_FLAG_OF = {"pypi-dist": "pypi", "pages": "publish", "prepare": "publish", "push-images": "images"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,8 +91,8 @@ def _verdict(job: str, info: Mapping[str, Any], plan_outputs: Mapping[str, str])
         return JobVerdict(
             job=job, result=result, expected=True, ok=False, why="had work but did not run"
         )
-    # images only saves time: a build without a shared image makes its own
-    soft = job == "images" and result == "failure"
+    # images (and pushing them) only saves time: a build without a shared image makes its own
+    soft = job in ("images", "push-images") and result == "failure"
     return JobVerdict(
         job=job,
         result=result,

@@ -1,10 +1,12 @@
-"""`caches.yml`: the scheduled run on the default branch that seeds the release caches.
+"""`caches.yml`: the scheduled run on the default branch that seeds the caches.
 
 Caches saved by a run on the default branch are visible to every branch, tag and pull
-request; a release (which runs from the default branch too) restores them. This run
+request; pull requests and self-hosted.yml restore them, a release never. This run
 downloads, per torch × accelerator × toolkit pins, every wheel the builds install (the
-docker backend's prefetch directory) and builds each builder image once. The compiler
-caches are saved by the release builds themselves.
+docker backend's prefetch directory) and builds each builder image once: into the
+Actions cache, or, with `ci.image_registry`, as an artifact the `push-images` job checks
+and pushes (the images job runs the repository's code and holds no write permission).
+No release reads any of it.
 """
 
 from __future__ import annotations
@@ -18,20 +20,23 @@ from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .common import Context, documented
 from .core_jobs import PlanJobSpec, plan_job, workflow_header
-from .input_jobs import images_job, prefetch_job
+from .image_push import PUSH_JOB
+from .input_jobs import images_job, prefetch_job, push_images_job
 from .publish_jobs import status_job
 from .yamlwriter import dump
 
 
-def render_caches(ctx: Context, plan: Plan) -> str:
-    """The text of caches.yml for the plan of the `release` profile."""
+def render_caches(ctx: Context, plan: Plan, shape: Shape) -> str:
+    """The text of caches.yml for the plan of the `release` profile (`shape`: its images)."""
     profile = layout.RELEASE_PROFILE
-    shape = Shape(kind=layout.CACHES_NAME)
     jobs: dict[str, Any] = {
         "plan": plan_job(ctx, profile, shape, PlanJobSpec(extra=("images", "prefetch"))),
-        "images": images_job(ctx, profile),
-        "prefetch": prefetch_job(ctx, profile),
+        "images": images_job(ctx, profile, slots=shape.images),
     }
+    if ctx.mf.matrix.ci.image_registry:
+        # the images job reads only; this one pushes, and runs no repository code
+        jobs[PUSH_JOB] = push_images_job(ctx, slots=shape.images)
+    jobs["prefetch"] = prefetch_job(ctx, profile)
     jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
     schedule = ctx.mf.matrix.ci.cache_schedule
     header = workflow_header(

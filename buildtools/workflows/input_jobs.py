@@ -20,13 +20,21 @@ compiler cache; and the jobs that make them (images, prefetch). Per workflow, by
 
 from __future__ import annotations
 
-__all__ = ["build_inputs", "image_outputs", "images_job", "prefetch_job", "registry_login"]
+__all__ = [
+    "build_inputs",
+    "image_outputs",
+    "images_job",
+    "prefetch_job",
+    "push_images_job",
+    "registry_login",
+]
 
 from typing import Any
 
 from ..ciplan import layout
 from ..ciplan.cachekeys import SCCACHE_GHA_NAMESPACE
 from .common import Context
+from .image_push import PUSH_JOB, image_push_script, image_verify_script
 from .scripts import (
     free_disk_script,
     image_build_script,
@@ -68,14 +76,13 @@ def registry_login(ctx: Context) -> list[dict[str, Any]]:
 
 def _release_image(ctx: Context) -> list[dict[str, Any]]:
     """This run's image of the job's recipe, checked by the ID the images job output."""
-    expected = {
-        # every slot's ID; the script picks this job's (no computed expression index)
-        "BT_IMAGES": "${{ toJSON(needs.images.outputs) }}",
-        "BT_SLOT": "${{ matrix.image_slot }}",
-        "IMAGE": "${{ matrix.image }}",
-    }
+    # every slot's ID; the script picks this job's (no computed expression index)
+    expected = {"BT_IMAGES": "${{ toJSON(needs.images.outputs) }}"}
+    expected |= {"BT_SLOT": "${{ matrix.image_slot }}", "IMAGE": "${{ matrix.image }}"}
     given = "matrix.image_slot != 0"
     if ctx.mf.matrix.ci.image_registry:
+        # the digest the push job output: it pushed only the archive the images job made
+        expected["BT_IMAGES"] = f"${{{{ toJSON(needs.{PUSH_JOB}.outputs) }}}}"
         return [
             {
                 "name": "Pull this run's builder image by digest",
@@ -215,16 +222,26 @@ def build_inputs(ctx: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return [*registry_login(ctx), *_cached_image(ctx), *downloads, *ccache], ccache_saved
 
 
-def image_outputs(count: int) -> dict[str, str]:
-    """The release's images job outputs: one image ID (or registry digest) per slot."""
-    return {f"image_{n}": f"${{{{ steps.image.outputs.image_{n} }}}}" for n in range(1, count + 1)}
+def image_outputs(count: int, *, archives: bool = True) -> dict[str, str]:
+    """The images job's outputs: per slot, the image ID and its archive's sha256 (the
+    push job's: the registry digest alone, `archives` False)."""
+    names = ("image", "archive") if archives else ("image",)
+    return {
+        f"{name}_{n}": f"${{{{ steps.image.outputs.{name}_{n} }}}}"
+        for n in range(1, count + 1)
+        for name in names
+    }
 
 
 def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
-    """One job per builder recipe. A release builds each anew and outputs its ID (`slots`
-    outputs); caches.yml builds what the cache lacks and saves it for pull requests."""
+    """One job per builder recipe, which runs the repository's code and so holds only read
+    permissions. A release builds each anew; caches.yml builds what the cache (or the
+    registry) lacks. Where the image goes on (a release's builds, or `ci.image_registry`
+    through the push job), it is saved as an artifact of the run and the job outputs its ID
+    and the archive's sha256 per slot (`slots` outputs); else it is saved in the cache."""
     registry = ctx.mf.matrix.ci.image_registry
     release = ctx.kind == layout.RELEASE_NAME
+    handoff = RUN_IMAGES if release or registry else ""
     env = {
         "BT_ONLY": "${{ matrix.only }}",
         "IMAGE": "${{ matrix.image }}",
@@ -243,40 +260,32 @@ def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
     ]
     if registry:
         env["REGISTRY"] = registry
-    if release:
+    if handoff:
         env["BT_SLOT"] = "${{ matrix.image_slot }}"
-        steps.append(
+        steps += [
             {
-                "name": "Build the builder image" + (" and push it" if registry else ""),
+                "name": "Build the builder image",
                 "id": "image",
                 "env": env,
                 "run": image_build_script(
-                    ctx.matrix, profile, registry=bool(registry), release=RUN_IMAGES
+                    ctx.matrix, profile, registry=bool(registry) and not release, handoff=handoff
                 ),
-            }
-        )
-        if not registry:
-            steps.append(
-                {
-                    "name": "Upload the builder image (this run's builds load it)",
-                    "uses": ctx.pins.uses("actions/upload-artifact"),
-                    "with": {
-                        "name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}",
-                        "path": f"{RUN_IMAGES}/${{{{ matrix.image_file }}}}",
-                        "if-no-files-found": "error",
-                        "retention-days": 1,
-                        "compression-level": 1,
-                    },
-                }
-            )
-    elif registry:
-        steps.append(
+            },
             {
-                "name": "Build and push the builder image",
-                "env": env,
-                "run": image_build_script(ctx.matrix, profile, registry=True),
-            }
-        )
+                "name": "Upload the builder image (this run's "
+                + ("builds load it" if not registry else "push job pushes it")
+                + ")",
+                "uses": ctx.pins.uses("actions/upload-artifact"),
+                "with": {
+                    "name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}",
+                    "path": f"{RUN_IMAGES}/${{{{ matrix.image_file }}}}",
+                    # the cache run built nothing when the registry holds the image already
+                    "if-no-files-found": "error" if release else "ignore",
+                    "retention-days": 1,
+                    "compression-level": 1,
+                },
+            },
+        ]
     else:
         steps += [
             {
@@ -302,9 +311,10 @@ def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
                 "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
             },
         ]
+    # read only: this job runs the repository's code (the registry: to read what is there)
     permissions = {"contents": "read"}
     if registry:
-        permissions["packages"] = "write"
+        permissions["packages"] = "read"
     job: dict[str, Any] = {
         "name": "image ${{ matrix.image }}",
         "needs": "plan",
@@ -313,7 +323,7 @@ def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
         "timeout-minutes": layout.IMAGE_TIMEOUT,
         "permissions": permissions,
     }
-    if release:
+    if handoff:
         job["outputs"] = image_outputs(slots)
     job["strategy"] = {
         "fail-fast": False,
@@ -321,6 +331,63 @@ def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
     }
     job["steps"] = steps
     return job
+
+
+def push_images_job(ctx: Context, *, slots: int) -> dict[str, Any]:
+    """With `ci.image_registry`: the one job that may write to the registry. It checks
+    nothing out, installs nothing and runs no repository code (`workflows.image_push`):
+    per recipe, this run's archive checked against the images job's outputs, loaded,
+    checked by ID, pushed; its registry digest is the job output `image_<slot>`."""
+    registry = ctx.mf.matrix.ci.image_registry or ""
+    checked = "steps.load.outputs.push == 'true'"
+    image = {"IMAGE": "${{ matrix.image }}", "BT_SLOT": "${{ matrix.image_slot }}"}
+    login = [{**step, "if": checked} for step in registry_login(ctx)]
+    return {
+        "name": "push ${{ matrix.image }}",
+        "needs": ["plan", "images"],
+        # an images leg that failed leaves its slot without output: that leg pushes nothing
+        "if": f"${{{{ !cancelled() && needs.plan.result == 'success' && {_flag('images')} }}}}",
+        "runs-on": ctx.control,
+        "timeout-minutes": layout.IMAGE_TIMEOUT,
+        "permissions": {"packages": "write"},
+        "outputs": image_outputs(slots, archives=False),
+        "strategy": {
+            "fail-fast": False,
+            "matrix": "${{ fromJSON(needs.plan.outputs.images) }}",
+        },
+        "steps": [
+            {
+                "name": "Free disk space for the builder image",
+                "if": "matrix.family != 'cpu'",
+                "run": free_disk_script(),
+            },
+            {
+                "name": "Download this run's builder image",
+                # missing when the images job built nothing for this recipe
+                "continue-on-error": True,
+                "uses": ctx.pins.uses("actions/download-artifact"),
+                "with": {"name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}", "path": RUN_IMAGES},
+            },
+            {
+                "name": "Check the archive and the image against the images job's outputs",
+                "id": "load",
+                "env": {
+                    "BT_IMAGES": "${{ toJSON(needs.images.outputs) }}",
+                    **image,
+                    "IMAGE_FILE": "${{ matrix.image_file }}",
+                },
+                "run": image_verify_script(RUN_IMAGES),
+            },
+            *login,
+            {
+                "name": "Push the builder image",
+                "id": "image",
+                "if": checked,
+                "env": {**image, "REGISTRY": registry},
+                "run": image_push_script(),
+            },
+        ],
+    }
 
 
 def prefetch_job(ctx: Context, profile: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ the tag), runs one workflow file at one ref: the runner groups of the self-hoste
 machines can name `release.yml@refs/heads/<default>` exactly, and no branch, tag or fork
 can bring its own version of it to those machines. Each job checks out the tag's commit.
 
-plan (vets the tag before anything is checked out) → images → build-<family> →
+plan (vets the tag before anything is checked out) → images (read-only; with a registry
+then push-images: no checkout, no repository code) → build-<family> →
 smoke-<family> → prepare (read-only: selection, record, index, the bundle and its digest)
 → publish (protected environment; no checkout, no repository code: checks the bundle,
 signs, uploads, publishes) → pages → status; optionally pypi-dist → pypi. Only publishing is serialized (the Pages group); builds of different
@@ -27,7 +28,8 @@ from ..ciplan.window import window_families, window_job
 from ..planner import Plan
 from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
-from .input_jobs import images_job
+from .image_push import PUSH_JOB
+from .input_jobs import images_job, push_images_job
 from .publish_jobs import (
     pages_enabled,
     pages_job,
@@ -178,11 +180,21 @@ def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
         ),
         "images": images_job(ctx, profile, slots=shape.images),
     }
+    image_jobs = ["images"]
+    if ctx.mf.matrix.ci.image_registry:
+        # the one job that may write to the registry runs no repository code
+        jobs[PUSH_JOB] = push_images_job(ctx, slots=shape.images)
+        image_jobs.append(PUSH_JOB)
     families: dict[str, str] = {}  # each build and smoke job → its family
     for family in shape.build:
         for job in shape.build_jobs(family):
             jobs[job] = build_job(
-                ctx, profile, family, job, needs=["plan", "images"], legs=shape.legs.get(family, 0)
+                ctx,
+                profile,
+                family,
+                job,
+                needs=["plan", *image_jobs],
+                legs=shape.legs.get(family, 0),
             )
             families[job] = family
     for group in shape.smoke:

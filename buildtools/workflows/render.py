@@ -92,7 +92,7 @@ def render_workflows(
     release_shape = shape_of(entries[layout.RELEASE_PROFILE], layout.RELEASE_NAME)
     pr_shape = shape_of(entries[layout.PR_PROFILE], layout.PR_NAME)
     self_shape = shape_of(entries[layout.PR_PROFILE], layout.SELF_HOSTED_NAME)
-    shape_of(entries[layout.RELEASE_PROFILE], layout.CACHES_NAME)  # checks its matrices fit
+    caches_shape = shape_of(entries[layout.RELEASE_PROFILE], layout.CACHES_NAME)
 
     def ctx(kind: str) -> Context:
         return Context(mf=mf, pins=pins, matrix=matrix, kind=kind)
@@ -118,7 +118,10 @@ def render_workflows(
             )
         )
     files.append(
-        Generated(path=layout.CACHES_WORKFLOW, text=render_caches(ctx(layout.CACHES_NAME), release))
+        Generated(
+            path=layout.CACHES_WORKFLOW,
+            text=render_caches(ctx(layout.CACHES_NAME), release, caches_shape),
+        )
     )
     files.append(Generated(path=BACKFILL_WORKFLOW, text=render_backfill(ctx(layout.RELEASE_NAME))))
     workflows = {g.path: g.text for g in files}

@@ -154,7 +154,7 @@ _EXPECTED = (
 
 def image_pull_script(*, by_digest: bool) -> str:
     """The job's builder image from `ci.image_registry`: a release pulls this run's image by
-    the digest its images job output (BT_IMAGES, slot BT_SLOT: content-addressed, so nothing
+    the digest its push job output (BT_IMAGES, slot BT_SLOT: content-addressed, so nothing
     else can answer); other workflows take the recipe's tag when it is there."""
     if by_digest:
         return bash(
@@ -186,11 +186,21 @@ def image_load_script() -> str:
 
 
 def image_check_script(directory: str) -> str:
-    """Load this run's builder image (an artifact of its images job) and check its ID
-    against the one that job output: anything else stops the build."""
+    """Load this run's builder image (an artifact of its images job) after checking the
+    archive's sha256, then its ID, against what that job output: anything else stops the
+    build (before a byte of another job's archive reaches docker)."""
     return bash(
         f'archive="{directory}/$IMAGE_FILE"',
         *_EXPECTED,
+        'sha="$(python -c \'import json, os; print(json.loads(os.environ["BT_IMAGES"] or "{}")'
+        '.get("archive_" + os.environ["BT_SLOT"], ""))\')"',
+        "got_sha=none",
+        'if [ -f "$archive" ]; then got_sha="$(sha256sum < "$archive" | cut -d\' \' -f1)"; fi',
+        'if [ "$got_sha" != "$sha" ]; then',
+        "  echo \"::error::$archive has sha256 $got_sha, but this run's images job made"
+        ' ${sha:-no archive}: not building with it"',
+        "  exit 1",
+        "fi",
         'docker load --input "$archive"',
         'rm -f "$archive"',
         'got="$(docker image inspect --format \'{{.Id}}\' "$IMAGE" 2> /dev/null || true)"',
@@ -203,38 +213,38 @@ def image_check_script(directory: str) -> str:
     )
 
 
-def image_build_script(matrix: str, profile: str, *, registry: bool, release: str = "") -> str:
-    """The images job: build one builder recipe, then save it (cache), push it (registry),
-    or, for a release (`release`: where the archive goes), build it anew and output its ID
-    (or its registry digest) as `image_<BT_SLOT>` for the builds to check."""
+def image_build_script(matrix: str, profile: str, *, registry: bool, handoff: str = "") -> str:
+    """The images job: build one builder recipe and save it, never push it (this job runs
+    the repository's code: it holds no write permission).
+
+    `handoff` (a release, or any run with `ci.image_registry`): the archive goes there, for
+    the run's artifact, and the job outputs the image's ID and the archive's sha256
+    (`image_<BT_SLOT>`, `archive_<BT_SLOT>`): the builds (and the push job, which alone may
+    write to the registry: `workflows.image_push`) take only that archive. Otherwise (the
+    cache run without a registry) into the Actions cache's directory. `registry`: skip a
+    recipe whose tag the registry holds already (the cache run)."""
     base = _ci(matrix, "builder-image", "--profile", profile)
     lines = ['read -r -a globs <<< "$BT_ONLY"', "args=()"]
     lines.append('for glob in "${globs[@]}"; do args+=(--only "$glob"); done')
     if registry:
-        lines.append('ref="$REGISTRY:${IMAGE#*:}"')
-        if not release:
-            lines += [
-                'if docker manifest inspect "$ref" > /dev/null 2>&1; then',
-                '  echo "$ref: in the registry already"',
-                "  exit 0",
-                "fi",
-            ]
-        lines.append('args+=(--push "$ref")')
-    elif release:
-        lines += [f"mkdir -p {release}", f'args+=(--save "{release}/$IMAGE_FILE")']
+        lines += [
+            'ref="$REGISTRY:${IMAGE#*:}"',
+            'if docker manifest inspect "$ref" > /dev/null 2>&1; then',
+            '  echo "$ref: in the registry already"',
+            "  exit 0",
+            "fi",
+        ]
+    if handoff:
+        lines += [f"mkdir -p {handoff}", f'args+=(--save "{handoff}/$IMAGE_FILE")']
     else:
         lines.append(f'args+=(--save "$HOME/{layout.IMAGES_DIR.removeprefix("~/")}/$IMAGE_FILE")')
     lines.append(f'{base} "${{args[@]}}"')
-    if release and registry:
-        lines += [
-            "digest=\"$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}'"
-            ' "$ref" | grep -m1 "^$REGISTRY@sha256:")"',
-            'echo "image_$BT_SLOT=$digest" >> "$GITHUB_OUTPUT"',
-        ]
-    elif release:
+    if handoff:
         lines += [
             'id="$(docker image inspect --format \'{{.Id}}\' "$IMAGE")"',
-            'echo "image_$BT_SLOT=$id" >> "$GITHUB_OUTPUT"',
+            f'sha="$(sha256sum < "{handoff}/$IMAGE_FILE" | cut -d\' \' -f1)"',
+            '{ echo "image_$BT_SLOT=$id"; echo "archive_$BT_SLOT=$sha"; } >> "$GITHUB_OUTPUT"',
+            'echo "builder image $IMAGE: $id, archive sha256 $sha"',
         ]
     return bash(*lines)
 

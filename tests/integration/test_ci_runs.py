@@ -589,15 +589,47 @@ def test_a_release_with_a_registry_and_pypi(world: dict[str, Any]) -> None:
     ]
     calls = run.calls()
     assert any(c.startswith("docker login ghcr.io --username octocat") for c in calls)
-    # this run's images job pushed each image; the builds pull it by the digest it output
-    assert any(c.startswith("docker pull --quiet ghcr.io/example/builder@sha256:") for c in calls)
-    assert not any(c.startswith("docker pull --quiet ghcr.io/example/builder:") for c in calls)
+    # the images job (the repository's code, read-only) saved each image; the push job
+    # (no checkout) checked the archive, pushed it, and the builds pull the digest it output
+    assert run.jobs["push-images"].result == "success", run.leg_log("push-images")
     assert any(
         c.startswith("nox -s ci -- builder-image --profile release --only")
-        and "--push ghcr.io/example/builder:" in c
+        and "--save builder-image/" in c
         for c in calls
     )
+    assert not any("--push" in c for c in calls)
+    pushed = [c for c in calls if c.startswith("docker push ghcr.io/example/builder:")]
+    assert pushed and "archive sha256" in run.leg_log("push-images")
+    assert any(c.startswith("docker pull --quiet ghcr.io/example/builder@sha256:") for c in calls)
+    assert not any(c.startswith("docker pull --quiet ghcr.io/example/builder:") for c in calls)
     assert "python -m build --sdist --outdir dist examples/scatter" in calls
+    # the push job's workspace held nothing of the repository (it checks nothing out)
+    push_ws = sorted((world["tmp"] / "pypi").glob("ws*-push-images"))
+    assert push_ws and all(not (ws / "matrix.yaml").exists() for ws in push_ws)
+
+
+def test_the_push_job_pushes_only_the_archive_the_images_job_made(
+    world: dict[str, Any],
+) -> None:
+    """Another job of the run rewrites a builder image's archive (the run's artifacts are
+    writable by all its jobs): the push job refuses it before docker reads it, pushes
+    nothing, and the builds make their own image from the pinned base."""
+    _reconfigure(world, "ci:\n  image_registry: ghcr.io/example/builder\n")
+
+    def rewrite(run: LocalRun) -> None:
+        for archive in sorted(run.artifacts.glob("builder-image-*/*.tar")):
+            data = json.loads(archive.read_text())
+            archive.write_text(json.dumps({**data, "id": "sha256:" + "e" * 64}))
+
+    run = _manual(world, "v0.1.0", "tampered", only="torch2.13.0-cpu-cp312",
+                  hooks={"push-images": rewrite})  # fmt: skip
+    log = run.leg_log("push-images")
+    assert run.jobs["push-images"].result == "failure", log
+    assert "but the images job made" in log and "nothing is pushed" in log
+    calls = run.calls()
+    assert not any(c.startswith("docker push") for c in calls), calls
+    assert "the build makes its own" in run.leg_log("build-cpu")
+    assert run.jobs["build-cpu"].result == "success", run.leg_log("build-cpu")[-3000:]
 
 
 def test_self_hosted_builds_of_a_pull_request(world: dict[str, Any]) -> None:

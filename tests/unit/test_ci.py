@@ -241,13 +241,67 @@ def test_pypi_is_off_by_default_and_reviewed_when_on(
     assert [s.get("run") for s in pypi["steps"] if "run" in s] == []  # only the action
 
 
-def test_images_through_a_registry(tmp_path: Path) -> None:
-    text = (REPO / "matrix.yaml").read_text() + "ci:\n  image_registry: ghcr.io/example/builder\n"
-    files = workflows(project(tmp_path, REPO / "matrix.yaml", text=text))
-    images = jobs(files, layout.RELEASE_WORKFLOW)["images"]
-    assert images["permissions"] == {"contents": "read", "packages": "write"}
-    assert any("--push" in s.get("run", "") for s in images["steps"])
-    pr_build = jobs(files, layout.PR_WORKFLOW)["build-cpu"]
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The reference matrix with a registry for the builder images and PyPI publishing."""
+    text = (REPO / "matrix.yaml").read_text() + (
+        "ci:\n  image_registry: ghcr.io/example/builder\n"
+        "  pypi: {torch: '2.13.0', accelerator: cu130}\n"
+    )
+    return workflows(project(tmp_path_factory.mktemp("registry"), REPO / "matrix.yaml", text=text))
+
+
+@pytest.mark.parametrize("path", [layout.RELEASE_WORKFLOW, layout.CACHES_WORKFLOW])
+def test_images_through_a_registry(registry: dict[str, Any], path: str) -> None:
+    """The job that builds an image runs the repository's code and only reads; the one that
+    pushes checks nothing out, runs no repository code and takes only the archive whose
+    sha256 (and image ID) the images job output."""
+    graph = jobs(registry, path)
+    images, push = graph["images"], graph["push-images"]
+    assert images["permissions"] == {"contents": "read", "packages": "read"}
+    build = next(s for s in images["steps"] if s.get("id") == "image")["run"]
+    assert "--push" not in build and '--save "builder-image/$IMAGE_FILE"' in build
+    assert '{ echo "image_$BT_SLOT=$id"; echo "archive_$BT_SLOT=$sha"; }' in build
+    slots = len(images["outputs"]) // 2
+    assert slots and images["outputs"] == {
+        f"{name}_{n}": f"${{{{ steps.image.outputs.{name}_{n} }}}}"
+        for n in range(1, slots + 1)
+        for name in ("image", "archive")
+    }
+    assert push["permissions"] == {"packages": "write"}
+    assert push["needs"] == ["plan", "images"] and push["runs-on"] in HOSTED
+    assert push["outputs"] == {
+        f"image_{n}": f"${{{{ steps.image.outputs.image_{n} }}}}" for n in range(1, slots + 1)
+    }
+    uses = [s["uses"].split("@")[0] for s in push["steps"] if "uses" in s]
+    assert uses == ["actions/download-artifact"]
+    names = [s["name"] for s in push["steps"]]
+    check = push["steps"][
+        names.index("Check the archive and the image against the images job's outputs")
+    ]
+    assert check["env"]["BT_IMAGES"] == "${{ toJSON(needs.images.outputs) }}"
+    assert "github.token" not in str(check["env"])
+    run = check["run"]
+    assert (
+        run.index('if [ "$got" != "$sha" ]; then')
+        < run.index("docker load")
+        < run.index('if [ "$loaded" != "$id" ]; then')
+    )
+    # the token reaches only the login, after the check; the push follows it
+    login = names.index("Log in to ghcr.io")
+    assert names.index(check["name"]) < login < names.index("Push the builder image")
+    for step in push["steps"][login:]:
+        assert step["if"] == "steps.load.outputs.push == 'true'", step["name"]
+    if path == layout.RELEASE_WORKFLOW:
+        # the builds pull by the digest the push job output, never by tag
+        build_job = graph["build-cpu"]
+        assert build_job["needs"] == ["plan", "images", "push-images"]
+        assert build_job["permissions"] == {"contents": "read", "packages": "read"}
+        pull = next(s for s in build_job["steps"] if s["name"].startswith("Pull this run's"))
+        assert pull["env"]["BT_IMAGES"] == "${{ toJSON(needs.push-images.outputs) }}"
+    else:
+        assert "docker manifest inspect" in build  # the cache run skips what is there
+    pr_build = jobs(registry, layout.PR_WORKFLOW)["build-cpu"]
     assert pr_build["permissions"] == {"contents": "read", "packages": "read"}
     pull = next(s for s in pr_build["steps"] if s["name"] == "Pull the builder image")
     assert pull["env"]["REGISTRY"] == "ghcr.io/example/builder"
@@ -302,49 +356,105 @@ PERMISSIONS = {
 }
 
 
-# jobs that hold a write permission (or id-token) and check the repository out, and why
-# that is safe: their installs are all hashed (the tools by --require-hashes, buildtools'
-# dependencies and build backend from the lock, the checkout with --no-build-isolation)
-_WRITERS_WITH_CHECKOUT = {"images": {"packages"}}  # pushes the builder image (a registry)
-
-
 @pytest.mark.parametrize("files_name", ["reference", "large", "registry"])
 def test_no_job_that_can_write_runs_repository_code(
-    files_name: str, request: pytest.FixtureRequest, tmp_path: Path
+    files_name: str, request: pytest.FixtureRequest
 ) -> None:
     """A job holding a write permission or `id-token` checks nothing out and runs no nox,
-    pip or python (the runner's tools and pinned actions only), unless listed above."""
-    if files_name == "registry":
-        text = (REPO / "matrix.yaml").read_text() + (
-            "ci:\n  image_registry: ghcr.io/example/builder\n"
-            "  pypi: {torch: '2.13.0', accelerator: cu130}\n"
-        )
-        files = workflows(project(tmp_path, REPO / "matrix.yaml", text=text))
-    else:
-        files = request.getfixturevalue(files_name)
+    pip or python: the runner's tools and pinned actions only."""
+    files = request.getfixturevalue(files_name)
     seen = set()
     for path, name, job in all_jobs(files):
-        writes = {k for k, v in job.get("permissions", {}).items() if v == "write"}
-        if not writes:
+        if not _can_write(files[path], job):
             continue
         seen.add(name)
         uses = [str(s.get("uses", "")) for s in job["steps"]]
         runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
-        if writes <= _WRITERS_WITH_CHECKOUT.get(name, set()):
-            assert "--require-hashes" in runs and files[path]["env"][layout.LOCK_ENV], name
-            continue
         assert not any(
             u.startswith(("actions/checkout@", "actions/setup-python@")) for u in uses
-        ), (
-            path,
-            name,
-        )
+        ), (path, name)
         for word in ("nox ", "pip ", "python", "buildtools "):
             assert word not in runs, (path, name, word)
     expected = {"publish", "pages", "commit-status", "dispatch"}
     if files_name == "registry":
-        expected |= {"images", "pypi"}
+        expected |= {"push-images", "pypi"}
     assert expected <= seen, seen
+
+
+def _can_write(doc: dict[str, Any], job: dict[str, Any]) -> bool:
+    """Whether a job's token has a write scope or may mint an OIDC token (`id-token`)."""
+    grants = job.get("permissions", doc.get("permissions"))
+    if grants is None or isinstance(grants, str):
+        return grants != "read-all"  # no permissions anywhere: the repository's default
+    return any(level == "write" for level in grants.values())
+
+
+# a package installed from an index, by the tools a workflow could call
+_INSTALL = re.compile(
+    r"\b(?:pip3?|uv\s+pip|python3?\s+-m\s+pip)\s+(?:[^\n]*\s)?(?:install|download|sync)\b"
+    r"|\buv\s+(?:sync|tool\s+install|add|run|pip\s+sync)\b|\b(?:pipx|uvx)\b"
+)
+
+
+def unhashed_installs(path: str, doc: dict[str, Any]) -> list[str]:
+    """Every job of a workflow that holds a write scope or `id-token` and checks the
+    repository out, runs nox (whose sessions install from the project's noxfile: a project
+    `buildtools init` adopted installs buildtools by version, unhashed) or installs a package
+    without `--require-hashes`."""
+    found = []
+    for name, job in doc["jobs"].items():
+        if not _can_write(doc, job):
+            continue
+        for step in job.get("steps", []):
+            where = f"{path}: {name}: {step.get('name', step.get('uses'))}"
+            if str(step.get("uses", "")).startswith("actions/checkout@"):
+                found.append(f"{where}: checks out the repository")
+            script = str(step.get("run", "")).replace("\\\n", " ")
+            for line in script.splitlines():
+                code = line.split(" #", 1)[0]
+                if re.search(r"(?:^|[;&|(]\s*|\s)nox(?:\s|$)", code):
+                    found.append(f"{where}: runs nox ({code.strip()})")
+                elif _INSTALL.search(code) and "--require-hashes" not in code:
+                    found.append(f"{where}: installs without --require-hashes ({code.strip()})")
+    return found
+
+
+@pytest.mark.parametrize("files_name", ["reference", "large", "huge", "registry"])
+def test_no_unhashed_install_where_a_token_can_write(
+    files_name: str, request: pytest.FixtureRequest
+) -> None:
+    """Every generated workflow: no job that holds a write scope or `id-token` checks the
+    repository out, runs nox or installs a package unhashed."""
+    files = request.getfixturevalue(files_name)
+    assert set(files) >= {layout.RELEASE_WORKFLOW, layout.CACHES_WORKFLOW, layout.PR_WORKFLOW}
+    found = [problem for path, doc in files.items() for problem in unhashed_installs(path, doc)]
+    assert found == []
+
+
+def test_the_unhashed_install_check_can_fail(registry: dict[str, Any]) -> None:
+    """The shape before the push job (the images job holding `packages: write` while it
+    checks out and runs nox, as a registry's release had it) is caught, and so is any
+    install without hashes; a hashed one, or a job that cannot write, is not."""
+    release = registry[layout.RELEASE_WORKFLOW]
+    old = dict(release["jobs"]["images"])
+    old["permissions"] = {"contents": "read", "packages": "write"}
+    found = unhashed_installs("release.yml", {"jobs": {"images": old}, "permissions": {}})
+    assert any(p.endswith("checks out the repository") for p in found), found
+    assert any("runs nox (nox -s ci -- builder-image" in p for p in found), found
+    for script, caught in (
+        ("pip install torch-buildtools==0.1.0", True),
+        ("python -m pip install -r requirements.txt", True),
+        ("uv pip install --system x", True),
+        ("uv sync", True),
+        ("pipx run twine upload dist/*", True),
+        ("  if ok; then nox -s build; fi", True),
+        ("python -m pip install --require-hashes --no-deps -r .github/ci-requirements.txt", False),
+        ("echo 'no pip here'; docker push x", False),
+    ):
+        job = {"permissions": {"id-token": "write"}, "steps": [{"name": "s", "run": script}]}
+        assert bool(unhashed_installs("w.yml", {"jobs": {"j": job}})) is caught, script
+        job["permissions"] = {"contents": "read"}
+        assert unhashed_installs("w.yml", {"jobs": {"j": job}}) == [], script
 
 
 @pytest.mark.parametrize("files_name", ["reference", "large"])

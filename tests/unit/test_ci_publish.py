@@ -516,6 +516,17 @@ def test_status_verdicts(tmp_path: Path) -> None:
         reports=tmp_path,
     )  # fmt: skip
     assert soft.ok
+    # so does pushing them (a registry): it follows run_images, and its failure is soft
+    pushed = _needs(images="success", push_images="failure", build_cpu="success",
+                    smoke_cpu="success", publish="success", pages="success")  # fmt: skip
+    pushed["plan"]["outputs"]["run_images"] = "true"
+    verdicts = run_status(workflow="release", needs=pushed, entries=None, reports=tmp_path)
+    assert verdicts.ok
+    assert {j.job: j.why for j in verdicts.jobs}[
+        "push-images"
+    ] == "the builds made their own images"
+    pushed["push-images"]["result"] = "skipped"
+    assert not run_status(workflow="release", needs=pushed, entries=None, reports=tmp_path).ok
     # the PyPI jobs follow run_pypi: skipped without a PyPI variant in this release
     no_pypi = _needs(build_cpu="success", smoke_cpu="success", publish="success", pages="success")
     no_pypi["plan"]["outputs"]["run_pypi"] = "false"

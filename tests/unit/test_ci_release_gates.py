@@ -300,10 +300,12 @@ def test_the_pages_deploy_holds_only_pages_and_id_token(release: dict[str, Any])
 def test_release_builds_read_no_cache_and_check_their_image(release: dict[str, Any]) -> None:
     """A release reads no cache a lower-trust job could write (downloads, compiler cache),
     saves none, and uses this run's builder image checked by the ID its images job output."""
-    slots = release["jobs"]["images"]["outputs"]
-    assert list(slots) == [f"image_{n}" for n in range(1, len(slots) + 1)] and slots
+    outputs = release["jobs"]["images"]["outputs"]
+    count = len(outputs) // 2
+    names = [f"{what}_{n}" for n in range(1, count + 1) for what in ("image", "archive")]
+    assert list(outputs) == names and outputs
     plan = _step(release["jobs"]["plan"], "Plan the release profile")
-    assert f";images={len(slots)};legs=cpu:" in plan["run"]
+    assert f";images={count};legs=cpu:" in plan["run"]
     # every slot's output reaches the step as JSON; the script picks its slot's (no computed
     # index inside an expression: zizmor's obfuscation audit)
     expected = "${{ toJSON(needs.images.outputs) }}"
@@ -315,7 +317,10 @@ def test_release_builds_read_no_cache_and_check_their_image(release: dict[str, A
         check = _step(job, "Load the builder image and check its ID")
         assert check["env"]["BT_IMAGES"] == expected
         assert check["env"]["BT_SLOT"] == "${{ matrix.image_slot }}"
-        assert '[ "$got" != "$expected" ]' in check["run"]
+        # the archive's sha256 before docker reads a byte of it, then the image's ID
+        run = check["run"]
+        assert run.index('if [ "$got_sha" != "$sha" ]; then') < run.index("docker load")
+        assert run.index("docker load") < run.index('[ "$got" != "$expected" ]')
         download = _step(job, "Download this run's builder image")
         assert download["with"]["name"] == "builder-image-${{ matrix.image_slot }}"
         # the build's cache directory is an emptied one of its own: downloads from the
@@ -331,7 +336,31 @@ def test_release_builds_read_no_cache_and_check_their_image(release: dict[str, A
         assert "unset BUILDTOOLS_CCACHE_DIR" in lines and "a release build reads no cache" in build
         assert lines.index('nox -s build -- "${args[@]}"') > 5
     image = _step(release["jobs"]["images"], "Build the builder image")
-    assert 'echo "image_$BT_SLOT=$id" >> "$GITHUB_OUTPUT"' in image["run"]
+    assert '{ echo "image_$BT_SLOT=$id"; echo "archive_$BT_SLOT=$sha"; }' in image["run"]
+
+
+def test_the_push_job_runs_only_the_runners_tools(tmp_path: Path) -> None:
+    """With a registry, the job that can write to it (`packages: write`) checks nothing
+    out, installs nothing and runs no repository code: docker, jq and coreutils of the
+    hosted runner on the archive whose sha256 the images job output; the images job, which
+    runs the repository's code, only reads."""
+    extra = "ci:\n  image_registry: ghcr.io/example/builder\n"
+    for path, doc in _files(tmp_path, extra).items():
+        if "push-images" not in doc["jobs"]:
+            assert path not in (layout.RELEASE_WORKFLOW, layout.CACHES_WORKFLOW), path
+            continue
+        push = doc["jobs"]["push-images"]
+        assert push["permissions"] == {"packages": "write"}, path
+        assert "write" not in doc["jobs"]["images"]["permissions"].values(), path
+        uses = [s["uses"].split("@")[0] for s in push["steps"] if "uses" in s]
+        assert uses == ["actions/download-artifact"], path
+        runs = [s["run"] for s in push["steps"] if "run" in s]
+        programs = set().union(*(_programs(r) for r in runs))
+        allowed = _RUNNER_TOOLS | {"docker", "rm", "sudo", "df", "output", "output("}
+        assert programs <= allowed, programs - allowed
+        for forbidden in ("nox", "python", "pip", "buildtools", "uv", "bash", "source", "make"):
+            assert forbidden not in programs
+        assert "docker" in programs and "sha256sum" in programs
 
 
 def test_branch_code_never_shares_a_key_a_release_reads(tmp_path: Path) -> None:
