@@ -60,6 +60,21 @@ def test_an_arch_beyond_the_promise_is_a_warning_with_its_bytes_and_object(
     assert extra.details == (f"{SO}: sm_90 3768 bytes",)
 
 
+def test_under_enforce_an_arch_beyond_the_promise_is_an_error_naming_the_bypass(
+    tmp_path: Path,
+) -> None:
+    """The wrapper was to build the list alone: extra code means a compile it never saw."""
+    wheel = _wheel(tmp_path, {SO: "ext_sm80_sm90.so"})
+    expect = Expectation(
+        accelerator="cu130", arch_list="8.0", build_record=False, arch_flags="enforce"
+    )
+    [extra] = [f for f in check_wheel(wheel, targets=[], expect=expect) if f.code in DEVICE_CODES]
+    assert (extra.code, extra.severity) == ("extra-device-code", Severity.ERROR)
+    assert extra.message.startswith("accelerators.cu130.arch_flags is enforce, yet the wheel")
+    assert "use_ninja=False" in extra.message and "sm_90 (3768 bytes)" in extra.message
+    assert _device(wheel, "8.0;9.0") == []  # the promise met: nothing, enforce or not
+
+
 def test_missing_ptx_is_an_error_that_says_ptx(tmp_path: Path) -> None:
     wheel = _wheel(tmp_path, {SO: "ext_sm80_sm90.so"})
     [missing] = _device(wheel, "8.0;9.0+PTX")
@@ -197,3 +212,15 @@ def test_buildtools_check_reports_the_device_code_both_ways(tmp_path: Path) -> N
     text = _check_command(wheel, site, "8.0", json=False)
     assert "\n  warning extra-device-code: The wheel carries CUDA device code " in text
     assert f"\n            {SO}: sm_90 3768 bytes\n" in text
+
+
+def test_a_jobs_expectation_carries_its_arch_flags_setting() -> None:
+    from dataclasses import replace
+
+    from fixtures.factories import make_job
+
+    job = make_job(accelerator="cu130", python="3.12", arch_list="9.0")
+    assert job.toolkit is not None
+    assert Expectation.from_job(job).arch_flags == "keep"
+    enforced = replace(job, toolkit=replace(job.toolkit, arch_flags="enforce"))
+    assert Expectation.from_job(enforced).arch_flags == "enforce"

@@ -5,7 +5,8 @@ the wheel's own shared objects that carries device code of the cell's kind (a li
 repair grafted is not the project's): a promised cubin (sm_XX), promised PTX (compute_XX,
 from `+PTX`) or ROCm target (gfxNNN) missing from one is an error (`no-device-code`);
 device code the cell did not promise is a warning (`extra-device-code`) listing each arch,
-its bytes and the object that holds it (`devicesize`). A project that passes its own arch
+its bytes and the object that holds it (`devicesize`), and an error under `arch_flags:
+enforce` (a compile the wrapper never saw: a build without ninja calls nvcc itself). A project that passes its own arch
 flags shows up as both: torch's cpp_extension then adds none from the cell's list
 (`_get_cuda_arch_flags` returns none when an nvcc flag names an arch,
 `_get_rocm_arch_flags` when one holds `--offload-arch`; torch 2.11), and
@@ -247,6 +248,24 @@ def _extra(
         parts.append(f"{elf.arcname} carries {', '.join(listed)}")
     if not parts:
         return []
+    if expect.arch_flags == "enforce":  # the wrapper was to build the list and nothing else
+        message = (
+            f"accelerators.{expect.accelerator}.arch_flags is enforce, yet the wheel carries "
+            f"{label} device code {var}={expect.arch_list!r} did not promise, {total} bytes in "
+            f"all: {'; '.join(parts)}. Some compile did not go through the wrapper: torch's "
+            "cpp_extension calls nvcc through PYTORCH_NVCC only in its ninja build (a setup.py "
+            "with BuildExtension.with_options(use_ninja=False), or a CMake build, calls nvcc "
+            "itself). Build with ninja, or remove the project's own arch flags."
+        )
+        return [
+            finding(
+                EXTRA_DEVICE_CODE,
+                message,
+                path=subject.wheel.name,
+                severity=Severity.ERROR,
+                details=details,
+            )
+        ]
     message = (
         f"The wheel carries {label} device code "
         f"{var}={expect.arch_list!r} did not promise, {total} bytes in all: "

@@ -26,6 +26,8 @@ class Expectation:
     # wheel-size thresholds in bytes (None: the defaults of data/ecosystem.json)
     size_warning: int | None = None
     size_error: int | None = None
+    # accelerators.<name>.arch_flags: under `enforce` device code beyond the list is an error
+    arch_flags: Literal["keep", "enforce"] = "keep"
 
     @classmethod
     def from_job(
@@ -48,4 +50,5 @@ class Expectation:
             abi=job.abi,
             size_warning=size_warning,
             size_error=size_error,
+            arch_flags=job.toolkit.arch_flags if job.toolkit else "keep",
         )
