@@ -290,6 +290,13 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
     )
     print("- act's gaps in release.yml, GitHub's values written into the snapshot:")
     print("  `strategy.job-index` = 0 (one leg per matrix), a skipped job's outputs = {}")
+    print(
+        "- backfill-window: a workflow_dispatch from a workflow (backfill.yml's `gh workflow "
+        "run`): recorded by the fake GitHub, release.yml then started by the harness with the "
+        "recorded inputs; the package index's torch page: PyPI's, less the releases not out "
+        "yet (ci/act/window.py); the smoke envs of torch 2.11.0 and 2.12.1: this machine's "
+        "venvs (--window-env) seeded into the runs' smoke cache instead of a download"
+    )
     print("\n### Stand-in calls per run\n")
     for o in outcomes:
         seen: dict[str, int] = {}
@@ -309,14 +316,24 @@ def print_summary(outcomes: list[Outcome], fake: FakeGitHub | None) -> None:
             print(f"- {key} (x{count})")
 
 
-TARGETS = ("pr", "pr-fail", "release", "bad-tag", "bad-record", "bad-base", "forged-smoke")
+TARGETS = (
+    "pr",
+    "pr-fail",
+    "release",
+    "bad-tag",
+    "bad-record",
+    "bad-base",
+    "forged-smoke",
+    "backfill-window",
+)
 
 
 def _targets(asked: list[str] | None) -> set[str]:
     """The runs asked for (`all`: every one); bad-record needs the release before it."""
     targets = set(asked or ["all"])
     if "all" in targets:
-        targets = set(TARGETS)
+        # backfill-window needs torch environments of this machine (--window-env)
+        targets = set(TARGETS) - {"backfill-window"}
     if "bad-record" in targets:
         targets.add("release")
     return targets
@@ -345,10 +362,55 @@ def _parser() -> argparse.ArgumentParser:
         "{owner} and {name} (default: GitHub, $BT_ACT_MIRROR overrides)",
     )
     parser.add_argument("--base-image", help="local image standing in for the manylinux builder")
+    parser.add_argument(
+        "--window-env",
+        action="append",
+        default=[],
+        metavar="TORCH=VENV",
+        help="backfill-window: a venv of this machine with that torch release (2.11.0, 2.12.1), "
+        "seeded into the runs' smoke cache instead of a download",
+    )
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _window(
+    args: argparse.Namespace, work: Path, repo: Path, lr: list[str], pinned: dict[str, str]
+) -> list[Outcome]:
+    """backfill-window (ci/act/window.py): run last, on the snapshot's stable-ABI matrix."""
+    from window import backfill_window, stable_matrix
+
+    envs = {}
+    for spec in args.window_env:
+        torch, _, venv = spec.partition("=")
+        envs[torch] = Path(venv)
+    missing = {"2.11.0", "2.12.1"} - set(envs)
+    if missing:
+        raise SystemExit(f"ci-run: backfill-window needs --window-env for {sorted(missing)}")
+    before = capture(["git", "rev-parse", "HEAD"], cwd=repo).strip()
+    from ruamel.yaml import YAML
+
+    data = YAML(typ="safe").load((repo / "matrix.yaml").read_text()) or {}
+    image = str(data["accelerators"]["cpu"]["image"])
+    tag = stable_matrix(repo, image)
+    stand_in_act_gaps(repo, "release.yml")
+    capture(["git", "-c", "user.name=ci-run", "-c", "user.email=ci-run@localhost", "tag", "-f",
+             "-a", tag, "-m", f"ci-run {tag}"], cwd=repo)  # fmt: skip
+    fake = FakeGitHub(
+        work / "github-window",
+        repo,
+        repository_of(repo),
+        str((data.get("index") or {}).get("base_url") or ""),
+        server_host="github.com",
+    )
+    try:
+        return backfill_window(work, repo, lr, fake, envs, pinned, tag)
+    finally:
+        fake.stop()
+        capture(["git", "tag", "-d", tag], cwd=repo)
+        capture(["git", "reset", "-q", "--hard", before], cwd=repo)
+
+
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (one branch per run, in order)
     args = _parser().parse_args(argv)
     # SIGTERM ends the run like Ctrl-C: the running act (its own process group) is
     # killed with its group, and the fake GitHub is stopped (finally below)
@@ -516,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             check_pr_failing(o, args.cell)
             outcomes.append(o)
+        # last: it commits the stable-ABI fixture's matrix into the snapshot (reset after)
+        outcomes += (
+            _window(args, work, repo, lr, pinned_env) if "backfill-window" in targets else []
+        )
     finally:
         if fake is not None:
             fake.stop()

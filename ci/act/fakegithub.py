@@ -11,11 +11,18 @@ Two listeners on 127.0.0.1, their ports written to DIR/ports.json:
          GitHub), upload to upload_url, delete and download assets, publish;
          It is also GITHUB_SERVER_URL: `git fetch` of OWNER/NAME (what actions/checkout runs
          for a `ref:` other than the run's own) is served by `git http-backend` from the
-         run's repository, smart HTTP, read-only;
+         run's repository, smart HTTP, read-only; and the download URL of a published
+         release's asset (OWNER/NAME/releases/download/TAG/NAME: what a release's index links
+         to, and what release.yml's smoke-only leg downloads); a workflow dispatch
+         (`gh workflow run`: POST …/actions/workflows/WF/dispatches) is recorded in
+         DIR/dispatches.jsonl (what real GitHub would start);
   proxy  an HTTP proxy (https_proxy): CONNECT to HOST:443, the Pages host of index.base_url,
          is answered with TLS under a certificate of this run's own CA (SSL_CERT_FILE
          trusts it) and serves DIR/pages/ (what the deploy-pages stand-in deployed; 404
-         before); any other CONNECT is tunnelled to the real host.
+         before); CONNECT to --server-host (GITHUB_SERVER_URL's host, when the run names one)
+         is answered by the api listener under TLS (an https server URL, as on GitHub: the
+         window plan takes only https wheel links); any other CONNECT is tunnelled to the
+         real host.
 Every request is appended to DIR/requests.jsonl (method, path, status): the run prints
 what would have been sent to GitHub. A wrong token is 401. Stops on SIGTERM.
 """
@@ -185,8 +192,25 @@ class Api(BaseHTTPRequestHandler):
         self._record(status)
         return True
 
+    def _download(self) -> bool:
+        """GET OWNER/NAME/releases/download/TAG/FILE: a published release's asset, no token."""
+        prefix = f"/{self.state.repository}/releases/download/"
+        path = unquote(urlsplit(self.path).path)
+        if not path.startswith(prefix):
+            return False
+        tag, _, name = path[len(prefix) :].partition("/")
+        for rel in self.state.load()["releases"]:
+            if rel["tag_name"] != tag or rel["draft"]:
+                continue
+            for asset in rel["assets"]:
+                if asset["name"] == name:
+                    self._send(200, raw=(self.state.assets / str(asset["id"])).read_bytes())
+                    return True
+        self._send(404, {"message": "Not Found"})
+        return True
+
     def do_GET(self) -> None:
-        if self._git_http() or not self._authorized():
+        if self._git_http() or self._download() or not self._authorized():
             return
         segs, query = self._route()
         st = self.state
@@ -253,6 +277,11 @@ class Api(BaseHTTPRequestHandler):
         segs, query = self._route()
         body = self._body()
         st = self.state
+        if segs[:2] == ["actions", "workflows"] and segs[3:] == ["dispatches"]:
+            req = json.loads(body)
+            with LOCK, (st.root / "dispatches.jsonl").open("a") as log:
+                log.write(json.dumps({"workflow": segs[2], **req}) + "\n")
+            return self._send(204)
         with LOCK:
             data = st.load()
             if segs == ["releases"]:
@@ -373,8 +402,10 @@ def _relay(a: socket.socket, b: socket.socket) -> None:
 
 class Proxy(BaseHTTPRequestHandler):
     pages_host: str
+    server_host: str
     context: ssl.SSLContext
     pages: type[Pages]
+    api: type[Api]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -388,6 +419,13 @@ class Proxy(BaseHTTPRequestHandler):
             self.pages(tls, self.client_address, self.server)
             self.close_connection = True
             return
+        if self.server_host and host == self.server_host:
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            tls = self.context.wrap_socket(self.connection, server_side=True)
+            self.api(tls, self.client_address, self.server)
+            self.close_connection = True
+            return
         try:
             upstream = socket.create_connection((host, int(port)), timeout=30)
         except OSError:
@@ -399,8 +437,8 @@ class Proxy(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-def make_ca(root: Path, host: str) -> tuple[Path, Path, Path]:
-    """A CA of this run only and a certificate for `host` under it (openssl)."""
+def make_ca(root: Path, host: str, *others: str) -> tuple[Path, Path, Path]:
+    """A CA of this run only and a certificate for `host` (and `others`) under it."""
     ca_key, ca, key, csr, cert = (
         root / n for n in ("ca.key", "ca.pem", "host.key", "host.csr", "host.pem")
     )
@@ -433,7 +471,7 @@ def make_ca(root: Path, host: str) -> tuple[Path, Path, Path]:
         f"/CN={host}",
     )
     ext = root / "host.ext"
-    ext.write_text(f"subjectAltName=DNS:{host}\n")
+    ext.write_text("subjectAltName=" + ",".join(f"DNS:{h}" for h in (host, *others)) + "\n")
     run(
         "x509",
         "-req",
@@ -462,13 +500,18 @@ def main() -> None:
     parser.add_argument("--token", required=True)
     parser.add_argument("--pages-host", required=True)
     parser.add_argument("--pages-prefix", default="")
+    parser.add_argument("--server-host", default="")
     args = parser.parse_args()
     args.state.mkdir(parents=True, exist_ok=True)
     (args.state / "pages").mkdir(exist_ok=True)
     state = State(args.state, args.repo_dir, args.repository, args.token)
     api = ThreadingHTTPServer(("127.0.0.1", 0), type("A", (Api,), {"state": state}))
     state.api_url = f"http://127.0.0.1:{api.server_address[1]}"
-    ca, cert, key = make_ca(args.state, args.pages_host)
+    ca, cert, key = make_ca(
+        args.state, args.pages_host, *([args.server_host] if args.server_host else [])
+    )
+    if args.server_host:
+        state.server_url = f"https://{args.server_host}"
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     pages = type(
@@ -476,7 +519,17 @@ def main() -> None:
     )
     proxy = ThreadingHTTPServer(
         ("127.0.0.1", 0),
-        type("X", (Proxy,), {"pages_host": args.pages_host, "context": context, "pages": pages}),
+        type(
+            "X",
+            (Proxy,),
+            {
+                "pages_host": args.pages_host,
+                "server_host": args.server_host,
+                "context": context,
+                "pages": pages,
+                "api": type("A2", (Api,), {"state": state}),
+            },
+        ),
     )
     bundle = args.state / "ca-bundle.pem"
     system = Path(ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt")

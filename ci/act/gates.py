@@ -12,6 +12,9 @@ what a lower-trust job could plant, and what the release does with it.
 - `forged_smoke`: the smoke job, compromised, also uploads a report passing the wheel in
   an artifact of its own: no smoke leg reported that report's digest, so the prepare job
   stops and nothing is signed.
+- `check_window_publish`: the smoke-only release of a new torch inside a published
+  stable-ABI wheel's window (`backfill-window`, ci/act/window.py): no build, and the wheel
+  listed on the new torch's page only on a passing smoke of that torch.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import re
 import zipfile
 from pathlib import Path
 
-from harness import Outcome, act, capture, log
+from harness import FakeGitHub, Outcome, act, capture, log
 
 PLANTED_NINJA = "ninja-99.0.0-py3-none-any.whl"
 _IDENT = ["-c", "user.name=ci-run", "-c", "user.email=ci-run@localhost"]
@@ -193,3 +197,47 @@ def forged_smoke(
     o.require(o.job("publish the release") == "not run", "publish ran")
     o.require(o.job("status") == "failed", f"status: {o.job('status')}")
     return o
+
+
+def check_window_publish(
+    o: Outcome, fake: FakeGitHub, *, cell: str, torch: str, uploads_before: int
+) -> None:
+    """The smoke-only release of a window cell (`backfill-window`): the gate fails when any
+    build or image job ran, or when the published site lists the wheel on `torch`'s page
+    without a passing smoke entry of `cell` on that torch from the smoke-only leg; it also
+    requires the listing itself (the new torch's page names the published wheel)."""
+    text = o.log_file.read_text(errors="replace")
+    built = sorted(j for j in o.jobs if j.startswith(("build", "image")))
+    o.require(not built, f"a build ran for the window cell: {built}")
+    for job in ("plan", "smoke-only", "prepare the release", "publish the release", "status"):
+        o.require(o.job(job) == "succeeded", f"job {job!r}: {o.job(job)}")
+    o.require("as the published record says" in text, "the smoke-only leg did not check the sha256")
+    wheels = sorted((o.run / "artifacts").glob(f"wheels-window-{cell}/*.whl"))
+    o.require(len(wheels) == 1, f"wheels-window-{cell}: {[w.name for w in wheels]}")
+    name = wheels[0].name if wheels else "?"
+    passed = []
+    for report in (o.run / "artifacts").glob(f"smoke-window-{cell}/**/report.json"):
+        data = json.loads(report.read_text())
+        passed += [
+            r
+            for r in data.get("results", [])
+            if r.get("cell") == cell
+            and r.get("status") == "passed"
+            and str(r.get("torch") or "").split("+")[0] == torch
+        ]
+    pages = fake.state / "pages"
+    listed = sorted(
+        str(p.relative_to(pages))
+        for p in pages.rglob(f"torch-{torch}*.html")
+        if name in p.read_text(errors="replace")
+    )
+    o.require(bool(listed), f"no page of torch {torch} lists {name}")
+    o.require(
+        not listed or bool(passed),
+        f"{name} is listed on {listed} without a passing smoke of {cell} on torch {torch}",
+    )
+    asset_uploads = [
+        u for u in fake.uploads()[uploads_before:] if name.split("+")[0] in str(u.get("path"))
+    ]
+    o.require(not asset_uploads, f"the wheel was uploaded again: {asset_uploads}")
+    log(f"{cell}: smoke passed on {[r.get('torch') for r in passed]}, listed on {listed}")

@@ -410,7 +410,11 @@ TOKEN = "ci-run-token-not-a-secret"
 class FakeGitHub:
     """ci/act/fakegithub.py for the release runs: the REST API and the Pages host."""
 
-    def __init__(self, state: Path, repo: Path, repository: str, pages_url: str) -> None:
+    def __init__(
+        self, state: Path, repo: Path, repository: str, pages_url: str, server_host: str = ""
+    ) -> None:
+        """`server_host`: GITHUB_SERVER_URL is https://server_host, served through the proxy
+        (else the api listener's own http URL)."""
         host, _, path = pages_url.split("://", 1)[-1].partition("/")
         prefix = "/" + path.split("/")[0] if host.endswith(".github.io") and path else ""
         state.mkdir(parents=True, exist_ok=True)
@@ -432,6 +436,8 @@ class FakeGitHub:
                 host,
                 "--pages-prefix",
                 prefix,
+                "--server-host",
+                server_host,
             ],
             start_new_session=True,
         )
@@ -442,12 +448,16 @@ class FakeGitHub:
                 raise SystemExit("ci-run: the fake GitHub server did not start")
             time.sleep(0.1)
         self.ports = json.loads((state / "ports.json").read_text())
+        self.server_url = f"https://{server_host}" if server_host else self.ports["api"]
 
     def env(self) -> dict[str, str]:
         return {
             "GITHUB_API_URL": self.ports["api"],
             # actions/checkout fetches a `ref:` from here; wheels link to its releases
-            "GITHUB_SERVER_URL": self.ports["api"],
+            "GITHUB_SERVER_URL": self.server_url,
+            # git and curl trust the run's CA too (an https server URL through the proxy)
+            "GIT_SSL_CAINFO": self.ports["ca_bundle"],
+            "CURL_CA_BUNDLE": self.ports["ca_bundle"],
             "https_proxy": self.ports["proxy"],
             "HTTPS_PROXY": self.ports["proxy"],
             "SSL_CERT_FILE": self.ports["ca_bundle"],
@@ -456,6 +466,13 @@ class FakeGitHub:
 
     def requests(self) -> list[dict[str, object]]:
         log_file = self.state / "requests.jsonl"
+        if not log_file.is_file():
+            return []
+        return [json.loads(x) for x in log_file.read_text().splitlines() if x.strip()]
+
+    def dispatches(self) -> list[dict[str, Any]]:
+        """The workflow dispatches the runs asked for (`gh workflow run`), in order."""
+        log_file = self.state / "dispatches.jsonl"
         if not log_file.is_file():
             return []
         return [json.loads(x) for x in log_file.read_text().splitlines() if x.strip()]
