@@ -109,7 +109,10 @@ def stable_matrix(repo: Path, image: str) -> str:
         },
         "accelerators": {"cpu": {"image": image}},
         "runners": {"build": {"cpu": "ubuntu-24.04"}, "smoke": {"cpu": "ubuntu-24.04"}},
-        "profiles": {"release": {"description": "every cell"}},
+        "profiles": {
+            "pr": {"description": "the window's cell", "select": [{"accelerator": "cpu"}]},
+            "release": {"description": "every cell"},
+        },
         "index": dict(old["index"]),
     }
     with (repo / "matrix.yaml").open("w", encoding="utf-8") as fh:
