@@ -132,10 +132,13 @@ def test_cpu_cell_offline_exact_options() -> None:
         "CIBW_BEFORE_BUILD",
         "CIBW_ENVIRONMENT",
         "CIBW_REPAIR_WHEEL_COMMAND",
+        "CIBW_TEST_REQUIRES",
         "CIBW_TEST_COMMAND",
         "CIBW_BUILD_VERBOSITY",
         "CIBW_AUDIT_COMMAND",
     ]
+    # the import test's venv gets the job's torch even when the wheel does not require it
+    assert opts["CIBW_TEST_REQUIRES"] == "torch==2.13.0"
     # cibuildwheel's abi3audit step would install from the index: off offline
     assert opts["CIBW_AUDIT_COMMAND"] == ""
     assert opts["CIBW_BUILD"] == "cp311-manylinux_x86_64"

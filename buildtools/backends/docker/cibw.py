@@ -519,7 +519,8 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
         environment += f' PATH="{":".join(front)}:$PATH"'
 
     before = ["--python", BUILD_PYTHON]
-    before += ["--torch", _requirement(job.torch_requirement, f"{job.id}: torch requirement")]
+    torch_req = _requirement(job.torch_requirement, f"{job.id}: torch requirement")
+    before += ["--torch", torch_req]
     before += ["--kind", accel.kind]
     if cross_toolchain is not None:
         before += ["--cross", CROSS_GXX]
@@ -564,6 +565,7 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
             stop_words(inputs.cache_tool if sccache else None)
             + shlex.join(_incontainer("repair", *repair)),
         ),
+        ("CIBW_TEST_REQUIRES", torch_req),  # a wheel need not require torch (a stable one)
         (
             "CIBW_TEST_COMMAND",
             shlex.join(_incontainer("import-test", "--python", BUILD_PYTHON, "{wheel}")),
@@ -573,8 +575,7 @@ def compose_cibuildwheel(  # noqa: PLR0912, PLR0915
     if gha:
         options.append(("CIBW_ENVIRONMENT_PASS_LINUX", " ".join(GHA_CACHE_VARS)))
     if offline:
-        # cibuildwheel (4.x) installs abi3audit on the host for abi3 wheels, from the index
-        # (with its own pins): offline there is none, so that step is off, as in local builds
+        # cibuildwheel 4 installs abi3audit on the host from the index: none offline (as local)
         options.append(("CIBW_AUDIT_COMMAND", ""))
     if any(python.endswith("t") for python in job.pythons):
         # free-threaded CPython (cp314t): cibuildwheel builds it only when enabled
