@@ -462,6 +462,9 @@ class FakeGitHub:
             "HTTPS_PROXY": self.ports["proxy"],
             "SSL_CERT_FILE": self.ports["ca_bundle"],
             "BT_ACT_PAGES_DIR": str(self.state / "pages"),
+            # the repository's attestations outlive the run that made them, as GitHub's
+            # do: a later run (backfill.yml, the next release) verifies the record with them
+            "BT_ACT_ATTESTATIONS": str(self.state / "attestations.jsonl"),
         }
 
     def requests(self) -> list[dict[str, object]]:

@@ -35,11 +35,18 @@ def _env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
-def _record(action: str, **fields: object) -> None:
-    entry = {"action": action, "job": _env("GITHUB_JOB"), "step": _env("GITHUB_ACTION")}
+def _record(action: str, store: str = "", **fields: object) -> None:
+    """One line in the run's log ($BT_ACT_LOG); `store`: a file it is appended to as well."""
+    entry: dict[str, object] = {
+        "action": action,
+        "job": _env("GITHUB_JOB"),
+        "step": _env("GITHUB_ACTION"),
+    }
     entry.update(fields)
-    with open(os.environ["BT_ACT_LOG"], "a", encoding="utf-8") as log:
-        log.write(json.dumps(entry, sort_keys=True) + "\n")
+    for path in (os.environ["BT_ACT_LOG"], store):
+        if path:
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
 def _output(name: str, value: str) -> None:
@@ -197,6 +204,8 @@ def attest_build_provenance() -> int:
     bundle.write_text(json.dumps({"standin": True, "subjects": subjects}))
     _record(
         "actions/attest-build-provenance",
+        # the fake GitHub's attestation store (every run of the repository), when there is one
+        _env("BT_ACT_ATTESTATIONS"),
         subjects=subjects,
         subject_path=_env("IN_SUBJECT_PATH"),
         predicate_type=_env("IN_PREDICATE_TYPE") or "https://slsa.dev/provenance/v1",
