@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
+from fixtures.stablesite import published_window_site
 
 from buildtools.cisteps.record import RecordPolicy, upload_record
 from buildtools.cli.ci.backfill import cmd_backfill, latest_release_tag
@@ -104,26 +105,8 @@ def test_a_new_torch_inside_a_published_window_is_smoke_only_outside_it_a_rebuil
     """A stable wheel published for 2.13.0 with `torch>=2.13,<2.15`: 2.14.1 (out since) is
     inside its window, so the backfill proposes that wheel's smoke there, no build; 2.15.0
     is outside, so it is rebuilt."""
-    record = {
-        "schema": 1,
-        "torch": "2.13.0+cpu",
-        "accelerator": "cpu",
-        "cxx11_abi": True,
-        "abi": "stable",
-        "torch_versions": ["2.13.0"],
-    }
-    wheel = make_wheel(
-        tmp_path / "w",
-        name="bt_scatter",
-        version="0.1.0+pt213cpu",
-        tag="cp312-abi3-manylinux_2_28_x86_64",
-        files={"bt_scatter/__init__.py": b""},
-        requires=["torch<2.15,>=2.13"],
-        dist_info_files={"buildtools.json": json.dumps(record).encode()},
-    )
-    site = tmp_path / "site"
     url = "https://github.com/example/bt-scatter/releases/download/v0.1.0/{filename}"
-    publish(site, [read_wheel(wheel, wheel_url_template=url)], IndexSettings(), load_knowledge())
+    site, wheel = published_window_site(tmp_path, url)
     gh = FakeGitHub()
     release = gh.publish_release(gh.create_release("v0.1.0"))
     upload_record(gh, release, site / "index.json")

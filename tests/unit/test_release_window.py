@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import pytest
 from fixtures.attestations import AttestedRunner, published_record
-from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
+from fixtures.stablesite import published_window_site
 from ruamel.yaml import YAML
 
 from buildtools.cisteps.assets import SmokeBinding, built_wheels, reported_smoke, select_wheels
@@ -20,10 +20,6 @@ from buildtools.cli.ci.matrix import cmd_matrix
 from buildtools.cli.main import _extra_verbs, build_parser
 from buildtools.errors import PlanError
 from buildtools.files import sha256_file
-from buildtools.index.publish import publish
-from buildtools.index.settings import IndexSettings
-from buildtools.index.wheels import read_wheel
-from buildtools.knowledge import load_knowledge
 from buildtools.workflows.generate import generate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,26 +114,7 @@ def test_the_publish_takes_a_window_wheel_only_as_the_record_had_it(
 
 def _window_site(tmp_path: Path) -> tuple[Path, Path]:
     """A stable wheel published for 2.13.0 with `torch>=2.13,<2.15` (2.14.1 came out since)."""
-    record = {
-        "schema": 1,
-        "torch": "2.13.0+cpu",
-        "accelerator": "cpu",
-        "cxx11_abi": True,
-        "abi": "stable",
-        "torch_versions": ["2.13.0"],
-    }
-    wheel = make_wheel(
-        tmp_path / "w",
-        name="bt_scatter",
-        version="0.1.0+pt213cpu",
-        tag="cp312-abi3-manylinux_2_28_x86_64",
-        files={"bt_scatter/__init__.py": b""},
-        requires=["torch<2.15,>=2.13"],
-        dist_info_files={"buildtools.json": json.dumps(record).encode()},
-    )
-    site = tmp_path / "site"
-    publish(site, [read_wheel(wheel, wheel_url_template=URL)], IndexSettings(), load_knowledge())
-    return site, wheel
+    return published_window_site(tmp_path, URL)
 
 
 def _matrix(tmp_path: Path, *window: str) -> tuple[dict[str, str], str, Path]:
