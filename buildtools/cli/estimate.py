@@ -85,7 +85,12 @@ def estimate_for(
         plan.jobs,
         cells=len(plan.cells),
         shape=project_shape(scan_sources(project_dir).files),
-        here=HereFacts(host=here, timings=read_timings(cache), env_cached=cached, cache_warm=warm),
+        here=HereFacts(
+            host=here,
+            timings=read_timings(cache, project=project_dir),
+            env_cached=cached,
+            cache_warm=warm,
+        ),
         ci_machine=ci_machine,
     )
 

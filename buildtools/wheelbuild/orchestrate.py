@@ -532,7 +532,7 @@ def _run_jobs(
     if hasattr(backend, "max_jobs"):
         # the docker backend passes MAX_JOBS into its containers: the scheduler's share
         setattr(backend, "max_jobs", slots.max_jobs)  # noqa: B010
-    timings = read_timings(opts.cache_dir)
+    timings = read_timings(opts.cache_dir, project=opts.project_dir)
     built: dict[str, JobTiming] = {}
     compile_slots = threading.BoundedSemaphore(slots.concurrent)
     stop = threading.Event()
@@ -593,5 +593,5 @@ def _run_jobs(
                 for future in [pool.submit(one, job) for job in todo]:
                     future.result()
     if todo:
-        update_timings(opts.cache_dir, built)
+        update_timings(opts.cache_dir, built, project=opts.project_dir)
     return results

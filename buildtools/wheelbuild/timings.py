@@ -6,12 +6,17 @@ is the job's wall time and its stages (`env`, `build`, `repair`, `check`, from t
 report), with the share of the machine it had (MAX_JOBS, nvcc threads): an estimate for
 another machine can take the environment out, or scale the compile. Files written before
 stages were recorded hold a bare number of seconds; they are read as such.
+
+Entries are per project (`job id@<hash of the project directory>`): two projects build jobs
+of the same id (`torch2.11.0-cu130-cp312`), and one's timing is no ETA for the other's.
+Entries written before that (a bare job id) are dropped at the next write.
 """
 
 from __future__ import annotations
 
 __all__ = ["TIMINGS_NAME", "JobTiming", "read_timings", "update_timings"]
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -88,8 +93,13 @@ class JobTiming:
         )
 
 
-def read_timings(cache_dir: Path) -> dict[str, JobTiming]:
-    """job id → its last timing; empty when there is no (readable) file."""
+def _scope(project: Path) -> str:
+    return "@" + hashlib.sha256(str(project.resolve()).encode()).hexdigest()[:12]
+
+
+def read_timings(cache_dir: Path, *, project: Path | None = None) -> dict[str, JobTiming]:
+    """job id → its last timing for `project` (every entry as stored when None); empty when
+    there is no (readable) file."""
     try:
         data = decode_json((cache_dir / TIMINGS_NAME).read_bytes(), what=TIMINGS_NAME)
     except (OSError, ValueError):
@@ -97,11 +107,16 @@ def read_timings(cache_dir: Path) -> dict[str, JobTiming]:
     if not isinstance(data, dict):
         return {}
     found = {str(k): JobTiming.from_json(v) for k, v in data.items()}
+    if project is not None:
+        scope = _scope(project)
+        found = {k.removesuffix(scope): v for k, v in found.items() if k.endswith(scope)}
     return {k: v for k, v in found.items() if v is not None}
 
 
-def update_timings(cache_dir: Path, built: Mapping[str, JobTiming]) -> None:
-    """Replace the entries of the jobs just built, keeping every other one.
+def update_timings(
+    cache_dir: Path, built: Mapping[str, JobTiming], *, project: Path | None = None
+) -> None:
+    """Replace the entries of the jobs just built (of `project`), keeping every other one.
 
     The file is read again under a lock right before it is written: two runs sharing a
     cache directory each add their own jobs instead of the last one dropping the other's.
@@ -109,6 +124,11 @@ def update_timings(cache_dir: Path, built: Mapping[str, JobTiming]) -> None:
     if not built:
         return
     with file_lock(cache_dir / f".{TIMINGS_NAME}.lock"):
-        timings = {**read_timings(cache_dir), **built}
+        kept = read_timings(cache_dir)
+        if project is not None:  # scoped: unscoped entries of an older version go
+            scope = _scope(project)
+            kept = {k: v for k, v in kept.items() if "@" in k}
+            built = {f"{k}{scope}": v for k, v in built.items()}
+        timings = {**kept, **built}
         data = {k: timings[k].to_json() for k in sorted(timings)}
         write_atomic(cache_dir / TIMINGS_NAME, json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -240,3 +240,21 @@ def test_the_facts_of_a_cache_directory(tmp_path: Path) -> None:
     assert warm(cuda)
     assert not cache_warm_in(tmp_path, {"BUILDTOOLS_CCACHE_DIR": str(tmp_path / "x")})(cuda)
     assert not warm(replace(cuda, compiler_cache=None))
+
+
+def test_timings_are_per_project(tmp_path: Path) -> None:
+    """Two projects build jobs of one id: one's timing is no ETA for the other's."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    (tmp_path / "timings.json").write_text(json.dumps({"torch2.11.0-cu130-cp312": 3110.0}))
+    assert read_timings(tmp_path, project=one) == {}  # an unscoped entry names no project
+    update_timings(tmp_path, {"torch2.11.0-cu130-cp312": JobTiming(seconds=128.0)}, project=one)
+    update_timings(tmp_path, {"torch2.11.0-cu130-cp312": JobTiming(seconds=916.0)}, project=two)
+    assert read_timings(tmp_path, project=one) == {
+        "torch2.11.0-cu130-cp312": JobTiming(seconds=128.0)
+    }
+    assert read_timings(tmp_path, project=two) == {
+        "torch2.11.0-cu130-cp312": JobTiming(seconds=916.0)
+    }
+    assert len(read_timings(tmp_path)) == 2  # the old unscoped entry was dropped
