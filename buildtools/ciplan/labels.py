@@ -19,7 +19,6 @@ __all__ = [
     "group_family",
     "is_hosted",
     "label_text",
-    "present_families",
     "runner_label",
     "runs_on",
     "smoke_families",
@@ -76,12 +75,6 @@ def control_label(mf: MatrixFile, hosted: Collection[str]) -> str:
     if isinstance(cpu, str) and is_hosted(cpu, hosted):
         return cpu
     return load_ecosystem().default_runner
-
-
-def present_families(plan: Plan) -> list[str]:
-    """The families the plan has jobs of, in the order of `layout.FAMILIES`."""
-    present = {family_of(j) for j in plan.jobs}
-    return [f for f in layout.FAMILIES if f in present]
 
 
 def smoke_group(family: str, platform: str) -> str:
