@@ -158,6 +158,7 @@ def test_a_release_end_to_end_then_again(world: dict[str, Any]) -> None:
         "plan": "success", "images": "success", "build-cpu": "success", "build-cuda": "success",
         "build-rocm": "skipped", "smoke-cpu": "success", "smoke-cpu-aarch64": "success",
         "smoke-cuda": "success", "smoke-cuda-aarch64": "success",
+        "smoke-window-cpu": "skipped",  # no window asked for: release day's path stays off
         "prepare": "success", "publish": "success", "pages": "success", "status": "success",
     }, run.leg_log("status")[-3000:] + run.leg_log("publish")[-3000:]  # fmt: skip
     wheels = {a for a in _assets(world, "v0.1.0") if a.endswith(".whl")}
@@ -715,7 +716,9 @@ def test_a_backfill_releases_what_the_latest_tag_lacks_then_nothing(
     [dispatch] = [c for c in run.calls() if c.startswith("gh workflow run")]
     prefix = "gh workflow run release.yml --repo example/bt-scatter --ref main -f tag=v0.1.0 "
     assert dispatch.startswith(prefix + "-f only=")
-    only = dispatch.removeprefix(prefix + "-f only=").split()
+    fields, _, window = dispatch.removeprefix(prefix + "-f only=").partition(" -f window=")
+    only = fields.split()
+    assert window.strip() == ""  # no new torch inside a stable window: nothing smoke-only
     # every smoke-tested cell of the release profile but the three published (ROCm has no
     # smoke runner: never published, never backfilled)
     assert len(only) == 26 - 3 and "torch2.13.0-cpu-cp312" not in only
