@@ -177,13 +177,16 @@ def stand_in_act_gaps(repo: Path, workflow: str) -> dict[str, int]:
     return counts
 
 
-def check_bad_record(o: Outcome, fake: FakeGitHub, uploads_before: int) -> None:
+def check_bad_record(o: Outcome, fake: FakeGitHub, uploads_before: int, digest: str) -> None:
     """The run stops where the record is authenticated (the plan reads it for
-    --published-from-releases, publish restores from it): nothing uploaded, no Pages."""
+    --published-from-releases, publish restores from it): nothing uploaded, no Pages. The
+    refusal must name the altered bytes (`digest`): a run that could not verify even the
+    untouched record (as before the fake GitHub kept attestations across runs) also fails."""
     text = o.log_file.read_text(errors="replace")
     stopped = [j for j in ("plan", "publish the release") if o.job(j) == "failed"]
     o.require(bool(stopped), "neither plan nor publish stopped")
     o.require("gh attestation verify failed" in text, "no failed authentication in the log")
+    o.require(f"sha256:{digest[:8]}" in text, "the refusal does not name the altered record")
     o.require(len(fake.uploads()) == uploads_before, "an asset was uploaded after the tamper")
     o.require(o.job("deploy to GitHub Pages") == "not run", "pages deployed")
     o.require(o.job("status") == "failed", f"status: {o.job('status')}")
@@ -254,8 +257,9 @@ def compare_index(
     log(f"index: {len(theirs)} file(s) published, {len(mine)} made here, {len(differ)} differ")
 
 
-def tamper_record(state: Path) -> str:
-    """A bad record: the last release's index.json changed after it was attested."""
+def tamper_record(state: Path) -> tuple[str, str]:
+    """A bad record: the last release's index.json changed after it was attested; (its
+    release's tag, the altered file's sha256)."""
     data = json.loads((state / "releases.json").read_text())
     for rel in reversed(data["releases"]):
         for asset in rel["assets"]:
@@ -266,7 +270,7 @@ def tamper_record(state: Path) -> str:
                 asset["size"] = len(body)
                 asset["sha256"] = hashlib.sha256(body).hexdigest()
                 (state / "releases.json").write_text(json.dumps(data, indent=1))
-                return str(rel["tag_name"])
+                return str(rel["tag_name"]), asset["sha256"]
     raise SystemExit("ci-run: no published record to tamper with (run the release first)")
 
 
@@ -544,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (one branch per
                 log("bad-record: not run, the release published no record to alter")
                 missing.append("bad-record")
             elif "bad-record" in targets:
-                tampered = tamper_record(work / "github")
+                tampered, digest = tamper_record(work / "github")
                 uploads_before = len(fake.uploads())
                 o = act(
                     "bad-record",
@@ -558,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (one branch per
                     env=env,
                     expect=f"stops: the record of {tampered} is not authenticated",
                 )
-                check_bad_record(o, fake, uploads_before)
+                check_bad_record(o, fake, uploads_before, digest)
                 outcomes.append(o)
             # the pull-request runs see the workflows as generated (their drift check)
             capture(["git", "reset", "-q", "--hard", before_gaps], cwd=repo)
