@@ -51,7 +51,7 @@ from ..planner import MatrixCells
 from ..untrusted import markdown
 from .manifest import IndexedWheel
 from .smokelog import SmokeRun
-from .variants import Variant
+from .variants import Variant, proven_variants
 
 
 class Status(str, enum.Enum):
@@ -188,16 +188,20 @@ def _published(
     columns: Collection[str],
     platforms: Collection[str],
     kb: Knowledge,
+    runs: Sequence[SmokeRun],
 ) -> dict[_Key, list[IndexedWheel]]:
     served: dict[_Key, list[IndexedWheel]] = defaultdict(list)
     kinds: dict[tuple[tuple[str, str, str], str, tuple[str, ...]], list[_Key]] = {}
     for w in wheels:
+        # a window wheel serves the releases smoke runs proved it on too (their pages list it)
+        proven = sorted(v.torch for v in proven_variants(w, runs, kb))
+        torches = tuple(dict.fromkeys((*w.torch_versions, *proven)))
         # a site's thousands of wheels share a few kinds (python/abi/platform tags × torch)
-        kind = (_fields(w.filename), w.accelerator, w.torch_versions)
+        kind = (_fields(w.filename), w.accelerator, torches)
         keys = kinds.get(kind)
         if keys is None:
             keys = kinds[kind] = []
-            for torch in w.torch_versions:
+            for torch in torches:
                 pythons = wheel_pythons(w.filename, {*columns, *_kb_pythons(kb, torch)})
                 for platform in wheel_platforms(w.filename, platforms):
                     keys += [(torch, w.accelerator, p, platform) for p in pythons]
@@ -237,7 +241,8 @@ def coverage_map(
     keys: set[_Key] = {*named, *impossible, *excluded}
     columns = {k[2] for k in keys}
     platforms = {k[3] for k in keys} or {DEFAULT_PLATFORM}
-    served = _published(wheels, columns, platforms, kb)
+    runs = tuple(runs)  # read twice: the releases a run proved, the cells it passed
+    served = _published(wheels, columns, platforms, kb, runs)
     keys |= served.keys()
     by_sha: dict[str, list[SmokeRun]] = defaultdict(list)
     for run in runs:

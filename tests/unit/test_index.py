@@ -14,6 +14,8 @@ from fixtures.crafted import make_wheel
 
 from buildtools.cli.main import main
 from buildtools.errors import ExitCode, ImmutableWheelError, PublishError
+from buildtools.index.coverage import Status as CoverageStatus
+from buildtools.index.coverage import coverage_map
 from buildtools.index.gate import SmokeGate
 from buildtools.index.manifest import read_manifest
 from buildtools.index.merge import merge
@@ -25,6 +27,8 @@ from buildtools.index.variants import Variant, proven_variants, wheel_variants
 from buildtools.index.wheels import WheelSource, read_wheel
 from buildtools.knowledge import Knowledge, load_knowledge
 from buildtools.matrix.config import load_matrix
+from buildtools.model import Cell
+from buildtools.planner import MatrixCells
 
 KB = load_knowledge()
 REL = IndexSettings()
@@ -233,6 +237,20 @@ def test_a_window_wheel_joins_a_new_torch_page_once_a_smoke_run_passed_there(
     files = render_site([w], REL, kb, runs=runs)
     assert "torch-2.12.1+cu130.html" in files and "torch-2.13.0+cu130.html" not in files
     assert w.filename in files["torch-2.12.1+cu130.html"].decode()
+    # the coverage map says so too: the proven release's row is tested, not missing
+    matrix = MatrixCells(
+        cells=tuple(
+            Cell(torch=t, accelerator="cu130", python="3.11", platform="linux_x86_64")
+            for t in ("2.12.1", "2.13.0")
+        )
+    )
+    grid = coverage_map([w], kb=kb, runs=runs, matrix=matrix).grids[0]
+    column = grid.pythons.index("3.11")
+    status = {
+        row[0]: cells[column].status for row, cells in zip(grid.rows, grid.cells, strict=True)
+    }
+    assert status["2.12.1"] is CoverageStatus.SMOKED  # the run that proved it, on the map
+    assert status["2.13.0"] is CoverageStatus.MISSING  # outside the range: no page, no wheel
 
 
 def test_configured_aliases_add_pages(tmp_path: Path) -> None:
