@@ -17,7 +17,7 @@ inside a published stable wheel's window (`smoke_only` of `ci backfill`) is pass
 leg downloads the published wheel (the authenticated record's URL and sha256), runs
 `smoke --window-torch` on a runner of the wheel's family, and the release's own prepare and
 signing jobs list the wheel on the new torch's page only when that leg's report (bound by
-its digest, as every smoke leg's) passed it (`ciplan.window`, `workflows.window_jobs`). A backfill therefore passes every gate a release passes (the
+its digest, as every smoke leg's) passed it (`ciplan.smokeonly`, `workflows.window_jobs`). A backfill therefore passes every gate a release passes (the
 vetted tag, the protected environment, the attestations, the exact caches, the record's
 authentication), now and whenever those gates change, and the self-hosted runner groups
 keep admitting one workflow file (`release.yml`) only.

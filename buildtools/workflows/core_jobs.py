@@ -31,7 +31,7 @@ from ..ciplan.labels import (
     unsmoked_families,
 )
 from ..ciplan.shapes import Shape
-from ..ciplan.window import window_families, window_job
+from ..ciplan.smokeonly import window_families, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
 from ..planner import Plan
 from .common import Context

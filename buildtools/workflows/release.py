@@ -24,7 +24,7 @@ from typing import Any
 from ..ciplan import layout
 from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
-from ..ciplan.window import window_families, window_job
+from ..ciplan.smokeonly import window_families, window_job
 from ..planner import Plan
 from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header

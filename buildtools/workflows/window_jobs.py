@@ -2,7 +2,7 @@
 
 `smoke-window-<family>` (one per family with an x86_64 smoke runner) runs only when the
 run was started with `window` cells (the backfill does, for a torch released inside a
-published wheel's window: `ciplan.window`). It builds nothing: each leg downloads the
+published wheel's window: `ciplan.smokeonly`). It builds nothing: each leg downloads the
 published wheel from the URL the authenticated record gives, refuses any other bytes than
 the record's sha256, runs `nox -s smoke -- --window-torch <torch>` on a runner of the
 wheel's family and, as every smoke leg of a release, outputs its report's sha256
@@ -19,7 +19,7 @@ from typing import Any
 
 from ..ciplan import layout
 from ..ciplan.labels import Label, runs_on
-from ..ciplan.window import WINDOW_LEGS, window_job
+from ..ciplan.smokeonly import WINDOW_LEGS, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
 from .common import Context
 from .scripts import bash, smoked_script

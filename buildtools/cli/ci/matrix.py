@@ -27,7 +27,7 @@ from ...ciplan.shapes import (
     summary_markdown,
     write_outputs,
 )
-from ...ciplan.window import window_families, window_outputs, window_rows
+from ...ciplan.smokeonly import window_families, window_outputs, window_rows
 from ...cisteps.github_api import GitHubApi, RestApi
 from ...cisteps.provenance import record_policy
 from ...cisteps.record import latest_record
