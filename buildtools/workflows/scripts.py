@@ -275,7 +275,8 @@ def build_script(matrix: str, profile: str, *, isolated: bool = False) -> str:
             'rm -rf "$BUILDTOOLS_CACHE_DIR"',
             'mkdir -p "$BUILDTOOLS_CACHE_DIR"',
             'export PIP_CACHE_DIR="$BUILDTOOLS_CACHE_DIR/pip"',
-            "unset BUILDTOOLS_CCACHE_DIR",
+            # nor a unit store the runner's environment names (device units of another run)
+            "unset BUILDTOOLS_CCACHE_DIR BUILDTOOLS_UNITS_DIR",
             'echo "a release build reads no cache: $BUILDTOOLS_CACHE_DIR starts empty (downloads'
             " from the index, each checked against the sha256 it publishes; no compiler cache"
             ' from another run)"',
