@@ -208,6 +208,9 @@ def _smoke(
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    # rich's own colour (FORCE_COLOR=1, as CI sets) is ours; what is looked for is the input's
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("BUILDTOOLS_CACHE_DIR", str(cache_dir()))
     out = io.StringIO()
     results = tmp_path / "results"
