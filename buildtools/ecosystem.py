@@ -3,7 +3,7 @@
 The PyTorch wheel index, the glibc behind the legacy manylinux tags, the variables a child
 Python must not inherit, the CUDA/ROCm programs and variables a CPU cell's build must not
 see, the default runner labels (x86 and ARM), the ELF machine of each
-wheel arch and the arch-list variable of each accelerator kind used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
+wheel arch, the CUDA version each nvcc option buildtools adds appeared in and the arch-list variable of each accelerator kind used to be constants repeated in the modules that use them, or were missing; they live in one data file, each with why and its source. The file is
 JSON and this module uses the standard library only: the docker backend's in-container steps
 (repair, the toolchain links) reach its readers, and the builder image's tools venv has
 neither pydantic nor a YAML parser.
@@ -38,6 +38,7 @@ _SECTIONS = {
     "arch_variables": "variables",
     "device_programs": "names",
     "device_env": "drop",
+    "nvcc_options_since": "versions",
 }
 _URL_RE = re.compile(r"^https://\S+[^/\s]$")
 _TAG_RE = re.compile(r"^manylinux\d+$")
@@ -62,6 +63,8 @@ class Ecosystem:
     arch_variables: Mapping[str, str]  # accelerator kind ('cuda') → 'TORCH_CUDA_ARCH_LIST'
     device_programs: tuple[str, ...]  # CUDA/ROCm programs a CPU cell's build must not find
     device_env: tuple[str, ...]  # CUDA/ROCm variables removed from a CPU cell's build
+    # an nvcc option buildtools adds → the first CUDA version whose nvcc has it ('13.0')
+    nvcc_options_since: Mapping[str, str]
     sources: Mapping[str, str]  # section → where its fact was read
 
 
@@ -93,6 +96,13 @@ def _check(section: str, value: Any) -> str | None:
             or not v.startswith("EM_")
         ]
         return f"expected 'arch': 'EM_…' entries: {bad}" if bad else None
+    if section == "nvcc_options_since":
+        bad = [
+            k
+            for k, v in value.items()
+            if not k.startswith("-") or not isinstance(v, str) or not re.fullmatch(r"\d+\.\d+", v)
+        ]
+        return f"expected '-option': 'X.Y' entries: {bad}" if bad else None
     if section == "arch_variables":
         named = set(value) == {"cuda", "rocm"} and all(
             isinstance(v, str) and _ENV_RE.match(v) for v in value.values()
@@ -157,6 +167,7 @@ def _parse(path: Path) -> Ecosystem:
         arch_variables=MappingProxyType(dict(data["arch_variables"]["variables"])),
         device_programs=tuple(data["device_programs"]["names"]),
         device_env=tuple(data["device_env"]["drop"]),
+        nvcc_options_since=MappingProxyType(dict(data["nvcc_options_since"]["versions"])),
         sources=MappingProxyType({s: data[s]["source"] for s in _SECTIONS}),
     )
 

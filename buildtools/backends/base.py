@@ -11,6 +11,7 @@ from typing import Protocol
 from packaging.version import InvalidVersion, Version
 
 from ..context import RunContext
+from ..ecosystem import load_ecosystem
 from ..knowledge import Knowledge
 from ..model import BuildJob
 from ..process import ProcessRunner
@@ -104,12 +105,9 @@ def prefix_maps_env(maps: Sequence[str], env: Mapping[str, str], *, device: bool
     return out
 
 
-# nvcc's -frandom-seed, the same for every file (see nvcc_seed_env). nvcc 13.0 has the
-# option; nvcc 11.8 (Debian 12's nvidia-cuda-toolkit) and 12.4 (Debian 13's) stop with
-# "nvcc fatal : Unknown option '-frandom-seed=…'" (checked 2026-11-26). 12.5-12.9 were not
-# at hand to try, so they are treated as lacking it.
+# nvcc's -frandom-seed, the same for every file (see nvcc_seed_env); which nvcc has the
+# option is data/ecosystem.json's `nvcc_options_since`
 NVCC_RANDOM_SEED = "torch-buildtools"
-NVCC_RANDOM_SEED_SINCE = Version("13.0")
 
 
 def nvcc_seed_env(env: Mapping[str, str], cuda_version: str | None) -> dict[str, str]:
@@ -129,7 +127,8 @@ def nvcc_seed_env(env: Mapping[str, str], cuda_version: str | None) -> dict[str,
     must make unique.
     """
     try:
-        supported = cuda_version is not None and Version(cuda_version) >= NVCC_RANDOM_SEED_SINCE
+        since = Version(load_ecosystem().nvcc_options_since["-frandom-seed"])
+        supported = cuda_version is not None and Version(cuda_version) >= since
     except InvalidVersion:
         supported = False
     current = env.get("NVCC_APPEND_FLAGS", "")

@@ -250,15 +250,12 @@ def _current_torch(
     )
 
 
-# nvcc learned --compress-mode in CUDA 12.8 (older nvcc rejects the option)
-_COMPRESS_SINCE = Version("12.8")
-
-
 def _compress_flag(mode: str | None, toolkit: Toolkit | None) -> str | None:
     """`--compress-mode=MODE` for a CUDA >= 12.8 job when build.cuda_compress asks for it."""
     if mode is None or toolkit is None or toolkit.kind != "cuda":
         return None
-    return f"--compress-mode={mode}" if Version(toolkit.version) >= _COMPRESS_SINCE else None
+    since = Version(load_ecosystem().nvcc_options_since["--compress-mode"])  # older: rejected
+    return f"--compress-mode={mode}" if Version(toolkit.version) >= since else None
 
 
 def _make_job(

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from buildtools.backends.base import NVCC_RANDOM_SEED_SINCE, nvcc_seed_env
+from buildtools.backends.base import nvcc_seed_env
+from buildtools.ecosystem import load_ecosystem
 
 NVCC = shutil.which("nvcc")
 ANONYMOUS_CU = (
@@ -55,6 +56,7 @@ def test_the_seed_makes_a_cu_file_without_external_functions_reproducible(
 ) -> None:
     flags = nvcc_seed_env({}, VERSION) if seeded else {}
     if seeded and not flags:
-        pytest.skip(f"nvcc {VERSION} has no -frandom-seed (since {NVCC_RANDOM_SEED_SINCE})")
+        since = load_ecosystem().nvcc_options_since["-frandom-seed"]
+        pytest.skip(f"nvcc {VERSION} has no -frandom-seed (since {since})")
     (tmp_path / "k.cu").write_text(ANONYMOUS_CU)
     assert (_compile(tmp_path, "a", flags) == _compile(tmp_path, "b", flags)) is same

@@ -447,6 +447,7 @@ def test_ecosystem_facts_load_and_are_cached() -> None:
     assert eco.manylinux_aliases["manylinux2014"] == (2, 17)
     assert {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_USER"} <= set(eco.dropped_env)
     assert eco.default_runner == "ubuntu-24.04"
+    assert eco.nvcc_options_since == {"--compress-mode": "12.8", "-frandom-seed": "13.0"}
     assert all(source.strip() for source in eco.sources.values())
 
 
@@ -458,6 +459,7 @@ def test_ecosystem_facts_load_and_are_cached() -> None:
         ('"source": "R38', '"sauce": "R38', "manylinux_aliases.sauce: unknown key"),
         ('"url": "https://download.pytorch.org/whl"', '"url": "http://x/"', "pytorch_index.url"),
         ('"PIP_USER": "makes', '"PIP USER": "makes', "each entry needs a name"),
+        ('"-frandom-seed": "13.0"', '"-frandom-seed": "13"', "nvcc_options_since.versions"),
     ],
 )
 def test_broken_ecosystem_data_is_reported(
