@@ -328,7 +328,10 @@ def _cell_paths(config: WrapConfig, args: list[str]) -> tuple[WrapConfig, list[s
     done = subprocess.run(
         [config.python or "python", "-I", "-c", code], capture_output=True, timeout=60, check=True
     )
-    site, *include = _decode_json(done.stdout, what="the cell's paths")
+    paths = _decode_json(done.stdout, what="the cell's paths")
+    if not (isinstance(paths, list) and len(paths) == 3 and all(isinstance(p, str) for p in paths)):
+        raise ValueError(f"it answered {done.stdout[:200]!r}, not three paths")
+    site, *include = paths
     if "-c" in args:
         args += [
             w

@@ -279,3 +279,23 @@ def test_a_containers_cells_name_only_their_python_and_reuse_across_versions(
     (project / "pyunit2.cu").write_text(PY_UNIT.replace("PY_FLAVOUR", "PY_MAJOR_VERSION"))
     _, rec = _cell_compile(project, two, "pyunit2.cu", job="py", store=store)
     assert rec["reuse"] == "python-dependent"
+
+
+def test_a_cell_python_that_answers_no_paths_stops_the_compile_with_one_line(
+    tmp_path: Path,
+) -> None:
+    """The cell's interpreter runs the project's environment: an answer that is not three
+    paths is refused (exit 2, one line), not unpacked into the key."""
+    liar = tmp_path / "python"
+    liar.write_text('#!/bin/sh\necho \'{"purelib": "/"}\'\n')
+    liar.chmod(0o755)
+    config = devicewrap.WrapConfig(downstream=("true",), job="j", python=str(liar))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config.to_json()))
+    done = subprocess.run(
+        [sys.executable, "-I", devicewrap.__file__, str(path), "-c", "x.cu", "-o", "x.o"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not three paths" in lines[0] and str(liar) in lines[0], done.stderr
