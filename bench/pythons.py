@@ -7,9 +7,11 @@ compiler cache, so nothing is reused from an earlier run:
 - one:      the first Python's cell alone;
 - all:      the cells of every Python of that torch × accelerator in one build (the device
             units compiled by the first cell to reach them, reused by the others);
-- separate: each other Python's cell alone with the reuse off (`BUILDTOOLS_UNIT_REUSE=0`),
-            to compare its wheel with the one `all` made (`--identity one` compares the last
-            Python's only, `none` skips it).
+- separate: each other Python's cell alone with an empty unit store at the same path, to
+            compare its wheel with the one `all` made (`--identity one` compares the last
+            Python's only, `none` skips it). The same path: a unit with line info names
+            the store's header views in its device code, as it named the environment's
+            headers before (toolchain/headerview.py).
 
 Prints the ratio all / one (the target: ≤ 1.5 for five Pythons) and, per cell, the units
 reused and from which cell. The environments must exist already (`buildtools build --only
@@ -78,22 +80,22 @@ def differing_members(one: Path, two: Path) -> list[str]:
 
 
 def build(
-    ids: list[str], *, matrix: Path, project: Path, scratch: Path, name: str, reuse: bool
+    ids: list[str], *, matrix: Path, project: Path, scratch: Path, name: str
 ) -> tuple[float, dict[str, Any]]:
     """One cold `buildtools build` of `ids`; (seconds, its report)."""
     base = default_cache_dir(os.environ)
     # every build at the same project and cache paths, made afresh: a wheel is reproducible at
     # one path (the object directory's name follows the project's), so a comparison needs it
-    cache, src = scratch / "cache", scratch / "src"
-    shutil.rmtree(cache, ignore_errors=True)
-    shutil.rmtree(src, ignore_errors=True)
+    cache, src, units = scratch / "cache", scratch / "src", scratch / "units"
+    for path in (cache, src, units):
+        shutil.rmtree(path, ignore_errors=True)
     cache.mkdir()
     (cache / "envs").symlink_to(base / "envs")
     shutil.copytree(project, src, ignore=shutil.ignore_patterns(*IGNORED_DIRS, "*.egg-info"))
     wheelhouse = scratch / f"{name}-wh"
     env = {k: v for k, v in os.environ.items() if k != "BUILDTOOLS_CCACHE_DIR"}
-    env["BUILDTOOLS_UNITS_DIR"] = str(scratch / f"{name}-units")
-    env["BUILDTOOLS_UNIT_REUSE"] = "1" if reuse else "0"
+    env["BUILDTOOLS_UNITS_DIR"] = str(units)
+    env["BUILDTOOLS_UNIT_REUSE"] = "1"
     argv = [sys.executable, "-m", "buildtools", "build", "--matrix", str(matrix)]
     argv += ["--profile", "release", "--project", str(src), "--wheelhouse", str(wheelhouse)]
     argv += ["--cache-dir", str(cache), "--compiler-cache", "none", "--no-live"]
@@ -132,14 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="bench-pythons-", dir=default_cache_dir(os.environ)))
     try:
         kw = {"matrix": args.matrix, "project": project, "scratch": scratch}
-        one, _ = build(ids[:1], name="one", reuse=True, **kw)
-        every, report = build(ids, name="all", reuse=True, **kw)
+        one, _ = build(ids[:1], name="one", **kw)
+        every, report = build(ids, name="all", **kw)
         wheels = {c["cell"]: c for c in report["cells"]}
         compare = {"all": ids[1:], "one": ids[-1:], "none": []}[args.identity]
         identical: dict[str, bool] = {}
         differ: dict[str, list[str]] = {}
         for cell in compare:
-            _, alone = build([cell], name=f"separate-{cell}", reuse=False, **kw)
+            _, alone = build([cell], name=f"separate-{cell}", **kw)
             theirs = alone["cells"][0]
             identical[cell] = theirs["sha256"] == wheels[cell]["sha256"]
             print(f"  {cell}: the same wheel as built alone: {identical[cell]}", flush=True)

@@ -3,23 +3,20 @@ compiled once for every Python (docs/matrix.md `arch_flags`, docs/performance.md
 
 torch's ninja build calls it as nvcc (`PYTORCH_NVCC`): a script run by path, standard library
 only (`python -I devicewrap.py CONFIG ARGS…`). CONFIG (`WrapConfig`) names the command the
-compile goes to (a compiler cache's or a cluster's launcher in front of nvcc, or nvcc), the
-cell's arch flags under `arch_flags: enforce`, the unit store, and the log it appends one
-JSON line to per call (the build reads it into the job log, the record and the report).
-
-**Arch flags.** With `enforce`, a call that compiles or device-links loses the project's
-`-gencode`/`-arch`/`-code` (arguments, NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS) and gets the
-cell's list in torch's own form.
+compile goes to (a compiler cache's or a cluster's launcher, or nvcc), the cell's arch flags
+under `arch_flags: enforce` (the project's `-gencode`/`-arch`/`-code` replaced, in arguments
+and NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS), the unit store, and the log it appends one JSON
+line to per call (read into the job log, the record and the report).
 
 **Compile once for every Python.** The Python cells of one torch × CUDA compile the same `.cu`
-files; only the paths differ, and the build maps them out of the objects (`-ffile-prefix-map`,
-which nvcc's device preprocessing honours too). The key is ccache's depend mode with those
-paths as placeholders: the compilers' contents, the arguments and nvcc's environment flags
-(output paths and speed-only options left out), the source, and per stored variant every
-header of the compile's dependency file with its sha256, all of which must match at this
-cell's paths. Not stored: a unit that includes a header of Python's include directories, one
-with line tables or debug info (they keep real paths), one without a dependency file. Cells
-building at once wait for each other per key, so the second finds the first's object.
+files at other paths, which the build maps out of the objects (`-ffile-prefix-map`). The key
+is ccache's depend mode with those paths as placeholders: the compilers' contents, the
+arguments and nvcc's environment flags (output paths and speed-only options left out), the
+source, and per stored variant every header of the dependency file with its sha256, which
+must match at this cell's paths. A unit with line info keeps paths and mtimes in its device
+code: it compiles against header views (`toolchain.headerview`), and its headers' mtimes
+must match too. Not stored: a unit that includes a Python header, one with debug info, one
+without a dependency file. Cells building at once wait for each other per key.
 """
 
 from __future__ import annotations
@@ -61,15 +58,8 @@ _OUTPUT_WITH_VALUE = ("-o", "--output-file", "-MF", "--dependency-output", "-odi
 _NEUTRAL_WITH_VALUE = ("--threads", "-t", "--keep-dir", "-keep-dir")
 _NEUTRAL = ("--keep", "-keep")
 # options that put the real paths of sources and headers into the object
-_PATHS_IN_OUTPUT = (
-    "-G",
-    "--device-debug",
-    "-lineinfo",
-    "--generate-line-info",
-    "-g",
-    "-ggdb",
-    "-g3",
-)
+_LINE_INFO = ("-lineinfo", "--generate-line-info")  # reusable through header views
+_PATHS_IN_OUTPUT = ("-G", "--device-debug", *_LINE_INFO, "-g", "-ggdb", "-g3")
 _LOCK_WAIT = 4 * 3600.0  # seconds a cell waits for another's compile of the same unit
 _VARIANTS = 8  # header sets kept per key (a changed header adds one)
 
@@ -93,6 +83,7 @@ class WrapConfig:
     # directories, which the wrapper then maps out of each compile itself (`_cell_paths`)
     python: str | None = None
     timeout: float = 4 * 3600.0  # seconds one compile may take
+    local: bool = True  # False: a cluster compiles (a unit with line info differs there)
 
     def to_json(self) -> dict[str, object]:
         return {"schema": SCHEMA, **dataclasses.asdict(self)}  # tuples as JSON lists
@@ -129,6 +120,7 @@ def _sibling(module: str) -> Any:
 
 _decode_json = _sibling("jsonfields").decode_json  # a store entry is read within its limits
 _archopts = _sibling("toolchain.archopts")
+_headerview = _sibling("toolchain.headerview")
 _ENV_FLAGS, _DEVICE_SOURCES = _archopts.ENV_FLAGS, _archopts.DEVICE_SOURCES
 
 
@@ -201,7 +193,11 @@ class _Paths:
 
     def in_python(self, path: str) -> bool:
         real = os.path.realpath(path)
-        return any(real == p or real.startswith(p + os.sep) for p in self.python)
+        return any(_inside(real, p) for p in self.python)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory + os.sep)
 
 
 def _sha256(path: str) -> str | None:
@@ -222,11 +218,8 @@ def _tool_digest(store: Path, path: str) -> str:
         st = Path(real).stat()
     except OSError:
         return f"missing:{path}"
-    memo = (
-        store
-        / "tools"
-        / hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
-    )
+    sig = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+    memo = store / "tools" / sig
     with contextlib.suppress(OSError):
         return memo.read_text().strip()
     digest = _sha256(real) or f"unreadable:{real}"
@@ -290,19 +283,37 @@ def _keyed_words(words: Sequence[str], paths: _Paths) -> list[str]:
     return out
 
 
+def _path_options(args: Sequence[str], env: Mapping[str, str]) -> set[str]:
+    """The options of a compile that put real paths into its object, wherever they are given:
+    an option's value too (-Xcompiler=-g, --ptxas-options=-lineinfo, "-O3,-g"), quoted or not,
+    and nvcc's environment flags."""
+    env_words = [w for n in _ENV_FLAGS for w in shlex.split(env.get(n, ""))]
+    parts = {p.strip("'\"") for w in (*args, *env_words) for p in re.split(r"[=,\s]", w)}
+    return parts & set(_PATHS_IN_OUTPUT)
+
+
+def _line_info_only(config: WrapConfig, args: Sequence[str], env: Mapping[str, str]) -> bool:
+    found = _path_options(args, env) if config.local and config.store else set()
+    return bool(found) and found <= set(_LINE_INFO)
+
+
 def unit_key(
-    args: Sequence[str], env: Mapping[str, str], config: WrapConfig, compilers: Sequence[str]
+    args: Sequence[str],
+    env: Mapping[str, str],
+    config: WrapConfig,
+    compilers: Sequence[str],
+    *,
+    line_info: bool = False,
 ) -> str | None:
-    """The key of a compile before its headers are known (None: not a reusable unit)."""
+    """The key of a compile before its headers are known (None: not a reusable unit). A unit
+    with line info (`line_info`, compiled against header views) keeps the project's path."""
     unit = _unit(args)
     if unit is None or unit.depfile is None or config.store is None:
         return None
-    env_words = [w for n in _ENV_FLAGS for w in shlex.split(env.get(n, ""))]
-    # an option's value too (-Xcompiler=-g, --ptxas-options=-lineinfo, "-O3,-g"), quoted or not
-    parts = {p.strip("'\"") for w in (*args, *env_words) for p in re.split(r"[=,\s]", w)}
-    if parts & set(_PATHS_IN_OUTPUT):
+    kept = _path_options(args, env) - (set(_LINE_INFO) if line_info else set())
+    if kept:
         return None
-    paths = _Paths(config)
+    paths = _Paths(dataclasses.replace(config, project=None) if line_info else config)
     source_digest = _sha256(unit.source)
     if source_digest is None:
         return None
@@ -313,6 +324,7 @@ def unit_key(
         "args": _keyed_words(args, paths),
         "env": {n: _keyed_words(shlex.split(env.get(n, "")), paths) for n in _ENV_FLAGS},
         "source": [paths.normal(os.path.realpath(unit.source)), source_digest],
+        "line_info": line_info,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -392,15 +404,24 @@ def _matches(variant: Mapping[str, object], paths: _Paths, digests: dict[str, st
     deps = variant.get("deps")
     if not isinstance(deps, list) or not deps:
         return False
-    for dep in deps:
-        if not (isinstance(dep, list) and len(dep) == 2 and all(isinstance(d, str) for d in dep)):
+    for dep in deps:  # [path, sha256], and mtime_ns for a unit with line info (in its object)
+        if not isinstance(dep, list) or len(dep) not in (2, 3):
+            return False
+        if not all(map(isinstance, dep, (str, str, int))):
             return False
         real = paths.real(dep[0])
         if real not in digests:
             digests[real] = _sha256(real)
-        if digests[real] != dep[1]:
+        if digests[real] != dep[1] or (len(dep) == 3 and _mtime_ns(real) != dep[2]):
             return False
     return True
+
+
+def _mtime_ns(path: str) -> int | None:
+    try:
+        return Path(path).stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def _reuse(store: Path, key: str, unit: _Unit, paths: _Paths) -> dict[str, object] | None:
@@ -426,8 +447,12 @@ def _reuse(store: Path, key: str, unit: _Unit, paths: _Paths) -> dict[str, objec
     return None
 
 
-def _store(store: Path, key: str, unit: _Unit, paths: _Paths, job: str) -> str:
-    """Keep the compiled object under its key; what happened, as a word for the log."""
+def _store(
+    store: Path, key: str, unit: _Unit, paths: _Paths, config: WrapConfig, *, line_info: bool
+) -> str:
+    """Keep the compiled object under its key; what happened, as a word for the log. A unit
+    with line info keeps each header's mtime as well, and is not kept when a header came
+    from the site-packages (not through a view: its path is the cell's)."""
     assert unit.depfile is not None
     try:
         deps = parse_depfile(Path(unit.depfile).read_text(errors="surrogateescape"))
@@ -435,19 +460,24 @@ def _store(store: Path, key: str, unit: _Unit, paths: _Paths, job: str) -> str:
         return "no-depfile"
     if any(paths.in_python(d) for d in deps):
         return "python-dependent"
-    pairs = []
+    site = os.path.realpath(config.site_packages) if config.site_packages else None
+    if line_info and site and any(_inside(os.path.realpath(d), site) for d in deps):
+        return "path-dependent"
+    pairs: list[list[object]] = []
     for dep in deps:
         digest = _sha256(dep)
         if digest is None:
             return "unreadable-header"
         pairs.append([paths.normal(os.path.realpath(dep)), digest])
+        if line_info:
+            pairs[-1].append(_mtime_ns(dep))
     data = Path(unit.output).read_bytes()
     obj = hashlib.sha256(data).hexdigest()
     target = store / "objects" / obj[:2] / obj
     if not target.is_file():
         _write_atomic(target, data)
     variants = [v for v in _read_entry(store, key) if v.get("deps") != pairs]
-    variants.insert(0, {"deps": pairs, "object": obj, "job": job})
+    variants.insert(0, {"deps": pairs, "object": obj, "job": config.job})
     doc = {"schema": SCHEMA, "variants": variants[:_VARIANTS]}
     _write_atomic(_entry_path(store, key), json.dumps(doc).encode())
     return "stored"
@@ -473,6 +503,22 @@ def _compile(config: WrapConfig, args: Sequence[str], env: Mapping[str, str]) ->
         return 124
 
 
+def _through_views(
+    config: WrapConfig, args: list[str], env: dict[str, str], record: dict[str, object]
+) -> tuple[list[str], dict[str, str]] | None:
+    """A unit with line info compiled against header views (`toolchain.headerview`); None, and
+    why in `record`, when it cannot be."""
+    if config.site_packages is None or config.store is None:
+        record["why"] = "line info, and the build does not map the site-packages"
+        return None
+    done = _headerview.apply(Path(config.store), config.site_packages, args, env, _ENV_FLAGS)
+    if isinstance(done, str):
+        record["why"] = done
+        return None
+    args, env, record["header_views"] = done
+    return args, env
+
+
 def run(config: WrapConfig, args: list[str], env: dict[str, str]) -> int:
     """One compiler call through the wrapper; the compiler's exit status."""
     started = time.monotonic()
@@ -487,16 +533,22 @@ def run(config: WrapConfig, args: list[str], env: dict[str, str]) -> int:
     if unit is not None:
         record["unit"] = _Paths(config).normal(os.path.realpath(unit.source))
     key = None
-    if unit is not None and config.store is not None:
-        key = unit_key(args, env, config, _compilers(config, args))
-        if key is None:
-            record["reuse"] = "not-reusable"
+    line_info = unit is not None and _line_info_only(config, args, env)
+    viewed = _through_views(config, args, env, record) if line_info else None
+    if unit is not None and config.store is not None and (viewed or not line_info):
+        view_args, view_env = viewed or (args, env)
+        compilers = _compilers(config, view_args)
+        key = unit_key(view_args, view_env, config, compilers, line_info=line_info)
+    if key is None and unit is not None and config.store is not None:
+        record["reuse"] = "not-reusable"
     if key is None or unit is None or config.store is None:
         code = _compile(config, args, env)
         record.update(status=code, seconds=round(time.monotonic() - started, 3))
         _log(config, record)
         return code
-    store, paths = Path(config.store), _Paths(config)
+    view_args, view_env = viewed or (args, env)
+    store = Path(config.store)
+    paths = _Paths(dataclasses.replace(config, project=None) if line_info else config)
     with _locked(store / "locks" / key[:2] / f"{key}.lock"):
         variant = _reuse(store, key, unit, paths)
         if variant is not None:
@@ -504,8 +556,14 @@ def run(config: WrapConfig, args: list[str], env: dict[str, str]) -> int:
             record["seconds"] = round(time.monotonic() - started, 3)
             _log(config, record)
             return 0
-        code = _compile(config, args, env)
-        record["reuse"] = _store(store, key, unit, paths, config.job) if code == 0 else "failed"
+        code = _compile(config, view_args, view_env)
+        if code == 0:
+            record["reuse"] = _store(store, key, unit, paths, config, line_info=line_info)
+        elif viewed is not None:  # not through the views, then: as the project wrote it
+            record["reuse"] = "view-failed"
+            code = _compile(config, args, env)
+        else:
+            record["reuse"] = "failed"
     record.update(status=code, seconds=round(time.monotonic() - started, 3))
     _log(config, record)
     return code
@@ -523,7 +581,8 @@ def main(argv: Sequence[str]) -> int:
     env = dict(os.environ)
     if env.get(DOWNSTREAM_VAR):
         try:
-            config = dataclasses.replace(config, downstream=tuple(shlex.split(env[DOWNSTREAM_VAR])))
+            to = tuple(shlex.split(env[DOWNSTREAM_VAR]))
+            config = dataclasses.replace(config, downstream=to, local=to == config.downstream)
         except ValueError as exc:
             print(f"devicewrap: {DOWNSTREAM_VAR}: {exc}", file=sys.stderr)
             return 2

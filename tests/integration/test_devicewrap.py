@@ -67,6 +67,8 @@ def _compile(
     store: Path | None,
     arch: list[str],
     enforce: list[str] | None = None,
+    include: Path | None = None,
+    flags: tuple[str, ...] = (),
 ) -> tuple[bytes, list[dict[str, object]]]:
     """One unit through the wrapper as torch's ninja build runs it; (object, log lines)."""
     assert NVCC is not None
@@ -92,9 +94,9 @@ def _compile(
     argv = [
         sys.executable, "-I", devicewrap.__file__, str(path),
         "--generate-dependencies-with-compile", "--dependency-output", f"{obj}.d",
-        f"-I{sp}", f"-I{cell['py']}", "-c", str(project / source), "-o", str(obj),
+        f"-I{include or sp}", f"-I{cell['py']}", "-c", str(project / source), "-o", str(obj),
         *arch, f"-Xcompiler=-ffile-prefix-map={sp}=/site-packages",
-        "-frandom-seed=x", "--keep", "--keep-dir", str(cell["keep"]),
+        "-frandom-seed=x", "--keep", "--keep-dir", str(cell["keep"]), *flags,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_")}
     subprocess.run(argv, check=True, env=env, timeout=600)
@@ -299,3 +301,61 @@ def test_a_cell_python_that_answers_no_paths_stops_the_compile_with_one_line(
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "not three paths" in lines[0] and str(liar) in lines[0], done.stderr
+
+
+VIEW_UNIT = (
+    '#include <torch/twice.h>\n#include "local.h"\n'
+    "__global__ void k(int* x) { x[0] = twice(x[0]) + LOCAL; }\n"
+    "void launch(int* x) { k<<<1, 1>>>(x); }\n"
+)
+
+
+def _torch_cell(root: Path, name: str, flavour: int, mtime: int) -> dict[str, Path]:
+    """A cell whose torch headers sit in `<site-packages>/torch/include`, as torch's do, dated
+    `mtime` (each Python's environment was installed at another time)."""
+    cell = _cell(root, name, flavour)
+    include = cell["sp"] / "torch" / "include" / "torch"
+    include.mkdir(parents=True)
+    (include / "twice.h").write_text(HEADER)
+    os.utime(include / "twice.h", (mtime, mtime))
+    return {**cell, "include": cell["sp"] / "torch" / "include"}
+
+
+@needs_nvcc
+def test_a_unit_with_line_info_is_compiled_once_against_header_views(
+    tmp_path: Path, project: Path
+) -> None:
+    """Line info keeps the path and mtime of every header in the device code: two cells' own
+    compiles differ, through header views they are one object, and a cell built alone with
+    an empty store at the same path (the views' path is in the object, as the environment's
+    was) makes the same bytes; a project header touched is compiled again."""
+    (project / "view.cu").write_text(VIEW_UNIT)
+    (project / "local.h").write_text("#define LOCAL 1\n")
+    one = _torch_cell(tmp_path, "cp311", 11, 1_700_000_000)
+    two = _torch_cell(tmp_path, "cp312", 12, 1_750_000_000)
+    line = ("-lineinfo",)
+
+    def build(cell: dict[str, Path], job: str, store: Path | None) -> tuple[bytes, dict]:
+        data, log = _compile(
+            project, cell, "view.cu", job=job, store=store, arch=SM90,
+            include=cell["include"], flags=line,
+        )  # fmt: skip
+        return data, log[-1] if log else {}
+
+    own_one, _ = build(one, "own311", None)
+    own_two, _ = build(two, "own312", None)
+    assert own_one != own_two  # the premise: line info carries each cell's paths and mtimes
+    store = tmp_path / "store"
+    first, log1 = build(one, "cp311", store)
+    assert log1["reuse"] == "stored" and log1["header_views"] == 1, log1
+    reused, log2 = build(two, "cp312", store)
+    assert log2["reuse"] == "reused" and log2["source_job"] == "cp311", log2
+    views = list((store / "views").glob("[0-9a-f]*/include/torch/twice.h"))
+    assert len(views) == 1 and views[0].stat().st_mtime == 315532800
+    shutil.rmtree(store)
+    alone, log3 = build(two, "alone", store)
+    assert log3["reuse"] == "stored"
+    assert reused == first == alone
+    os.utime(project / "local.h", (1_760_000_000, 1_760_000_000))  # same bytes, another date
+    _, log4 = build(two, "touched", store)
+    assert log4["reuse"] == "stored"  # its mtime is in the object: compiled again
