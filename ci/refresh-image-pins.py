@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import io
 import json
 import re
 import shutil
@@ -41,11 +42,15 @@ from typing import Any
 from ruamel.yaml import YAML
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
-from buildtools.backends.docker.images import PINS_FILE
+from buildtools.backends.docker.images import validate_image_ref
+from buildtools.errors import BuildtoolsError
+from buildtools.files import write_atomic
 from buildtools.knowledge import load_knowledge
+from buildtools.knowledge.imagepins import IMAGE_PINS_FILE, load_image_pins
+from buildtools.model import Accelerator
 from buildtools.process import SubprocessRunner
 
-PINS = PINS_FILE
+PINS = IMAGE_PINS_FILE
 HEADER = """\
 # Digests of the builder bases named by buildtools/data/images.yaml, one per image the
 # knowledge base can produce. Written by ci/refresh-image-pins.py; `digest: null` means no
@@ -65,7 +70,7 @@ def kb_images() -> list[str]:
         for platform in ("linux_x86_64", "linux_aarch64"):
             for accel in accels:
                 try:
-                    images.add(kb.builder_image(torch, accel, platform))
+                    images.add(kb.builder_image(torch, Accelerator.parse(accel), platform))
                 except (LookupError, ValueError):
                     continue
     return sorted(images)
@@ -168,6 +173,19 @@ def check(old: dict[str, dict[str, object]], images: list[str], *, online: bool)
     return problems
 
 
+def read_old(path: Path) -> dict[str, dict[str, object]]:
+    """The rows the pins file has now (validated: a bad row stops in one line), by image."""
+    if not path.is_file():
+        return {}
+    return {
+        pin.image: {
+            "digest": pin.digest,
+            "checked": pin.checked.isoformat() if pin.checked else None,
+        }
+        for pin in load_image_pins(path, check_image=validate_image_ref)
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--list", action="store_true", help="do not query a registry")
@@ -175,10 +193,11 @@ def main() -> int:
     parser.add_argument("--online", action="store_true", help="--check: ask the registry too")
     args = parser.parse_args()
     yaml = YAML()
-    old = {}
-    if PINS.is_file():
-        data = yaml.load(PINS.read_text()) or {}
-        old = {row["image"]: row for row in data.get("pins") or []}
+    try:
+        old = read_old(PINS)
+    except BuildtoolsError as exc:
+        print(f"refresh-image-pins: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
     if args.check:
         problems = check(old, kb_images(), online=args.online)
         for problem in problems:
@@ -201,9 +220,10 @@ def main() -> int:
             else:
                 row["digest"], row["checked"] = digest, today
         rows.append(row)
-    with PINS.open("w") as fh:
-        fh.write(HEADER)
-        yaml.dump({"pins": rows}, fh)
+    text = io.StringIO(HEADER)
+    text.seek(0, io.SEEK_END)
+    yaml.dump({"pins": rows}, text)
+    write_atomic(PINS, text.getvalue())  # a reader never sees half a file
     for image in failed:
         print(f"refresh-image-pins: no digest for {image} (registry unreachable, or no such tag)")
     print(f"refresh-image-pins: {len(rows)} image(s), {len(failed)} without a new digest -> {PINS}")

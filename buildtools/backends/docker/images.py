@@ -32,17 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ruamel.yaml import YAML
-
 from ...errors import ConfigError, ToolMissingError
-from ...knowledge import DATA_DIR
+from ...knowledge.imagepins import IMAGE_PINS_FILE, load_image_pins
 from ...model import Accelerator, BuildJob
 
 BUILDER_REPOSITORY = "torch-buildtools/builder"
-# The digests of the bases: a fact of the knowledge base's directory, refreshed by
-# ci/refresh-image-pins.py; BUILDTOOLS_IMAGE_PINS names another file (a registry mirror's
-# pins; the tests' stand-in registry)
-PINS_FILE = DATA_DIR / "image_pins.yaml"
+# The digests of the bases: a fact of buildtools/data/ (read and validated by
+# knowledge.imagepins), refreshed by ci/refresh-image-pins.py; BUILDTOOLS_IMAGE_PINS names
+# another file (a registry mirror's pins; the tests' stand-in registry)
+PINS_FILE = IMAGE_PINS_FILE
 PINS_ENV = "BUILDTOOLS_IMAGE_PINS"
 # Files of docker/ that every builder Dockerfile copies (the wheels/ dir is made per build).
 CONTEXT_FILES = ("install-tools.sh", "tools-requirements.txt")
@@ -56,7 +54,6 @@ _IMAGE_RE = re.compile(
     rf"^{_DOMAIN}?{_COMPONENT}(?:/{_COMPONENT})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$"
 )
-_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def validate_image_ref(ref: str, *, what: str = "image") -> str:
@@ -98,22 +95,8 @@ def load_pins(path: Path) -> dict[str, str]:
         if path != PINS_FILE:
             raise ConfigError(f"{PINS_ENV}={path}: no such file")
         return {}
-    data = YAML(typ="safe").load(path.read_text(encoding="utf-8")) or {}
-    pins: dict[str, str] = {}
-    for row in data.get("pins") or []:
-        image, digest = row.get("image"), row.get("digest")
-        if digest is None:
-            continue
-        if (
-            not isinstance(image, str)
-            or not isinstance(digest, str)
-            or not _DIGEST_RE.match(digest)
-        ):
-            raise ConfigError(
-                f"{path}: pin {row!r}: expected image: NAME:TAG, digest: sha256:<64 hex>"
-            )
-        pins[validate_image_ref(image, what=f"{path}: image")] = digest
-    return pins
+    rows = load_image_pins(path, check_image=validate_image_ref)  # file:line on bad content
+    return {row.image: row.digest for row in rows if row.digest is not None}
 
 
 def pinned(image: str, pins: Mapping[str, str]) -> str:
