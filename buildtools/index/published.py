@@ -16,7 +16,7 @@ needs a smoke run on it, never a rebuild. A release outside the range is missing
 
 from __future__ import annotations
 
-__all__ = ["is_window", "published_cells", "window_cells"]
+__all__ = ["is_window", "proven_releases", "published_cells", "window_cells"]
 
 from collections.abc import Callable, Iterable, Sequence
 
@@ -70,8 +70,11 @@ def is_window(wheel: IndexedWheel) -> bool:
     )
 
 
-def _proven(runs: Iterable[SmokeRun]) -> dict[str, set[str]]:
-    """sha256 → the torch releases (public versions) passing runs of that wheel ran on."""
+def proven_releases(runs: Iterable[SmokeRun]) -> dict[str, set[str]]:
+    """sha256 → the torch releases (public versions) passing runs of that wheel ran on.
+
+    The one reading of what smoke runs proved: `published_cells` (which cells a window wheel
+    serves) and `variants.proven_variants` (which pages list it) both start from it."""
     out: dict[str, set[str]] = {}
     for run in runs:
         if run.torch:
@@ -92,7 +95,7 @@ def published_cells(
 ) -> dict[str, str]:
     """cell id → the file name of the published wheel that serves it; `runs` (the site's
     passing smoke runs): a window wheel serves the releases they proved, too."""
-    proven = _proven(runs)
+    proven = proven_releases(runs)
 
     def serves(wheel: IndexedWheel, cell: Cell) -> bool:
         if cell.torch in wheel.torch_versions:

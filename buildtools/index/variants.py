@@ -12,7 +12,7 @@ smoke-only run passed there), never on a patch its range merely admits.
 
 from __future__ import annotations
 
-__all__ = ["Aliases", "Variant", "proven_variants", "unknown_variant", "wheel_variants"]
+__all__ = ["Aliases", "Variant", "proven_variants", "unknown_variant"]
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from packaging.version import InvalidVersion, Version
 from ..knowledge import Knowledge
 from ..model import Accelerator
 from .manifest import IndexedWheel
-from .published import is_window
+from .published import is_window, proven_releases
 from .settings import IndexSettings
 from .smokelog import SmokeRun
 
@@ -122,38 +122,21 @@ class Aliases:
         return found
 
 
-def wheel_variants(
-    wheel: IndexedWheel, settings: IndexSettings, kb: Knowledge
-) -> tuple[Variant, ...]:
-    """The pages that list `wheel`: its torch versions, their patch aliases, extra aliases.
-
-    A patch alias is added only when the wheel's own `Requires-Dist: torch…` admits it.
-    """
-    return tuple(sorted(Aliases(settings, kb).variants(wheel), key=Variant.sort_key))
-
-
 def proven_variants(
     wheel: IndexedWheel, runs: Iterable[SmokeRun], kb: Knowledge
 ) -> frozenset[Variant]:
     """The pages of the releases passing smoke runs proved a window wheel on, beyond its
-    record's: each run's torch (public version) that the wheel's range admits and the
-    knowledge base knows as a release of the wheel's accelerator."""
+    record's: each release a run of it proved (`published.proven_releases`) that the wheel's
+    range admits and the knowledge base knows as a release of the wheel's accelerator."""
     if not is_window(wheel):
         return frozenset()
     spec = SpecifierSet(wheel.torch_specifier or "")
-    found: set[Variant] = set()
-    for run in runs:
-        if run.sha256 != wheel.sha256 or not run.torch:
-            continue
-        try:
-            torch = Version(run.torch).public
-        except InvalidVersion:
-            continue
-        if spec.contains(torch, prereleases=False) and not unknown_variant(
-            torch, wheel.accelerator, kb
-        ):
-            found.add(Variant(torch=torch, accelerator=wheel.accelerator))
-    return frozenset(found)
+    return frozenset(
+        Variant(torch=torch, accelerator=wheel.accelerator)
+        for torch in proven_releases(runs).get(wheel.sha256, ())
+        if spec.contains(torch, prereleases=False)
+        and not unknown_variant(torch, wheel.accelerator, kb)
+    )
 
 
 def unknown_variant(torch: str, accelerator: str, kb: Knowledge) -> str | None:

@@ -23,7 +23,7 @@ from buildtools.index.publish import PublishOptions, publish
 from buildtools.index.settings import IndexSettings
 from buildtools.index.site import render_site
 from buildtools.index.smokelog import SmokeRun, passing_runs
-from buildtools.index.variants import Variant, proven_variants, wheel_variants
+from buildtools.index.variants import Variant, proven_variants
 from buildtools.index.wheels import WheelSource, read_wheel
 from buildtools.knowledge import Knowledge, load_knowledge
 from buildtools.matrix.config import load_matrix
@@ -167,8 +167,12 @@ def kb_with_patches() -> Knowledge:
 
 
 def keys(wheel_path: Path, settings: IndexSettings = REL) -> list[str]:
+    """The find-links pages the site lists the wheel on, in the site's order."""
     w = read_wheel(wheel_path).wheel
-    return [v.key for v in wheel_variants(w, settings, kb_with_patches())]
+    files = render_site([w], settings, kb_with_patches())
+    pages = [m[1] for name in files if (m := re.fullmatch(r"torch-([^/]+)\.html", name))]
+    assert all(w.filename in files[f"torch-{key}.html"].decode() for key in pages)
+    return pages
 
 
 def test_wheel_for_a_patch_is_listed_on_every_patch_of_its_minor(tmp_path: Path) -> None:
