@@ -94,3 +94,29 @@ def test_check_reports_missing_and_unpinned(refresh: ModuleType) -> None:
         "gone:1: in image_pins.yaml, no longer named by the knowledge base",
         "b:1: no digest (used by tag)",
     ]
+
+
+def test_the_committed_list_is_the_knowledge_bases(refresh: ModuleType) -> None:
+    """`--list`/`--check` read the knowledge base's images (they crashed on a str where an
+    Accelerator is due); the committed file lists exactly those, in that order."""
+    from buildtools.knowledge.imagepins import IMAGE_PINS_FILE, load_image_pins
+
+    assert refresh.PINS == IMAGE_PINS_FILE
+    assert refresh.kb_images() == [pin.image for pin in load_image_pins()]
+    assert refresh.check(refresh.read_old(IMAGE_PINS_FILE), refresh.kb_images(), online=False) == [
+        f"{image}: no digest (used by tag)" for image in refresh.kb_images()
+    ]
+
+
+def test_old_rows_are_read_through_the_validating_loader(
+    refresh: ModuleType, tmp_path: Path
+) -> None:
+    from buildtools.errors import ConfigError
+
+    pins = tmp_path / "pins.yaml"
+    assert refresh.read_old(pins) == {}  # none yet: every row is new
+    pins.write_text(f"pins:\n- image: a:1\n  digest: '{DIGEST}'\n  checked: 2026-12-01\n")
+    assert refresh.read_old(pins) == {"a:1": {"digest": DIGEST, "checked": "2026-12-01"}}
+    pins.write_text("pins:\n- image: a:1\n  digest: 'sha256:zz'\n")
+    with pytest.raises(ConfigError, match=rf"^{pins}:3: pins\[0\] \(image a:1\): digest: "):
+        refresh.read_old(pins)
