@@ -216,8 +216,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO) -> int:
         index_site=args.index_site.resolve() if args.index_site else None,
         compiler_cache="none" if args.no_ccache else args.compiler_cache,
         jobs=args.jobs,
-        size_warning=settings.size_warning,
-        size_error=settings.size_error,
+        settings=settings,
         distribute=_distribute(args.distribute, settings.distribute),
         distribute_by_default=args.distribute is None,
     )

@@ -9,13 +9,16 @@ import json
 import os
 import shlex
 import zipfile
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 from ..cachedir import default_cache_dir
 from ..errors import ExitCode, ToolMissingError, UnsafeArtefactError
 from ..files import describe_os_error
+from ..matrix.config import BuildSettings, load_matrix
 from ..model import ABI_MODES, BuildRecord, Finding
+from ..planning import default_matrix_path
 from ..toolchain.envs import find_toolchain
 from ..toolchain.indexprobe import index_hint
 from ..untrusted import printable
@@ -69,6 +72,14 @@ def add_check_parser(sub: Any) -> None:
         default=None,
         help="the wheel's ABI mode (default: its build record's); `stable` judges every torch "
         "symbol it imports by the stable-ABI facts, e.g. of a wheel not built by buildtools",
+    )
+    p.add_argument(
+        "--matrix",
+        type=Path,
+        default=None,
+        help="matrix.yaml whose build: settings (size_warning, size_error) the checks apply, "
+        "as `buildtools build` does (default: $BUILDTOOLS_MATRIX or ./matrix.yaml when it "
+        "exists; else the defaults)",
     )
     p.add_argument("--json", action="store_true", help="print findings as JSON")
     p.set_defaults(handler=cmd_check)
@@ -141,30 +152,38 @@ def _targets(wheel: Path, sites: list[Path] | None, cache: Path) -> list[TorchTa
     return [load_torch_target(site) for site in (sites or [_target_site(wheel, cache)])]
 
 
-def _weaker(value: str | None) -> Literal["error", "warning"]:
-    """A weaker platform tag is an error unless the option or the build said warning."""
-    return "warning" if value == "warning" else "error"
+def _settings(args: argparse.Namespace) -> BuildSettings | None:
+    """matrix.yaml's `build:` whose wheel-size thresholds a build applies: --matrix, else
+    $BUILDTOOLS_MATRIX or ./matrix.yaml when it exists (as `buildtools build` reads it)."""
+    path: Path | None = getattr(args, "matrix", None)
+    if path is None:
+        default = default_matrix_path()
+        path = default if default.is_file() else None
+    return load_matrix(path).matrix.build if path is not None else None
 
 
-def _expectation_for(wheel: Path, args: argparse.Namespace) -> Expectation:
-    """Explicit options win; otherwise what the wheel's build record says it promised."""
+def _expectation_for(
+    wheel: Path, args: argparse.Namespace, settings: BuildSettings | None
+) -> Expectation:
+    """What the build promised (`Expectation.of` its record and the matrix); an explicit
+    option replaces what it says."""
     try:
         record = read_build_record(wheel)
     except ValueError:  # the build-record check reports it
         record = None
-    return Expectation(
-        accelerator=args.accelerator or (record.accelerator.name if record else "cpu"),
-        arch_list=args.arch_list or (record.arch_list if record else None),
-        platform_tag=args.platform_tag or (record.promised_platform_tag if record else None),
-        weaker_platform_tag=_weaker(
-            args.weaker_platform_tag or (record.weaker_platform_tag if record else None)
-        ),
-        local_version=args.local_version,
-        requires_dist_torch=args.requires_torch or (record.torch_requirement if record else None),
+    given = {
+        "accelerator": args.accelerator,
+        "arch_list": args.arch_list,
+        "platform_tag": args.platform_tag,
+        "weaker_platform_tag": args.weaker_platform_tag,
+        "local_version": args.local_version,
+        "requires_dist_torch": args.requires_torch,
+        "abi": getattr(args, "abi", None),
+    }
+    return replace(
+        Expectation.of(record, settings=settings),
         build_record=not args.no_build_record,
-        cells=record.cells if record else (),
-        abi=getattr(args, "abi", None)
-        or next((mode for mode in ABI_MODES if record and mode == record.abi), None),
+        **{name: value for name, value in given.items() if value},
     )
 
 
@@ -201,6 +220,7 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
     outside the extraction directory fails with UNSAFE_ARTEFACT (nothing is unpacked).
     """
     cache = default_cache_dir(os.environ) / "envs"
+    settings = _settings(args)  # a named matrix that is missing or invalid: one line, exit 3
     report: dict[str, object] = {}
     failed = unsafe = False
     for wheel in args.wheels:
@@ -210,7 +230,8 @@ def cmd_check(args: argparse.Namespace, out: TextIO) -> int:
             problem = _unreadable(wheel)
             if problem is None:
                 targets = _targets(wheel, args.torch_sites, cache)
-                findings = check_wheel(wheel, targets=targets, expect=_expectation_for(wheel, args))
+                expect = _expectation_for(wheel, args, settings)
+                findings = check_wheel(wheel, targets=targets, expect=expect)
         except UnsafeArtefactError as exc:
             problem, unsafe = str(exc), True
         except (ValueError, OSError) as exc:  # a shared object that is not a readable ELF

@@ -9,6 +9,7 @@ from typing import Literal
 
 from ..backends.base import Backend
 from ..knowledge import Knowledge
+from ..matrix.config import BuildSettings
 from ..model import BuildJob, CompilerCacheTool
 from ..process import ProcessRunner
 from .compilercache import CompilerCache, job_tool
@@ -38,8 +39,8 @@ class BuildOptions:
     jobs: int | None = None  # jobs compiling at once (default: as the machine allows)
     host: HostResources | None = None  # cores and memory (default: this machine's)
     nvcc_threads: int = 1  # nvcc --threads of the job being built (the scheduler's choice)
-    size_warning: int | None = None  # wheel-size thresholds (matrix.yaml build.size_*)
-    size_error: int | None = None
+    # matrix.yaml `build:`: the checks read its wheel-size thresholds (Expectation.of)
+    settings: BuildSettings = field(default_factory=BuildSettings)
     distribute: str | None = None  # an sccache-dist scheduler URL (--distribute)
     # the URL is matrix.yaml's build.distribute, not --distribute: a run with no client token
     # (a pull request from a fork gets no secrets) builds locally with a note

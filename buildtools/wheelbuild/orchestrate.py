@@ -229,12 +229,8 @@ def _build_job_locked(
                     check_wheel(
                         final,
                         targets=targets,
-                        expect=Expectation.from_job(
-                            job,
-                            weaker_platform_tag=WEAKER_PLATFORM_TAG,
-                            size_warning=opts.size_warning,
-                            size_error=opts.size_error,
-                        ),
+                        # what `buildtools check` reads back: the record, the matrix's limits
+                        expect=Expectation.of(record, settings=opts.settings, job=job),
                         knowledge=kb,  # the never_bundle list repair excluded
                     )
                 )

@@ -29,7 +29,7 @@ from fixtures.probe import imported_report, probe_output, static_report
 from buildtools.cli.check import cmd_check
 from buildtools.errors import ExitCode
 from buildtools.knowledge import load_knowledge
-from buildtools.model import AbiMode, Finding, Severity
+from buildtools.model import AbiMode, BuildRecord, Finding, Severity
 from buildtools.wheel import checks
 from buildtools.wheel.checks import (
     CHECK_CODES,
@@ -115,9 +115,21 @@ def test_load_torch_target_without_torch(tmp_path: Path) -> None:
         load_torch_target(tmp_path)
 
 
-def test_expectation_from_job() -> None:
+def test_the_builds_expectation_is_its_record_and_its_job() -> None:
+    """What the build checks its wheel against: the record it wrote (as `check` reads it
+    back), with the local label and arch_flags only the job knows."""
     job = make_job(torch="2.11.0", accelerator="cu130", arch_list="8.0;9.0+PTX")
-    assert Expectation.from_job(job, weaker_platform_tag="warning") == Expectation(
+    record = BuildRecord.for_job(
+        job,
+        torch="2.11.0+cu130",
+        cxx11_abi=True,
+        python="3.12.3",
+        device_runtime="13.0",
+        fingerprint=None,
+        source_fingerprint="0" * 64,
+    )
+    record = replace(record, weaker_platform_tag="warning")
+    assert Expectation.of(record, job=job) == Expectation(
         accelerator="cu130",
         arch_list="8.0;9.0+PTX",
         platform_tag="manylinux_2_28_x86_64",
@@ -127,6 +139,9 @@ def test_expectation_from_job() -> None:
         cells=job.cell_ids,
         abi="per-python",
     )
+    # `buildtools check` of that wheel: the same promise, less what only the job knows
+    assert Expectation.of(record) == replace(Expectation.of(record, job=job), local_version=None)
+    assert Expectation.of(None) == Expectation()  # no record: a CPU wheel, nothing promised
 
 
 # --- check_wheel -------------------------------------------------------------------------------

@@ -221,6 +221,6 @@ def test_a_jobs_expectation_carries_its_arch_flags_setting() -> None:
 
     job = make_job(accelerator="cu130", python="3.12", arch_list="9.0")
     assert job.toolkit is not None
-    assert Expectation.from_job(job).arch_flags == "keep"
+    assert Expectation.of(None, job=job).arch_flags == "keep"
     enforced = replace(job, toolkit=replace(job.toolkit, arch_flags="enforce"))
-    assert Expectation.from_job(enforced).arch_flags == "enforce"
+    assert Expectation.of(None, job=enforced).arch_flags == "enforce"

@@ -1,24 +1,31 @@
-"""wheel-size: thresholds, severities, the device code per arch; cuda_compress in the plan."""
+"""wheel-size: thresholds (matrix.yaml build.size_*, applied by the build and by `buildtools
+check` alike), severities, the device code per arch; cuda_compress in the plan."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fixtures.crafted import make_wheel
+from fixtures.crafted import make_site_packages, make_wheel
+from fixtures.factories import make_job
 
-from buildtools.errors import ConfigError
+from buildtools.cli.main import main
+from buildtools.errors import ConfigError, ExitCode
 from buildtools.knowledge import load_knowledge
-from buildtools.matrix.config import parse_matrix
+from buildtools.matrix.config import load_matrix, parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
-from buildtools.model import Severity
+from buildtools.model import BuildJob, BuildRecord, Severity
 from buildtools.planner import plan
 from buildtools.wheel.checks import Expectation, check_wheel
+from buildtools.wheel.checks.size import WHEEL_SIZE
 from buildtools.wheel.devicesize import cuda_sizes
+from buildtools.wheel.meta import relabel_wheel
 
 CUDA = Path(__file__).resolve().parents[1] / "fixtures" / "cuda"
 KB = load_knowledge()
+SIZE = WHEEL_SIZE.name
 
 
 def _wheel(tmp_path: Path) -> Path:
@@ -26,8 +33,10 @@ def _wheel(tmp_path: Path) -> Path:
     return make_wheel(tmp_path, files={"ext_ok/_C.so": kernel, "ext_ok/pad.bin": b"x" * 4096})
 
 
-def _size_findings(wheel: Path, **limits: int) -> list[Any]:
-    expect = Expectation(build_record=False, **limits)
+def _size_findings(
+    wheel: Path, size_warning: int | None = None, size_error: int | None = None
+) -> list[Any]:
+    expect = Expectation(build_record=False, size_warning=size_warning, size_error=size_error)
     return [f for f in check_wheel(wheel, targets=[], expect=expect) if f.code == "wheel-size"]
 
 
@@ -81,3 +90,72 @@ def test_cuda_compress_applies_to_cuda_12_8_and_newer_only() -> None:
 def test_bad_size_settings_name_the_key(build: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _jobs(build, ["cpu"])
+
+
+def _built_wheel(tmp_path: Path) -> tuple[Path, BuildJob, BuildRecord]:
+    """The crafted CUDA wheel as `buildtools build` leaves it: relabelled, with its record."""
+    job = make_job(torch="2.13.0", accelerator="cu130", python="3.11", arch_list="7.5;8.0")
+    record = BuildRecord.for_job(
+        job,
+        torch="2.13.0+cu130",
+        cxx11_abi=True,
+        python="3.11.9",
+        device_runtime="13.0",
+        fingerprint=None,
+        source_fingerprint="0" * 64,
+    )
+    wheel = relabel_wheel(
+        _wheel(tmp_path / "raw"),
+        out_dir=tmp_path / "wheelhouse",
+        local_version=job.local_version,
+        requires_dist_torch=job.requires_dist,
+        build_record=record.to_json(),
+    )
+    return wheel, job, record
+
+
+def test_check_applies_the_matrix_size_limits_the_build_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`buildtools check --matrix M` judges a wheel's size by M's build.size_* as the build
+    did (it used to judge by the defaults, and passed a wheel the build had failed)."""
+    wheel, job, record = _built_wheel(tmp_path)
+    size = wheel.stat().st_size
+    project = tmp_path / "project"
+    project.mkdir()
+    matrix = project / "matrix.yaml"
+    matrix.write_text(
+        "project: {path: .}\n"
+        "axes: {torch: ['2.13.0'], accelerator: [cu130], python: ['3.11']}\n"
+        f"build: {{size_warning: {size // 2}, size_error: {size - 1}}}\n"
+    )
+    # the finding of the build's own check (wheelbuild.orchestrate: its record, its job)
+    settings = load_matrix(matrix).matrix.build
+    built = Expectation.of(record, settings=settings, job=job)
+    [by_build] = [f for f in check_wheel(wheel, targets=[], expect=built) if f.code == SIZE]
+    assert by_build.severity is Severity.ERROR and "(build.size_error)" in by_build.message
+
+    site = make_site_packages(tmp_path / "site")
+    argv = ["check", str(wheel), "--torch", str(site)]
+    monkeypatch.delenv("BUILDTOOLS_MATRIX", raising=False)
+    monkeypatch.chdir(tmp_path)  # no matrix.yaml here: the defaults (100 MiB, 2 GiB)
+
+    def checked(*extra: str) -> tuple[int, str]:
+        out = io.StringIO()
+        return main([*argv, *extra], out), out.getvalue()
+
+    code, text = checked()
+    assert f"{SIZE}:" not in text, text
+    code, text = checked("--matrix", str(matrix))
+    assert code == ExitCode.CHECK_FAILED
+    assert f"\n  error   {SIZE}: {by_build.message}\n" in text, text
+    monkeypatch.chdir(project)  # ./matrix.yaml, as `buildtools build` there reads it
+    assert checked()[1] == text
+    monkeypatch.setenv("BUILDTOOLS_MATRIX", str(tmp_path / "missing.yaml"))
+    assert checked()[1].count(f"{SIZE}:") == 0  # $BUILDTOOLS_MATRIX names none here
+    # a named matrix that is not there: one line, the configuration's exit code
+    assert checked("--matrix", str(tmp_path / "missing.yaml"))[0] == ExitCode.CONFIG
+    assert capsys.readouterr().err.endswith(
+        "missing.yaml: no such file; pass --matrix PATH or "
+        "create matrix.yaml (see docs/matrix.md)\n"
+    )
