@@ -14,7 +14,6 @@ from buildtools.backends.docker.images import (
     PINS_ENV,
     PINS_FILE,
     builder_image,
-    default_base,
     docker_dir,
     load_pins,
     pinned,
@@ -48,11 +47,11 @@ def newest(kind: str) -> tuple[str, str]:
 @pytest.mark.parametrize("kind", ["cpu", "cuda", "rocm"])
 def test_dockerfile_default_base_is_the_knowledge_base_image(kind: str) -> None:
     torch, accel = newest(kind)
-    dockerfile = DOCKER / f"{kind}.Dockerfile"
-    assert default_base(dockerfile) == KB.builder_image(
-        torch, Accelerator.parse(accel), "linux_x86_64"
-    )
-    text = dockerfile.read_text()
+    text = (DOCKER / f"{kind}.Dockerfile").read_text()
+    # the default a build by hand uses (buildtools passes --build-arg BASE=, test_dockerbackend)
+    default = re.search(r"^ARG BASE=(\S+)$", text, re.MULTILINE)
+    assert default, "no ARG BASE= default"
+    assert default[1] == KB.builder_image(torch, Accelerator.parse(accel), "linux_x86_64")
     assert re.search(r"^FROM \$\{BASE\}$", text, re.MULTILINE)
     # only the tools venv is added, from wheels in the build context (built offline)
     assert "COPY wheels/ /tmp/buildtools/wheels/" in text
@@ -83,7 +82,6 @@ def test_builder_image_per_accelerator(cell: str, kind: str, base: str) -> None:
     assert image.base == base
     assert re.fullmatch(rf"{BUILDER_REPOSITORY}:{re.escape(kind)}-[0-9a-f]{{12}}", image.tag)
     assert image.dockerfile == DOCKER / f"{kind.rstrip('0123456789.')}.Dockerfile"
-    assert image.build_args == (("BASE", base),)
     validate_image_ref(image.tag)
 
 

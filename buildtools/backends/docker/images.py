@@ -18,7 +18,6 @@ __all__ = [
     "PINS_FILE",
     "BuilderImage",
     "builder_image",
-    "default_base",
     "docker_dir",
     "load_pins",
     "pinned",
@@ -116,10 +115,6 @@ class BuilderImage:
     dockerfile: Path
     context_files: tuple[Path, ...]
 
-    @property
-    def build_args(self) -> tuple[tuple[str, str], ...]:
-        return (("BASE", self.base),)
-
 
 def _kind_tag(accelerator: Accelerator) -> str:
     if accelerator.kind == "cpu":
@@ -155,12 +150,3 @@ def builder_image(
     return BuilderImage(
         tag=tag, base=base, kind=accel.kind, dockerfile=dockerfile, context_files=files
     )
-
-
-def default_base(dockerfile: Path) -> str | None:
-    """The `ARG BASE=` default of a builder Dockerfile (what a build by hand uses)."""
-    for line in dockerfile.read_text(encoding="utf-8").splitlines():
-        m = re.match(r"^ARG BASE=(\S+)\s*$", line)
-        if m:
-            return m[1]
-    return None
