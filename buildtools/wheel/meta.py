@@ -27,7 +27,6 @@ __all__ = [
     "BUILD_RECORD_SCHEMA",
     "PlatformTag",
     "WheelName",
-    "make_build_record",
     "parse_build_record",
     "platform_tag_satisfies",
     "public_wheel",
@@ -36,7 +35,6 @@ __all__ = [
     "relabel_wheel",
     "retag_wheel",
     "torch_requirements",
-    "validate_build_record",
     "variant_wheel",
     "with_local_version",
 ]
@@ -65,10 +63,8 @@ from ..ecosystem import load_ecosystem
 from ..jsonfields import decode_json
 from ..model import (
     BUILD_RECORD_SCHEMA,
-    Accelerator,
     BuildRecord,
     BuildRecordError,
-    build_record_problems,
 )
 from .archive import open_wheel
 
@@ -465,47 +461,6 @@ def read_build_record(wheel: Path) -> BuildRecord | None:
         where = f"{archive.dist_info}/{BUILD_RECORD_NAME}"
         raw = archive.read_optional(where, max_bytes=BUILD_RECORD_BYTES)
     return None if raw is None else parse_build_record(raw, where=where)
-
-
-def make_build_record(  # noqa: PLR0913
-    *,
-    torch: str,
-    accelerator: str,
-    cxx11_abi: bool,
-    cuda: str | None = None,
-    hip: str | None = None,
-    arch_list: str | None = None,
-    python: str | None = None,
-    abi: str | None = None,
-    torch_requirement: str | None = None,
-    fingerprint: str | None = None,
-    cells: Sequence[str] = (),
-) -> dict[str, object]:
-    """A build record in the current schema, as JSON data (`BuildRecord.to_json`)."""
-    from .. import __version__
-
-    return BuildRecord(
-        buildtools=__version__,
-        torch=torch,
-        accelerator=Accelerator.parse(accelerator),
-        cxx11_abi=cxx11_abi,
-        cuda=cuda,
-        hip=hip,
-        arch_list=arch_list,
-        python=python,
-        abi=abi,
-        torch_requirement=torch_requirement,
-        fingerprint=fingerprint,
-        cells=tuple(cells),
-    ).to_json()
-
-
-def validate_build_record(record: Mapping[str, object]) -> list[str]:
-    """Problems with a build record, as phrases ('torch: missing'); empty when valid.
-
-    The schema is `model.build_record_problems`'.
-    """
-    return build_record_problems(record)
 
 
 _POLICY_TAG_RE = re.compile(

@@ -25,10 +25,11 @@ from typing import IO, Any
 import pytest
 from fixtures.cli import REPO, buildtools
 from fixtures.envs import TorchEnv, build_fixture_wheel, cache_dir, grafted_wheel
+from fixtures.factories import built_record, make_job
 
 from buildtools.context import RunContext
 from buildtools.process import CommandResult, SubprocessRunner
-from buildtools.wheel.meta import make_build_record, read_build_record, relabel_wheel
+from buildtools.wheel.meta import read_build_record, relabel_wheel
 from buildtools.wheel.repair import best_platform_tag
 
 RUNNER = SubprocessRunner()
@@ -58,9 +59,8 @@ def env211() -> TorchEnv:
 
 def relabel(wheel: Path, out: Path, *, torch: str, accelerator: str, label: str) -> Path:
     """The wheel as `buildtools build` would label it for that torch."""
-    record = make_build_record(
-        torch=torch, accelerator=accelerator, cxx11_abi=True, abi="per-python"
-    )
+    job = make_job(torch=torch.split("+", maxsplit=1)[0], accelerator=accelerator)
+    record = built_record(job, torch=torch)
     minor = ".".join(torch.split(".")[:2])
     return relabel_wheel(
         wheel,

@@ -16,6 +16,7 @@ from typing import IO
 
 import pytest
 from fixtures.envs import TorchEnv, build_env, cache_dir, grafted_wheel
+from fixtures.factories import built_record, make_job
 
 from buildtools.context import RunContext
 from buildtools.errors import BuildFailedError
@@ -27,7 +28,7 @@ from buildtools.wheel.checks import (
     has_errors,
     load_torch_target,
 )
-from buildtools.wheel.meta import make_build_record, platform_tag_satisfies, relabel_wheel
+from buildtools.wheel.meta import platform_tag_satisfies, relabel_wheel
 from buildtools.wheel.repair import (
     Grafting,
     best_platform_tag,
@@ -132,7 +133,7 @@ def test_selective_repair(
         out_dir=tmp_path / "final",
         local_version="pt213cpu",
         requires_dist_torch="torch==2.13.*",
-        build_record=make_build_record(torch=target.version, accelerator="cpu", cxx11_abi=True),
+        build_record=built_record(make_job(python="3.11"), torch=target.version),
     )
     findings = check_wheel(
         final,

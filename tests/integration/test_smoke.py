@@ -26,13 +26,14 @@ from fixtures.envs import (
     cache_dir,
     grafted_wheel,
 )
+from fixtures.factories import built_record, make_job
 
 from buildtools.files import sha256_file
 from buildtools.process import SubprocessRunner
 from buildtools.smoke.run import SmokeOptions, run_smoke
 from buildtools.smoke.smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
 from buildtools.smoke.wheels import WheelSource, collect_wheels
-from buildtools.wheel.meta import make_build_record, relabel_wheel
+from buildtools.wheel.meta import relabel_wheel
 from buildtools.wheel.repair import Grafting, RepairTools, plan_repair, run_repair, scan_torch_libs
 
 TORCH = "2.13.0"
@@ -53,15 +54,10 @@ def torch_version(torch213: TorchEnv) -> str:
 
 def _recorded(wheel: Path, torch_version: str, out_dir: Path, accelerator: str = "cpu") -> Path:
     """`wheel` as buildtools ships it: a build record for torch 2.13.0 (`accelerator`)."""
-    record = make_build_record(
-        torch=torch_version,
-        accelerator=accelerator,
-        cuda="13.0" if accelerator == "cu130" else None,
-        cxx11_abi=True,
-        python="3.11",
-        torch_requirement=f"torch=={TORCH}",
-        cells=[f"torch{TORCH}-{accelerator}-cp311"],
+    job = make_job(
+        torch=TORCH, accelerator=accelerator, python="3.11", requires_dist=f"torch=={TORCH}"
     )
+    record = built_record(job, torch=torch_version, python="3.11")
     return relabel_wheel(
         wheel,
         out_dir=out_dir,

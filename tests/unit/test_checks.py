@@ -22,7 +22,7 @@ from fixtures.crafted import (
     make_wheel,
     offload_bundle,
 )
-from fixtures.factories import make_job
+from fixtures.factories import built_record, make_job
 from fixtures.fakes import FakeRunner
 from fixtures.probe import imported_report, probe_output, static_report
 
@@ -45,7 +45,7 @@ from buildtools.wheel.checks import (
 from buildtools.wheel.checks.abi import ABI_MISMATCH
 from buildtools.wheel.checks.registry import BinaryCheck, Subject
 from buildtools.wheel.elf import inspect_elf
-from buildtools.wheel.meta import BUILD_RECORD_NAME, make_build_record, relabel_wheel
+from buildtools.wheel.meta import BUILD_RECORD_NAME, relabel_wheel
 from buildtools.wheel.repair import derive_excludes
 
 EXT = "ext_ok.cpython-311-x86_64-linux-gnu.so"
@@ -186,7 +186,7 @@ def wheel_with(
     raw = make_wheel(tmp_path / "raw", tag=tag, files=files)
     if not relabel:
         return raw
-    record = make_build_record(torch="2.13.0+cpu", accelerator=accelerator, cxx11_abi=True)
+    record = built_record(make_job(accelerator=accelerator, python="3.11"), torch="2.13.0+cpu")
     return relabel_wheel(
         raw,
         out_dir=tmp_path / "wheels",
@@ -622,16 +622,9 @@ def test_standalone_check_judges_as_the_build_did(tmp_path: Path, site: Path) ->
     import argparse
 
     raw = make_wheel(tmp_path / "raw", tag="cp311-cp311-manylinux_2_34_x86_64", files={EXT: ext()})
-    record = make_build_record(
-        torch="2.13.0+cpu",
-        accelerator="cpu",
-        cxx11_abi=True,
-        abi="per-python",
-        torch_requirement="torch==2.13.*",
-        cells=("torch2.13.0-cpu-cp311",),
-    )
-    record["promised_platform_tag"] = "manylinux_2_28_x86_64"
-    record["weaker_platform_tag"] = "warning"
+    # built for a manylinux_2_28 promise, judged "warning" when the tag came out weaker
+    record = built_record(make_job(python="3.11"), weaker_platform_tag="warning")
+    assert record["promised_platform_tag"] == "manylinux_2_28_x86_64"
     wheel = relabel_wheel(
         raw,
         out_dir=tmp_path / "wheels",

@@ -21,6 +21,7 @@ from fixtures.crafted import (
     make_site_packages,
     make_so,
 )
+from fixtures.factories import built_record, make_job
 from fixtures.fakes import Call, FakeRunner
 
 from buildtools.cli.doctor import cmd_doctor
@@ -36,11 +37,11 @@ from buildtools.doctor.matching import (
     parse_local_label,
 )
 from buildtools.errors import ExitCode
+from buildtools.model import AbiMode
 from buildtools.probe.hostenv import DistInfo, EnvSnapshot, parse_snapshot, probe_environment
 from buildtools.process import CommandResult
 from buildtools.torchinstall import GpuInfo, TorchInstall, accelerator_of, torch_build_kind
 from buildtools.wheel.elf import DeviceCode
-from buildtools.wheel.meta import make_build_record
 
 AT_ADD = "_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE"
 DRIFTED = "_ZN3c1013getDtypeNamesB5cxx11ENS_10ScalarTypeE"  # in torch 2.11's libc10, not 2.13's
@@ -131,9 +132,12 @@ def ext_so(
 
 
 def record(
-    torch: str = "2.13.0+cpu", accelerator: str = "cpu", abi: str = "per-python"
+    torch: str = "2.13.0+cpu", accelerator: str = "cpu", abi: AbiMode = "per-python"
 ) -> dict[str, object]:
-    return make_build_record(torch=torch, accelerator=accelerator, cxx11_abi=True, abi=abi)
+    """The record `buildtools build` writes for a job of `torch`'s minor × `accelerator`."""
+    minor = ".".join(torch.split("+", maxsplit=1)[0].split(".")[:2])
+    job = make_job(torch=f"{minor}.0", accelerator=accelerator, abi=abi)
+    return built_record(job, torch=torch)
 
 
 SO = "ext_x/_C.cpython-311-x86_64-linux-gnu.so"

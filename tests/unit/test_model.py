@@ -23,7 +23,7 @@ from buildtools.model import (
     Toolkit,
 )
 from buildtools.planner import Selection, plan
-from buildtools.wheel.meta import make_build_record, parse_build_record
+from buildtools.wheel.meta import parse_build_record
 from buildtools.wheelbuild.fingerprint import job_config, job_fingerprint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,7 +199,9 @@ def test_build_record_for_job_is_the_written_schema() -> None:
 
 
 def test_a_record_without_a_job_keeps_its_keys() -> None:
-    data = make_build_record(torch="2.13.0+cpu", accelerator="cpu", cxx11_abi=True)
+    data = BuildRecord(
+        buildtools="0.1.0", torch="2.13.0+cpu", accelerator=Accelerator.parse("cpu"), cxx11_abi=True
+    ).to_json()
     assert "job" not in data and data["cuda"] is None
     assert BuildRecord.from_json(data).to_json() == data
 

@@ -12,23 +12,22 @@ from pathlib import Path
 
 import pytest
 from fixtures.crafted import make_so, make_wheel
+from fixtures.factories import built_record, make_job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from buildtools.model import BuildRecord
+from buildtools.model import BuildRecord, build_record_problems
 from buildtools.wheel.meta import (
     BUILD_RECORD_NAME,
     PlatformTag,
     WheelName,
-    make_build_record,
     platform_tag_satisfies,
     read_build_record,
     read_metadata,
     relabel_wheel,
     retag_wheel,
     torch_requirements,
-    validate_build_record,
     with_local_version,
 )
 
@@ -294,12 +293,10 @@ def test_read_build_record_missing_and_invalid(tmp_path: Path) -> None:
 
 
 def test_build_record_schema() -> None:
-    record = make_build_record(
-        torch="2.11.0+cu130", accelerator="cu130", cxx11_abi=True, cuda="13.0", cells=["c1"]
-    )
-    assert validate_build_record(record) == []
+    record = built_record(make_job(torch="2.11.0", accelerator="cu130"))
+    assert build_record_problems(record) == []
     assert json.loads(json.dumps(record)) == record
-    problems = validate_build_record({"schema": 2, "torch": 211, "cxx11_abi": "yes"})
+    problems = build_record_problems({"schema": 2, "torch": 211, "cxx11_abi": "yes"})
     assert "accelerator: missing" in problems
     assert "torch: expected str, got int" in problems
     assert "cxx11_abi: expected bool, got str" in problems
