@@ -136,7 +136,8 @@ def realworld(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check), mypy --strict, the layers (import-linter), module sizes,
+    """ruff (lint + format check), mypy --strict, the layers (import-linter), dead code
+    (vulture), module sizes,
     and the generated workflows' audits: actionlint (with shellcheck) and zizmor (offline,
     auditor persona; the findings there by design are ignored at their lines in
     .github/zizmor.yml and justified in docs/ci.md)."""
@@ -145,6 +146,8 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
     session.run("lint-imports")
+    # dead code: vulture, with `__all__` not a use and tests/ not read (ci/vulture-allowlist.py)
+    session.run("python", "ci/dead-code.py")
     session.run("python", "ci/check-module-size.py")
     workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))
     if shutil.which("actionlint", path=str(Path(session.bin))):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 __all__ = [
     "BUILD_WORDS",
-    "PROBE_SCHEMA",
     "DistInfo",
     "EnvSnapshot",
     "parse_snapshot",
@@ -44,9 +43,8 @@ from ..errors import ToolMissingError
 from ..jsonfields import decode_json
 from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
-from .child import SCHEMA, TAG, read_version_py
+from .child import TAG, read_version_py
 
-PROBE_SCHEMA = SCHEMA
 BUILD_WORDS: Mapping[str, str] = {
     "release": "release wheel",
     "prerelease": "pre-release wheel",

@@ -30,7 +30,6 @@ __all__ = [
     "CROSS_GXX",
     "CROSS_OK_FILE",
     "CROSS_PREFIX",
-    "CROSS_UV",
     "UV_REQUIREMENT",
     "CrossToolchain",
     "cross_disabled",
@@ -59,7 +58,6 @@ CROSS_PREFIX = "/opt/buildtools/cross"  # where the toolchain is mounted in the 
 CROSS_GXX = f"{CROSS_PREFIX}/usr/bin/aarch64-linux-gnu-g++"
 CROSS_GCC = f"{CROSS_PREFIX}/usr/bin/aarch64-linux-gnu-gcc"
 CROSS_BIN = f"{CROSS_PREFIX}/bin"  # goes first on the build's PATH: uv
-CROSS_UV = f"{CROSS_BIN}/uv"
 # written by before-build once the cross compiler passed its checks; the wrappers read it
 CROSS_OK_FILE = "/tmp/buildtools/cross-ok"
 CROSS_ENV_VAR = "BUILDTOOLS_CROSS_COMPILE"  # 0/off/no: the image's compiler, emulated
