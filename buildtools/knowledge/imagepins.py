@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = ["IMAGE_PINS_FILE", "ImagePin", "load_image_pins"]
 
 import datetime
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,9 +109,16 @@ def load_image_pins(
 
     `check_image` refuses an image reference (raises ConfigError; the backend's reference
     grammar, which this layer does not know); its message is put at the row's line. An
-    empty file, or `pins:` with no rows, has no pins.
+    empty file, or `pins:` with no rows, has no pins. The file is read every time; its
+    rows are parsed once per content (a plan names every job's image: hundreds of loads).
     """
-    text = _text(path)
+    return _rows(path, _text(path), check_image)
+
+
+@functools.lru_cache(maxsize=8)
+def _rows(
+    path: Path, text: str, check_image: Callable[[str], object] | None
+) -> tuple[ImagePin, ...]:
     plain = _parse(path, text, "safe")
     if plain is None:
         return ()
