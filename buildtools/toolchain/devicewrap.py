@@ -13,10 +13,9 @@ files at other paths, which the build maps out of the objects (`-ffile-prefix-ma
 is ccache's depend mode with those paths as placeholders: the compilers' contents, the
 arguments and nvcc's environment flags (output paths and speed-only options left out), the
 source, and per stored variant every header of the dependency file with its sha256, which
-must match at this cell's paths. A unit with line info keeps paths and mtimes in its device
-code: it compiles against header views (`toolchain.headerview`), and its headers' mtimes
-must match too. Not stored: a unit that includes a Python header, one with debug info, one
-without a dependency file. Cells building at once wait for each other per key.
+must match at this cell's paths. A unit with line info (paths and mtimes in its device code)
+compiles against header views (`toolchain.headerview`), its headers' mtimes matched too. Not
+stored: a unit that includes a Python header, one with debug info, or no dependency file.
 """
 
 from __future__ import annotations
@@ -511,7 +510,8 @@ def _through_views(
     if config.site_packages is None or config.store is None:
         record["why"] = "line info, and the build does not map the site-packages"
         return None
-    done = _headerview.apply(Path(config.store), config.site_packages, args, env, _ENV_FLAGS)
+    nvcc = shutil.which(config.compiler) or config.compiler
+    done = _headerview.apply(Path(config.store), config.site_packages, args, env, _ENV_FLAGS, nvcc)
     if isinstance(done, str):
         record["why"] = done
         return None

@@ -22,11 +22,20 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["MAX_BYTES", "MAX_FILES", "VIEW_MTIME", "apply", "include_dirs", "view_of"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_FILES",
+    "VIEW_MTIME",
+    "apply",
+    "compiler_includes",
+    "include_dirs",
+    "view_of",
+]
 
 VIEW_MTIME = 315532800  # 1980-01-01 00:00 UTC, the zip format's first date
 MAX_BYTES = 512 << 20
@@ -156,7 +165,7 @@ def _with_views(
     maps: list[str] = []
     for directory in include_dirs(words):
         real = os.path.realpath(directory)
-        if real != site and not real.startswith(site + os.sep):
+        if not _inside(real, site):
             continue
         view = view_of(store, directory)
         if view is None:
@@ -176,17 +185,52 @@ def _rewrite(words: Sequence[str], mapping: dict[str, str]) -> list[str]:
     return out
 
 
+def compiler_includes(compiler: str, env: Mapping[str, str]) -> list[str]:
+    """The include directories nvcc adds itself (its nvcc.profile's INCLUDES and
+    SYSTEM_INCLUDES, as `--dryrun` prints them), as options: ["-I", dir, "-isystem", dir]. A
+    CUDA toolkit installed from PyPI sits in each environment's site-packages, and its headers
+    (CCCL's cub, thrust, cuda::std) reach a unit from there."""
+    try:
+        done = subprocess.run(
+            [compiler, "--dryrun", "-c", "x.cu", "-o", "x.o"],
+            capture_output=True, text=True, timeout=60, check=False, env=dict(env),
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    out: list[str] = []
+    for line in done.stderr.splitlines():
+        name, sep, value = line.removeprefix("#$ ").partition("=")
+        if sep and name in ("INCLUDES", "SYSTEM_INCLUDES"):
+            words = shlex.split(value)
+            for i, word in enumerate(words):
+                if word == "-isystem" and i + 1 < len(words):
+                    out += ["-isystem", os.path.normpath(words[i + 1])]
+                elif word.startswith("-I") and len(word) > 2:
+                    out += ["-I", os.path.normpath(word[2:])]
+    return out
+
+
 def apply(
     store: Path,
     site_packages: str,
     args: Sequence[str],
     env: Mapping[str, str],
     env_flags: Sequence[str],
+    compiler: str | None = None,
 ) -> tuple[list[str], dict[str, str], int] | str:
-    """A compile's arguments and environment (the flag variables `env_flags`) with the
-    site-packages' include directories replaced by their views, the host compiler told to map
-    each view back, and how many views; or why it cannot be."""
-    words = [*args, *(w for n in env_flags for w in shlex.split(env.get(n, "")))]
+    """A compile's arguments and environment (its flag variables `env_flags`) with the site-packages'
+    include directories replaced by their views; the compiler's own include directories
+    there (`compiler_includes`) named explicitly through views after the
+    project's, ahead of nvcc's own; the host compiler told to map each view back; and how many
+    views. Or why it cannot be."""
+    site = os.path.realpath(site_packages)
+    implicit = compiler_includes(compiler, env) if compiler else []
+    inside = [
+        w for i in range(0, len(implicit) - 1, 2)
+        if _inside(os.path.realpath(implicit[i + 1]), site)
+        for w in implicit[i : i + 2]
+    ]  # fmt: skip
+    words = [*args, *(w for n in env_flags for w in shlex.split(env.get(n, ""))), *inside]
     mapping, maps, why = _with_views(store, words, site_packages)
     if why is not None:
         return why
@@ -194,4 +238,9 @@ def apply(
     for name in env_flags:
         if env.get(name):
             out_env[name] = shlex.join(_rewrite(shlex.split(env[name]), mapping))
-    return [*_rewrite(args, mapping), *maps], out_env, len(set(mapping.values()))
+    out = [*_rewrite(args, mapping), *_rewrite(inside, mapping), *maps]
+    return out, out_env, len(set(mapping.values()))
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory + os.sep)

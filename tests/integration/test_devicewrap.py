@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from buildtools.toolchain import devicewrap
+from buildtools.toolchain import devicewrap, headerview
 from buildtools.toolchain.archopts import cuda_arch_flags
 from buildtools.toolchain.pythons import find_python
 from buildtools.wheel.devicecode import parse_fatbin
@@ -359,3 +359,36 @@ def test_a_unit_with_line_info_is_compiled_once_against_header_views(
     os.utime(project / "local.h", (1_760_000_000, 1_760_000_000))  # same bytes, another date
     _, log4 = build(two, "touched", store)
     assert log4["reuse"] == "stored"  # its mtime is in the object: compiled again
+
+
+def test_the_compilers_own_include_directories_in_site_packages_get_views(
+    tmp_path: Path,
+) -> None:
+    """A CUDA toolkit from PyPI (torch's nvidia-* wheels) sits in each environment's
+    site-packages; nvcc adds its include directories itself (nvcc.profile, as `--dryrun`
+    prints them): they are named through views after the project's, in nvcc's order."""
+    site = tmp_path / "site-packages"
+    inc = site / "nvidia" / "cu13" / "include"
+    (inc / "cccl" / "cub").mkdir(parents=True)
+    (inc / "cuda_runtime.h").write_text("\n")
+    (inc / "cccl" / "cub" / "cub.cuh").write_text("\n")
+    nvcc = site / "nvidia" / "cu13" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(
+        "#!/bin/sh\n"
+        f"echo '#$ INCLUDES=\"-I{nvcc.parent}/..//include\"  ' >&2\n"
+        f'echo \'#$ SYSTEM_INCLUDES="-isystem" "{nvcc.parent}/..//include/cccl"  \' >&2\n'
+        "echo '#$ LIBRARIES=  \"-L/usr/lib\"' >&2\n"
+    )
+    nvcc.chmod(0o755)
+    assert headerview.compiler_includes(str(nvcc), {}) == [
+        "-I", str(inc), "-isystem", str(inc / "cccl"),
+    ]  # fmt: skip
+    args = ["-c", "k.cu", "-I/usr/include/x"]
+    done = headerview.apply(tmp_path / "store", str(site), args, {}, (), str(nvcc))
+    assert not isinstance(done, str)
+    out, _, count = done
+    assert count == 2 and out[:3] == args
+    assert out[3] == "-I" and Path(out[4], "cuda_runtime.h").is_file()
+    assert out[5] == "-isystem" and Path(out[6], "cub", "cub.cuh").is_file()
+    assert str(tmp_path / "store" / "views") in out[4]
