@@ -81,7 +81,7 @@ from buildtools.distcompile.cluster import (
     cluster_up,
     kill_server,
 )
-from buildtools.distcompile.scheduler import SchedulerStatus, scheduler_status
+from buildtools.distcompile.schedstatus import SchedulerStatus, scheduler_status
 from buildtools.distcompile.tools import find_tool, tool_path
 from buildtools.model import BuildJob
 from buildtools.planning import PlanRequest, load_plan

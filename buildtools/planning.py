@@ -24,7 +24,7 @@ from .http import Http, UrllibHttp
 from .knowledge import load_knowledge
 from .matrix.config import MatrixFile, is_range, load_matrix
 from .planner import Plan, Selection, ServedTorch, needs_current, plan
-from .probe.current import probe_current_torch
+from .probe.runningtorch import probe_current_torch
 from .process import ProcessRunner, SubprocessRunner
 from .torchindex import IndexReader, served_releases, served_versions
 

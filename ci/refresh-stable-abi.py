@@ -46,7 +46,7 @@ from buildtools.knowledge.stableabi import (
     merge,
     shim_like,
 )
-from buildtools.torchindex.client import IndexReader
+from buildtools.torchindex.indexcache import IndexReader
 from buildtools.torchindex.members import Member, extract, listing, read_small
 from buildtools.torchindex.simple import IndexFile
 from buildtools.wheel.elf import inspect_elf_file

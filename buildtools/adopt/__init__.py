@@ -19,5 +19,5 @@ __all__ = [
 ]
 
 from .inspect import Inspection, inspect_project
-from .render import MatrixChoice, choose_matrix, render_matrix, render_noxfile
 from .risks import Risk, cuda_headers_in_cpu_build, find_risks
+from .scaffold import MatrixChoice, choose_matrix, render_matrix, render_noxfile

@@ -41,7 +41,7 @@ from ..ciplan import layout
 from ..context import RunContext
 from ..errors import PublishError
 from ..files import sha256_file
-from .record import RecordPolicy
+from .published_record import RecordPolicy
 
 # The predicate type of the release statement (an identifier, not a fetched document).
 RELEASE_PREDICATE = layout.RELEASE_PREDICATE

@@ -34,7 +34,7 @@ from ..files import check_wheel_filename, safe_join, sha256_file
 from ..http import DownloadError, HttpClient
 from ..index.manifest import MANIFEST_MAX_BYTES, MANIFEST_NAME, Manifest, read_manifest
 from ..index.pages import WHEELS_DIR
-from .record import Record, compare_record
+from .published_record import Record, compare_record
 
 
 class Fetcher(Protocol):

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from ..backends.registry import BACKENDS, BackendOptions, BackendSetting, make_backend
 from ..cachedir import default_cache_dir
-from ..distcompile.config import parse_scheduler_url
+from ..distcompile.clusterconfig import parse_scheduler_url
 from ..errors import (
     BuildFailedError,
     BuildtoolsError,

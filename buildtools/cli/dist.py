@@ -19,7 +19,7 @@ from ..distcompile.cluster import (
     default_state_dir,
     read_state,
 )
-from ..distcompile.scheduler import SchedulerStatus, scheduler_status
+from ..distcompile.schedstatus import SchedulerStatus, scheduler_status
 from ..errors import DistError
 from ..process import SubprocessRunner
 from ..untrusted import shown

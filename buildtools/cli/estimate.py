@@ -1,6 +1,6 @@
 """`buildtools plan --estimate`: the host facts the estimate needs, and its table.
 
-The estimate itself is pure (`buildtools.wheelbuild.estimate`); this gathers what it is given:
+The estimate itself is pure (`buildtools.wheelbuild.costmodel`); this gathers what it is given:
 this machine's cores and memory, the recorded timings of the cache directory, which
 environments exist there, the project's sources, and each job's CI runner.
 """
@@ -20,7 +20,7 @@ from ..model import BuildJob
 from ..planner import Plan
 from ..toolchain.envs import MARKER
 from ..wheelbuild.compilercache import cache_holds_entries, cache_root
-from ..wheelbuild.estimate import (
+from ..wheelbuild.costmodel import (
     HOSTED_RUNNER,
     HereFacts,
     PlanEstimate,

@@ -33,7 +33,7 @@ from ..adopt import (
 )
 from ..adopt.archflags import describe_flags
 from ..adopt.inspect import SOURCE_BYTES, Inspection
-from ..adopt.render import INSTALL_ENV, choose_archs
+from ..adopt.scaffold import INSTALL_ENV, choose_archs
 from ..errors import ConfigError
 from ..files import open_within, read_within, write_atomic
 from ..knowledge import Knowledge, load_knowledge

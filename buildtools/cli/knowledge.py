@@ -17,7 +17,7 @@ from ..errors import ExitCode, KnowledgeError, PlanError
 from ..http import UrllibHttp
 from ..knowledge import Knowledge, load_knowledge
 from ..torchindex import IndexReader, check_index, served_releases
-from ..torchindex.client import DEFAULT_MAX_AGE
+from ..torchindex.indexcache import DEFAULT_MAX_AGE
 from ..torchindex.propose import propose_row
 from ..untrusted import shown
 from .common import release

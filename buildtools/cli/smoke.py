@@ -29,7 +29,7 @@ from ..smoke.smoke_report import (
     SmokeStatus,
     publish,
 )
-from ..smoke.wheels import (
+from ..smoke.wheelsources import (
     collect_wheels,
     detect_accelerator,
 )

@@ -64,8 +64,8 @@ from ..context import RunContext
 from ..errors import ConfigError, ToolMissingError
 from ..jsonfields import decode_json
 from ..toolchain.ccachekeys import COMPILER_NAMES, masquerade_names
-from .config import check_token, client_config, parse_scheduler_url
-from .scheduler import SchedulerStatus, scheduler_status
+from .clusterconfig import check_token, client_config, parse_scheduler_url
+from .schedstatus import SchedulerStatus, scheduler_status
 
 DIST_TOKEN_ENV = "BUILDTOOLS_DIST_TOKEN"
 IDLE_SECONDS = 900  # a job's sccache server left behind (a crash) exits after this idle time

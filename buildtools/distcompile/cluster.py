@@ -50,7 +50,7 @@ from ..files import private_dir, read_private, write_atomic
 from ..jsonfields import Fields, decode_json
 from ..locks import file_lock
 from ..process import ProcessRunner
-from .config import (
+from .clusterconfig import (
     ClusterLayout,
     check_token,
     parse_scheduler_url,
@@ -58,7 +58,7 @@ from .config import (
     scheduler_config,
     server_config,
 )
-from .scheduler import SchedulerStatus, scheduler_status
+from .schedstatus import SchedulerStatus, scheduler_status
 from .tools import find_bwrap, find_tool, version_of
 
 STATE_FILE = "cluster.json"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from ..model import Finding, Severity
 from ..torchinstall import GpuInfo
-from ..wheel.coverage import device_code_runs
+from ..wheel.archcoverage import device_code_runs
 from ..wheel.elf import ElfInfo
 
 

@@ -2,7 +2,7 @@
 
 Every stage that asks "which torch is installed here" asks through this module: the
 toolchain (verifying a new environment, reusing a cached one), `torch: current`, `doctor`,
-`smoke` and the wheel checks. The script in `buildtools.probe.child` runs in a child
+`smoke` and the wheel checks. The script in `buildtools.probe.inspector` runs in a child
 process of that interpreter, through the ProcessRunner, in up to two steps:
 
 1. a static report that never imports torch (an import that aborts must not hide the rest):
@@ -43,7 +43,7 @@ from ..errors import ToolMissingError
 from ..jsonfields import decode_json
 from ..process import ProcessRunner
 from ..torchinstall import TorchInstall
-from .child import TAG, read_version_py
+from .inspector import TAG, read_version_py
 
 BUILD_WORDS: Mapping[str, str] = {
     "release": "release wheel",
@@ -56,8 +56,8 @@ BUILD_WORDS: Mapping[str, str] = {
 
 @functools.cache
 def probe_script() -> str:
-    """The text the child interpreter runs (`python -c`): buildtools/probe/child.py."""
-    return Path(__file__).with_name("child.py").read_text(encoding="utf-8")
+    """The text the child interpreter runs (`python -c`): buildtools/probe/inspector.py."""
+    return Path(__file__).with_name("inspector.py").read_text(encoding="utf-8")
 
 
 # --- records -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..jsonfields import decode_json
-from .status import SmokeStatus
+from .outcome import SmokeStatus
 
 CHILD_TAG = "BUILDTOOLS_SMOKE "
 StageName = Literal["env", "install", "import", "smoke"]

@@ -58,9 +58,11 @@ from ..wheel.checks.elves import WheelElf, extract_elves
 from ..wheel.meta import WheelName
 from .cases import CASES_ENV, DEVICE_ENV, CasesReport, read_cases
 from .child import CHILD_SCRIPT, ChildReport, Stage, classify, output_tail, parse_child_report
-from .device import DeviceCheck, DeviceKind, DriverFacts, check_device, device_coverage
-from .device import read_driver_facts as _read_driver_facts
-from .envs import (
+from .gpu import DeviceCheck, DeviceKind, DriverFacts, check_device, device_coverage
+from .gpu import read_driver_facts as _read_driver_facts
+from .modules import ModuleOutcome, child_spec, compiled_modules, load_outcomes
+from .smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
+from .smokeenvs import (
     SmokeOptions,
     StageLog,
     child_env,
@@ -73,9 +75,7 @@ from .envs import (
     smoke_argv,
     torch_matches,
 )
-from .modules import ModuleOutcome, child_spec, compiled_modules, load_outcomes
-from .smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
-from .wheels import SmokeTarget, WheelSource, plan_targets
+from .wheelsources import SmokeTarget, WheelSource, plan_targets
 
 
 def _machine_driver(kind: DeviceKind, runner: ProcessRunner, opts: SmokeOptions) -> DriverFacts:

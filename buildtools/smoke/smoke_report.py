@@ -34,7 +34,7 @@ from ..torchinstall import GpuInfo
 from ..untrusted import markdown, markdown_code, printable
 from .cases import CasesReport
 from .modules import ModuleOutcome
-from .status import SmokeStatus
+from .outcome import SmokeStatus
 
 SMOKE_REPORT_SCHEMA = "torch-buildtools/smoke-report/v1"
 

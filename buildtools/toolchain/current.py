@@ -22,8 +22,8 @@ from typing import Any
 from ..context import RunContext
 from ..errors import ToolchainError, ToolMissingError
 from ..model import BuildJob
-from ..probe.current import site_dirs_for_pth
 from ..probe.hostenv import EnvSnapshot, probe_environment
+from ..probe.runningtorch import site_dirs_for_pth
 from ..torchinstall import TorchInstall
 from .cuda import (
     CudaToolkit,

@@ -25,11 +25,11 @@ from ..errors import ToolchainError
 from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..model import BuildJob
-from ..probe.child import read_version_py
+from ..probe.inspector import read_version_py
 from ..torchinstall import TorchInstall
 from .envs import Toolchain
+from .findpython import find_python
 from .indexprobe import index_reachable
-from .pythons import find_python
 from .venv import child_env
 
 _MARKER = "buildtools-foreign.json"

@@ -31,9 +31,9 @@ from .envs import (
     record_created,
     toolchain_key,
 )
+from .findpython import find_python
 from .foreign import is_foreign, prepare_foreign_toolchain
 from .indexprobe import job_index
-from .pythons import find_python
 from .venv import create_venv, install, remove_env
 from .verify import check_torch, imported_record, probe_venv, verified_probe
 

@@ -24,8 +24,8 @@ from packaging.version import Version
 
 from ..knowledge import Knowledge
 from ..knowledge.load import release_locator
-from .client import IndexReader, PageAnswer
 from .compare import CheckReport, Difference, compare
+from .indexcache import IndexReader, PageAnswer
 from .served import ServedRelease, describe_release
 
 PROJECT = "torch"

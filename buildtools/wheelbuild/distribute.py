@@ -33,7 +33,7 @@ from ..distcompile.client import (
     resolve_target,
 )
 from ..distcompile.cluster import default_state_dir, read_state
-from ..distcompile.scheduler import SchedulerStatus
+from ..distcompile.schedstatus import SchedulerStatus
 from ..distcompile.tools import find_tool, version_of
 from ..errors import ConfigError
 from ..model import BuildJob

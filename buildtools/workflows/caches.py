@@ -18,10 +18,10 @@ from typing import Any
 from ..ciplan import layout
 from ..ciplan.shapes import Shape
 from ..planner import Plan
-from .common import Context, documented
 from .core_jobs import PlanJobSpec, plan_job, workflow_header
 from .image_push import PUSH_JOB
 from .input_jobs import images_job, prefetch_job, push_images_job
+from .jobparts import Context, documented
 from .publish_jobs import status_job
 from .yamlwriter import dump
 

@@ -34,8 +34,8 @@ from ..ciplan.shapes import Shape
 from ..ciplan.smokeonly import window_families, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
 from ..planner import Plan
-from .common import Context
 from .input_jobs import build_inputs
+from .jobparts import Context
 from .scripts import (
     build_script,
     built_script,

@@ -33,8 +33,8 @@ from typing import Any
 
 from ..ciplan import layout
 from ..ciplan.cachekeys import SCCACHE_GHA_NAMESPACE
-from .common import Context
 from .image_push import PUSH_JOB, image_push_script, image_verify_script
+from .jobparts import Context
 from .scripts import (
     free_disk_script,
     image_build_script,

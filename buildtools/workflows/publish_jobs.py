@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 from ..ciplan import layout
 from ..ecosystem import load_ecosystem
-from .common import Context
+from .jobparts import Context
 from .publish_scripts import (
     ATTEST_DIR,
     bundle_script,

@@ -18,8 +18,8 @@ from ..ciplan import layout
 from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..planner import Plan
-from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
+from .jobparts import Context, documented
 from .publish_jobs import drift_job, preview_job, status_job
 from .yamlwriter import dump
 

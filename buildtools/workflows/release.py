@@ -26,10 +26,10 @@ from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..ciplan.smokeonly import window_families, window_job
 from ..planner import Plan
-from .common import Context, documented
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
 from .image_push import PUSH_JOB
 from .input_jobs import images_job, push_images_job
+from .jobparts import Context, documented
 from .publish_jobs import (
     pages_enabled,
     pages_job,

@@ -30,10 +30,10 @@ from ..ciplan.shapes import shape_of
 from ..matrix.config import MatrixFile
 from ..planner import Plan
 from .audit import zizmor_config
-from .backfill import BACKFILL_WORKFLOW, render_backfill
+from .backfill_jobs import BACKFILL_WORKFLOW, render_backfill
 from .caches import render_caches
-from .common import Context
 from .expressions import check_scripts, refuse_expressions
+from .jobparts import Context
 from .pins import CiPins
 from .pull_request import render_pull_request
 from .release import render_release, render_release_tag

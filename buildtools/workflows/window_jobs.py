@@ -21,7 +21,7 @@ from ..ciplan import layout
 from ..ciplan.labels import Label, runs_on
 from ..ciplan.smokeonly import WINDOW_LEGS, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
-from .common import Context
+from .jobparts import Context
 from .scripts import bash, smoked_script
 
 

@@ -141,7 +141,7 @@ def seed_torch_envs(home: Path, envs: dict[str, Path]) -> list[str]:
     marker), so the smoke reuses it instead of downloading it. Returns the dirs made."""
     from buildtools.cachedir import default_cache_dir
     from buildtools.process import SubprocessRunner
-    from buildtools.smoke.envs import probe_torch
+    from buildtools.smoke.smokeenvs import probe_torch
 
     root = default_cache_dir({"HOME": str(home)}) / "smoke" / "torch"
     root.mkdir(parents=True, exist_ok=True)

@@ -98,7 +98,7 @@ def _missing_python() -> str | None:
     """A Python torch 2.13 supports that this machine lacks (to make one job fail early)."""
     from buildtools.errors import ToolMissingError
     from buildtools.knowledge import load_knowledge
-    from buildtools.toolchain.pythons import find_python
+    from buildtools.toolchain.findpython import find_python
 
     for python in reversed(load_knowledge().torch_release("2.13").python):
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtools.backends.docker.compilercache import cache_env
+from buildtools.backends.docker.containercache import cache_env
 from buildtools.toolchain.ccachekeys import CCACHE_KEYING, nvcc_flags_namespace, nvcc_launcher
 
 CCACHE = shutil.which("ccache")

@@ -349,7 +349,7 @@ def test_rest_client_against_a_github_api(tmp_path: Path, serve: Any) -> None:
 
     from buildtools.cisteps.assets import publish_release, upload_assets
     from buildtools.cisteps.github_api import RestApi
-    from buildtools.cisteps.record import RecordPolicy, latest_record, upload_record
+    from buildtools.cisteps.published_record import RecordPolicy, latest_record, upload_record
 
     handler = type("H", (GitHubHandler,), {"store": FakeGitHub(), "log": []})
     base = serve(handler)

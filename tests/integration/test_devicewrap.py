@@ -22,7 +22,7 @@ from elftools.elf.elffile import ELFFile
 
 from buildtools.toolchain import devicewrap, headerview
 from buildtools.toolchain.archopts import cuda_arch_flags
-from buildtools.toolchain.pythons import find_python
+from buildtools.toolchain.findpython import find_python
 from buildtools.wheel.devicecode import parse_fatbin
 
 pytestmark = pytest.mark.integration

@@ -28,7 +28,7 @@ from fixtures.factories import make_job
 from buildtools.context import RunContext
 from buildtools.distcompile.client import DistTarget, distributed_job
 from buildtools.distcompile.cluster import kill_server, read_state
-from buildtools.distcompile.scheduler import SchedulerStatus, scheduler_status
+from buildtools.distcompile.schedstatus import SchedulerStatus, scheduler_status
 from buildtools.distcompile.tools import find_tool, tool_path
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain.prepare import prepare_toolchain

@@ -32,7 +32,7 @@ from buildtools.files import sha256_file
 from buildtools.process import SubprocessRunner
 from buildtools.smoke.run import SmokeOptions, run_smoke
 from buildtools.smoke.smoke_report import RunnerInfo, SmokeReport, SmokeResult, SmokeStatus
-from buildtools.smoke.wheels import WheelSource, collect_wheels
+from buildtools.smoke.wheelsources import WheelSource, collect_wheels
 from buildtools.wheel.meta import relabel_wheel
 from buildtools.wheel.repair import Grafting, RepairTools, plan_repair, run_repair, scan_torch_libs
 

@@ -30,8 +30,8 @@ from buildtools.context import RunContext
 from buildtools.model import BuildJob
 from buildtools.process import SubprocessRunner
 from buildtools.toolchain.envs import Toolchain
+from buildtools.toolchain.findpython import find_python
 from buildtools.toolchain.prepare import prepare_toolchain
-from buildtools.toolchain.pythons import find_python
 
 EXAMPLE = REPO / "examples" / "scatter"
 CUDA_ARCHS = "7.5;8.0;8.6;9.0;10.0;12.0+PTX"

@@ -20,7 +20,7 @@ from buildtools.planner import plan
 from buildtools.probe.emulation import emulation_for, setup_commands
 from buildtools.process import CommandResult
 from buildtools.smoke.smoke_report import SmokeResult, SmokeStatus
-from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
+from buildtools.smoke.wheelsources import SmokeTarget, WheelSource, plan_targets
 from buildtools.toolchain.foreign import _pip_platforms, is_foreign, prepare_foreign_toolchain
 
 from .test_dockerbackend import backend

@@ -18,8 +18,8 @@ from buildtools.matrix.config import parse_matrix
 from buildtools.matrix.yamlsource import SourceMap
 from buildtools.model import BuildJob
 from buildtools.planner import abi_window, build_candidates, cuda_split, plan
-from buildtools.smoke.envs import torch_matches
-from buildtools.smoke.wheels import SmokeTarget, WheelSource, plan_targets
+from buildtools.smoke.smokeenvs import torch_matches
+from buildtools.smoke.wheelsources import SmokeTarget, WheelSource, plan_targets
 from buildtools.toolchain.envs import Toolchain
 from buildtools.torchinstall import TorchInstall
 from buildtools.wheelbuild.options import BuildOptions

@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 
 from buildtools.adopt import origin
 from buildtools.adopt.origin import install_source
-from buildtools.adopt.render import INSTALL_ENV, render_noxfile
+from buildtools.adopt.scaffold import INSTALL_ENV, render_noxfile
 from buildtools.cli import main as cli
 
 from .test_noxfile_lock import FakeSession, _load

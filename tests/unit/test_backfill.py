@@ -11,7 +11,7 @@ from fixtures.crafted import make_wheel
 from fixtures.fakegh import FakeGitHub
 from fixtures.stablesite import published_window_site
 
-from buildtools.cisteps.record import RecordPolicy, upload_record
+from buildtools.cisteps.published_record import RecordPolicy, upload_record
 from buildtools.cli.ci.backfill import cmd_backfill, latest_release_tag
 from buildtools.cli.main import _extra_verbs, build_parser
 from buildtools.errors import PlanError

@@ -43,7 +43,7 @@ from buildtools.wheel.checks import (
     load_torch_target,
 )
 from buildtools.wheel.checks.abi import ABI_MISMATCH
-from buildtools.wheel.checks.registry import BinaryCheck, Subject
+from buildtools.wheel.checks.spec import BinaryCheck, Subject
 from buildtools.wheel.elf import inspect_elf
 from buildtools.wheel.meta import BUILD_RECORD_NAME, relabel_wheel
 from buildtools.wheel.repair import derive_excludes

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fixtures.crafted import make_wheel
 
-from buildtools.cisteps.bundle import BUNDLE_MANIFEST, manifest_text, write_bundle
+from buildtools.cisteps.release_bundle import BUNDLE_MANIFEST, manifest_text, write_bundle
 from buildtools.cli.main import _extra_verbs, build_parser
 from buildtools.errors import PublishError
 from buildtools.index.publish import publish

@@ -22,7 +22,7 @@ from fixtures.imagepins import PINS_ENV, pin_every_base
 from ruamel.yaml import YAML
 
 from buildtools.ciplan import layout
-from buildtools.cisteps.status import read_entries, run_status, status_markdown
+from buildtools.cisteps.verdict import read_entries, run_status, status_markdown
 from buildtools.cli.main import main
 from buildtools.workflows.generate import generate
 from buildtools.workflows.pins import load_pins

@@ -25,9 +25,14 @@ from buildtools.cisteps.assets import (
     select_wheels,
     upload_assets,
 )
-from buildtools.cisteps.record import RecordPolicy, compare_record, latest_record, upload_record
+from buildtools.cisteps.published_record import (
+    RecordPolicy,
+    compare_record,
+    latest_record,
+    upload_record,
+)
 from buildtools.cisteps.restore import restore_from_record
-from buildtools.cisteps.status import run_status, status_markdown
+from buildtools.cisteps.verdict import run_status, status_markdown
 from buildtools.cli.main import _extra_verbs, build_parser, main
 from buildtools.errors import ImmutableWheelError, PublishError
 from buildtools.index.manifest import read_manifest

@@ -24,7 +24,7 @@ from buildtools.cisteps.provenance import (
     subjects_text,
     verify_files,
 )
-from buildtools.cisteps.record import latest_record
+from buildtools.cisteps.published_record import latest_record
 from buildtools.cli.main import _extra_verbs, build_parser
 from buildtools.context import RunContext
 from buildtools.errors import ExitCode, PublishError, UntrustedRecordError

@@ -395,8 +395,8 @@ def test_toolchain_for_current_notices_a_changed_torch(tmp_path: Path) -> None:
 
 
 def test_current_torch_from_a_snapshot() -> None:
-    from buildtools.probe.current import current_torch
     from buildtools.probe.hostenv import EnvSnapshot
+    from buildtools.probe.runningtorch import current_torch
 
     torch = TorchInstall(
         version="2.13.0a0+git1a2b3c4",

@@ -32,7 +32,7 @@ from buildtools.distcompile.client import (
     strip_nvcc_flags,
 )
 from buildtools.distcompile.cluster import STATE_FILE, STATE_SCHEMA, read_state
-from buildtools.distcompile.config import (
+from buildtools.distcompile.clusterconfig import (
     assign_cpus,
     check_token,
     client_config,
@@ -43,7 +43,7 @@ from buildtools.distcompile.config import (
     server_token,
     toml_document,
 )
-from buildtools.distcompile.scheduler import decode_status
+from buildtools.distcompile.schedstatus import decode_status
 from buildtools.errors import ConfigError, DistError
 from buildtools.wheelbuild.build_report import CellResult, Status
 from buildtools.wheelbuild.distribute import DistPlan

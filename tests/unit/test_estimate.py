@@ -15,7 +15,7 @@ from fixtures.factories import make_job
 from buildtools.cli.estimate import cache_warm_in, env_cached_in, print_estimate
 from buildtools.model import BuildJob
 from buildtools.toolchain.envs import MARKER
-from buildtools.wheelbuild.estimate import (
+from buildtools.wheelbuild.costmodel import (
     HOSTED_RUNNER,
     CostModel,
     HereFacts,

@@ -34,7 +34,7 @@ from buildtools.errors import ConfigError, ExitCode, UnsafeArtefactError
 from buildtools.files import private_dir, read_private
 from buildtools.index.manifest import read_manifest
 from buildtools.locks import file_lock
-from buildtools.smoke.wheels import parse_find_links
+from buildtools.smoke.wheelsources import parse_find_links
 from buildtools.torchindex import IndexReader
 from buildtools.torchindex.simple import IndexFile
 
@@ -269,7 +269,7 @@ def test_a_remote_find_links_page_may_not_link_a_local_file(href: str) -> None:
 
 
 def test_a_linked_wheel_name_that_climbs_out_is_not_downloaded(tmp_path: Path) -> None:
-    from buildtools.smoke.wheels import _fetch
+    from buildtools.smoke.wheelsources import _fetch
 
     with pytest.raises(UnsafeArtefactError, match="not a wheel file name"):
         _fetch("https://site.example/x/..%2F..%2Fescaped-1.0-py3-none-any.whl", tmp_path, None)  # type: ignore[arg-type]

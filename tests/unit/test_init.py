@@ -251,7 +251,7 @@ def test_init_proposes_the_newest_confirmed_releases_the_index_serves() -> None:
     from types import SimpleNamespace
     from typing import Any
 
-    from buildtools.adopt.render import choose_matrix
+    from buildtools.adopt.scaffold import choose_matrix
     from buildtools.knowledge import load_knowledge
 
     kb = load_knowledge()

@@ -18,7 +18,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from buildtools import __version__
-from buildtools.adopt.render import render_noxfile
+from buildtools.adopt.scaffold import render_noxfile
 from buildtools.ciplan import layout
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from buildtools.errors import ToolMissingError
-from buildtools.toolchain.pythons import find_python, install_hint, python_candidates
+from buildtools.toolchain.findpython import find_python, install_hint, python_candidates
 
 MACHINE = platform.machine()
 

@@ -23,7 +23,7 @@ from buildtools.smoke.child import (
     output_tail,
     parse_child_report,
 )
-from buildtools.smoke.device import DriverFacts
+from buildtools.smoke.gpu import DriverFacts
 from buildtools.smoke.run import SmokeOptions, run_smoke, smoke_argv
 from buildtools.smoke.smoke_report import (
     ReportPaths,
@@ -36,7 +36,7 @@ from buildtools.smoke.smoke_report import (
     publish,
     step_summary,
 )
-from buildtools.smoke.wheels import (
+from buildtools.smoke.wheelsources import (
     SmokeTarget,
     WheelSource,
     bundled_torch_libs,

@@ -25,7 +25,7 @@ from buildtools.matrix.config import load_matrix
 from buildtools.process import CommandResult
 from buildtools.smoke.cases import CASES_ENV, CASES_SCHEMA, DEVICE_ENV, read_cases
 from buildtools.smoke.child import CHILD_TAG, ChildReport, parse_child_report
-from buildtools.smoke.device import (
+from buildtools.smoke.gpu import (
     DriverFacts,
     check_device,
     device_coverage,
@@ -41,7 +41,7 @@ from buildtools.smoke.modules import (
 )
 from buildtools.smoke.run import SmokeOptions, run_smoke
 from buildtools.smoke.smoke_report import SmokeStatus
-from buildtools.smoke.wheels import WheelSource
+from buildtools.smoke.wheelsources import WheelSource
 from buildtools.torchinstall import GpuInfo, TorchInstall
 from buildtools.wheel.checks.elves import WheelElf
 from buildtools.wheel.elf import DeviceCode, ElfInfo, inspect_elf

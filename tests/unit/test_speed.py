@@ -463,7 +463,7 @@ def test_installer_choice(tmp_path: Path) -> None:
 
 def test_docker_mounts_the_jobs_compiler_cache_read_write(tmp_path: Path) -> None:
     from buildtools.backends.docker.cibw import CibwInputs, compose_cibuildwheel
-    from buildtools.backends.docker.compilercache import CONTAINER_CCACHE_DIR
+    from buildtools.backends.docker.containercache import CONTAINER_CCACHE_DIR
 
     def run(ccache: Path | None) -> Any:
         return compose_cibuildwheel(

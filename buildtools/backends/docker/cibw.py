@@ -51,7 +51,7 @@ from ...toolchain.ccachekeys import nvcc_flags_namespace
 from ...toolchain.envs import BUILD_REQUIREMENTS
 from ...toolchain.installer import parse_pip_config
 from ..base import nvcc_flags_env, nvcc_keep_env, nvcc_seed_env, prefix_maps_env
-from .compilercache import (
+from .containercache import (
     CONTAINER_CCACHE_DIR,
     GHA_CACHE_VARS,
     cache_env,

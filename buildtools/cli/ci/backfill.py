@@ -24,7 +24,7 @@ from ...ciplan import layout
 from ...ciplan.shapes import append_to, write_outputs
 from ...cisteps.github_api import GitHubApi, RestApi
 from ...cisteps.provenance import record_policy
-from ...cisteps.record import RecordPolicy, latest_record
+from ...cisteps.published_record import RecordPolicy, latest_record
 from ...cisteps.tagcheck import check_tag, project_version
 from ...context import RunContext
 from ...errors import PlanError

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...ciplan.shapes import write_outputs
-from ...cisteps.bundle import write_bundle
+from ...cisteps.release_bundle import write_bundle
 
 
 def cmd_bundle(args: argparse.Namespace, out: TextIO) -> int:

@@ -30,11 +30,11 @@ from ...ciplan.shapes import (
 from ...ciplan.smokeonly import window_families, window_outputs, window_rows
 from ...cisteps.github_api import GitHubApi, RestApi
 from ...cisteps.provenance import record_policy
-from ...cisteps.record import latest_record
-from ...cisteps.status import (
+from ...cisteps.published_record import latest_record
+from ...cisteps.tagcheck import check_tag, project_version, published_jobs
+from ...cisteps.verdict import (
     entries_json,
 )
-from ...cisteps.tagcheck import check_tag, project_version, published_jobs
 from ...context import RunContext
 from ...errors import PlanError
 from ...index.published import window_cells

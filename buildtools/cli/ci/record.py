@@ -14,7 +14,7 @@ from ...cisteps.assets import (
     publish_release,
 )
 from ...cisteps.github_api import GitHubApi, RestApi
-from ...cisteps.record import upload_record
+from ...cisteps.published_record import upload_record
 from ...errors import PublishError
 from ...index.manifest import MANIFEST_NAME as RECORD_NAME
 from ...index.manifest import read_manifest

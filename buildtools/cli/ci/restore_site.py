@@ -19,7 +19,7 @@ from ...cisteps.github_api import GitHubApi, RestApi
 from ...cisteps.provenance import (
     record_policy,
 )
-from ...cisteps.record import latest_record
+from ...cisteps.published_record import latest_record
 from ...cisteps.restore import (
     Fetcher,
     HttpFetcher,

@@ -16,7 +16,7 @@ from ...ciplan.shapes import (
     append_to,
     write_outputs,
 )
-from ...cisteps.status import (
+from ...cisteps.verdict import (
     read_entries,
     reproduce_commands,
     run_status,

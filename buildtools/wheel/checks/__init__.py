@@ -2,7 +2,7 @@
 
 `check_wheel` opens the wheel, reads every ELF in it with `buildtools.wheel.elf`, and compares
 what it finds with the target torch installation(s) and with what the job promised. One
-module per check; each declares the codes it reports (`registry.Code`), and `CHECKS` lists
+module per check; each declares the codes it reports (`spec.Code`), and `CHECKS` lists
 them in the order their findings are reported:
 
 ==================  ======================================================================
@@ -64,13 +64,13 @@ from ...model import Finding, Severity
 from ..elf import ElfInfo
 from . import (
     abi,
+    buildrecord,
     bundled,
     device,
     machine,
     metadata,
     platform,
     pythons,
-    record,
     size,
     stable,
     symbols,
@@ -80,7 +80,7 @@ from .device import expected_archs
 from .elves import WheelElf, describe_device_code, extract_elves, is_grafted
 from .expect import Expectation
 from .facts import target_facts
-from .registry import BinaryCheck, Check, Subject, WheelSubject
+from .spec import BinaryCheck, Check, Subject, WheelSubject
 from .target import TorchTarget, load_torch_target
 
 # The registry, in report order.
@@ -94,7 +94,7 @@ CHECKS: tuple[Check, ...] = (
     platform.CHECK,
     pythons.CHECK,
     machine.CHECK,
-    record.CHECK,
+    buildrecord.CHECK,
     size.CHECK,
     variantclaims.CHECK,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = ["ABI_MISMATCH", "CHECK"]
 
 from ...model import Finding, Severity
-from .registry import BinaryCheck, Code, Subject, finding
+from .spec import BinaryCheck, Code, Subject, finding
 
 ABI_MISMATCH = Code(
     name="abi-mismatch",

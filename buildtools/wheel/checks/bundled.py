@@ -13,7 +13,7 @@ __all__ = ["BUNDLED_TORCH_LIB", "CHECK"]
 from ...knowledge import NeverBundle
 from ...model import Finding
 from ..elf import strip_graft_hash
-from .registry import BinaryCheck, Code, Subject, finding
+from .spec import BinaryCheck, Code, Subject, finding
 
 BUNDLED_TORCH_LIB = Code(
     name="bundled-torch-lib",

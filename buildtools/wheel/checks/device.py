@@ -36,7 +36,7 @@ from ...model import Accelerator, Finding, Severity
 from ..devicesize import arch_sizes
 from ..elf import DeviceCode, strip_graft_hash
 from .elves import WheelElf
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 NO_DEVICE_CODE = Code(
     name="no-device-code",

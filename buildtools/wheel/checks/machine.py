@@ -16,7 +16,7 @@ __all__ = ["CHECK", "ELF_MACHINE", "expected_machines"]
 from ...ecosystem import load_ecosystem
 from ...model import Finding
 from ..meta import PlatformTag, WheelName
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 ELF_MACHINE = Code(
     name="elf-machine",

@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 
 from ...model import Finding
 from ..meta import WheelName, read_metadata, torch_requirements
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 METADATA_PIN = Code(
     name="metadata-pin",

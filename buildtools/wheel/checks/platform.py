@@ -13,7 +13,7 @@ from ...model import Finding, Severity
 from ..elf import demangle
 from ..meta import WheelName, platform_tag_satisfies
 from .policy import policy_for, strictest, system_version_prefixes, version_prefix
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 PLATFORM_TAG = Code(
     name="platform-tag",

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from packaging.utils import parse_wheel_filename
 
 from ...model import Finding, Severity
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 PYTHON_COVERAGE = Code(
     name="python-coverage",

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from ...ecosystem import load_ecosystem
 from ...model import Finding, Severity
 from .elves import WheelElf
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 WHEEL_SIZE = Code(
     name="wheel-size",

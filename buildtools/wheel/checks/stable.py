@@ -31,7 +31,7 @@ from ..elf import UndefinedSymbol, demangle
 from ..meta import torch_requirements
 from .elves import WheelElf
 from .policy import system_version_prefixes, version_prefix
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 UNSTABLE_SYMBOL = Code(
     name="unstable-symbol",

@@ -12,7 +12,7 @@ __all__ = ["CHECK", "UNDEFINED_SYMBOL"]
 from ...model import Finding
 from ..elf import demangle
 from .policy import system_version_prefixes, version_prefix
-from .registry import BinaryCheck, Code, Subject, finding
+from .spec import BinaryCheck, Code, Subject, finding
 
 UNDEFINED_SYMBOL = Code(
     name="undefined-symbol",

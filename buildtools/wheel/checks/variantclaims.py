@@ -22,7 +22,7 @@ from .. import variantprops
 from ..archive import open_wheel
 from ..meta import read_build_record
 from .elves import WheelElf, extract_elves
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 VARIANT_PROPERTIES = Code(
     name="variant-properties",

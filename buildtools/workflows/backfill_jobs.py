@@ -30,7 +30,7 @@ __all__ = ["BACKFILL_NAME", "BACKFILL_WORKFLOW", "render_backfill"]
 from typing import Any
 
 from ..ciplan import layout
-from .common import Context, documented
+from .jobparts import Context, documented
 from .scripts import bash
 from .yamlwriter import dump
 

@@ -47,12 +47,12 @@ from ..jsonfields import decode_json
 from ..locks import file_lock
 from ..probe.hostenv import probe_environment
 from ..process import CommandResult, ProcessRunner
-from ..toolchain.pythons import find_python
+from ..toolchain.findpython import find_python
 from ..toolchain.venv import create_venv, install
 from ..torchinstall import TorchInstall, window_build_ok
 from .child import Stage, StageName
-from .device import DriverFacts
-from .wheels import SmokeTarget
+from .gpu import DriverFacts
+from .wheelsources import SmokeTarget
 
 TorchSource = Literal["auto", "system", "index"]
 

@@ -35,8 +35,8 @@ from packaging.version import InvalidVersion, Version
 
 from ..process import ProcessRunner
 from ..torchinstall import GpuInfo, TorchInstall
+from ..wheel.archcoverage import device_code_runs
 from ..wheel.checks.elves import WheelElf
-from ..wheel.coverage import device_code_runs
 
 DeviceKind = Literal["cuda", "rocm"]
 

@@ -10,7 +10,7 @@ __all__ = ["BUILD_RECORD", "CHECK"]
 
 from ...model import BuildRecordError, Finding
 from ..meta import read_build_record
-from .registry import Code, WheelCheck, WheelSubject, finding
+from .spec import Code, WheelCheck, WheelSubject, finding
 
 BUILD_RECORD = Code(
     name="build-record",
