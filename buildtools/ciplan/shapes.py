@@ -19,7 +19,7 @@ workflow is generated), and a plan that needs more at run time stops with the re
 from __future__ import annotations
 
 __all__ = [
-    "Selection",
+    "RunPlan",
     "Shape",
     "assignments",
     "github_outputs",
@@ -48,7 +48,7 @@ PULL_REQUEST = "pull-request"  # … of wheels the pull request's run built
 
 
 @dataclass(frozen=True, kw_only=True)
-class Selection:
+class RunPlan:
     """What one run of a workflow does, and what it leaves out (with why)."""
 
     kind: str
@@ -143,14 +143,14 @@ def select(
     *,
     unsmoked: bool = False,
     published: Mapping[str, str] | None = None,
-) -> Selection:
+) -> RunPlan:
     """The entries `kind` (a workflow of `layout.WORKFLOW_KINDS`) runs, and why not the rest."""
     published = published or {}
     build: list[MatrixEntry] = []
     smoke: list[tuple[MatrixEntry, str]] = []
     skipped: list[tuple[str, str]] = []
     if kind == layout.CACHES_NAME:
-        return Selection(
+        return RunPlan(
             kind=kind,
             images=_uniq(entries, "image"),
             prefetch=_uniq(entries, "prefetch_key"),
@@ -194,7 +194,7 @@ def select(
                 f"--workflow {kind!r}: expected one of {', '.join(layout.WORKFLOW_KINDS)}"
             )
     images = _uniq(build, "image") if kind == layout.RELEASE_NAME else ()
-    return Selection(
+    return RunPlan(
         kind=kind,
         build=tuple(build),
         smoke=tuple(smoke),
@@ -204,7 +204,7 @@ def select(
     )
 
 
-def _family_rows(selection: Selection, family: str) -> list[MatrixEntry]:
+def _family_rows(selection: RunPlan, family: str) -> list[MatrixEntry]:
     built = {e.id for e in selection.build}
     smoked = {e.id for e, _ in selection.smoke}
     return [e for e in selection.order if e.family == family and e.id in built | smoked]
@@ -255,7 +255,7 @@ def _include(rows: Iterable[dict[str, Any]]) -> str:
 
 
 def assignments(
-    selection: Selection, shape: Shape, *, regenerate: str
+    selection: RunPlan, shape: Shape, *, regenerate: str
 ) -> dict[str, list[dict[str, Any]]]:
     """job name → its matrix entries (every job of the shape, empty ones included).
 
@@ -368,7 +368,7 @@ def _label(runner: str | tuple[str, ...] | None) -> str:
 
 
 def summary_markdown(
-    selection: Selection,
+    selection: RunPlan,
     *,
     profile: str,
     matrix: str,

@@ -23,7 +23,7 @@ uploaded: a release nobody finished publishing is never the one the next release
 from __future__ import annotations
 
 __all__ = [
-    "Selection",
+    "ReleaseWheels",
     "SmokeBinding",
     "UploadResult",
     "built_wheels",
@@ -58,7 +58,7 @@ WHEELS_ARTIFACT = "wheels-"
 
 
 @dataclass(frozen=True, kw_only=True)
-class Selection:
+class ReleaseWheels:
     """The wheels of a run: (file name, sha256, job) published, and held back with why."""
 
     published: tuple[tuple[str, str, str], ...] = ()
@@ -83,13 +83,13 @@ class Selection:
         )
 
 
-def read_selection(path: Path) -> Selection:
+def read_selection(path: Path) -> ReleaseWheels:
     """`selection.json` as `select_wheels` wrote it."""
     try:
         data = decode_json(read_regular(path, max_bytes=JSON_MAX_BYTES), what=path.name)
         if not isinstance(data, dict) or data.get("schema") != SELECTION_SCHEMA:
             raise ValueError(f"schema is not {SELECTION_SCHEMA!r}")
-        return Selection(
+        return ReleaseWheels(
             published=tuple((d["wheel"], d["sha256"], d["job"]) for d in data["published"]),
             held_back=tuple((d["wheel"], d["job"], d["reason"]) for d in data["held_back"]),
         )
@@ -206,7 +206,7 @@ def select_wheels(
     *,
     built: Mapping[str, str] | None = None,
     binding: SmokeBinding | None = None,
-) -> Selection:
+) -> ReleaseWheels:
     """Link the wheels under `root` that the smoke reports passed into `out`; the selection.
 
     Two wheels of one name must be the same file (a job that uploaded another job's wheel
@@ -259,7 +259,7 @@ def select_wheels(
                 os.link(path, target)
             except OSError:
                 shutil.copy2(path, target)
-    return Selection(
+    return ReleaseWheels(
         published=tuple((name, sha, job) for name, (sha, job) in sorted(published.items())),
         held_back=tuple(sorted(held)),
     )
@@ -356,7 +356,7 @@ def publish_release(api: GitHubApi, tag: str) -> bool:
     return True
 
 
-def selection_lines(selection: Selection) -> list[str]:
+def selection_lines(selection: ReleaseWheels) -> list[str]:
     """Human lines of a selection (the job log)."""
     out = [f"  publish    {w} ({j})" for w, _, j in selection.published]
     out += [f"  held back  {w} ({j}): {r}" for w, j, r in selection.held_back]

@@ -22,7 +22,7 @@ from ..ciplan import layout
 from ..errors import PublishError
 from ..files import read_regular
 from ..jsonfields import JSON_MAX_BYTES, decode_json
-from .assets import Selection, read_selection
+from .assets import ReleaseWheels, read_selection
 
 ENTRIES_SCHEMA = "torch-buildtools/ci-plan/v1"
 # jobs whose work flag is another job's: both PyPI jobs run when the plan sets run_pypi,
@@ -121,7 +121,7 @@ def run_status(
     build_reports = _reports(reports, "build-report-")
     smoke_reports = _reports(reports, "smoke-")
     selection_path = next(iter(sorted(reports.glob("**/" + layout.SELECTION))), None)
-    selection = read_selection(selection_path) if selection_path else Selection()
+    selection = read_selection(selection_path) if selection_path else ReleaseWheels()
     results = {j.job: j.result for j in jobs}
     failed: list[tuple[str, str, str]] = []
     not_run: list[tuple[str, str]] = []

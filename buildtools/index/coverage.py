@@ -22,10 +22,10 @@ from __future__ import annotations
 
 __all__ = [
     "CoverageMap",
+    "CoverageStatus",
     "Grid",
     "MapCell",
     "Notes",
-    "Status",
     "accelerator_label",
     "coverage_map",
     "python_order",
@@ -54,7 +54,7 @@ from .smokelog import SmokeRun
 from .variants import Variant, proven_variants
 
 
-class Status(str, enum.Enum):
+class CoverageStatus(str, enum.Enum):
     """What the map says of one torch × accelerator × Python × platform."""
 
     SMOKED = "smoke-tested"
@@ -73,14 +73,14 @@ class Status(str, enum.Enum):
 
 
 _SYMBOLS = {
-    Status.SMOKED: "✓",
-    Status.PUBLISHED: "●",
-    Status.MISSING: "!",
-    Status.PLANNED: "+",
-    Status.OTHER_PROFILE: "○",
-    Status.IMPOSSIBLE: "×",
-    Status.EXCLUDED: "-",
-    Status.NONE: "·",
+    CoverageStatus.SMOKED: "✓",
+    CoverageStatus.PUBLISHED: "●",
+    CoverageStatus.MISSING: "!",
+    CoverageStatus.PLANNED: "+",
+    CoverageStatus.OTHER_PROFILE: "○",
+    CoverageStatus.IMPOSSIBLE: "×",
+    CoverageStatus.EXCLUDED: "-",
+    CoverageStatus.NONE: "·",
 }
 
 
@@ -88,7 +88,7 @@ _SYMBOLS = {
 class MapCell:
     """One position of a grid."""
 
-    status: Status
+    status: CoverageStatus
     reason: str | None = None  # impossible: why
     runs: tuple[SmokeRun, ...] = ()  # smoke-tested: where and when
     wheels: tuple[str, ...] = ()  # published: the wheels that serve it
@@ -108,14 +108,14 @@ class Grid:
 class CoverageMap:
     grids: tuple[Grid, ...] = ()
 
-    def counts(self) -> dict[Status, int]:
-        """How many positions have each status (in Status order, zeros left out)."""
-        found: dict[Status, int] = defaultdict(int)
+    def counts(self) -> dict[CoverageStatus, int]:
+        """How many positions have each status (in CoverageStatus order, zeros left out)."""
+        found: dict[CoverageStatus, int] = defaultdict(int)
         for grid in self.grids:
             for row in grid.cells:
                 for cell in row:
                     found[cell.status] += 1
-        return {s: found[s] for s in Status if found[s]}
+        return {s: found[s] for s in CoverageStatus if found[s]}
 
 
 _CP = re.compile(r"cp(\d)(\d+)(t?)")
@@ -264,20 +264,24 @@ def coverage_map(
                 reverse=True,
             )
             if found:
-                return MapCell(status=Status.SMOKED, runs=tuple(found), wheels=names)
-            return MapCell(status=Status.PUBLISHED, wheels=names)
+                return MapCell(status=CoverageStatus.SMOKED, runs=tuple(found), wheels=names)
+            return MapCell(status=CoverageStatus.PUBLISHED, wheels=names)
         if key in impossible:
-            return MapCell(status=Status.IMPOSSIBLE, reason=impossible[key])
+            return MapCell(status=CoverageStatus.IMPOSSIBLE, reason=impossible[key])
         if key in named:
             if planned is None:
-                return MapCell(status=Status.MISSING)
-            return MapCell(status=Status.PLANNED if cell.id in planned else Status.OTHER_PROFILE)
+                return MapCell(status=CoverageStatus.MISSING)
+            return MapCell(
+                status=CoverageStatus.PLANNED
+                if cell.id in planned
+                else CoverageStatus.OTHER_PROFILE
+            )
         reason = _unavailable(kb, cell)
         if reason:
-            return MapCell(status=Status.IMPOSSIBLE, reason=reason)
+            return MapCell(status=CoverageStatus.IMPOSSIBLE, reason=reason)
         if key in excluded:
-            return MapCell(status=Status.EXCLUDED)
-        return MapCell(status=Status.NONE)
+            return MapCell(status=CoverageStatus.EXCLUDED)
+        return MapCell(status=CoverageStatus.NONE)
 
     grids = []
     by_platform: dict[str, set[_Key]] = defaultdict(set)
@@ -377,18 +381,18 @@ def _md(text: str) -> str:
 
 
 def _md_cell(cell: MapCell, notes: Notes) -> str:
-    if cell.status is Status.SMOKED:
+    if cell.status is CoverageStatus.SMOKED:
         refs = "".join(f"[{notes.number(run_note(r))}]" for r in cell.runs)
         return f"✅ tested {refs}"
-    if cell.status is Status.IMPOSSIBLE:
+    if cell.status is CoverageStatus.IMPOSSIBLE:
         return f"impossible [{notes.number(cell.reason or '')}]"
     return {
-        Status.PUBLISHED: "📦 published",
-        Status.MISSING: "**missing**",
-        Status.PLANNED: "planned",
-        Status.OTHER_PROFILE: "other profile",
-        Status.EXCLUDED: "excluded",
-        Status.NONE: "–",
+        CoverageStatus.PUBLISHED: "📦 published",
+        CoverageStatus.MISSING: "**missing**",
+        CoverageStatus.PLANNED: "planned",
+        CoverageStatus.OTHER_PROFILE: "other profile",
+        CoverageStatus.EXCLUDED: "excluded",
+        CoverageStatus.NONE: "–",
     }[cell.status]
 
 
@@ -419,7 +423,7 @@ def render_markdown(cmap: CoverageMap, *, title: str = "Coverage") -> str:
 def render_text(cmap: CoverageMap, *, max_rows: int = 60) -> list[str]:
     """The map as a compact grid of symbols (`buildtools plan`), with its legend."""
     out: list[str] = []
-    used: set[Status] = set()
+    used: set[CoverageStatus] = set()
     for grid in cmap.grids:
         labels = [f"torch {t} {a}" for t, a in grid.rows]
         width = max((len(label) for label in labels), default=5)
@@ -432,5 +436,5 @@ def render_text(cmap: CoverageMap, *, max_rows: int = 60) -> list[str]:
             used.update(c.status for c in row)
             out.append(label.ljust(width) + " " + " ".join(c.status.symbol.rjust(5) for c in row))
     if used:
-        out.append("  ".join(f"{s.symbol} {s.value}" for s in Status if s in used))
+        out.append("  ".join(f"{s.symbol} {s.value}" for s in CoverageStatus if s in used))
     return out + _shared_lines(cmap)

@@ -11,37 +11,37 @@ __all__ = ["render_map"]
 
 from html import escape
 
-from .coverage import CoverageMap, MapCell, Notes, Status, accelerator_label, run_note
+from .coverage import CoverageMap, CoverageStatus, MapCell, Notes, accelerator_label, run_note
 
 _CLASS = {
-    Status.SMOKED: "s-smoked",
-    Status.PUBLISHED: "s-published",
-    Status.MISSING: "s-missing",
-    Status.PLANNED: "s-planned",
-    Status.OTHER_PROFILE: "s-other",
-    Status.IMPOSSIBLE: "s-impossible",
-    Status.EXCLUDED: "s-excluded",
-    Status.NONE: "s-none",
+    CoverageStatus.SMOKED: "s-smoked",
+    CoverageStatus.PUBLISHED: "s-published",
+    CoverageStatus.MISSING: "s-missing",
+    CoverageStatus.PLANNED: "s-planned",
+    CoverageStatus.OTHER_PROFILE: "s-other",
+    CoverageStatus.IMPOSSIBLE: "s-impossible",
+    CoverageStatus.EXCLUDED: "s-excluded",
+    CoverageStatus.NONE: "s-none",
 }
 _WORD = {
-    Status.SMOKED: "tested",
-    Status.PUBLISHED: "published",
-    Status.MISSING: "missing",
-    Status.PLANNED: "planned",
-    Status.OTHER_PROFILE: "other profile",
-    Status.IMPOSSIBLE: "impossible",
-    Status.EXCLUDED: "excluded",
-    Status.NONE: "–",
+    CoverageStatus.SMOKED: "tested",
+    CoverageStatus.PUBLISHED: "published",
+    CoverageStatus.MISSING: "missing",
+    CoverageStatus.PLANNED: "planned",
+    CoverageStatus.OTHER_PROFILE: "other profile",
+    CoverageStatus.IMPOSSIBLE: "impossible",
+    CoverageStatus.EXCLUDED: "excluded",
+    CoverageStatus.NONE: "–",
 }
 _MEANING = {
-    Status.SMOKED: "published and smoke-tested on the runner named",
-    Status.PUBLISHED: "published, not smoke-tested in this cell",
-    Status.MISSING: "promised by matrix.yaml, not published",
-    Status.PLANNED: "built by this plan",
-    Status.OTHER_PROFILE: "built by another profile",
-    Status.IMPOSSIBLE: "torch has no such build (why: below)",
-    Status.EXCLUDED: "left out by an exclude rule of matrix.yaml",
-    Status.NONE: "not planned",
+    CoverageStatus.SMOKED: "published and smoke-tested on the runner named",
+    CoverageStatus.PUBLISHED: "published, not smoke-tested in this cell",
+    CoverageStatus.MISSING: "promised by matrix.yaml, not published",
+    CoverageStatus.PLANNED: "built by this plan",
+    CoverageStatus.OTHER_PROFILE: "built by another profile",
+    CoverageStatus.IMPOSSIBLE: "torch has no such build (why: below)",
+    CoverageStatus.EXCLUDED: "left out by an exclude rule of matrix.yaml",
+    CoverageStatus.NONE: "not planned",
 }
 
 
@@ -62,7 +62,7 @@ def _ref(number: int) -> str:
 def _cell(cell: MapCell, notes: Notes) -> str:
     css = _CLASS[cell.status]
     word = _WORD[cell.status]
-    if cell.status is Status.SMOKED:
+    if cell.status is CoverageStatus.SMOKED:
         first = cell.runs[0]
         refs = " ".join(_ref(notes.number(run_note(r))) for r in cell.runs)
         title = "; ".join(run_note(r) for r in cell.runs)
@@ -71,13 +71,13 @@ def _cell(cell: MapCell, notes: Notes) -> str:
             f'<td class="{css}" title="{escape(title)}">{word}'
             f"<small>{escape(_short(device))} {refs}</small></td>"
         )
-    if cell.status is Status.IMPOSSIBLE:
+    if cell.status is CoverageStatus.IMPOSSIBLE:
         reason = cell.reason or ""
         return (
             f'<td class="{css}" title="{escape(reason)}">{word}'
             f"<small>{_ref(notes.number(reason))}</small></td>"
         )
-    if cell.status is Status.PUBLISHED:
+    if cell.status is CoverageStatus.PUBLISHED:
         return f'<td class="{css}" title="{len(cell.wheels)} wheel(s)">{word}</td>'
     return f'<td class="{css}">{word}</td>'
 

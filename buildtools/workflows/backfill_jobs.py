@@ -30,7 +30,7 @@ __all__ = ["BACKFILL_NAME", "BACKFILL_WORKFLOW", "render_backfill"]
 from typing import Any
 
 from ..ciplan import layout
-from .jobparts import Context, documented
+from .jobparts import WorkflowSpec, documented
 from .scripts import bash
 from .yamlwriter import dump
 
@@ -41,11 +41,11 @@ SCHEDULE = "41 4 * * *"
 _RELEASE_FILE = layout.RELEASE_WORKFLOW.rsplit("/", 1)[1]
 
 
-def _ci(ctx: Context, *args: str) -> str:
+def _ci(ctx: WorkflowSpec, *args: str) -> str:
     return layout.join(["nox", "-s", "ci", "--", "backfill", *ctx.margs, *args])
 
 
-def _find_tag_script(ctx: Context) -> str:
+def _find_tag_script(ctx: WorkflowSpec) -> str:
     return bash(
         'if [ "$GITHUB_REF" != "refs/heads/$BT_DEFAULT_BRANCH" ]; then',
         '  echo "::error::run the backfill from $BT_DEFAULT_BRANCH (chosen: $GITHUB_REF)"',
@@ -57,7 +57,7 @@ def _find_tag_script(ctx: Context) -> str:
     )
 
 
-def _missing_script(ctx: Context) -> str:
+def _missing_script(ctx: WorkflowSpec) -> str:
     return bash(f'{_ci(ctx)} --tag "$BT_TAG" --github-output "$GITHUB_OUTPUT"')
 
 
@@ -72,7 +72,7 @@ def _dispatch_script() -> str:
     )
 
 
-def render_backfill(ctx: Context) -> str:
+def render_backfill(ctx: WorkflowSpec) -> str:
     """The text of backfill.yml (its plan is made at run time, for the latest tag)."""
     tag = "${{ steps.tag.outputs.tag }}"
     default_branch = "${{ github.event.repository.default_branch }}"

@@ -21,12 +21,12 @@ from ..planner import Plan
 from .core_jobs import PlanJobSpec, plan_job, workflow_header
 from .image_push import PUSH_JOB
 from .input_jobs import images_job, prefetch_job, push_images_job
-from .jobparts import Context, documented
+from .jobparts import WorkflowSpec, documented
 from .publish_jobs import status_job
 from .yamlwriter import dump
 
 
-def render_caches(ctx: Context, plan: Plan, shape: Shape) -> str:
+def render_caches(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     """The text of caches.yml for the plan of the `release` profile (`shape`: its images)."""
     profile = layout.RELEASE_PROFILE
     jobs: dict[str, Any] = {

@@ -35,7 +35,7 @@ from ..ciplan.smokeonly import window_families, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
 from ..planner import Plan
 from .input_jobs import build_inputs
-from .jobparts import Context
+from .jobparts import WorkflowSpec
 from .scripts import (
     build_script,
     built_script,
@@ -51,7 +51,7 @@ def _flag(job: str) -> str:
     return f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
 
 
-def plan_outputs(ctx: Context, shape: Shape, extra: tuple[str, ...]) -> dict[str, str]:
+def plan_outputs(ctx: WorkflowSpec, shape: Shape, extra: tuple[str, ...]) -> dict[str, str]:
     """The plan job's outputs the later jobs read (the step `plan` writes them)."""
     names: list[str] = []
     if ctx.kind in (layout.RELEASE_NAME, layout.SELF_HOSTED_NAME):
@@ -97,7 +97,7 @@ _NO_SPEC = PlanJobSpec()
 
 
 def plan_job(
-    ctx: Context, profile: str, shape: Shape, spec: PlanJobSpec = _NO_SPEC
+    ctx: WorkflowSpec, profile: str, shape: Shape, spec: PlanJobSpec = _NO_SPEC
 ) -> dict[str, Any]:
     """The plan of `profile` for this workflow: matrices as outputs, plan.json uploaded."""
     extra, needs, condition, env = spec.extra, spec.needs, spec.condition, spec.env
@@ -133,7 +133,7 @@ def plan_job(
 
 
 def build_job(
-    ctx: Context, profile: str, family: str, job: str, *, needs: list[str], legs: int = 0
+    ctx: WorkflowSpec, profile: str, family: str, job: str, *, needs: list[str], legs: int = 0
 ) -> dict[str, Any]:
     """One matrix job per BuildJob of `family` (docker backend, offline): wheels uploaded.
 
@@ -225,7 +225,7 @@ def build_job(
 
 
 def smoke_job(
-    ctx: Context,
+    ctx: WorkflowSpec,
     group: str,
     label: Label,
     job: str,
@@ -304,7 +304,7 @@ def smoke_job(
     return smoke
 
 
-def _wheel_downloads(ctx: Context, from_run: str | None) -> list[dict[str, Any]]:
+def _wheel_downloads(ctx: WorkflowSpec, from_run: str | None) -> list[dict[str, Any]]:
     """The job's wheels: from this run, or (`from_run`) from the pull request's run for the
     entries whose `wheels_from` says so (built there on hosted runners)."""
     here = ctx.download(
@@ -325,7 +325,7 @@ def _wheel_downloads(ctx: Context, from_run: str | None) -> list[dict[str, Any]]
 
 
 def workflow_header(
-    ctx: Context, title: str, profile: str, plan: Plan, lines: list[str]
+    ctx: WorkflowSpec, title: str, profile: str, plan: Plan, lines: list[str]
 ) -> list[str]:
     """The comment atop a workflow: how to regenerate it, what it builds, where it smokes."""
     regen = layout.join(["nox", "-s", "ci", *(["--", *ctx.margs] if ctx.margs else [])])

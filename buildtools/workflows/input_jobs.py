@@ -34,7 +34,7 @@ from typing import Any
 from ..ciplan import layout
 from ..ciplan.cachekeys import SCCACHE_GHA_NAMESPACE
 from .image_push import PUSH_JOB, image_push_script, image_verify_script
-from .jobparts import Context
+from .jobparts import WorkflowSpec
 from .scripts import (
     free_disk_script,
     image_build_script,
@@ -59,7 +59,7 @@ def _flag(job: str) -> str:
     return f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
 
 
-def registry_login(ctx: Context) -> list[dict[str, Any]]:
+def registry_login(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     registry = ctx.mf.matrix.ci.image_registry
     if not registry:
         return []
@@ -74,7 +74,7 @@ def registry_login(ctx: Context) -> list[dict[str, Any]]:
     ]
 
 
-def _release_image(ctx: Context) -> list[dict[str, Any]]:
+def _release_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     """This run's image of the job's recipe, checked by the ID the images job output."""
     # every slot's ID; the script picks this job's (no computed expression index)
     expected = {"BT_IMAGES": "${{ toJSON(needs.images.outputs) }}"}
@@ -109,7 +109,7 @@ def _release_image(ctx: Context) -> list[dict[str, Any]]:
     ]
 
 
-def _cached_image(ctx: Context) -> list[dict[str, Any]]:
+def _cached_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     """The image caches.yml saved (pull requests and self-hosted.yml: nothing published)."""
     registry = ctx.mf.matrix.ci.image_registry
     if registry:
@@ -138,7 +138,7 @@ def _cached_image(ctx: Context) -> list[dict[str, Any]]:
     ]
 
 
-def _downloads(ctx: Context) -> list[Any]:
+def _downloads(ctx: WorkflowSpec) -> list[Any]:
     """The downloads caches.yml saved (the same pins, these Pythons or others): read only."""
     return [
         {
@@ -154,7 +154,7 @@ def _downloads(ctx: Context) -> list[Any]:
     ]
 
 
-def _sccache_gha(ctx: Context) -> list[Any]:
+def _sccache_gha(ctx: WorkflowSpec) -> list[Any]:
     """sccache's GitHub Actions backend for a pull request's builds, read-write: the cache
     service scopes its writes to the pull request (`refs/pull/N/merge`), which no release
     and no other pull request reads. Releases and everything else get none."""
@@ -180,7 +180,7 @@ def _sccache_gha(ctx: Context) -> list[Any]:
     ]
 
 
-def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
+def _compiler_cache(ctx: WorkflowSpec) -> tuple[list[Any], list[Any]]:
     """With sccache (the matrix's build.compiler_cache): its Actions backend (`_sccache_gha`).
     ccache: a pull request's own namespace and scope, the newest entry of this pull
     request. A release none: compiler-cache objects cannot be verified, so a release
@@ -212,7 +212,7 @@ def _compiler_cache(ctx: Context) -> tuple[list[Any], list[Any]]:
     return [restore], [save]
 
 
-def build_inputs(ctx: Context) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def build_inputs(ctx: WorkflowSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(steps before the build, steps after it) of a build job in this workflow: a
     release's this run's image only (no cache read, none saved)."""
     if ctx.kind == layout.RELEASE_NAME:
@@ -233,7 +233,7 @@ def image_outputs(count: int, *, archives: bool = True) -> dict[str, str]:
     }
 
 
-def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
+def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, Any]:
     """One job per builder recipe, which runs the repository's code and so holds only read
     permissions. A release builds each anew; caches.yml builds what the cache (or the
     registry) lacks. Where the image goes on (a release's builds, or `ci.image_registry`
@@ -333,7 +333,7 @@ def images_job(ctx: Context, profile: str, *, slots: int = 0) -> dict[str, Any]:
     return job
 
 
-def push_images_job(ctx: Context, *, slots: int) -> dict[str, Any]:
+def push_images_job(ctx: WorkflowSpec, *, slots: int) -> dict[str, Any]:
     """With `ci.image_registry`: the one job that may write to the registry. It checks
     nothing out, installs nothing and runs no repository code (`workflows.image_push`):
     per recipe, this run's archive checked against the images job's outputs, loaded,
@@ -390,7 +390,7 @@ def push_images_job(ctx: Context, *, slots: int) -> dict[str, Any]:
     }
 
 
-def prefetch_job(ctx: Context, profile: str) -> dict[str, Any]:
+def prefetch_job(ctx: WorkflowSpec, profile: str) -> dict[str, Any]:
     """One job per download group: what its builds install, saved for them to restore."""
     return {
         "name": "downloads ${{ matrix.prefetch_key }}",

@@ -11,7 +11,7 @@ requests) and are not compressed again (a wheel is a zip already).
 
 from __future__ import annotations
 
-__all__ = ["Context", "documented"]
+__all__ = ["WorkflowSpec", "documented"]
 
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +59,7 @@ def documented(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Context:
+class WorkflowSpec:
     """What every job builder needs: the matrix, the pins, the workflow being written."""
 
     mf: MatrixFile

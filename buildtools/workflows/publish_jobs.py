@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 from ..ciplan import layout
 from ..ecosystem import load_ecosystem
-from .jobparts import Context
+from .jobparts import WorkflowSpec
 from .publish_scripts import (
     ATTEST_DIR,
     bundle_script,
@@ -63,7 +63,7 @@ _ATTEST = f"{BUNDLE_DIR}/{ATTEST_DIR}"
 _BUNDLE_SITE = f"{BUNDLE_DIR}/site"
 
 
-def pages_enabled(ctx: Context) -> bool:
+def pages_enabled(ctx: WorkflowSpec) -> bool:
     """Deploy to GitHub Pages when `index.base_url` says where the site is served."""
     return bool(ctx.mf.matrix.index.base_url)
 
@@ -98,7 +98,7 @@ def _tag_env() -> dict[str, str]:
     return {"BT_TAG": "${{ needs.plan.outputs.tag }}", "BT_SHA": "${{ needs.plan.outputs.sha }}"}
 
 
-def _downloads(ctx: Context) -> list[dict[str, Any]]:
+def _downloads(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     return [
         ctx.download(_WHEELS, pattern="wheels-*", title="Download the wheels"),
         ctx.download(_SMOKE, pattern="smoke-*", title="Download the smoke reports"),
@@ -123,7 +123,7 @@ def _smoked_env(job: str) -> str:
     return "BT_SMOKED_" + layout.output_name(job).removeprefix("smoke_").upper()
 
 
-def prepare_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
+def prepare_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any]:
     """Everything the release needs the repository's code for, with read permissions only:
     select, restore the record, index, say what to attest; the bundle and its digest.
 
@@ -197,7 +197,7 @@ def prepare_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
+def _attest(ctx: WorkflowSpec, *, release: bool) -> dict[str, Any]:
     with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
     if release:
         with_ |= {
@@ -211,7 +211,7 @@ def _attest(ctx: Context, *, release: bool) -> dict[str, Any]:
     }
 
 
-def publish_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
+def publish_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any]:
     """Sign and publish the prepare job's bundle, in the protected environment, one publish
     at a time (Pages group): no checkout, no repository code, nothing installed; the
     runner's bash, coreutils, curl, jq and gh, and actions pinned by commit."""
@@ -267,7 +267,7 @@ def publish_job(ctx: Context, families: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def pages_job(ctx: Context) -> dict[str, Any]:
+def pages_job(ctx: WorkflowSpec) -> dict[str, Any]:
     """Deploy the pages the publish job uploaded: nothing checked out, nothing installed."""
     return {
         "name": "deploy to GitHub Pages",
@@ -288,7 +288,7 @@ def pages_job(ctx: Context) -> dict[str, Any]:
     }
 
 
-def preview_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
+def preview_job(ctx: WorkflowSpec, gated: list[str]) -> dict[str, Any]:
     """A pull request's index preview artifact (`site-preview`, relative links)."""
     return {
         "name": "index preview",
@@ -312,7 +312,7 @@ def preview_job(ctx: Context, gated: list[str]) -> dict[str, Any]:
     }
 
 
-def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
+def pypi_jobs(ctx: WorkflowSpec) -> dict[str, dict[str, Any]]:
     """`pypi-dist` (the variant without its local label, an sdist) and `pypi` (publish)."""
     pypi = ctx.mf.matrix.ci.pypi
     assert pypi is not None
@@ -378,7 +378,9 @@ def pypi_jobs(ctx: Context) -> dict[str, dict[str, Any]]:
     }
 
 
-def status_job(ctx: Context, needs: list[str], *, commit_status: bool = False) -> dict[str, Any]:
+def status_job(
+    ctx: WorkflowSpec, needs: list[str], *, commit_status: bool = False
+) -> dict[str, Any]:
     """The required check: the final summary; fails unless every job with work passed.
 
     `commit_status` (self-hosted.yml): it also outputs the verdict (`state`,
@@ -431,7 +433,7 @@ def status_job(ctx: Context, needs: list[str], *, commit_status: bool = False) -
     return job
 
 
-def commit_status_job(ctx: Context) -> dict[str, Any]:
+def commit_status_job(ctx: WorkflowSpec) -> dict[str, Any]:
     """Post the status job's verdict on the pull request's commit: the one job that can
     write (`statuses`), so it checks nothing out and runs no repository code (gh only)."""
     return {
@@ -456,7 +458,7 @@ def commit_status_job(ctx: Context) -> dict[str, Any]:
     }
 
 
-def drift_job(ctx: Context) -> dict[str, Any]:
+def drift_job(ctx: WorkflowSpec) -> dict[str, Any]:
     """The pull request's first job: the committed workflows still match matrix.yaml."""
     return {
         "name": "workflows match matrix.yaml",

@@ -19,12 +19,12 @@ from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
-from .jobparts import Context, documented
+from .jobparts import WorkflowSpec, documented
 from .publish_jobs import drift_job, preview_job, status_job
 from .yamlwriter import dump
 
 
-def render_pull_request(ctx: Context, plan: Plan, shape: Shape, *, self_hosted: bool) -> str:
+def render_pull_request(ctx: WorkflowSpec, plan: Plan, shape: Shape, *, self_hosted: bool) -> str:
     """The text of pull-request.yml for the plan of the `pr` profile."""
     profile = layout.PR_PROFILE
     jobs: dict[str, Any] = {

@@ -29,7 +29,7 @@ from ..planner import Plan
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
 from .image_push import PUSH_JOB
 from .input_jobs import images_job, push_images_job
-from .jobparts import Context, documented
+from .jobparts import WorkflowSpec, documented
 from .publish_jobs import (
     pages_enabled,
     pages_job,
@@ -63,7 +63,7 @@ def tag_glob(pattern: str) -> str:
     return prefix + "*" if prefix else "**"
 
 
-def render_release_tag(ctx: Context) -> str:
+def render_release_tag(ctx: WorkflowSpec) -> str:
     """The text of release-tag.yml: a tag push, handed to release.yml."""
     header = [
         ctx.do_not_edit(),
@@ -137,7 +137,7 @@ def _inputs() -> dict[str, Any]:
     }
 
 
-def render_release(ctx: Context, plan: Plan, shape: Shape) -> str:
+def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     """The text of release.yml for the plan of the `release` profile."""
     profile = layout.RELEASE_PROFILE
     pypi = ctx.mf.matrix.ci.pypi

@@ -33,7 +33,7 @@ from .audit import zizmor_config
 from .backfill_jobs import BACKFILL_WORKFLOW, render_backfill
 from .caches import render_caches
 from .expressions import check_scripts, refuse_expressions
-from .jobparts import Context
+from .jobparts import WorkflowSpec
 from .pins import CiPins
 from .pull_request import render_pull_request
 from .release import render_release, render_release_tag
@@ -63,7 +63,7 @@ class Generated:
     text: str
 
 
-def _actionlint(ctx: Context) -> str:
+def _actionlint(ctx: WorkflowSpec) -> str:
     header = [
         ctx.do_not_edit(),
         "The self-hosted runner labels of runners.build / runners.smoke, for actionlint.",
@@ -72,7 +72,7 @@ def _actionlint(ctx: Context) -> str:
     return dump({"self-hosted-runner": {"labels": labels}}, header=header)
 
 
-def _hashed(ctx: Context, text: str) -> str:
+def _hashed(ctx: WorkflowSpec, text: str) -> str:
     return f"# {ctx.do_not_edit()}\n" + text
 
 
@@ -94,8 +94,8 @@ def render_workflows(
     self_shape = shape_of(entries[layout.PR_PROFILE], layout.SELF_HOSTED_NAME)
     caches_shape = shape_of(entries[layout.RELEASE_PROFILE], layout.CACHES_NAME)
 
-    def ctx(kind: str) -> Context:
-        return Context(mf=mf, pins=pins, matrix=matrix, kind=kind)
+    def ctx(kind: str) -> WorkflowSpec:
+        return WorkflowSpec(mf=mf, pins=pins, matrix=matrix, kind=kind)
 
     release_ctx = ctx(layout.RELEASE_NAME)
     self_hosted = bool(self_shape.build or self_shape.smoke)

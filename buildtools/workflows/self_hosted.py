@@ -22,14 +22,14 @@ from ..ciplan.labels import group_family, smoke_label
 from ..ciplan.shapes import Shape
 from ..planner import Plan
 from .core_jobs import PlanJobSpec, build_job, plan_job, smoke_job, workflow_header
-from .jobparts import Context, documented
+from .jobparts import WorkflowSpec, documented
 from .publish_jobs import commit_status_job, status_job
 from .yamlwriter import dump
 
 _RUN = "github.event.workflow_run"
 
 
-def render_self_hosted(ctx: Context, plan: Plan, shape: Shape) -> str:
+def render_self_hosted(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     """The text of self-hosted.yml for the plan of the `pr` profile."""
     profile = layout.PR_PROFILE
     jobs: dict[str, Any] = {

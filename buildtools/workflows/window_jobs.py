@@ -21,7 +21,7 @@ from ..ciplan import layout
 from ..ciplan.labels import Label, runs_on
 from ..ciplan.smokeonly import WINDOW_LEGS, window_job
 from ..model import RUNNER_ACCELERATOR_ENV
-from .jobparts import Context
+from .jobparts import WorkflowSpec
 from .scripts import bash, smoked_script
 
 
@@ -74,7 +74,7 @@ def _smoke_script(matrix: str, family: str) -> str:
     )
 
 
-def window_smoke_job(ctx: Context, family: str, label: Label) -> dict[str, Any]:
+def window_smoke_job(ctx: WorkflowSpec, family: str, label: Label) -> dict[str, Any]:
     """`smoke-window-<family>`: the published wheel smoke-tested on a new torch, no build."""
     job = window_job(family)
     flag = f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"

@@ -14,8 +14,7 @@ from fixtures.crafted import make_wheel
 
 from buildtools.cli.main import main
 from buildtools.errors import ExitCode, ImmutableWheelError, PublishError
-from buildtools.index.coverage import Status as CoverageStatus
-from buildtools.index.coverage import coverage_map
+from buildtools.index.coverage import CoverageStatus, coverage_map
 from buildtools.index.gate import SmokeGate
 from buildtools.index.manifest import read_manifest
 from buildtools.index.merge import merge

@@ -22,7 +22,7 @@ from fixtures.pagecheck import assert_inert, read_page
 from buildtools.cli.main import main
 from buildtools.errors import BuildtoolsError
 from buildtools.index.coverage import (
-    Status,
+    CoverageStatus,
     coverage_map,
     render_markdown,
     render_text,
@@ -206,8 +206,12 @@ def test_map_tells_smoke_tested_published_missing_impossible_and_excluded(
     assert grid.rows == (("2.13.0", "cpu"), ("2.13.0", "cu130"))
     got = [[c.status for c in row] for row in grid.cells]
     assert got == [
-        [Status.IMPOSSIBLE, Status.SMOKED, Status.PUBLISHED],  # b's run was in another cell
-        [Status.IMPOSSIBLE, Status.MISSING, Status.EXCLUDED],
+        [
+            CoverageStatus.IMPOSSIBLE,
+            CoverageStatus.SMOKED,
+            CoverageStatus.PUBLISHED,
+        ],  # b's run was in another cell
+        [CoverageStatus.IMPOSSIBLE, CoverageStatus.MISSING, CoverageStatus.EXCLUDED],
     ]
     assert (
         grid.cells[0][0].reason == "torch 2.13.0 has no Python 3.9 wheels (it supports 3.10–3.14)"
@@ -224,7 +228,9 @@ def test_an_abi3_wheel_covers_every_python_from_its_own(
     (grid,) = coverage_map([w.wheel], kb=KB, matrix=matrix).grids
     # and the Pythons torch 2.13 supports beyond the matrix's (3.13, 3.14) join the map
     assert grid.pythons == ("3.9", "3.11", "3.12", "3.13", "3.14")
-    assert [c.status for c in grid.cells[0]] == [Status.IMPOSSIBLE] + [Status.PUBLISHED] * 4
+    assert [c.status for c in grid.cells[0]] == [CoverageStatus.IMPOSSIBLE] + [
+        CoverageStatus.PUBLISHED
+    ] * 4
 
 
 def test_without_a_matrix_the_knowledge_base_still_marks_the_impossible(tmp_path: Path) -> None:
@@ -235,8 +241,8 @@ def test_without_a_matrix_the_knowledge_base_still_marks_the_impossible(tmp_path
     (grid,) = coverage_map([cpu.wheel, cuda.wheel], kb=KB).grids
     assert grid.rows == (("2.11.0", "cu126"), ("2.13.0", "cpu"))
     assert [[c.status for c in row] for row in grid.cells] == [
-        [Status.NONE, Status.PUBLISHED],
-        [Status.PUBLISHED, Status.NONE],
+        [CoverageStatus.NONE, CoverageStatus.PUBLISHED],
+        [CoverageStatus.PUBLISHED, CoverageStatus.NONE],
     ]
 
 
@@ -244,8 +250,8 @@ def test_the_plan_map_tells_this_profile_from_the_others(matrix: MatrixCells) ->
     planned = {c.id for c in matrix.cells if c.accelerator == "cpu"}
     (grid,) = coverage_map([], kb=KB, matrix=matrix, planned=planned).grids
     assert [[c.status for c in row] for row in grid.cells] == [
-        [Status.IMPOSSIBLE, Status.PLANNED, Status.PLANNED],
-        [Status.IMPOSSIBLE, Status.OTHER_PROFILE, Status.EXCLUDED],
+        [CoverageStatus.IMPOSSIBLE, CoverageStatus.PLANNED, CoverageStatus.PLANNED],
+        [CoverageStatus.IMPOSSIBLE, CoverageStatus.OTHER_PROFILE, CoverageStatus.EXCLUDED],
     ]
     text = "\n".join(render_text(coverage_map([], kb=KB, matrix=matrix, planned=planned)))
     assert text.splitlines()[2:4] == [
@@ -454,7 +460,7 @@ def test_a_site_keeps_the_smoke_runs_of_its_wheels_across_publishes(tmp_path: Pa
     assert sorted(r.gpu or "" for r in kept.smoke) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
     (grid,) = result.coverage.grids
     smoked = grid.cells[grid.rows.index(("2.13.0", "cpu"))][grid.pythons.index("3.11")]
-    assert smoked.status is Status.SMOKED and [r.gpu for r in smoked.runs] == [
+    assert smoked.status is CoverageStatus.SMOKED and [r.gpu for r in smoked.runs] == [
         "NVIDIA H200",
         "NVIDIA H100 80GB HBM3",
     ]
