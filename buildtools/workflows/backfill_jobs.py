@@ -41,11 +41,11 @@ SCHEDULE = "41 4 * * *"
 _RELEASE_FILE = layout.RELEASE_WORKFLOW.rsplit("/", 1)[1]
 
 
-def _ci(ctx: WorkflowSpec, *args: str) -> str:
-    return layout.join(["nox", "-s", "ci", "--", "backfill", *ctx.margs, *args])
+def _ci(wf: WorkflowSpec, *args: str) -> str:
+    return layout.join(["nox", "-s", "ci", "--", "backfill", *wf.margs, *args])
 
 
-def _find_tag_script(ctx: WorkflowSpec) -> str:
+def _find_tag_script(wf: WorkflowSpec) -> str:
     return bash(
         'if [ "$GITHUB_REF" != "refs/heads/$BT_DEFAULT_BRANCH" ]; then',
         '  echo "::error::run the backfill from $BT_DEFAULT_BRANCH (chosen: $GITHUB_REF)"',
@@ -53,12 +53,12 @@ def _find_tag_script(ctx: WorkflowSpec) -> str:
         "fi",
         'args=(--github-output "$GITHUB_OUTPUT")',
         'if [ -n "${BT_TAG:-}" ]; then args+=(--tag "$BT_TAG"); fi',
-        f'{_ci(ctx, "--latest-tag")} "${{args[@]}}"',
+        f'{_ci(wf, "--latest-tag")} "${{args[@]}}"',
     )
 
 
-def _missing_script(ctx: WorkflowSpec) -> str:
-    return bash(f'{_ci(ctx)} --tag "$BT_TAG" --github-output "$GITHUB_OUTPUT"')
+def _missing_script(wf: WorkflowSpec) -> str:
+    return bash(f'{_ci(wf)} --tag "$BT_TAG" --github-output "$GITHUB_OUTPUT"')
 
 
 def _dispatch_script() -> str:
@@ -72,14 +72,14 @@ def _dispatch_script() -> str:
     )
 
 
-def render_backfill(ctx: WorkflowSpec) -> str:
+def render_backfill(wf: WorkflowSpec) -> str:
     """The text of backfill.yml (its plan is made at run time, for the latest tag)."""
     tag = "${{ steps.tag.outputs.tag }}"
     default_branch = "${{ github.event.repository.default_branch }}"
     steps: list[dict[str, Any]] = [
-        ctx.checkout(""),
-        ctx.setup_python(),
-        ctx.install_tools(),
+        wf.checkout(""),
+        wf.setup_python(),
+        wf.install_tools(),
         {
             "name": "Find the latest release tag",
             "id": "tag",
@@ -88,19 +88,19 @@ def render_backfill(ctx: WorkflowSpec) -> str:
                 "BT_DEFAULT_BRANCH": default_branch,
                 "GITHUB_TOKEN": "${{ github.token }}",
             },
-            "run": _find_tag_script(ctx),
+            "run": _find_tag_script(wf),
         },
-        {**ctx.checkout(f"refs/tags/{tag}"), "name": "Check out the tag"},
+        {**wf.checkout(f"refs/tags/{tag}"), "name": "Check out the tag"},
         {
             "name": "What the tag promises and its record lacks",
             "id": "missing",
             "env": {"BT_TAG": tag, "GITHUB_TOKEN": "${{ github.token }}"},
-            "run": _missing_script(ctx),
+            "run": _missing_script(wf),
         },
     ]
     missing: dict[str, Any] = {
         "name": "what the latest release lacks",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.PLAN_TIMEOUT,
         "permissions": {"contents": "read"},
         "outputs": {
@@ -116,7 +116,7 @@ def render_backfill(ctx: WorkflowSpec) -> str:
         "name": f"release the missing cells ({_RELEASE_FILE} for the tag)",
         "needs": "missing",
         "if": "needs.missing.outputs.count != '0' || needs.missing.outputs.smoke_only != ''",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": 5,
         "permissions": {"actions": "write"},
         "steps": [
@@ -134,13 +134,13 @@ def render_backfill(ctx: WorkflowSpec) -> str:
             }
         ],
     }
-    regen = layout.join(["nox", "-s", "ci", *(["--", *ctx.margs] if ctx.margs else [])])
-    check = layout.join(["nox", "-s", "ci", "--", *ctx.margs, "--check"])
+    regen = layout.join(["nox", "-s", "ci", *(["--", *wf.margs] if wf.margs else [])])
+    check = layout.join(["nox", "-s", "ci", "--", *wf.margs, "--check"])
     # nothing from the plan: what a backfill builds is decided at run time, for the tag
     header = [
-        ctx.do_not_edit(),
+        wf.do_not_edit(),
         f"Regenerate: `{regen}` (or `buildtools ci github`); `{check}` fails when this",
-        f"file no longer matches {ctx.matrix}.",
+        f"file no longer matches {wf.matrix}.",
         "",
         f"Backfill: daily ({SCHEDULE}, UTC) and by hand, from the default branch: the cells",
         "of the `release` profile the latest release tag promises (a torch range meets a new",
@@ -166,7 +166,7 @@ def render_backfill(ctx: WorkflowSpec) -> str:
         },
         "permissions": {},
         "concurrency": {"group": "${{ github.workflow }}", "cancel-in-progress": False},
-        "env": ctx.env,
+        "env": wf.env,
         "jobs": {"missing": missing, "dispatch": dispatch},
     }
     return dump(documented(doc), header=header, gaps=("jobs",))

@@ -26,21 +26,21 @@ from .publish_jobs import status_job
 from .yamlwriter import dump
 
 
-def render_caches(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
+def render_caches(wf: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     """The text of caches.yml for the plan of the `release` profile (`shape`: its images)."""
     profile = layout.RELEASE_PROFILE
     jobs: dict[str, Any] = {
-        "plan": plan_job(ctx, profile, shape, PlanJobSpec(extra=("images", "prefetch"))),
-        "images": images_job(ctx, profile, slots=shape.images),
+        "plan": plan_job(wf, profile, shape, PlanJobSpec(extra=("images", "prefetch"))),
+        "images": images_job(wf, profile, slots=shape.images),
     }
-    if ctx.mf.matrix.ci.image_registry:
+    if wf.mf.matrix.ci.image_registry:
         # the images job reads only; this one pushes, and runs no repository code
-        jobs[PUSH_JOB] = push_images_job(ctx, slots=shape.images)
-    jobs["prefetch"] = prefetch_job(ctx, profile)
-    jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
-    schedule = ctx.mf.matrix.ci.cache_schedule
+        jobs[PUSH_JOB] = push_images_job(wf, slots=shape.images)
+    jobs["prefetch"] = prefetch_job(wf, profile)
+    jobs["status"] = status_job(wf, [j for j in jobs if j != "status"])
+    schedule = wf.mf.matrix.ci.cache_schedule
     header = workflow_header(
-        ctx,
+        wf,
         "Caches",
         profile,
         plan,
@@ -54,7 +54,7 @@ def render_caches(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
         "on": {"schedule": [{"cron": schedule}], "workflow_dispatch": {}},
         "permissions": {},
         "concurrency": {"group": "${{ github.workflow }}", "cancel-in-progress": False},
-        "env": ctx.env,
+        "env": wf.env,
         "jobs": jobs,
     }
     return dump(documented(doc), header=header, gaps=("jobs",))

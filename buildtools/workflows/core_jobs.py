@@ -51,16 +51,16 @@ def _flag(job: str) -> str:
     return f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
 
 
-def plan_outputs(ctx: WorkflowSpec, shape: Shape, extra: tuple[str, ...]) -> dict[str, str]:
+def plan_outputs(wf: WorkflowSpec, shape: Shape, extra: tuple[str, ...]) -> dict[str, str]:
     """The plan job's outputs the later jobs read (the step `plan` writes them)."""
     names: list[str] = []
-    if ctx.kind in (layout.RELEASE_NAME, layout.SELF_HOSTED_NAME):
-        names += ["tag", "sha"] if ctx.kind == layout.RELEASE_NAME else ["sha"]
+    if wf.kind in (layout.RELEASE_NAME, layout.SELF_HOSTED_NAME):
+        names += ["tag", "sha"] if wf.kind == layout.RELEASE_NAME else ["sha"]
     jobs = [j for f in shape.build for j in shape.build_jobs(f)]
     jobs += [j for g in shape.smoke for j in shape.smoke_jobs(g)]
     for job in jobs:
         names += [layout.output_name(job), layout.run_flag(job)]
-    if ctx.kind == layout.RELEASE_NAME:  # the smoke-only legs (workflows.window_jobs)
+    if wf.kind == layout.RELEASE_NAME:  # the smoke-only legs (workflows.window_jobs)
         for family in window_families(shape.smoke):
             job = window_job(family)
             names += [layout.output_name(job), layout.run_flag(job), f"window_built_{family}"]
@@ -69,7 +69,7 @@ def plan_outputs(ctx: WorkflowSpec, shape: Shape, extra: tuple[str, ...]) -> dic
             names.append(job)
         names.append(layout.run_flag(job))
     # a release's tag and commit are what the vetting step resolved, before any checkout
-    vetted = ("tag", "sha") if ctx.kind == layout.RELEASE_NAME else ()
+    vetted = ("tag", "sha") if wf.kind == layout.RELEASE_NAME else ()
     return {
         name: f"${{{{ steps.{'vet' if name in vetted else 'plan'}.outputs.{name} }}}}"
         for name in names
@@ -97,7 +97,7 @@ _NO_SPEC = PlanJobSpec()
 
 
 def plan_job(
-    ctx: WorkflowSpec, profile: str, shape: Shape, spec: PlanJobSpec = _NO_SPEC
+    wf: WorkflowSpec, profile: str, shape: Shape, spec: PlanJobSpec = _NO_SPEC
 ) -> dict[str, Any]:
     """The plan of `profile` for this workflow: matrices as outputs, plan.json uploaded."""
     extra, needs, condition, env = spec.extra, spec.needs, spec.condition, spec.env
@@ -105,7 +105,7 @@ def plan_job(
     step: dict[str, Any] = {"name": f"Plan the {profile} profile", "id": "plan"}
     if env:
         step["env"] = dict(env)
-    step["run"] = plan_script(ctx.matrix, profile, kind=ctx.kind, shape=shape.arg())
+    step["run"] = plan_script(wf.matrix, profile, kind=wf.kind, shape=shape.arg())
     job: dict[str, Any] = {"name": "plan"}
     if needs:
         job["needs"] = needs
@@ -113,19 +113,19 @@ def plan_job(
         job["if"] = condition
     job.update(
         {
-            "runs-on": ctx.control,
+            "runs-on": wf.control,
             "timeout-minutes": layout.PLAN_TIMEOUT,
             # a release's plan reads the published record, and verifies its attestation
             "permissions": {"contents": "read"}
-            | ({"attestations": "read"} if ctx.kind == layout.RELEASE_NAME else {}),
-            "outputs": plan_outputs(ctx, shape, extra),
+            | ({"attestations": "read"} if wf.kind == layout.RELEASE_NAME else {}),
+            "outputs": plan_outputs(wf, shape, extra),
             "steps": [
                 *([dict(vet)] if vet else []),
-                ctx.checkout(ref if ref is not None else ""),
-                ctx.setup_python(),
-                ctx.install_tools(),
+                wf.checkout(ref if ref is not None else ""),
+                wf.setup_python(),
+                wf.install_tools(),
                 step,
-                ctx.upload("plan", "plan/"),
+                wf.upload("plan", "plan/"),
             ],
         }
     )
@@ -133,7 +133,7 @@ def plan_job(
 
 
 def build_job(
-    ctx: WorkflowSpec, profile: str, family: str, job: str, *, needs: list[str], legs: int = 0
+    wf: WorkflowSpec, profile: str, family: str, job: str, *, needs: list[str], legs: int = 0
 ) -> dict[str, Any]:
     """One matrix job per BuildJob of `family` (docker backend, offline): wheels uploaded.
 
@@ -141,13 +141,13 @@ def build_job(
     tokens, `legs` outputs declared): only that leg can set it, so the publish job knows
     which bytes the builds made, whatever else lands in an artifact.
     """
-    release = ctx.kind == layout.RELEASE_NAME
-    restore, saves = build_inputs(ctx)
+    release = wf.kind == layout.RELEASE_NAME
+    restore, saves = build_inputs(wf)
     # nothing to sign here: the publish job attests what passed its smoke tests
     permissions = {"contents": "read"}
-    if ctx.mf.matrix.ci.image_registry:
+    if wf.mf.matrix.ci.image_registry:
         permissions["packages"] = "read"
-    steps: list[dict[str, Any]] = [ctx.checkout()]
+    steps: list[dict[str, Any]] = [wf.checkout()]
     if family != "cpu":
         steps.append(
             {
@@ -166,9 +166,9 @@ def build_job(
         }
     )
     steps += [
-        ctx.setup_python("${{ matrix.python_versions }}"),
+        wf.setup_python("${{ matrix.python_versions }}"),
         *restore,
-        ctx.install_tools(),
+        wf.install_tools(),
         {
             "name": "Build (nox -s build)",
             "env": {
@@ -176,7 +176,7 @@ def build_job(
                 "BT_ONLY": "${{ matrix.only }}",
                 "BT_REPRODUCE": "${{ matrix.reproduce }}",
             },
-            "run": build_script(ctx.matrix, profile, isolated=release),
+            "run": build_script(wf.matrix, profile, isolated=release),
         },
         *(
             [
@@ -190,8 +190,8 @@ def build_job(
             if release
             else []
         ),
-        ctx.upload("wheels-${{ matrix.id }}", f"{layout.WHEELHOUSE}/*.whl", wheels=True),
-        ctx.upload(
+        wf.upload("wheels-${{ matrix.id }}", f"{layout.WHEELHOUSE}/*.whl", wheels=True),
+        wf.upload(
             "build-report-${{ matrix.id }}",
             "\n".join(f"{layout.WHEELHOUSE}/{p}" for p in ("report.json", "logs/", "rejected/")),
             always=True,
@@ -225,7 +225,7 @@ def build_job(
 
 
 def smoke_job(
-    ctx: WorkflowSpec,
+    wf: WorkflowSpec,
     group: str,
     label: Label,
     job: str,
@@ -242,7 +242,7 @@ def smoke_job(
     set it, so a report counts for this family's wheels only with those bytes.
     """
     family = group_family(group)
-    release = ctx.kind == layout.RELEASE_NAME
+    release = wf.kind == layout.RELEASE_NAME
     permissions = {"contents": "read"}
     if from_run:
         permissions["actions"] = "read"
@@ -257,10 +257,10 @@ def smoke_job(
             f"needs.plan.outputs.{layout.run_flag(build)} != 'true'))"
         )
     steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        ctx.setup_python("${{ matrix.python_versions }}"),
-        ctx.install_tools(),
-        *_wheel_downloads(ctx, from_run),
+        wf.checkout(),
+        wf.setup_python("${{ matrix.python_versions }}"),
+        wf.install_tools(),
+        *_wheel_downloads(wf, from_run),
         {
             "name": "Smoke test (nox -s smoke)",
             "env": {
@@ -269,7 +269,7 @@ def smoke_job(
                 "BT_SMOKE": "${{ matrix.smoke }}",
                 RUNNER_ACCELERATOR_ENV: family,
             },
-            "run": smoke_script(ctx.matrix, family),
+            "run": smoke_script(wf.matrix, family),
         },
     ]
     if release:
@@ -282,7 +282,7 @@ def smoke_job(
             }
         )
     steps.append(
-        ctx.upload("smoke-${{ matrix.id }}", f"{layout.SMOKE_OUT}/", always=True, missing="ignore")
+        wf.upload("smoke-${{ matrix.id }}", f"{layout.SMOKE_OUT}/", always=True, missing="ignore")
     )
     smoke: dict[str, Any] = {
         "name": f"smoke ${{{{ matrix.id }}}} ({group})",
@@ -304,15 +304,15 @@ def smoke_job(
     return smoke
 
 
-def _wheel_downloads(ctx: WorkflowSpec, from_run: str | None) -> list[dict[str, Any]]:
+def _wheel_downloads(wf: WorkflowSpec, from_run: str | None) -> list[dict[str, Any]]:
     """The job's wheels: from this run, or (`from_run`) from the pull request's run for the
     entries whose `wheels_from` says so (built there on hosted runners)."""
-    here = ctx.download(
+    here = wf.download(
         layout.WHEELHOUSE, name="wheels-${{ matrix.id }}", title="Download the wheels"
     )
     if from_run is None:
         return [here]
-    there = ctx.download(
+    there = wf.download(
         layout.WHEELHOUSE,
         name="wheels-${{ matrix.id }}",
         from_run=from_run,
@@ -325,26 +325,26 @@ def _wheel_downloads(ctx: WorkflowSpec, from_run: str | None) -> list[dict[str, 
 
 
 def workflow_header(
-    ctx: WorkflowSpec, title: str, profile: str, plan: Plan, lines: list[str]
+    wf: WorkflowSpec, title: str, profile: str, plan: Plan, lines: list[str]
 ) -> list[str]:
     """The comment atop a workflow: how to regenerate it, what it builds, where it smokes."""
-    regen = layout.join(["nox", "-s", "ci", *(["--", *ctx.margs] if ctx.margs else [])])
-    check = layout.join(["nox", "-s", "ci", "--", *ctx.margs, "--check"])
+    regen = layout.join(["nox", "-s", "ci", *(["--", *wf.margs] if wf.margs else [])])
+    check = layout.join(["nox", "-s", "ci", "--", *wf.margs, "--check"])
     out = [
-        ctx.do_not_edit(),
+        wf.do_not_edit(),
         f"Regenerate: `{regen}` (or `buildtools ci github`); `{check}` fails when this",
-        f"file no longer matches {ctx.matrix}.",
+        f"file no longer matches {wf.matrix}.",
         "",
         f"{title}: profile `{profile}`, {len(plan.cells)} cell(s) in {len(plan.jobs)} build "
         "job(s) when generated;",
         *lines,
     ]
-    smoked = smoke_families(ctx.mf, plan)
+    smoked = smoke_families(wf.mf, plan)
     if smoked:
         out.append(
             "smoke-tested on: " + "; ".join(f"{f} ({label_text(label)})" for f, label in smoked)
         )
-    for group in unsmoked_families(ctx.mf, plan):
+    for group in unsmoked_families(wf.mf, plan):
         family = group_family(group)
         table = "linux_aarch64.smoke" if group != family else "smoke"
         out.append(f"not smoke-tested, so never published: {group} (no runners.{table}.{family})")

@@ -59,8 +59,8 @@ def _flag(job: str) -> str:
     return f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
 
 
-def registry_login(ctx: WorkflowSpec) -> list[dict[str, Any]]:
-    registry = ctx.mf.matrix.ci.image_registry
+def registry_login(wf: WorkflowSpec) -> list[dict[str, Any]]:
+    registry = wf.mf.matrix.ci.image_registry
     if not registry:
         return []
     host = registry.split("/", 1)[0]
@@ -74,13 +74,13 @@ def registry_login(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     ]
 
 
-def _release_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
+def _release_image(wf: WorkflowSpec) -> list[dict[str, Any]]:
     """This run's image of the job's recipe, checked by the ID the images job output."""
     # every slot's ID; the script picks this job's (no computed expression index)
     expected = {"BT_IMAGES": "${{ toJSON(needs.images.outputs) }}"}
     expected |= {"BT_SLOT": "${{ matrix.image_slot }}", "IMAGE": "${{ matrix.image }}"}
     given = "matrix.image_slot != 0"
-    if ctx.mf.matrix.ci.image_registry:
+    if wf.mf.matrix.ci.image_registry:
         # the digest the push job output: it pushed only the archive the images job made
         expected["BT_IMAGES"] = f"${{{{ toJSON(needs.{PUSH_JOB}.outputs) }}}}"
         return [
@@ -97,7 +97,7 @@ def _release_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
             "if": given,
             # missing when the images job failed for this recipe: the build makes its own
             "continue-on-error": True,
-            "uses": ctx.pins.uses("actions/download-artifact"),
+            "uses": wf.pins.uses("actions/download-artifact"),
             "with": {"name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}", "path": RUN_IMAGES},
         },
         {
@@ -109,9 +109,9 @@ def _release_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     ]
 
 
-def _cached_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
+def _cached_image(wf: WorkflowSpec) -> list[dict[str, Any]]:
     """The image caches.yml saved (pull requests and self-hosted.yml: nothing published)."""
-    registry = ctx.mf.matrix.ci.image_registry
+    registry = wf.mf.matrix.ci.image_registry
     if registry:
         return [
             {
@@ -126,7 +126,7 @@ def _cached_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
             "name": "Restore the builder image",
             "id": "image",
             "if": "matrix.image != ''",
-            "uses": ctx.pins.uses("actions/cache", "restore"),
+            "uses": wf.pins.uses("actions/cache", "restore"),
             "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
         },
         {
@@ -138,13 +138,13 @@ def _cached_image(ctx: WorkflowSpec) -> list[dict[str, Any]]:
     ]
 
 
-def _downloads(ctx: WorkflowSpec) -> list[Any]:
+def _downloads(wf: WorkflowSpec) -> list[Any]:
     """The downloads caches.yml saved (the same pins, these Pythons or others): read only."""
     return [
         {
             "name": "Restore downloads (torch, toolkit, build requirements)",
             "id": "downloads",
-            "uses": ctx.pins.uses("actions/cache", "restore"),
+            "uses": wf.pins.uses("actions/cache", "restore"),
             "with": {
                 "path": _PREFETCH_PATH,
                 "key": "${{ matrix.prefetch_key }}",
@@ -154,11 +154,11 @@ def _downloads(ctx: WorkflowSpec) -> list[Any]:
     ]
 
 
-def _sccache_gha(ctx: WorkflowSpec) -> list[Any]:
+def _sccache_gha(wf: WorkflowSpec) -> list[Any]:
     """sccache's GitHub Actions backend for a pull request's builds, read-write: the cache
     service scopes its writes to the pull request (`refs/pull/N/merge`), which no release
     and no other pull request reads. Releases and everything else get none."""
-    if ctx.kind != layout.PR_NAME:
+    if wf.kind != layout.PR_NAME:
         return []
     mode = "READ_WRITE"
     # the cache service's URL and token reach JavaScript actions only; sccache (in the
@@ -174,23 +174,23 @@ def _sccache_gha(ctx: WorkflowSpec) -> list[Any]:
     return [
         {
             "name": f"Compiler cache: sccache on the Actions cache ({mode.lower().replace('_', '-')})",
-            "uses": ctx.pins.uses("actions/github-script"),
+            "uses": wf.pins.uses("actions/github-script"),
             "with": {"script": script + "\n"},
         }
     ]
 
 
-def _compiler_cache(ctx: WorkflowSpec) -> tuple[list[Any], list[Any]]:
+def _compiler_cache(wf: WorkflowSpec) -> tuple[list[Any], list[Any]]:
     """With sccache (the matrix's build.compiler_cache): its Actions backend (`_sccache_gha`).
     ccache: a pull request's own namespace and scope, the newest entry of this pull
     request. A release none: compiler-cache objects cannot be verified, so a release
     compiles everything itself (what that costs: docs/ci.md, Caches). Others: none."""
-    tool = ctx.mf.matrix.build.cache_tool
+    tool = wf.mf.matrix.build.cache_tool
     if tool is None:
         return [], []
     if tool == "sccache":
-        return _sccache_gha(ctx), []
-    if ctx.kind != layout.PR_NAME:
+        return _sccache_gha(wf), []
+    if wf.kind != layout.PR_NAME:
         return [], []
     prefix = f"{_PR_NAMESPACE}${{{{ matrix.ccache_key }}}}-"
     key = prefix + RUN_ID
@@ -199,27 +199,27 @@ def _compiler_cache(ctx: WorkflowSpec) -> tuple[list[Any], list[Any]]:
         "name": "Restore the compiler cache",
         "id": "ccache",
         "if": "matrix.ccache_key != ''",
-        "uses": ctx.pins.uses("actions/cache", "restore"),
+        "uses": wf.pins.uses("actions/cache", "restore"),
         "with": restore_with,
     }
     save = {
         # also after a failed build: what compiled is still worth keeping
         "name": "Save the compiler cache",
         "if": "always() && matrix.ccache_key != ''",
-        "uses": ctx.pins.uses("actions/cache", "save"),
+        "uses": wf.pins.uses("actions/cache", "save"),
         "with": {"path": "${{ matrix.ccache_path }}", "key": key},
     }
     return [restore], [save]
 
 
-def build_inputs(ctx: WorkflowSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def build_inputs(wf: WorkflowSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(steps before the build, steps after it) of a build job in this workflow: a
     release's this run's image only (no cache read, none saved)."""
-    if ctx.kind == layout.RELEASE_NAME:
-        return [*registry_login(ctx), *_release_image(ctx)], []
-    downloads = _downloads(ctx)
-    ccache, ccache_saved = _compiler_cache(ctx)
-    return [*registry_login(ctx), *_cached_image(ctx), *downloads, *ccache], ccache_saved
+    if wf.kind == layout.RELEASE_NAME:
+        return [*registry_login(wf), *_release_image(wf)], []
+    downloads = _downloads(wf)
+    ccache, ccache_saved = _compiler_cache(wf)
+    return [*registry_login(wf), *_cached_image(wf), *downloads, *ccache], ccache_saved
 
 
 def image_outputs(count: int, *, archives: bool = True) -> dict[str, str]:
@@ -233,14 +233,14 @@ def image_outputs(count: int, *, archives: bool = True) -> dict[str, str]:
     }
 
 
-def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, Any]:
+def images_job(wf: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, Any]:
     """One job per builder recipe, which runs the repository's code and so holds only read
     permissions. A release builds each anew; caches.yml builds what the cache (or the
     registry) lacks. Where the image goes on (a release's builds, or `ci.image_registry`
     through the push job), it is saved as an artifact of the run and the job outputs its ID
     and the archive's sha256 per slot (`slots` outputs); else it is saved in the cache."""
-    registry = ctx.mf.matrix.ci.image_registry
-    release = ctx.kind == layout.RELEASE_NAME
+    registry = wf.mf.matrix.ci.image_registry
+    release = wf.kind == layout.RELEASE_NAME
     handoff = RUN_IMAGES if release or registry else ""
     env = {
         "BT_ONLY": "${{ matrix.only }}",
@@ -248,15 +248,15 @@ def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, 
         "IMAGE_FILE": "${{ matrix.image_file }}",
     }
     steps: list[dict[str, Any]] = [
-        ctx.checkout(),
+        wf.checkout(),
         {
             "name": "Free disk space for the builder image",
             "if": "matrix.family != 'cpu' && runner.environment == 'github-hosted'",
             "run": free_disk_script(),
         },
-        ctx.setup_python(),
-        ctx.install_tools(),
-        *registry_login(ctx),
+        wf.setup_python(),
+        wf.install_tools(),
+        *registry_login(wf),
     ]
     if registry:
         env["REGISTRY"] = registry
@@ -268,14 +268,14 @@ def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, 
                 "id": "image",
                 "env": env,
                 "run": image_build_script(
-                    ctx.matrix, profile, registry=bool(registry) and not release, handoff=handoff
+                    wf.matrix, profile, registry=bool(registry) and not release, handoff=handoff
                 ),
             },
             {
                 "name": "Upload the builder image (this run's "
                 + ("builds load it" if not registry else "push job pushes it")
                 + ")",
-                "uses": ctx.pins.uses("actions/upload-artifact"),
+                "uses": wf.pins.uses("actions/upload-artifact"),
                 "with": {
                     "name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}",
                     "path": f"{RUN_IMAGES}/${{{{ matrix.image_file }}}}",
@@ -291,7 +291,7 @@ def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, 
             {
                 "name": "Look for the builder image in the cache",
                 "id": "cached",
-                "uses": ctx.pins.uses("actions/cache", "restore"),
+                "uses": wf.pins.uses("actions/cache", "restore"),
                 "with": {
                     "path": _IMAGE_PATH,
                     "key": "${{ matrix.image_key }}",
@@ -302,12 +302,12 @@ def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, 
                 "name": "Build the builder image",
                 "if": "steps.cached.outputs.cache-hit != 'true'",
                 "env": env,
-                "run": image_build_script(ctx.matrix, profile, registry=False),
+                "run": image_build_script(wf.matrix, profile, registry=False),
             },
             {
                 "name": "Save the builder image",
                 "if": "steps.cached.outputs.cache-hit != 'true'",
-                "uses": ctx.pins.uses("actions/cache", "save"),
+                "uses": wf.pins.uses("actions/cache", "save"),
                 "with": {"path": _IMAGE_PATH, "key": "${{ matrix.image_key }}"},
             },
         ]
@@ -333,21 +333,21 @@ def images_job(ctx: WorkflowSpec, profile: str, *, slots: int = 0) -> dict[str, 
     return job
 
 
-def push_images_job(ctx: WorkflowSpec, *, slots: int) -> dict[str, Any]:
+def push_images_job(wf: WorkflowSpec, *, slots: int) -> dict[str, Any]:
     """With `ci.image_registry`: the one job that may write to the registry. It checks
     nothing out, installs nothing and runs no repository code (`workflows.image_push`):
     per recipe, this run's archive checked against the images job's outputs, loaded,
     checked by ID, pushed; its registry digest is the job output `image_<slot>`."""
-    registry = ctx.mf.matrix.ci.image_registry or ""
+    registry = wf.mf.matrix.ci.image_registry or ""
     checked = "steps.load.outputs.push == 'true'"
     image = {"IMAGE": "${{ matrix.image }}", "BT_SLOT": "${{ matrix.image_slot }}"}
-    login = [{**step, "if": checked} for step in registry_login(ctx)]
+    login = [{**step, "if": checked} for step in registry_login(wf)]
     return {
         "name": "push ${{ matrix.image }}",
         "needs": ["plan", "images"],
         # an images leg that failed leaves its slot without output: that leg pushes nothing
         "if": f"${{{{ !cancelled() && needs.plan.result == 'success' && {_flag('images')} }}}}",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.IMAGE_TIMEOUT,
         "permissions": {"packages": "write"},
         "outputs": image_outputs(slots, archives=False),
@@ -365,7 +365,7 @@ def push_images_job(ctx: WorkflowSpec, *, slots: int) -> dict[str, Any]:
                 "name": "Download this run's builder image",
                 # missing when the images job built nothing for this recipe
                 "continue-on-error": True,
-                "uses": ctx.pins.uses("actions/download-artifact"),
+                "uses": wf.pins.uses("actions/download-artifact"),
                 "with": {"name": f"{RUN_IMAGES}-${{{{ matrix.image_slot }}}}", "path": RUN_IMAGES},
             },
             {
@@ -390,36 +390,36 @@ def push_images_job(ctx: WorkflowSpec, *, slots: int) -> dict[str, Any]:
     }
 
 
-def prefetch_job(ctx: WorkflowSpec, profile: str) -> dict[str, Any]:
+def prefetch_job(wf: WorkflowSpec, profile: str) -> dict[str, Any]:
     """One job per download group: what its builds install, saved for them to restore."""
     return {
         "name": "downloads ${{ matrix.prefetch_key }}",
         "needs": "plan",
         "if": _flag("prefetch"),
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.PREFETCH_TIMEOUT,
         "permissions": {"contents": "read"},
         "strategy": {"fail-fast": False, "matrix": "${{ fromJSON(needs.plan.outputs.prefetch) }}"},
         "steps": [
-            ctx.checkout(),
-            ctx.setup_python("${{ matrix.python_versions }}"),
-            ctx.install_tools(),
+            wf.checkout(),
+            wf.setup_python("${{ matrix.python_versions }}"),
+            wf.install_tools(),
             {
                 "name": "Restore the downloads",
                 "id": "downloads",
-                "uses": ctx.pins.uses("actions/cache", "restore"),
+                "uses": wf.pins.uses("actions/cache", "restore"),
                 "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
             },
             {
                 "name": "Download (buildtools ci prefetch)",
                 "if": "steps.downloads.outputs.cache-hit != 'true'",
                 "env": {"BT_GROUP": "${{ matrix.prefetch_key }}"},
-                "run": prefetch_script(ctx.matrix, profile),
+                "run": prefetch_script(wf.matrix, profile),
             },
             {
                 "name": "Save the downloads",
                 "if": "steps.downloads.outputs.cache-hit != 'true'",
-                "uses": ctx.pins.uses("actions/cache", "save"),
+                "uses": wf.pins.uses("actions/cache", "save"),
                 "with": {"path": _PREFETCH_PATH, "key": "${{ matrix.prefetch_key }}"},
             },
         ],

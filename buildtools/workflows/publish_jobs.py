@@ -63,9 +63,9 @@ _ATTEST = f"{BUNDLE_DIR}/{ATTEST_DIR}"
 _BUNDLE_SITE = f"{BUNDLE_DIR}/site"
 
 
-def pages_enabled(ctx: WorkflowSpec) -> bool:
+def pages_enabled(wf: WorkflowSpec) -> bool:
     """Deploy to GitHub Pages when `index.base_url` says where the site is served."""
-    return bool(ctx.mf.matrix.index.base_url)
+    return bool(wf.mf.matrix.index.base_url)
 
 
 def gate_condition(jobs: list[str], flag: str) -> str:
@@ -98,10 +98,10 @@ def _tag_env() -> dict[str, str]:
     return {"BT_TAG": "${{ needs.plan.outputs.tag }}", "BT_SHA": "${{ needs.plan.outputs.sha }}"}
 
 
-def _downloads(ctx: WorkflowSpec) -> list[dict[str, Any]]:
+def _downloads(wf: WorkflowSpec) -> list[dict[str, Any]]:
     return [
-        ctx.download(_WHEELS, pattern="wheels-*", title="Download the wheels"),
-        ctx.download(_SMOKE, pattern="smoke-*", title="Download the smoke reports"),
+        wf.download(_WHEELS, pattern="wheels-*", title="Download the wheels"),
+        wf.download(_SMOKE, pattern="smoke-*", title="Download the smoke reports"),
     ]
 
 
@@ -123,7 +123,7 @@ def _smoked_env(job: str) -> str:
     return "BT_SMOKED_" + layout.output_name(job).removeprefix("smoke_").upper()
 
 
-def prepare_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any]:
+def prepare_job(wf: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any]:
     """Everything the release needs the repository's code for, with read permissions only:
     select, restore the record, index, say what to attest; the bundle and its digest.
 
@@ -137,10 +137,10 @@ def prepare_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
     smokes = [j for j in gated if j.startswith("smoke-")]
     windows = _windows(gated, families)
     steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        ctx.setup_python(),
-        ctx.install_tools(),
-        *_downloads(ctx),
+        wf.checkout(),
+        wf.setup_python(),
+        wf.install_tools(),
+        *_downloads(wf),
         {
             "name": "Select the smoke-tested wheels the builds reported",
             "env": {
@@ -149,28 +149,28 @@ def prepare_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
                 **{_smoked_env(job): f"${{{{ toJSON(needs.{job}.outputs) }}}}" for job in smokes},
             },
             "run": select_script(
-                ctx.matrix,
+                wf.matrix,
                 built=[f"{families[j]}={_built_env(j)}" for j in builds]
                 + [f"{f}={var}" for f, var in windows.items()],
                 smoked=tuple(f"{families[j]}={_smoked_env(j)}" for j in smokes),
             ),
         },
-        ctx.upload("selection", layout.SELECTION),
+        wf.upload("selection", layout.SELECTION),
         {
             "name": "Restore the published record (authenticated, checked against Pages)",
             "id": "site",
             "env": {"GITHUB_TOKEN": "${{ github.token }}", "GH_TOKEN": "${{ github.token }}"},
-            "run": restore_script(ctx.matrix),
+            "run": restore_script(wf.matrix),
         },
         {
             "name": "Index the selection with links to the release (nox -s index)",
             "env": {**_tag_env(), **site},
-            "run": index_script(ctx.matrix),
+            "run": index_script(wf.matrix),
         },
         {
             "name": "What to attest: the selection and the record",
             "env": {**_tag_env(), **site},
-            "run": subjects_script(ctx.matrix),
+            "run": subjects_script(wf.matrix),
         },
         {
             "name": "Bundle what the signing job publishes (its digest: this job's output)",
@@ -180,15 +180,15 @@ def prepare_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
                 **site,
                 "BT_RECORD": "${{ steps.site.outputs.record }}",
             },
-            "run": bundle_script(ctx.matrix),
+            "run": bundle_script(wf.matrix),
         },
-        ctx.upload(BUNDLE_DIR, f"{BUNDLE_DIR}/", hidden=True),
+        wf.upload(BUNDLE_DIR, f"{BUNDLE_DIR}/", hidden=True),
     ]
     return {
         "name": "prepare the release",
         "needs": ["plan", *gated],
         "if": gate_condition(gated, "publish"),
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.ASSETS_TIMEOUT,
         # reads the published record and verifies its release attestation
         "permissions": {"contents": "read", "attestations": "read"},
@@ -197,7 +197,7 @@ def prepare_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
     }
 
 
-def _attest(ctx: WorkflowSpec, *, release: bool) -> dict[str, Any]:
+def _attest(wf: WorkflowSpec, *, release: bool) -> dict[str, Any]:
     with_: dict[str, Any] = {"subject-checksums": f"{_ATTEST}/subjects.sha256"}
     if release:
         with_ |= {
@@ -206,12 +206,12 @@ def _attest(ctx: WorkflowSpec, *, release: bool) -> dict[str, Any]:
         }
     return {
         "name": "Attest the release (tag, commit, run)" if release else "Attest provenance (SLSA)",
-        "uses": ctx.pins.uses("actions/attest-build-provenance"),
+        "uses": wf.pins.uses("actions/attest-build-provenance"),
         "with": with_,
     }
 
 
-def publish_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any]:
+def publish_job(wf: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any]:
     """Sign and publish the prepare job's bundle, in the protected environment, one publish
     at a time (Pages group): no checkout, no repository code, nothing installed; the
     runner's bash, coreutils, curl, jq and gh, and actions pinned by commit."""
@@ -219,7 +219,7 @@ def publish_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
     builds = [j for j in gated if j.startswith("build-")]
     windows = _windows(gated, families)
     steps: list[dict[str, Any]] = [
-        ctx.download(BUNDLE_DIR, name=BUNDLE_DIR, title="Download the release bundle"),
+        wf.download(BUNDLE_DIR, name=BUNDLE_DIR, title="Download the release bundle"),
         {
             "name": "Check the bundle: the prepare job's digest, the builds' wheels",
             "env": {
@@ -229,8 +229,8 @@ def publish_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
             },
             "run": bundle_check_script([_built_env(j) for j in builds] + list(windows.values())),
         },
-        _attest(ctx, release=False),
-        _attest(ctx, release=True),
+        _attest(wf, release=False),
+        _attest(wf, release=True),
         {
             "name": "Verify each file's attestation (this run, the tag's commit)",
             "env": {**_tag_env(), "GH_TOKEN": "${{ github.token }}"},
@@ -241,13 +241,13 @@ def publish_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
             "env": {"BT_TAG": "${{ needs.plan.outputs.tag }}", "GH_TOKEN": "${{ github.token }}"},
             "run": release_script(),
         },
-        ctx.upload("site", _BUNDLE_SITE, hidden=True),
+        wf.upload("site", _BUNDLE_SITE, hidden=True),
     ]
-    if pages_enabled(ctx):
+    if pages_enabled(wf):
         steps.append(
             {
                 "name": "Upload the pages",
-                "uses": ctx.pins.uses("actions/upload-pages-artifact"),
+                "uses": wf.pins.uses("actions/upload-pages-artifact"),
                 "with": {"path": _BUNDLE_SITE, "retention-days": 1},
             }
         )
@@ -256,81 +256,81 @@ def publish_job(ctx: WorkflowSpec, families: Mapping[str, str]) -> dict[str, Any
         "needs": ["plan", "prepare", *builds],
         "if": "${{ !cancelled() && needs.prepare.result == 'success' && "
         f"needs.plan.outputs.{layout.run_flag('publish')} == 'true' }}}}",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.ASSETS_TIMEOUT,
         # record → deploy, one at a time across releases and Pages workflows
-        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
+        "concurrency": {"group": wf.mf.matrix.ci.pages_group, "cancel-in-progress": False},
         # required reviewers approve every publish (docs/ci.md, repository settings)
-        "environment": ctx.mf.matrix.ci.environment,
+        "environment": wf.mf.matrix.ci.environment,
         "permissions": {"contents": "write", "id-token": "write", "attestations": "write"},
         "steps": steps,
     }
 
 
-def pages_job(ctx: WorkflowSpec) -> dict[str, Any]:
+def pages_job(wf: WorkflowSpec) -> dict[str, Any]:
     """Deploy the pages the publish job uploaded: nothing checked out, nothing installed."""
     return {
         "name": "deploy to GitHub Pages",
         "needs": ["plan", "publish"],
         "if": _after("publish", "publish"),
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.INDEX_TIMEOUT,
-        "concurrency": {"group": ctx.mf.matrix.ci.pages_group, "cancel-in-progress": False},
+        "concurrency": {"group": wf.mf.matrix.ci.pages_group, "cancel-in-progress": False},
         "environment": {"name": "github-pages", "url": "${{ steps.deployment.outputs.page_url }}"},
         "permissions": {"pages": "write", "id-token": "write"},
         "steps": [
             {
                 "name": "Deploy to GitHub Pages",
                 "id": "deployment",
-                "uses": ctx.pins.uses("actions/deploy-pages"),
+                "uses": wf.pins.uses("actions/deploy-pages"),
             }
         ],
     }
 
 
-def preview_job(ctx: WorkflowSpec, gated: list[str]) -> dict[str, Any]:
+def preview_job(wf: WorkflowSpec, gated: list[str]) -> dict[str, Any]:
     """A pull request's index preview artifact (`site-preview`, relative links)."""
     return {
         "name": "index preview",
         "needs": ["plan", *gated],
         "if": gate_condition(gated, "index"),
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.INDEX_TIMEOUT,
         "permissions": {"contents": "read"},
         "steps": [
-            ctx.checkout(),
-            ctx.setup_python(),
-            ctx.install_tools(),
-            *_downloads(ctx),
+            wf.checkout(),
+            wf.setup_python(),
+            wf.install_tools(),
+            *_downloads(wf),
             {
                 "name": "Index preview of the smoke-tested wheels (nox -s index)",
                 "env": {"SITE": layout.SITE},
-                "run": preview_script(ctx.matrix),
+                "run": preview_script(wf.matrix),
             },
-            ctx.upload("site-preview", layout.SITE, hidden=True),
+            wf.upload("site-preview", layout.SITE, hidden=True),
         ],
     }
 
 
-def pypi_jobs(ctx: WorkflowSpec) -> dict[str, dict[str, Any]]:
+def pypi_jobs(wf: WorkflowSpec) -> dict[str, dict[str, Any]]:
     """`pypi-dist` (the variant without its local label, an sdist) and `pypi` (publish)."""
-    pypi = ctx.mf.matrix.ci.pypi
+    pypi = wf.mf.matrix.ci.pypi
     assert pypi is not None
-    project = PurePosixPath(ctx.matrix).parent / ctx.mf.matrix.project.path
+    project = PurePosixPath(wf.matrix).parent / wf.mf.matrix.project.path
     dist_steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        ctx.setup_python(),
-        ctx.install_tools(),
-        ctx.download(
+        wf.checkout(),
+        wf.setup_python(),
+        wf.install_tools(),
+        wf.download(
             _WHEELS,
             pattern=f"wheels-torch{pypi.torch}-{pypi.accelerator}-*",
             title="Download the variant's wheels",
         ),
-        ctx.download(f"{layout.ARTIFACTS}/selection", name="selection"),
+        wf.download(f"{layout.ARTIFACTS}/selection", name="selection"),
         {
             "name": "Verify the wheels' release attestation (this run, the tag's commit)",
             "env": {**_tag_env(), "GH_TOKEN": "${{ github.token }}"},
-            "run": pypi_verify_script(ctx.matrix),
+            "run": pypi_verify_script(wf.matrix),
         },
         {
             "name": "Wheels without the local label, and an sdist",
@@ -338,11 +338,11 @@ def pypi_jobs(ctx: WorkflowSpec) -> dict[str, dict[str, Any]]:
                 "PIP_EXTRA_INDEX_URL": load_ecosystem().pytorch_index + "/cpu",
                 **({"BT_PROJECT": project.as_posix()} if pypi.sdist else {}),
             },
-            "run": pypi_dist_script(ctx.matrix, sdist=pypi.sdist),
+            "run": pypi_dist_script(wf.matrix, sdist=pypi.sdist),
         },
-        ctx.upload("pypi-dist", "dist/"),
+        wf.upload("pypi-dist", "dist/"),
     ]
-    name = ctx.mf.matrix.project.name
+    name = wf.mf.matrix.project.name
     environment: dict[str, Any] = {"name": pypi.environment}
     if name:
         # percent-encoded: nothing of the name can form an expression or leave the URL
@@ -352,7 +352,7 @@ def pypi_jobs(ctx: WorkflowSpec) -> dict[str, dict[str, Any]]:
             "name": "PyPI distributions",
             "needs": ["plan", "publish"],
             "if": _after("publish", "pypi"),
-            "runs-on": ctx.control,
+            "runs-on": wf.control,
             "timeout-minutes": layout.ASSETS_TIMEOUT,
             "permissions": {"contents": "read", "attestations": "read"},
             "steps": dist_steps,
@@ -361,16 +361,16 @@ def pypi_jobs(ctx: WorkflowSpec) -> dict[str, dict[str, Any]]:
             "name": "publish to PyPI",
             "needs": ["plan", "pypi-dist"],
             "if": "${{ !cancelled() && needs.pypi-dist.result == 'success' }}",
-            "runs-on": ctx.control,
+            "runs-on": wf.control,
             "timeout-minutes": layout.INDEX_TIMEOUT,
             # trusted publishing: PyPI trusts this workflow in this environment, no token
             "environment": environment,
             "permissions": {"id-token": "write"},
             "steps": [
-                ctx.download("dist", name="pypi-dist", title="Download the distributions"),
+                wf.download("dist", name="pypi-dist", title="Download the distributions"),
                 {
                     "name": "Publish (trusted publishing, with attestations)",
-                    "uses": ctx.pins.uses("pypa/gh-action-pypi-publish"),
+                    "uses": wf.pins.uses("pypa/gh-action-pypi-publish"),
                     "with": {"packages-dir": "dist/", "attestations": True},
                 },
             ],
@@ -379,7 +379,7 @@ def pypi_jobs(ctx: WorkflowSpec) -> dict[str, dict[str, Any]]:
 
 
 def status_job(
-    ctx: WorkflowSpec, needs: list[str], *, commit_status: bool = False
+    wf: WorkflowSpec, needs: list[str], *, commit_status: bool = False
 ) -> dict[str, Any]:
     """The required check: the final summary; fails unless every job with work passed.
 
@@ -388,18 +388,18 @@ def status_job(
     """
     reports = f"{layout.ARTIFACTS}/reports"
     steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        ctx.setup_python(),
-        ctx.install_tools(),
-        ctx.download(f"{reports}/plan", name="plan", optional=True, title="Download the plan"),
-        ctx.download(
+        wf.checkout(),
+        wf.setup_python(),
+        wf.install_tools(),
+        wf.download(f"{reports}/plan", name="plan", optional=True, title="Download the plan"),
+        wf.download(
             reports, pattern="build-report-*", optional=True, title="Download the build reports"
         ),
-        ctx.download(reports, pattern="smoke-*", optional=True, title="Download the smoke reports"),
+        wf.download(reports, pattern="smoke-*", optional=True, title="Download the smoke reports"),
     ]
-    if ctx.kind == layout.RELEASE_NAME:
+    if wf.kind == layout.RELEASE_NAME:
         steps.append(
-            ctx.download(
+            wf.download(
                 f"{reports}/selection",
                 name="selection",
                 optional=True,
@@ -411,14 +411,14 @@ def status_job(
             "name": "Summary: published, held back, failed",
             "id": "status",
             "env": {"NEEDS": "${{ toJSON(needs) }}"},
-            "run": status_script(ctx.matrix, ctx.kind),
+            "run": status_script(wf.matrix, wf.kind),
         }
     )
     job: dict[str, Any] = {
         "name": "status",
         "needs": needs,
         "if": "always()",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.STATUS_TIMEOUT,
         "permissions": {"contents": "read"},
     }
@@ -433,14 +433,14 @@ def status_job(
     return job
 
 
-def commit_status_job(ctx: WorkflowSpec) -> dict[str, Any]:
+def commit_status_job(wf: WorkflowSpec) -> dict[str, Any]:
     """Post the status job's verdict on the pull request's commit: the one job that can
     write (`statuses`), so it checks nothing out and runs no repository code (gh only)."""
     return {
         "name": "post the verdict on the commit",
         "needs": ["plan", "status"],
         "if": "always() && needs.plan.result != 'skipped'",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.STATUS_TIMEOUT,
         "permissions": {"statuses": "write"},
         "steps": [
@@ -458,20 +458,20 @@ def commit_status_job(ctx: WorkflowSpec) -> dict[str, Any]:
     }
 
 
-def drift_job(ctx: WorkflowSpec) -> dict[str, Any]:
+def drift_job(wf: WorkflowSpec) -> dict[str, Any]:
     """The pull request's first job: the committed workflows still match matrix.yaml."""
     return {
         "name": "workflows match matrix.yaml",
-        "runs-on": ctx.control,
+        "runs-on": wf.control,
         "timeout-minutes": layout.PLAN_TIMEOUT,
         "permissions": {"contents": "read"},
         "steps": [
-            ctx.checkout(),
-            ctx.setup_python(),
-            ctx.install_tools(),
+            wf.checkout(),
+            wf.setup_python(),
+            wf.install_tools(),
             {
                 "name": "Drift check (nox -s ci -- --check)",
-                "run": bash(layout.join(["nox", "-s", "ci", "--", *ctx.margs, "--check"])),
+                "run": bash(layout.join(["nox", "-s", "ci", "--", *wf.margs, "--check"])),
             },
         ],
     }

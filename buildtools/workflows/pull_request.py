@@ -24,27 +24,27 @@ from .publish_jobs import drift_job, preview_job, status_job
 from .yamlwriter import dump
 
 
-def render_pull_request(ctx: WorkflowSpec, plan: Plan, shape: Shape, *, self_hosted: bool) -> str:
+def render_pull_request(wf: WorkflowSpec, plan: Plan, shape: Shape, *, self_hosted: bool) -> str:
     """The text of pull-request.yml for the plan of the `pr` profile."""
     profile = layout.PR_PROFILE
     jobs: dict[str, Any] = {
-        "drift": drift_job(ctx),
-        "plan": plan_job(ctx, profile, shape, PlanJobSpec(extra=("index",), needs="drift")),
+        "drift": drift_job(wf),
+        "plan": plan_job(wf, profile, shape, PlanJobSpec(extra=("index",), needs="drift")),
     }
     gated: list[str] = []
     for family in shape.build:
         for job in shape.build_jobs(family):
-            jobs[job] = build_job(ctx, profile, family, job, needs=["plan"])
+            jobs[job] = build_job(wf, profile, family, job, needs=["plan"])
             gated.append(job)
     for group in shape.smoke:
         builds = shape.build_jobs(group_family(group))
         for build, job in zip(builds, shape.smoke_jobs(group), strict=True):
             jobs[job] = smoke_job(
-                ctx, group, smoke_label(ctx.mf, group), job, needs=["plan", build], from_run=None
+                wf, group, smoke_label(wf.mf, group), job, needs=["plan", build], from_run=None
             )
             gated.append(job)
-    jobs["index"] = preview_job(ctx, gated)
-    jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
+    jobs["index"] = preview_job(wf, gated)
+    jobs["status"] = status_job(wf, [j for j in jobs if j != "status"])
     lines = ["drift check -> plan -> build -> smoke -> index preview (artifact `site-preview`)."]
     lines.append("GitHub-hosted runners only: a fork can edit this file.")
     if self_hosted:
@@ -52,7 +52,7 @@ def render_pull_request(ctx: WorkflowSpec, plan: Plan, shape: Shape, *, self_hos
             f"The self-hosted jobs run in {layout.SELF_HOSTED_WORKFLOW} after this run "
             "(branches of this repository only)."
         )
-    header = workflow_header(ctx, "Pull requests", profile, plan, lines)
+    header = workflow_header(wf, "Pull requests", profile, plan, lines)
     doc: dict[str, Any] = {
         "name": layout.PR_NAME,
         "on": {"pull_request": {}},
@@ -61,7 +61,7 @@ def render_pull_request(ctx: WorkflowSpec, plan: Plan, shape: Shape, *, self_hos
             "group": "${{ github.workflow }}-${{ github.event.pull_request.number }}",
             "cancel-in-progress": True,
         },
-        "env": ctx.env,
+        "env": wf.env,
         "jobs": jobs,
     }
     return dump(documented(doc), header=header, gaps=("jobs",))

@@ -63,16 +63,16 @@ def tag_glob(pattern: str) -> str:
     return prefix + "*" if prefix else "**"
 
 
-def render_release_tag(ctx: WorkflowSpec) -> str:
+def render_release_tag(wf: WorkflowSpec) -> str:
     """The text of release-tag.yml: a tag push, handed to release.yml."""
     header = [
-        ctx.do_not_edit(),
+        wf.do_not_edit(),
         f"A release tag starts {layout.RELEASE_WORKFLOW} (through workflow_run), which runs from",
         "the default branch: the one workflow and ref the self-hosted runner groups admit.",
     ]
     doc: dict[str, Any] = {
         "name": layout.TAG_NAME,
-        "on": {"push": {"tags": [tag_glob(ctx.mf.matrix.ci.tag_pattern)]}},
+        "on": {"push": {"tags": [tag_glob(wf.mf.matrix.ci.tag_pattern)]}},
         "permissions": {},
         "concurrency": {
             "group": "${{ github.workflow }}-${{ github.ref }}",
@@ -81,7 +81,7 @@ def render_release_tag(ctx: WorkflowSpec) -> str:
         "jobs": {
             "tag": {
                 "name": "hand the tag to the release workflow",
-                "runs-on": ctx.control,
+                "runs-on": wf.control,
                 "timeout-minutes": 5,
                 "permissions": {},
                 "steps": [
@@ -137,14 +137,14 @@ def _inputs() -> dict[str, Any]:
     }
 
 
-def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
+def render_release(wf: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     """The text of release.yml for the plan of the `release` profile."""
     profile = layout.RELEASE_PROFILE
-    pypi = ctx.mf.matrix.ci.pypi
+    pypi = wf.mf.matrix.ci.pypi
     extra = ("images", "publish", *(("pypi",) if pypi else ()))
     jobs: dict[str, Any] = {
         "plan": plan_job(
-            ctx,
+            wf,
             profile,
             shape,
             PlanJobSpec(
@@ -169,7 +169,7 @@ def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
                     "id": "vet",
                     "env": {
                         "BT_TAG": _TAG,
-                        "BT_TAG_PATTERN": ctx.mf.matrix.ci.tag_pattern,
+                        "BT_TAG_PATTERN": wf.mf.matrix.ci.tag_pattern,
                         "BT_EXPECT_SHA": "${{ github.event.workflow_run.head_sha }}",
                         "BT_DEFAULT_BRANCH": "${{ github.event.repository.default_branch }}",
                         "GH_TOKEN": "${{ github.token }}",
@@ -178,18 +178,18 @@ def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
                 },
             ),
         ),
-        "images": images_job(ctx, profile, slots=shape.images),
+        "images": images_job(wf, profile, slots=shape.images),
     }
     image_jobs = ["images"]
-    if ctx.mf.matrix.ci.image_registry:
+    if wf.mf.matrix.ci.image_registry:
         # the one job that may write to the registry runs no repository code
-        jobs[PUSH_JOB] = push_images_job(ctx, slots=shape.images)
+        jobs[PUSH_JOB] = push_images_job(wf, slots=shape.images)
         image_jobs.append(PUSH_JOB)
     families: dict[str, str] = {}  # each build and smoke job → its family
     for family in shape.build:
         for job in shape.build_jobs(family):
             jobs[job] = build_job(
-                ctx,
+                wf,
                 profile,
                 family,
                 job,
@@ -202,9 +202,9 @@ def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
         builds = shape.build_jobs(family)
         for build, job in zip(builds, shape.smoke_jobs(group), strict=True):
             jobs[job] = smoke_job(
-                ctx,
+                wf,
                 group,
-                smoke_label(ctx.mf, group),
+                smoke_label(wf.mf, group),
                 job,
                 needs=["plan", build],
                 from_run=None,
@@ -213,22 +213,22 @@ def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
             families[job] = family
     # the backfill's smoke-only path: a published window wheel on a new torch, no build
     for family in window_families(shape.smoke):
-        jobs[window_job(family)] = window_smoke_job(ctx, family, smoke_label(ctx.mf, family))
+        jobs[window_job(family)] = window_smoke_job(wf, family, smoke_label(wf.mf, family))
         families[window_job(family)] = family
-    jobs["prepare"] = prepare_job(ctx, families)
-    jobs["publish"] = publish_job(ctx, families)
-    if pages_enabled(ctx):
-        jobs["pages"] = pages_job(ctx)
+    jobs["prepare"] = prepare_job(wf, families)
+    jobs["publish"] = publish_job(wf, families)
+    if pages_enabled(wf):
+        jobs["pages"] = pages_job(wf)
     if pypi:
-        jobs.update(pypi_jobs(ctx))
-    jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"])
+        jobs.update(pypi_jobs(wf))
+    jobs["status"] = status_job(wf, [j for j in jobs if j != "status"])
     target = (
-        f"GitHub Pages at {ctx.mf.matrix.index.base_url}"
-        if pages_enabled(ctx)
+        f"GitHub Pages at {wf.mf.matrix.index.base_url}"
+        if pages_enabled(wf)
         else "the `site` artifact (set index.base_url to deploy to GitHub Pages)"
     )
     header = workflow_header(
-        ctx,
+        wf,
         "Release",
         profile,
         plan,
@@ -236,7 +236,7 @@ def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
             f"started by {layout.TAG_WORKFLOW} (a v* tag) or by hand with the tag; runs from",
             "the default branch and checks the tag out. plan -> build (docker backend) ->",
             "smoke (per family) -> prepare (read-only) -> publish (environment "
-            + ctx.mf.matrix.ci.environment
+            + wf.mf.matrix.ci.environment
             + ": the draft release, its record, then published) -> "
             + target
             + ".",
@@ -252,7 +252,7 @@ def render_release(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
         "permissions": {},
         # two runs of one tag one after the other (never cancelled); other tags side by side
         "concurrency": {"group": f"{layout.RELEASE_NAME}-{_TAG}", "cancel-in-progress": False},
-        "env": ctx.env,
+        "env": wf.env,
         "jobs": jobs,
     }
     return dump(documented(doc), header=header, gaps=("jobs",))

@@ -63,17 +63,17 @@ class Generated:
     text: str
 
 
-def _actionlint(ctx: WorkflowSpec) -> str:
+def _actionlint(wf: WorkflowSpec) -> str:
     header = [
-        ctx.do_not_edit(),
+        wf.do_not_edit(),
         "The self-hosted runner labels of runners.build / runners.smoke, for actionlint.",
     ]
-    labels = custom_labels(ctx.mf, ctx.pins.hosted_runners.labels)
+    labels = custom_labels(wf.mf, wf.pins.hosted_runners.labels)
     return dump({"self-hosted-runner": {"labels": labels}}, header=header)
 
 
-def _hashed(ctx: WorkflowSpec, text: str) -> str:
-    return f"# {ctx.do_not_edit()}\n" + text
+def _hashed(wf: WorkflowSpec, text: str) -> str:
+    return f"# {wf.do_not_edit()}\n" + text
 
 
 def render_workflows(
@@ -94,10 +94,10 @@ def render_workflows(
     self_shape = shape_of(entries[layout.PR_PROFILE], layout.SELF_HOSTED_NAME)
     caches_shape = shape_of(entries[layout.RELEASE_PROFILE], layout.CACHES_NAME)
 
-    def ctx(kind: str) -> WorkflowSpec:
+    def wf(kind: str) -> WorkflowSpec:
         return WorkflowSpec(mf=mf, pins=pins, matrix=matrix, kind=kind)
 
-    release_ctx = ctx(layout.RELEASE_NAME)
+    release_ctx = wf(layout.RELEASE_NAME)
     self_hosted = bool(self_shape.build or self_shape.smoke)
     files = [
         Generated(path=layout.TAG_WORKFLOW, text=render_release_tag(release_ctx)),
@@ -107,23 +107,23 @@ def render_workflows(
         ),
         Generated(
             path=layout.PR_WORKFLOW,
-            text=render_pull_request(ctx(layout.PR_NAME), pr, pr_shape, self_hosted=self_hosted),
+            text=render_pull_request(wf(layout.PR_NAME), pr, pr_shape, self_hosted=self_hosted),
         ),
     ]
     if self_hosted:
         files.append(
             Generated(
                 path=layout.SELF_HOSTED_WORKFLOW,
-                text=render_self_hosted(ctx(layout.SELF_HOSTED_NAME), pr, self_shape),
+                text=render_self_hosted(wf(layout.SELF_HOSTED_NAME), pr, self_shape),
             )
         )
     files.append(
         Generated(
             path=layout.CACHES_WORKFLOW,
-            text=render_caches(ctx(layout.CACHES_NAME), release, caches_shape),
+            text=render_caches(wf(layout.CACHES_NAME), release, caches_shape),
         )
     )
-    files.append(Generated(path=BACKFILL_WORKFLOW, text=render_backfill(ctx(layout.RELEASE_NAME))))
+    files.append(Generated(path=BACKFILL_WORKFLOW, text=render_backfill(wf(layout.RELEASE_NAME))))
     workflows = {g.path: g.text for g in files}
     files += [
         Generated(path=layout.ACTIONLINT_CONFIG, text=_actionlint(release_ctx)),

@@ -29,12 +29,12 @@ from .yamlwriter import dump
 _RUN = "github.event.workflow_run"
 
 
-def render_self_hosted(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
+def render_self_hosted(wf: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     """The text of self-hosted.yml for the plan of the `pr` profile."""
     profile = layout.PR_PROFILE
     jobs: dict[str, Any] = {
         "plan": plan_job(
-            ctx,
+            wf,
             profile,
             shape,
             PlanJobSpec(
@@ -46,24 +46,24 @@ def render_self_hosted(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
     }
     for family in shape.build:
         for job in shape.build_jobs(family):
-            jobs[job] = build_job(ctx, profile, family, job, needs=["plan"])
+            jobs[job] = build_job(wf, profile, family, job, needs=["plan"])
     for group in shape.smoke:
         family = group_family(group)
         builds = shape.build_jobs(family) if family in shape.build else []
         for i, job in enumerate(shape.smoke_jobs(group)):
             jobs[job] = smoke_job(
-                ctx,
+                wf,
                 group,
-                smoke_label(ctx.mf, group),
+                smoke_label(wf.mf, group),
                 job,
                 needs=["plan", builds[i]] if builds else ["plan"],
                 from_run=f"${{{{ {_RUN}.id }}}}",
             )
-    jobs["status"] = status_job(ctx, [j for j in jobs if j != "status"], commit_status=True)
+    jobs["status"] = status_job(wf, [j for j in jobs if j != "status"], commit_status=True)
     # the one job that can write (statuses): no checkout, no repository code
-    jobs["commit-status"] = commit_status_job(ctx)
+    jobs["commit-status"] = commit_status_job(wf)
     header = workflow_header(
-        ctx,
+        wf,
         "Self-hosted jobs of pull requests",
         profile,
         plan,
@@ -81,7 +81,7 @@ def render_self_hosted(ctx: WorkflowSpec, plan: Plan, shape: Shape) -> str:
             f"-${{{{ {_RUN}.head_branch }}}}",
             "cancel-in-progress": True,
         },
-        "env": ctx.env,
+        "env": wf.env,
         "jobs": jobs,
     }
     return dump(documented(doc), header=header, gaps=("jobs",))

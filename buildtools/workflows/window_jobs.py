@@ -74,14 +74,14 @@ def _smoke_script(matrix: str, family: str) -> str:
     )
 
 
-def window_smoke_job(ctx: WorkflowSpec, family: str, label: Label) -> dict[str, Any]:
+def window_smoke_job(wf: WorkflowSpec, family: str, label: Label) -> dict[str, Any]:
     """`smoke-window-<family>`: the published wheel smoke-tested on a new torch, no build."""
     job = window_job(family)
     flag = f"needs.plan.outputs.{layout.run_flag(job)} == 'true'"
     steps: list[dict[str, Any]] = [
-        ctx.checkout(),
-        ctx.setup_python("${{ matrix.python_versions }}"),
-        ctx.install_tools(),
+        wf.checkout(),
+        wf.setup_python("${{ matrix.python_versions }}"),
+        wf.install_tools(),
         {
             "name": "Download the published wheel (the record's sha256)",
             "env": {
@@ -100,7 +100,7 @@ def window_smoke_job(ctx: WorkflowSpec, family: str, label: Label) -> dict[str, 
                 "BT_REPRODUCE": "${{ matrix.reproduce }}",
                 RUNNER_ACCELERATOR_ENV: family,
             },
-            "run": _smoke_script(ctx.matrix, family),
+            "run": _smoke_script(wf.matrix, family),
         },
         {
             "name": "Report the smoke report's sha256",
@@ -108,8 +108,8 @@ def window_smoke_job(ctx: WorkflowSpec, family: str, label: Label) -> dict[str, 
             "env": {"BT_LEG": "${{ strategy.job-index }}"},
             "run": smoked_script(),
         },
-        ctx.upload("wheels-window-${{ matrix.id }}", f"{layout.WHEELHOUSE}/*.whl", wheels=True),
-        ctx.upload(
+        wf.upload("wheels-window-${{ matrix.id }}", f"{layout.WHEELHOUSE}/*.whl", wheels=True),
+        wf.upload(
             "smoke-window-${{ matrix.id }}", f"{layout.SMOKE_OUT}/", always=True, missing="ignore"
         ),
     ]
