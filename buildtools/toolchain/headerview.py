@@ -93,11 +93,7 @@ def _digest(store: Path, root: str, files: list[tuple[str, os.stat_result]]) -> 
             return known
     except OSError:
         pass
-    digest = hashlib.sha256()
-    for rel, _ in files:
-        content = hashlib.sha256(Path(root, rel).read_bytes()).hexdigest()
-        digest.update(f"{rel}\0{content}\n".encode("utf-8", "surrogateescape"))
-    value = digest.hexdigest()
+    value = _contents(root, files)
     memo.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=memo.parent)
     with os.fdopen(fd, "w") as f:
@@ -139,15 +135,18 @@ def view_of(store: Path, directory: str) -> str | None:
     return str(view / "include")
 
 
-def _digest_of_copy(root: Path) -> str | None:
-    files = _files(str(root))
-    if files is None:
-        return None
+def _contents(root: str, files: list[tuple[str, os.stat_result]]) -> str:
+    """The sha256 of the files' names and contents (each file's own sha256)."""
     digest = hashlib.sha256()
     for rel, _ in files:
-        content = hashlib.sha256((root / rel).read_bytes()).hexdigest()
+        content = hashlib.sha256(Path(root, rel).read_bytes()).hexdigest()
         digest.update(f"{rel}\0{content}\n".encode("utf-8", "surrogateescape"))
     return digest.hexdigest()
+
+
+def _digest_of_copy(root: Path) -> str | None:
+    files = _files(str(root))
+    return None if files is None else _contents(str(root), files)
 
 
 def _replace_prefix(word: str, old: str, new: str) -> str:
