@@ -323,7 +323,7 @@ def unit_key(
         "args": _keyed_words(args, paths),
         "env": {n: _keyed_words(shlex.split(env.get(n, "")), paths) for n in _ENV_FLAGS},
         "source": [paths.normal(os.path.realpath(unit.source)), source_digest],
-        "line_info": line_info,
+        "line_info": (_headerview.compile_dir(args) or 1) if line_info else 0,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_FILES",
     "VIEW_MTIME",
     "apply",
+    "compile_dir",
     "compiler_includes",
     "include_dirs",
     "view_of",
@@ -55,6 +56,14 @@ def include_dirs(words: Sequence[str]) -> list[str]:
             elif word.startswith(opt) and len(word) > len(opt) and not opt.startswith("--"):
                 out.append(word[len(opt) :])
     return [d for d in dict.fromkeys(out) if d]
+
+
+def compile_dir(words: Sequence[str]) -> str | None:
+    """The compile's directory when an include directory of `words` is named relative to it
+    (part of a line-info unit's key: its object keeps the path that resolves to, and each
+    cell compiles in its own build directory); None when every one is absolute."""
+    relative = any(not Path(d).is_absolute() for d in include_dirs(words))
+    return str(Path.cwd()) if relative else None
 
 
 def _files(root: str) -> list[tuple[str, os.stat_result]] | None:
@@ -200,7 +209,10 @@ def compiler_includes(compiler: str, env: Mapping[str, str]) -> list[str]:
     for line in done.stderr.splitlines():
         name, sep, value = line.removeprefix("#$ ").partition("=")
         if sep and name in ("INCLUDES", "SYSTEM_INCLUDES"):
-            words = shlex.split(value)
+            try:
+                words = shlex.split(value)
+            except ValueError:  # not nvcc's own quoting: no directories from this line
+                continue
             for i, word in enumerate(words):
                 if word == "-isystem" and i + 1 < len(words):
                     out += ["-isystem", os.path.normpath(words[i + 1])]

@@ -103,3 +103,21 @@ def test_a_cluster_launcher_turns_line_info_reuse_off(
     monkeypatch.setenv(devicewrap.DOWNSTREAM_VAR, "sccache nvcc")
     assert devicewrap.main([str(path), "-c", "k.cu"]) == 0
     assert [c.local for c in seen] == [True, False]
+
+
+def test_a_relative_include_directory_puts_the_compile_directory_in_a_line_info_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-Icsrc` resolves in each cell's own build directory, whose path a line-info object
+    keeps: two directories, two keys (one absolute -I: one key, wherever it compiles)."""
+    (tmp_path / "k.cu").write_text("__global__ void k() {}\n")
+    config = WrapConfig(downstream=("nvcc",), store=str(tmp_path / "store"), job="j")
+    base = ["-c", str(tmp_path / "k.cu"), "-o", "k.o", "-MD", "-MF", "k.o.d", "-lineinfo"]
+    keys: dict[str, set[str | None]] = {"relative": set(), "absolute": set()}
+    for cell in ("cp311", "cp312"):
+        (tmp_path / cell).mkdir()
+        monkeypatch.chdir(tmp_path / cell)
+        keys["relative"].add(unit_key([*base, "-Icsrc"], {}, config, [], line_info=True))
+        keys["absolute"].add(unit_key([*base, f"-I{tmp_path}"], {}, config, [], line_info=True))
+    assert len(keys["relative"]) == 2 and len(keys["absolute"]) == 1
+    assert headerview.compile_dir([f"-I{tmp_path}", "-isystem", "/usr/include"]) is None
